@@ -1,0 +1,117 @@
+/* Simulated CUDA device: the "sim runtime" C API exported by the fake driver libcuda.so.1.
+ *
+ * Scenario programs and tests drive a virtual GPU through these calls.  Each call looks, to a
+ * CUPTI client (e.g. libgpuacct.so through the fake libcupti.so.13), like the matching CUDA
+ * runtime call: the same CUPTI_RUNTIME_TRACE_CBID_* callback ids, API records, kernel / memcpy /
+ * memset / synchronization records and correlation ids a real GPU would produce.
+ *
+ * Time model (see README.md): one nanosecond clock shared by the host and the GPU.  In the
+ * default `virtual` mode it only moves through sim calls, so a scenario's timeline is exact.
+ *   - an API call takes `launch_cost` ns of host time (default 4000);
+ *   - a GPU op starts at max(stream free time, API start + launch_latency (default 5000));
+ *   - ops on one stream run in order, streams run concurrently (no SM / copy-engine contention);
+ *   - synchronizing calls and pageable / synchronous copies move the host clock to completion.
+ *
+ * All functions are thread-safe.  Integer results: 0 = success, SIM_ERR_* otherwise.
+ */
+#ifndef GPUACCT_TESTS_SIM_SIM_CUDA_H_
+#define GPUACCT_TESTS_SIM_SIM_CUDA_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define SIM_EXPORT __attribute__((visibility("default")))
+#else
+#define SIM_EXPORT
+#endif
+
+enum {
+  SIM_OK = 0,
+  SIM_ERR_INVALID = 1,         /* bad handle / argument */
+  SIM_ERR_NOT_INITIALIZED = 2, /* simInit not called (or simShutdown called) */
+};
+
+typedef struct simStream_st* simStream_t; /* also usable as a cudaStream_t in CUPTI params */
+typedef struct simGraph_st* simGraph_t;
+
+typedef enum {
+  SIM_MEMCPY_H2D = 1,
+  SIM_MEMCPY_D2H = 2,
+  SIM_MEMCPY_D2D = 3,
+  SIM_MEMCPY_P2P = 4, /* to device (stream's device + 1) % num_devices */
+} simMemcpyKind;
+
+typedef enum { SIM_CLOCK_VIRTUAL = 0, SIM_CLOCK_HYBRID = 1 } simClockMode;
+
+/* Calls cuInit(0) (which loads CUDA_INJECTION64_PATH once per process) and creates one primary
+ * context per device (CUPTI resource callback CONTEXT_CREATED).  A second simInit without
+ * simShutdown is a no-op returning SIM_OK. */
+SIM_EXPORT int simInit(int num_devices);
+/* Destroys the contexts (CONTEXT_DESTROY_STARTING callbacks).  Pending GPU work is kept in the
+ * timeline; call a synchronize first if the program should wait for it. */
+SIM_EXPORT void simShutdown(void);
+/* Test helper: forget all devices, streams and graphs, reset the clock and re-read every
+ * GPUACCT_SIM_* variable (also resets the fake CUPTI's state when it is loaded).  cuInit's
+ * injection stays loaded: that happens once per process, as with the real driver. */
+SIM_EXPORT void simReset(void);
+SIM_EXPORT int simNumDevices(void);
+
+SIM_EXPORT simStream_t simStreamCreate(int device);
+/* The device's default stream (CUPTI stream id 7, like the legacy NULL stream).  It behaves like
+ * an ordinary stream: no implicit synchronization with other streams. */
+SIM_EXPORT simStream_t simDefaultStream(int device);
+SIM_EXPORT uint32_t simStreamId(simStream_t stream); /* CUPTI streamId, 0 on a bad handle */
+SIM_EXPORT int simStreamDevice(simStream_t stream);  /* -1 on a bad handle */
+
+/* cudaLaunchKernel (runtime API).  `name` is copied (interned for the life of the process). */
+SIM_EXPORT int simLaunchKernel(simStream_t stream, const char* name, uint64_t gpu_ns);
+/* Same, reported as the driver API cuLaunchKernel (CUPTI_CB_DOMAIN_DRIVER_API). */
+SIM_EXPORT int simCuLaunchKernel(simStream_t stream, const char* name, uint64_t gpu_ns);
+/* An NCCL-style collective: a kernel named ncclDevKernel_AllReduce_Sum_f32_RING_LL. */
+SIM_EXPORT int simNcclAllReduce(simStream_t stream, uint64_t gpu_ns);
+
+/* cudaMemcpyAsync (cudaMemcpyPeerAsync for P2P).  pageable != 0 with H2D or D2H blocks the host
+ * until the copy finished, like real CUDA. */
+SIM_EXPORT int simMemcpyAsync(simStream_t stream, simMemcpyKind kind, uint64_t bytes,
+                              uint64_t gpu_ns, int pageable);
+/* cudaMemcpy: synchronous for the host (waits for the copy, which waits for the stream). */
+SIM_EXPORT int simMemcpy(simStream_t stream, simMemcpyKind kind, uint64_t bytes, uint64_t gpu_ns);
+SIM_EXPORT int simMemsetAsync(simStream_t stream, uint64_t bytes, uint64_t gpu_ns);
+
+SIM_EXPORT int simStreamSynchronize(simStream_t stream);
+/* cudaDeviceSynchronize of `device`; device < 0 waits for every device (one call per device). */
+SIM_EXPORT int simDeviceSynchronize(int device);
+
+/* A graph is an ordered list of kernels that run back to back on the launch stream.  The
+ * records carry graphId / graphNodeId and the correlation id of the cudaGraphLaunch record. */
+SIM_EXPORT simGraph_t simGraphCreate(void);
+SIM_EXPORT int simGraphAddKernel(simGraph_t graph, const char* name, uint64_t gpu_ns);
+SIM_EXPORT int simGraphLaunch(simStream_t stream, simGraph_t graph);
+SIM_EXPORT uint32_t simGraphId(simGraph_t graph);
+
+/* Host work (CPU compute, data loading): advances the host clock by ns.  No CUDA call. */
+SIM_EXPORT void simHostWork(uint64_t ns);
+
+/* The sim clock (same value cuptiGetTimestamp returns). */
+SIM_EXPORT uint64_t simNow(void);
+SIM_EXPORT simClockMode simGetClockMode(void);
+
+/* Timing parameters; defaults from GPUACCT_SIM_LAUNCH_COST_NS / GPUACCT_SIM_LAUNCH_LATENCY_NS
+ * (4000 / 5000).  Scenarios set them to plant an exact timeline. */
+SIM_EXPORT void simSetLaunchCost(uint64_t ns);
+SIM_EXPORT uint64_t simGetLaunchCost(void);
+SIM_EXPORT void simSetLaunchLatency(uint64_t ns);
+SIM_EXPORT uint64_t simGetLaunchLatency(void);
+
+/* Totals since the last simReset (for tests and scenario sanity checks). */
+SIM_EXPORT uint64_t simKernelsLaunched(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* GPUACCT_TESTS_SIM_SIM_CUDA_H_ */
