@@ -1,0 +1,149 @@
+// The event model: what every source (the injected library, a Kineto trace, a recording on
+// disk, the synthetic generator) turns its input into before the analysis sees it.
+//
+// Design:
+//  - fixed-size, trivially copyable records, so a recording is a memcpy of them and the
+//    injected library can fill them without allocating;
+//  - one clock: nanoseconds since an arbitrary epoch (CUPTI uses CLOCK_REALTIME), int64;
+//  - strings are interned (NameId) by a NameTable owned by whoever owns the events;
+//  - no CUDA types here: analysis/ is built and tested without CUDA.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+namespace gpuacct {
+
+using TimeNs = int64_t;
+using NameId = uint32_t;
+inline constexpr NameId kNoName = 0;  // NameTable reserves id 0 for "".
+
+enum class GpuOpKind : uint8_t { kKernel = 0, kMemcpy = 1, kMemset = 2 };
+
+enum class CopyDir : uint8_t { kNone = 0, kH2D = 1, kD2H = 2, kD2D = 3, kP2P = 4, kH2H = 5 };
+
+// The collective a communication op belongs to.  kNone means "not communication".
+enum class CollectiveType : uint8_t {
+  kNone = 0,
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kReduce,
+  kSendRecv,
+  kAllToAll,
+  kOther,  // recognised as a collective library op, type unknown
+};
+
+// Bits in GpuOp::flags.
+enum GpuOpFlags : uint8_t {
+  kGpuOpPageable = 1 << 0,  // memcpy touching pageable host memory
+};
+
+// One operation executed on a device stream.
+struct GpuOp {
+  TimeNs start = 0;
+  TimeNs end = 0;
+  uint64_t correlation_id = 0;  // links to the HostApiCall that launched it; 0 = unknown
+  uint64_t bytes = 0;           // memcpy / memset size; 0 for kernels
+  uint32_t stream = 0;
+  uint32_t graph_id = 0;        // 0 = not launched from a CUDA graph
+  NameId name = kNoName;
+  uint16_t device = 0;
+  GpuOpKind kind = GpuOpKind::kKernel;
+  CopyDir copy_dir = CopyDir::kNone;
+  CollectiveType collective = CollectiveType::kNone;
+  uint8_t flags = 0;
+  uint8_t reserved[6] = {};
+
+  bool is_communication() const { return collective != CollectiveType::kNone; }
+  bool is_compute() const { return kind == GpuOpKind::kKernel && !is_communication(); }
+};
+static_assert(sizeof(GpuOp) == 56);
+static_assert(std::is_trivially_copyable_v<GpuOp>);
+
+enum class HostApiKind : uint8_t {
+  kLaunch = 0,  // kernel or graph launch
+  kCopy = 1,    // memcpy / memset submission
+  kSync = 2,    // blocking synchronisation (device, stream, event)
+  kOther = 3,
+};
+
+// A CUDA runtime / driver call on a host thread.
+struct HostApiCall {
+  TimeNs start = 0;
+  TimeNs end = 0;
+  uint64_t correlation_id = 0;
+  uint32_t thread = 0;
+  NameId name = kNoName;
+  HostApiKind kind = HostApiKind::kOther;
+  uint8_t reserved[7] = {};
+};
+static_assert(sizeof(HostApiCall) == 40);
+static_assert(std::is_trivially_copyable_v<HostApiCall>);
+
+enum class RangeKind : uint8_t {
+  kStep = 0,  // one training step (explicit marks, NVTX, ProfilerStep#N, detected)
+  kData = 1,  // the thread waits for input (DataLoader __next__, decode, read)
+  kUser = 2,  // anything else the user marked; shown, not used for accounting
+};
+
+// A [start, end) interval on a host thread.
+struct HostRange {
+  TimeNs start = 0;
+  TimeNs end = 0;
+  int64_t number = -1;  // step number for kStep ranges (-1 = unknown)
+  uint32_t thread = 0;
+  NameId name = kNoName;
+  RangeKind kind = RangeKind::kUser;
+  uint8_t reserved[7] = {};
+};
+static_assert(sizeof(HostRange) == 40);
+static_assert(std::is_trivially_copyable_v<HostRange>);
+
+enum class MarkerKind : uint8_t {
+  kStepBoundary = 0,  // a new step begins at ts (ends the previous one): loops with one mark
+  kStepFlops = 1,     // value = model FLOPs of the step containing ts
+  kInstant = 2,       // shown only
+};
+
+struct Marker {
+  TimeNs ts = 0;
+  double value = 0;
+  int64_t number = -1;
+  uint32_t thread = 0;
+  NameId name = kNoName;
+  MarkerKind kind = MarkerKind::kInstant;
+  uint8_t reserved[7] = {};
+};
+static_assert(sizeof(Marker) == 40);
+static_assert(std::is_trivially_copyable_v<Marker>);
+
+// A batch as delivered by a source: any order, possibly late (see StepAccountant).
+struct EventBatch {
+  std::vector<GpuOp> gpu_ops;
+  std::vector<HostApiCall> api_calls;
+  std::vector<HostRange> ranges;
+  std::vector<Marker> markers;
+
+  bool empty() const {
+    return gpu_ops.empty() && api_calls.empty() && ranges.empty() && markers.empty();
+  }
+  size_t size() const { return gpu_ops.size() + api_calls.size() + ranges.size() + markers.size(); }
+  void clear() {
+    gpu_ops.clear();
+    api_calls.clear();
+    ranges.clear();
+    markers.clear();
+  }
+};
+
+const char* to_string(GpuOpKind kind);
+const char* to_string(CopyDir dir);
+const char* to_string(CollectiveType type);
+const char* to_string(HostApiKind kind);
+const char* to_string(RangeKind kind);
+
+}  // namespace gpuacct

@@ -1,0 +1,31 @@
+// Facts about the run that are not events: who recorded it, where, on what.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpuacct {
+
+struct DeviceInfo {
+  int id = 0;
+  std::string name;  // e.g. "NVIDIA H200"
+  int sm_count = 0;
+  int compute_major = 0;
+  int compute_minor = 0;
+  uint64_t total_memory = 0;
+};
+
+struct RunMetadata {
+  std::string source;        // "injected", "kineto", "recording", "synthetic"
+  std::string source_path;   // file analysed, if any
+  std::string hostname;
+  int64_t pid = 0;
+  int rank = -1;             // -1 = not distributed / unknown
+  int world_size = 0;
+  std::string command;       // argv of the profiled process, if known
+  std::vector<DeviceInfo> devices;
+  std::string gpuacct_version;
+};
+
+}  // namespace gpuacct

@@ -1,0 +1,68 @@
+// Rolls finalised step rows up into the run summary: percentiles, wall shares, the verdict
+// with its recommendation and what-if estimate.  Pure functions of the rows; no I/O.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/accounting_config.h"
+#include "analysis/step_accountant.h"
+#include "analysis/step_row.h"
+
+namespace gpuacct {
+
+// Verdict bands (docs/accounting.md, after XProf's input-pipeline analyzer).
+struct VerdictBands {
+  double data_high = 0.20, data_moderate = 0.05;
+  double launch_high = 0.15, launch_moderate = 0.03;
+  double comm_high = 0.15, comm_moderate = 0.03;
+  double other_high = 0.15;  // "other" is never the verdict, but is called out above this
+};
+
+enum class Severity : uint8_t { kNone, kModerate, kHigh };
+const char* to_string(Severity s);
+
+struct Verdict {
+  // "data", "launch", "communication" when one of those walls reaches its moderate band,
+  // else "compute" (the GPU is busy; look at kernel efficiency next) or "none" (no steps).
+  std::string bound;
+  Severity severity = Severity::kNone;
+  double share = 0;  // that wall's share of summary step time
+  std::string headline;        // one line a person reads first
+  std::string recommendation;  // one concrete action for that wall
+  double what_if_step_ms = 0;  // mean step time with that wall's time removed
+  double mean_step_ms = 0;
+  std::vector<std::string> notes;  // secondary findings (other wall high, data loss, ...)
+};
+
+struct WallShares {
+  std::array<double, kWallCount> share{};  // indexed by Wall; sums to 1 when total_ns > 0
+  std::array<int64_t, kWallCount> ns{};
+  int64_t total_ns = 0;
+};
+
+struct RunSummary {
+  int64_t steps = 0;          // distinct summary (non-warm-up) steps
+  int64_t warmup_steps = 0;   // distinct warm-up steps
+  int64_t rows = 0;           // summary rows (steps x devices)
+  double step_ms_p50 = 0, step_ms_p90 = 0, step_ms_p99 = 0, step_ms_mean = 0;
+  CategoryNs categories;      // summed over summary rows
+  WallShares walls;
+  WallShares warmup_walls;
+  int64_t comm_total_ns = 0, comm_overlapped_ns = 0, gpu_busy_ns = 0;
+  int64_t kernels = 0, launches = 0;
+  double gpu_busy_share = 0;  // union of ops / window: nvidia-smi's view
+  double compute_share = 0;   // the real compute share
+  double comm_overlap_share = 0;  // overlapped / total communication
+  Verdict verdict;
+};
+
+RunSummary summarize(const std::vector<StepRow>& rows, const Stats& stats,
+                     const VerdictBands& bands = {});
+
+// Percentile with linear interpolation over sorted values (p in [0, 100]).
+double percentile(std::vector<double> values, double p);
+
+}  // namespace gpuacct

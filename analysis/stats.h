@@ -1,0 +1,72 @@
+// One central list of counters that every stage increments and every report prints.
+// Severity says how a reader should take a non-zero value:
+//   kInfo     - expected bookkeeping;
+//   kError    - bad input that was skipped (the result is still exact for what remained);
+//   kDataLoss - events the tool never saw or had to drop: numbers may be incomplete.
+// Data loss is never silent: report writers print every non-zero kDataLoss counter.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace gpuacct {
+
+enum class StatSeverity : uint8_t { kInfo, kError, kDataLoss };
+
+// X(name, severity, description)
+#define GPUACCT_STATS_LIST(X)                                                                     \
+  X(gpu_ops_received, kInfo, "GPU operations received")                                         \
+  X(api_calls_received, kInfo, "host CUDA API calls received")                                  \
+  X(ranges_received, kInfo, "host ranges received")                                             \
+  X(markers_received, kInfo, "markers received")                                                \
+  X(steps_finalized, kInfo, "steps finalised")                                                  \
+  X(ops_outside_steps, kInfo, "GPU ops that ran outside every step window")                     \
+  X(unmatched_launches, kInfo, "launch calls whose GPU op never arrived")                       \
+  X(incomplete_trailing_step, kInfo, "open step at the end of the run that was dropped")        \
+  X(invalid_events_skipped, kError, "events skipped: end before start or out of range")          \
+  X(overlapping_steps_skipped, kError, "step ranges that overlapped an earlier step, skipped")  \
+  X(unknown_names, kError, "events naming an unknown string id")                                \
+  X(late_gpu_ops_dropped, kDataLoss, "GPU ops that arrived after their step was finalised")     \
+  X(late_host_events_dropped, kDataLoss, "host events that arrived after their step was finalised") \
+  X(late_steps_dropped, kDataLoss, "step ranges that arrived after later steps were finalised")  \
+  X(cupti_records_dropped, kDataLoss, "activity records CUPTI dropped (buffers full)")           \
+  X(cupti_buffers_refused, kDataLoss, "activity buffers refused at the pool cap")               \
+  X(cupti_records_unparsed, kDataLoss, "activity records of an unexpected kind or version")     \
+  X(host_records_dropped, kDataLoss, "host ranges/markers dropped (per-thread ring full)")       \
+  X(importer_events_skipped, kError, "trace events skipped by the importer (malformed)")        \
+  X(importer_unknown_categories, kInfo, "trace events of categories the importer ignores")
+
+enum class Stat : uint16_t {
+#define GPUACCT_STAT_ENUM(name, sev, desc) name,
+  GPUACCT_STATS_LIST(GPUACCT_STAT_ENUM)
+#undef GPUACCT_STAT_ENUM
+      kCount
+};
+
+inline constexpr size_t kStatCount = static_cast<size_t>(Stat::kCount);
+
+struct StatInfo {
+  std::string_view name;
+  StatSeverity severity;
+  std::string_view description;
+};
+
+const StatInfo& stat_info(Stat s);
+std::string_view to_string(StatSeverity s);
+
+class Stats {
+ public:
+  void add(Stat s, int64_t n = 1) { values_[static_cast<size_t>(s)] += n; }
+  void set(Stat s, int64_t v) { values_[static_cast<size_t>(s)] = v; }
+  int64_t get(Stat s) const { return values_[static_cast<size_t>(s)]; }
+  void merge(const Stats& other) {
+    for (size_t i = 0; i < kStatCount; ++i) values_[i] += other.values_[i];
+  }
+  bool has_data_loss() const;
+
+ private:
+  std::array<int64_t, kStatCount> values_{};
+};
+
+}  // namespace gpuacct

@@ -1,0 +1,870 @@
+// The accounting rules implemented here are written down in docs/accounting.md; each rule
+// has a unit test in step_accountant_test.cc.  Read that document first.
+#include "analysis/step_accountant.h"
+
+#include <algorithm>
+#include <cassert>
+#include <limits>
+#include <map>
+#include <unordered_map>
+
+#include "analysis/flat_map.h"
+
+namespace gpuacct {
+
+const char* to_string(IdleCause c) {
+  switch (c) {
+    case IdleCause::kDataWait: return "data_wait";
+    case IdleCause::kLaunchGap: return "launch_gap";
+    case IdleCause::kHostOther: return "host_other";
+  }
+  return "host_other";
+}
+
+IdleCause IdleGap::dominant() const {
+  if (data_wait >= launch_gap && data_wait >= host_other) return IdleCause::kDataWait;
+  if (launch_gap >= host_other) return IdleCause::kLaunchGap;
+  return IdleCause::kHostOther;
+}
+
+const char* to_string(Category c) {
+  switch (c) {
+    case Category::kCompute: return "compute";
+    case Category::kCommExposed: return "comm_exposed";
+    case Category::kCopyInput: return "copy_input";
+    case Category::kCopyOther: return "copy_other";
+    case Category::kDataWait: return "data_wait";
+    case Category::kLaunchGap: return "launch_gap";
+    case Category::kHostOther: return "host_other";
+  }
+  return "host_other";
+}
+
+Wall wall_of(Category c) {
+  switch (c) {
+    case Category::kCompute: return Wall::kCompute;
+    case Category::kCommExposed: return Wall::kCommunication;
+    case Category::kCopyInput:
+    case Category::kDataWait: return Wall::kData;
+    case Category::kLaunchGap: return Wall::kLaunch;
+    case Category::kCopyOther:
+    case Category::kHostOther: return Wall::kOther;
+  }
+  return Wall::kOther;
+}
+
+const char* to_string(Wall w) {
+  switch (w) {
+    case Wall::kCompute: return "compute";
+    case Wall::kCommunication: return "communication";
+    case Wall::kData: return "data";
+    case Wall::kLaunch: return "launch";
+    case Wall::kOther: return "other";
+  }
+  return "other";
+}
+
+namespace {
+
+constexpr TimeNs kMinTime = std::numeric_limits<TimeNs>::min();
+constexpr uint16_t kHostOnlyDevice = 0xFFFF;
+
+// What the accountant remembers per correlation id: the launch call (if seen) and whether at
+// least one GPU op for it has arrived.
+struct CorrEntry {
+  TimeNs api_start = 0;
+  TimeNs api_end = 0;
+  uint32_t thread = 0;
+  NameId api_name = kNoName;
+  bool has_api = false;
+  bool has_op = false;
+  bool counts_as_launch = false;
+};
+
+struct ThreadHost {
+  std::vector<HostApiCall> calls;  // sorted by start up to `calls_sorted`
+  size_t calls_sorted = 0;
+  std::vector<HostRange> data;  // data ranges, sorted by start up to `data_sorted`
+  size_t data_sorted = 0;
+
+  void sort_all() {
+    if (calls_sorted != calls.size()) {
+      std::sort(calls.begin(), calls.end(),
+                [](const HostApiCall& a, const HostApiCall& b) { return a.start < b.start; });
+      calls_sorted = calls.size();
+    }
+    if (data_sorted != data.size()) {
+      std::sort(data.begin(), data.end(),
+                [](const HostRange& a, const HostRange& b) { return a.start < b.start; });
+      data_sorted = data.size();
+    }
+  }
+};
+
+struct DeviceState {
+  std::vector<GpuOp> pending;
+  TimeNs finalized_until = kMinTime;
+  bool has_window = false;
+};
+
+struct PendingStep {
+  TimeNs begin = 0;
+  TimeNs end = 0;
+  int64_t number = -1;
+  uint32_t thread = 0;
+  NameId name = kNoName;
+};
+
+// Operation class in the sweep, in priority order (lower wins).
+enum OpClass : uint8_t { kClsCompute = 0, kClsComm = 1, kClsCopyInput = 2, kClsCopyOther = 3 };
+
+struct Endpoint {
+  TimeNs t;
+  uint32_t op;  // index into the window's op list
+  int8_t delta;
+  uint8_t cls;
+};
+
+OpClass class_of(const GpuOp& op) {
+  if (op.is_communication()) return kClsComm;
+  if (op.kind == GpuOpKind::kKernel) return kClsCompute;
+  if (op.kind == GpuOpKind::kMemcpy && op.copy_dir == CopyDir::kH2D) return kClsCopyInput;
+  return kClsCopyOther;
+}
+
+int64_t overlap(TimeNs a0, TimeNs a1, TimeNs b0, TimeNs b1) {
+  const TimeNs lo = std::max(a0, b0);
+  const TimeNs hi = std::min(a1, b1);
+  return hi > lo ? hi - lo : 0;
+}
+
+}  // namespace
+
+struct StepAccountant::Impl {
+  AccountingConfig cfg;
+  RowSink row_sink;
+  SegmentSink segment_sink;
+  Stats stats;
+
+  TimeNs watermark = kMinTime;
+  bool finished = false;
+
+  FlatMap64<CorrEntry> corr;
+  std::unordered_map<uint32_t, ThreadHost> threads;
+  std::map<uint16_t, DeviceState> devices;
+
+  std::vector<PendingStep> steps;  // unfinalised, sorted lazily
+  bool steps_sorted = true;
+  std::vector<Marker> boundaries;  // step-boundary markers not yet turned into steps
+  std::vector<Marker> flops_markers;
+
+  int64_t next_step_index = 0;
+  TimeNs last_step_end = kMinTime;    // host end of the last finalised step
+  TimeNs last_step_begin = kMinTime;  // host begin of the last finalised step
+  TimeNs host_cutoff = kMinTime;      // host events ending before this were pruned
+  TimeNs host_only_until = kMinTime;
+
+  std::vector<StepRow> rows;
+  std::unordered_map<NameId, KernelExposure> exposure;
+  std::vector<IdleGap> gaps;  // min-heap on length, capacity cfg.top_gaps
+  std::vector<IdleGap> gaps_sorted;  // longest first, rebuilt by largest_gaps()
+
+  // Scratch reused across windows (no per-window allocation once warmed up).
+  std::vector<GpuOp> window_ops;
+  std::vector<Endpoint> endpoints;
+  std::vector<uint32_t> active[4];
+  std::vector<std::pair<TimeNs, TimeNs>> data_scratch;
+
+  // ---- intake ----------------------------------------------------------------------------
+
+  void add_gpu_op(const GpuOp& op) {
+    stats.add(Stat::gpu_ops_received);
+    if (op.end < op.start) {
+      stats.add(Stat::invalid_events_skipped);
+      return;
+    }
+    DeviceState& dev = devices[op.device];
+    if (dev.has_window && op.end <= dev.finalized_until) {
+      stats.add(Stat::late_gpu_ops_dropped);
+      return;
+    }
+    dev.pending.push_back(op);
+    if (op.correlation_id != 0) corr[op.correlation_id].has_op = true;
+  }
+
+  void add_api_call(const HostApiCall& call) {
+    stats.add(Stat::api_calls_received);
+    if (call.end < call.start) {
+      stats.add(Stat::invalid_events_skipped);
+      return;
+    }
+    if (call.end < host_cutoff) {
+      stats.add(Stat::late_host_events_dropped);
+      return;
+    }
+    ThreadHost& th = threads[call.thread];
+    if (!th.calls.empty() && call.start < th.calls.back().start) {
+      th.calls_sorted = std::min(th.calls_sorted, th.calls.size());
+      th.calls.push_back(call);
+      th.calls_sorted = 0;  // out of order: re-sort lazily
+    } else {
+      const bool was_sorted = th.calls_sorted == th.calls.size();
+      th.calls.push_back(call);
+      if (was_sorted) th.calls_sorted = th.calls.size();
+    }
+    if (call.correlation_id != 0 &&
+        (call.kind == HostApiKind::kLaunch || call.kind == HostApiKind::kCopy)) {
+      CorrEntry& e = corr[call.correlation_id];
+      e.api_start = call.start;
+      e.api_end = call.end;
+      e.thread = call.thread;
+      e.api_name = call.name;
+      e.has_api = true;
+      e.counts_as_launch = true;
+    }
+  }
+
+  void add_range(const HostRange& r) {
+    stats.add(Stat::ranges_received);
+    if (r.end < r.start) {
+      stats.add(Stat::invalid_events_skipped);
+      return;
+    }
+    switch (r.kind) {
+      case RangeKind::kStep: {
+        if (r.start < last_step_end) {
+          stats.add(Stat::late_steps_dropped);
+          return;
+        }
+        PendingStep s{r.start, r.end, r.number, r.thread, r.name};
+        if (!steps.empty() && s.begin < steps.back().begin) steps_sorted = false;
+        steps.push_back(s);
+        break;
+      }
+      case RangeKind::kData: {
+        if (r.end < host_cutoff) {
+          stats.add(Stat::late_host_events_dropped);
+          return;
+        }
+        ThreadHost& th = threads[r.thread];
+        const bool was_sorted = th.data_sorted == th.data.size() &&
+                                (th.data.empty() || th.data.back().start <= r.start);
+        th.data.push_back(r);
+        th.data_sorted = was_sorted ? th.data.size() : 0;
+        break;
+      }
+      case RangeKind::kUser:
+        break;  // shown by timelines; not used for accounting
+    }
+  }
+
+  void add_marker(const Marker& m) {
+    stats.add(Stat::markers_received);
+    switch (m.kind) {
+      case MarkerKind::kStepBoundary:
+        if (m.ts < last_step_end) {
+          stats.add(Stat::late_steps_dropped);
+          return;
+        }
+        boundaries.push_back(m);
+        break;
+      case MarkerKind::kStepFlops:
+        flops_markers.push_back(m);
+        break;
+      case MarkerKind::kInstant:
+        break;
+    }
+  }
+
+  // ---- steps from markers ------------------------------------------------------------------
+
+  void convert_boundaries(bool at_end) {
+    if (boundaries.empty()) return;
+    std::sort(boundaries.begin(), boundaries.end(),
+              [](const Marker& a, const Marker& b) { return a.ts < b.ts; });
+    size_t used = 0;
+    for (size_t i = 0; i + 1 < boundaries.size(); ++i) {
+      if (!at_end && boundaries[i + 1].ts > watermark) break;
+      const Marker& m = boundaries[i];
+      push_step(PendingStep{m.ts, boundaries[i + 1].ts, m.number, m.thread, m.name});
+      used = i + 1;
+    }
+    if (at_end && used < boundaries.size()) {
+      // The step opened by the last mark never got a closing mark: it ends at its thread's
+      // last CUDA call.  With no CUDA call after the mark there is nothing to account.
+      const Marker& m = boundaries.back();
+      TimeNs end = kMinTime;
+      auto it = threads.find(m.thread);
+      if (it != threads.end()) {
+        for (const HostApiCall& c : it->second.calls) {
+          if (c.start >= m.ts) end = std::max(end, c.end);
+        }
+      }
+      if (end > m.ts) {
+        push_step(PendingStep{m.ts, end, m.number, m.thread, m.name});
+      } else {
+        stats.add(Stat::incomplete_trailing_step);
+      }
+      used = boundaries.size();
+    }
+    boundaries.erase(boundaries.begin(), boundaries.begin() + static_cast<ptrdiff_t>(used));
+  }
+
+  void push_step(const PendingStep& s) {
+    if (!steps.empty() && s.begin < steps.back().begin) steps_sorted = false;
+    steps.push_back(s);
+  }
+
+  void sort_steps() {
+    if (steps_sorted) return;
+    std::stable_sort(steps.begin(), steps.end(),
+                     [](const PendingStep& a, const PendingStep& b) { return a.begin < b.begin; });
+    steps_sorted = true;
+  }
+
+  // ---- finalisation ----------------------------------------------------------------------
+
+  TimeNs launch_time(const GpuOp& op) const {
+    if (op.correlation_id != 0) {
+      const CorrEntry* e = corr.find(op.correlation_id);
+      if (e != nullptr && e->has_api) return e->api_start;
+    }
+    return op.start;
+  }
+
+  // Launch calls inside [begin, end) on any thread; `unmatched` counts those with no op yet.
+  uint32_t count_launches(TimeNs begin, TimeNs end, uint32_t* unmatched) {
+    uint32_t launches = 0;
+    uint32_t missing = 0;
+    for (auto& [tid, th] : threads) {
+      th.sort_all();
+      auto it = std::lower_bound(
+          th.calls.begin(), th.calls.end(), begin,
+          [](const HostApiCall& c, TimeNs t) { return c.start < t; });
+      for (; it != th.calls.end() && it->start < end; ++it) {
+        if (it->kind != HostApiKind::kLaunch && it->kind != HostApiKind::kCopy) continue;
+        if (it->kind == HostApiKind::kLaunch) ++launches;
+        if (it->correlation_id != 0) {
+          const CorrEntry* e = corr.find(it->correlation_id);
+          if (e == nullptr || !e->has_op) ++missing;
+        }
+      }
+    }
+    if (unmatched) *unmatched = missing;
+    return launches;
+  }
+
+  // A step can be finalised when nothing that could still arrive can change its rows: its host
+  // range is over, every op it launched has arrived and ended before the watermark, and no
+  // launch call made before its window's end is still waiting for its op (such an op could
+  // run inside the window).  Launches whose op never comes are given up on after
+  // cfg.pending_launch_timeout_ns.
+  bool ready_to_finalize(const PendingStep& s) {
+    if (watermark < s.end) return false;
+    TimeNs horizon = s.end;
+    for (auto& [id, dev] : devices) {
+      for (const GpuOp& op : dev.pending) {
+        const TimeNs lt = launch_time(op);
+        if (lt < s.begin || lt >= s.end) continue;
+        if (op.end > watermark) return false;
+        horizon = std::max(horizon, op.end);
+      }
+    }
+    for (auto& [tid, th] : threads) {
+      th.sort_all();
+      for (const HostApiCall& c : th.calls) {
+        if (c.start >= horizon) break;
+        if (c.correlation_id == 0 ||
+            (c.kind != HostApiKind::kLaunch && c.kind != HostApiKind::kCopy)) {
+          continue;
+        }
+        const CorrEntry* e = corr.find(c.correlation_id);
+        if ((e == nullptr || !e->has_op) && watermark < c.end + cfg.pending_launch_timeout_ns) {
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  void try_finalize(bool force) {
+    sort_steps();
+    while (!steps.empty()) {
+      PendingStep s = steps.front();
+      // Steps that overlap the previous one are bad input: skip them, counted.
+      if (s.begin < last_step_end) {
+        stats.add(Stat::overlapping_steps_skipped);
+        steps.erase(steps.begin());
+        continue;
+      }
+      // A later step that overlaps this one is skipped when its turn comes (above).
+      if (!force && !ready_to_finalize(s)) return;
+      steps.erase(steps.begin());
+      finalize_step(s);
+    }
+  }
+
+  void finalize_step(const PendingStep& s) {
+    const int64_t index = next_step_index++;
+    uint32_t unmatched = 0;
+    const uint32_t launches = count_launches(s.begin, s.end, &unmatched);
+    stats.add(Stat::unmatched_launches, unmatched);
+    double flops = 0;
+    for (const Marker& m : flops_markers) {
+      if (m.ts >= s.begin && m.ts < s.end) flops = m.value;
+    }
+    flops_markers.erase(std::remove_if(flops_markers.begin(), flops_markers.end(),
+                                       [&](const Marker& m) { return m.ts < s.end; }),
+                        flops_markers.end());
+
+    StepRow base;
+    base.step_index = index;
+    base.step_number = s.number >= 0 ? s.number : index;
+    base.warmup = index < cfg.warmup_steps;
+    base.host_begin = s.begin;
+    base.host_end = s.end;
+    base.launches = launches;
+    base.flops = flops;
+
+    if (devices.empty()) {
+      StepRow row = base;
+      row.device = kHostOnlyDevice;
+      row.window_begin = host_only_until == kMinTime ? s.begin : host_only_until;
+      row.window_end = std::max(row.window_begin, s.end);
+      host_only_until = row.window_end;
+      account_window(row, s, /*dev=*/nullptr);
+      emit(row);
+    } else {
+      for (auto& [id, dev] : devices) {
+        StepRow row = base;
+        row.device = id;
+        row.window_begin = dev.has_window ? dev.finalized_until : s.begin;
+        TimeNs owned_end = kMinTime;
+        for (const GpuOp& op : dev.pending) {
+          const TimeNs lt = launch_time(op);
+          if (lt < s.begin || lt >= s.end) continue;
+          owned_end = std::max(owned_end, op.end);
+          if (op.kind == GpuOpKind::kKernel) {
+            ++row.kernels;
+          } else {
+            ++row.copies;
+          }
+        }
+        row.window_end = owned_end == kMinTime ? std::max(row.window_begin, s.end)
+                                               : std::max(row.window_begin, owned_end);
+        account_window(row, s, &dev);
+        dev.finalized_until = row.window_end;
+        dev.has_window = true;
+        emit(row);
+      }
+    }
+    last_step_end = s.end;
+    prune_host(s);
+    last_step_begin = s.begin;
+    stats.add(Stat::steps_finalized);
+  }
+
+  void emit(const StepRow& row) {
+    rows.push_back(row);
+    if (row_sink) row_sink(row);
+  }
+
+  // Drops host state no future window can need: gaps of later windows start at or after the
+  // earliest device's window end.  Correlation entries lag one step behind so ops that were
+  // launched in one step but run in a later window still find their launch call.
+  void prune_host(const PendingStep& s) {
+    TimeNs cutoff = s.end;
+    for (auto& [id, dev] : devices) cutoff = std::min(cutoff, dev.finalized_until);
+    if (devices.empty()) cutoff = host_only_until;
+    if (cutoff > host_cutoff) {
+      host_cutoff = cutoff;
+      for (auto& [tid, th] : threads) {
+        th.sort_all();
+        auto keep_call = [&](const HostApiCall& c) { return c.end >= cutoff; };
+        th.calls.erase(std::remove_if(th.calls.begin(), th.calls.end(),
+                                      [&](const HostApiCall& c) { return !keep_call(c); }),
+                       th.calls.end());
+        th.calls_sorted = th.calls.size();
+        th.data.erase(std::remove_if(th.data.begin(), th.data.end(),
+                                     [&](const HostRange& r) { return r.end < cutoff; }),
+                      th.data.end());
+        th.data_sorted = th.data.size();
+      }
+    }
+    if (last_step_begin != kMinTime) {
+      const TimeNs corr_cutoff = std::min(last_step_begin, cutoff);
+      // Rebuilding is O(map); do it only when the map has grown enough to matter.
+      if (corr.size() > 4096 || finished) {
+        corr.erase_if([&](uint64_t, const CorrEntry& e) {
+          return e.has_api ? e.api_end < corr_cutoff : false;
+        });
+      }
+    }
+  }
+
+  // ---- the sweep -------------------------------------------------------------------------
+
+  void account_window(StepRow& row, const PendingStep& s, DeviceState* dev) {
+    const TimeNs ws = row.window_begin;
+    const TimeNs we = row.window_end;
+    window_ops.clear();
+    if (dev != nullptr) {
+      // Partition: ops touching the window are copied out; ops entirely before it ran outside
+      // every window (before the first step); ops ending after it are kept for later windows.
+      size_t keep = 0;
+      for (size_t i = 0; i < dev->pending.size(); ++i) {
+        const GpuOp& op = dev->pending[i];
+        if (op.end <= ws && !(op.start == op.end && op.start == ws)) {
+          stats.add(Stat::ops_outside_steps);
+          continue;
+        }
+        if (op.start < we) window_ops.push_back(op);
+        if (op.end > we) dev->pending[keep++] = op;
+      }
+      dev->pending.resize(keep);
+    }
+
+    endpoints.clear();
+    for (uint32_t i = 0; i < window_ops.size(); ++i) {
+      const GpuOp& op = window_ops[i];
+      const TimeNs a = std::max(op.start, ws);
+      const TimeNs b = std::min(op.end, we);
+      if (a >= b) continue;
+      const uint8_t cls = class_of(op);
+      endpoints.push_back({a, i, +1, cls});
+      endpoints.push_back({b, i, -1, cls});
+    }
+    std::sort(endpoints.begin(), endpoints.end(),
+              [](const Endpoint& x, const Endpoint& y) { return x.t < y.t; });
+
+    for (auto& a : active) a.clear();
+    int count[4] = {0, 0, 0, 0};
+    TimeNs cur = ws;
+    // Consecutive intervals of one category merge into one timeline segment.
+    Category seg_cat = Category::kCompute;
+    TimeNs seg_start = ws;
+    TimeNs seg_end = ws;
+    bool seg_open = false;
+    auto segment = [&](TimeNs a, TimeNs b, Category c) {
+      if (!segment_sink || a >= b) return;
+      if (seg_open && c == seg_cat && a == seg_end) {
+        seg_end = b;
+        return;
+      }
+      if (seg_open) {
+        segment_sink(CategorySegment{row.device, row.step_index, seg_start, seg_end, seg_cat});
+      }
+      seg_open = true;
+      seg_cat = c;
+      seg_start = a;
+      seg_end = b;
+    };
+
+    const bool summary_step = !row.warmup;
+    auto attribute = [&](int cls, int64_t len) {
+      if (!summary_step) return;
+      const auto& act = active[cls];
+      const int64_t n = static_cast<int64_t>(act.size());
+      if (n == 0) return;
+      const int64_t share = len / n;
+      int64_t rem = len - share * n;
+      for (uint32_t idx : act) {
+        KernelExposure& k = exposure[window_ops[idx].name];
+        k.name = window_ops[idx].name;
+        k.communication = cls == kClsComm;
+        k.exposed_ns += share + (rem > 0 ? 1 : 0);
+        if (rem > 0) --rem;
+      }
+    };
+
+    size_t i = 0;
+    const size_t n = endpoints.size();
+    while (i <= n) {
+      const TimeNs t = i < n ? endpoints[i].t : we;
+      if (t > cur) {
+        const int64_t len = t - cur;
+        if (count[kClsCompute] + count[kClsComm] + count[kClsCopyInput] + count[kClsCopyOther] > 0) {
+          row.gpu_busy += len;
+          if (count[kClsComm] > 0) row.comm_total += len;
+          if (count[kClsComm] > 0 && count[kClsCompute] > 0) row.comm_overlapped += len;
+          if (count[kClsCompute] > 0) {
+            row.cat.compute += len;
+            attribute(kClsCompute, len);
+            segment(cur, t, Category::kCompute);
+          } else if (count[kClsComm] > 0) {
+            row.cat.comm_exposed += len;
+            attribute(kClsComm, len);
+            segment(cur, t, Category::kCommExposed);
+          } else if (count[kClsCopyInput] > 0) {
+            row.cat.copy_input += len;
+            segment(cur, t, Category::kCopyInput);
+          } else {
+            row.cat.copy_other += len;
+            segment(cur, t, Category::kCopyOther);
+          }
+        } else {
+          // Idle gap [cur, t): find the op that ends it (starts at t).
+          const GpuOp* next = nullptr;
+          if (i < n) {
+            for (size_t j = i; j < n && endpoints[j].t == t; ++j) {
+              if (endpoints[j].delta > 0) {
+                const GpuOp* cand = &window_ops[endpoints[j].op];
+                if (next == nullptr || launch_time(*cand) < launch_time(*next)) next = cand;
+              }
+            }
+          }
+          segment(cur, t, classify_idle(row, s, cur, t, next, summary_step));
+        }
+        cur = t;
+      }
+      if (i == n) break;
+      // Apply every endpoint at t.
+      for (; i < n && endpoints[i].t == t; ++i) {
+        const Endpoint& e = endpoints[i];
+        count[e.cls] += e.delta;
+        auto& act = active[e.cls];
+        if (e.delta > 0) {
+          act.push_back(e.op);
+          if (summary_step && window_ops[e.op].start >= ws) {
+            if (e.cls == kClsCompute || e.cls == kClsComm) exposure[window_ops[e.op].name].count++;
+          }
+        } else {
+          auto it = std::find(act.begin(), act.end(), e.op);
+          if (it != act.end()) {
+            *it = act.back();
+            act.pop_back();
+          }
+        }
+      }
+    }
+    if (seg_open) {
+      segment_sink(CategorySegment{row.device, row.step_index, seg_start, seg_end, seg_cat});
+    }
+    assert(row.cat.sum() == we - ws);
+  }
+
+  // Splits the idle gap [g0, g1) into data-wait / launch-gap / host-other (docs/accounting.md,
+  // "Idle gaps").  `next` is the op that ends the gap, or null when the window ends idle.
+  // Returns the gap's dominant category (timelines show that; the numbers stay exact).
+  Category classify_idle(StepRow& row, const PendingStep& s, TimeNs g0, TimeNs g1,
+                     const GpuOp* next, bool summary_step) {
+    const int64_t len = g1 - g0;
+    const CorrEntry* launch = nullptr;
+    if (next != nullptr && next->correlation_id != 0) {
+      const CorrEntry* e = corr.find(next->correlation_id);
+      if (e != nullptr && e->has_api) launch = e;
+    }
+    const uint32_t tid = launch ? launch->thread : s.thread;
+    ThreadHost* th = nullptr;
+    if (auto it = threads.find(tid); it != threads.end()) {
+      th = &it->second;
+      th->sort_all();
+    }
+
+    // 1. Data ranges on the launching thread, merged.
+    data_scratch.clear();
+    NameId data_name = kNoName;
+    if (th != nullptr) {
+      for (const HostRange& r : th->data) {
+        if (r.start >= g1) break;
+        if (r.end <= g0) continue;
+        const TimeNs a = std::max(r.start, g0);
+        const TimeNs b = std::min(r.end, g1);
+        if (data_name == kNoName) data_name = r.name;
+        if (!data_scratch.empty() && a <= data_scratch.back().second) {
+          data_scratch.back().second = std::max(data_scratch.back().second, b);
+        } else {
+          data_scratch.emplace_back(a, b);
+        }
+      }
+    }
+    auto data_in = [&](TimeNs a, TimeNs b) {
+      int64_t d = 0;
+      for (const auto& [x, y] : data_scratch) d += overlap(a, b, x, y);
+      return d;
+    };
+    const int64_t data = data_in(g0, g1);
+    int64_t launch_ns = 0;
+    int64_t other_ns = 0;
+    NameId context = data > 0 ? data_name : kNoName;
+
+    // 2. The rest, by what the host did.
+    auto by_pauses = [&](TimeNs a, TimeNs b) {
+      // CUDA calls on the thread cover parts of [a, b); uncovered stretches are pauses.  A pause
+      // longer than the threshold is host-other; calls and short pauses are the launch wall.
+      TimeNs pos = a;
+      auto add_piece = [&](TimeNs x, TimeNs y, bool is_pause) {
+        if (y <= x) return;
+        const int64_t nondata = (y - x) - data_in(x, y);
+        if (is_pause && nondata > cfg.host_pause_threshold_ns) {
+          other_ns += nondata;
+        } else {
+          launch_ns += nondata;
+        }
+      };
+      if (th != nullptr) {
+        auto it = std::lower_bound(th->calls.begin(), th->calls.end(), a,
+                                   [](const HostApiCall& c, TimeNs t) { return c.start < t; });
+        // Calls that began before `a` may still cover it (runtime calls wrap driver calls).
+        for (int back = 0; back < 16 && it != th->calls.begin(); ++back) {
+          if (std::prev(it)->end > a) {
+            --it;
+          } else {
+            break;
+          }
+        }
+        for (; it != th->calls.end() && it->start < b; ++it) {
+          const TimeNs cs = std::max(it->start, a);
+          const TimeNs ce = std::min(it->end, b);
+          if (ce <= pos) continue;
+          if (cs > pos) add_piece(pos, cs, /*is_pause=*/true);
+          add_piece(std::max(cs, pos), ce, /*is_pause=*/false);
+          if (context == kNoName) context = it->name;
+          pos = ce;
+        }
+      }
+      add_piece(pos, b, /*is_pause=*/true);
+    };
+
+    bool queued = false;
+    if (launch != nullptr) {
+      if (launch->api_start <= g0) {
+        // Already submitted when the GPU went idle: launch latency if short, otherwise the op
+        // waited on a dependency (another device, an event) - not the launch wall.
+        queued = true;
+        const int64_t rest = len - data;
+        if (len < cfg.launch_latency_threshold_ns) {
+          launch_ns += rest;
+        } else {
+          other_ns += rest;
+        }
+      } else {
+        by_pauses(g0, std::min(launch->api_start, g1));
+        if (launch->api_start < g1) {
+          const int64_t tail = (g1 - launch->api_start) - data_in(launch->api_start, g1);
+          launch_ns += tail;  // the launch call itself and its latency
+        }
+        if (context == kNoName) context = launch->api_name;
+      }
+    } else if (th != nullptr && !th->calls.empty()) {
+      by_pauses(g0, g1);
+    } else {
+      // Nothing known about the host: only the length speaks.
+      if (len < cfg.launch_latency_threshold_ns) {
+        launch_ns += len - data;
+      } else {
+        other_ns += len - data;
+      }
+    }
+
+    row.cat.data_wait += data;
+    row.cat.launch_gap += launch_ns;
+    row.cat.host_other += other_ns;
+
+    Category dominant = Category::kHostOther;
+    if (data >= launch_ns && data >= other_ns) {
+      dominant = Category::kDataWait;
+    } else if (launch_ns >= other_ns) {
+      dominant = Category::kLaunchGap;
+    }
+
+    if (summary_step && cfg.top_gaps > 0) {
+      IdleGap gap;
+      gap.step_index = row.step_index;
+      gap.device = row.device;
+      gap.start = g0;
+      gap.end = g1;
+      gap.data_wait = data;
+      gap.launch_gap = launch_ns;
+      gap.host_other = other_ns;
+      gap.next_op = next ? next->name : kNoName;
+      gap.host_context = context;
+      gap.thread = tid;
+      gap.op_was_queued = queued;
+      keep_gap(gap);
+    }
+    return dominant;
+  }
+
+  void keep_gap(const IdleGap& gap) {
+    auto shorter = [](const IdleGap& a, const IdleGap& b) { return a.length() > b.length(); };
+    const size_t cap = static_cast<size_t>(cfg.top_gaps);
+    if (gaps.size() < cap) {
+      gaps.push_back(gap);
+      std::push_heap(gaps.begin(), gaps.end(), shorter);
+    } else if (gap.length() > gaps.front().length()) {
+      std::pop_heap(gaps.begin(), gaps.end(), shorter);
+      gaps.back() = gap;
+      std::push_heap(gaps.begin(), gaps.end(), shorter);
+    }
+  }
+};
+
+StepAccountant::StepAccountant(AccountingConfig config) : impl_(std::make_unique<Impl>()) {
+  impl_->cfg = config;
+}
+StepAccountant::~StepAccountant() = default;
+
+void StepAccountant::set_row_sink(RowSink sink) { impl_->row_sink = std::move(sink); }
+void StepAccountant::set_segment_sink(SegmentSink sink) { impl_->segment_sink = std::move(sink); }
+
+void StepAccountant::add(const EventBatch& batch) {
+  for (const auto& e : batch.gpu_ops) impl_->add_gpu_op(e);
+  for (const auto& e : batch.api_calls) impl_->add_api_call(e);
+  for (const auto& e : batch.ranges) impl_->add_range(e);
+  for (const auto& e : batch.markers) impl_->add_marker(e);
+}
+void StepAccountant::add_gpu_op(const GpuOp& op) { impl_->add_gpu_op(op); }
+void StepAccountant::add_api_call(const HostApiCall& call) { impl_->add_api_call(call); }
+void StepAccountant::add_range(const HostRange& range) { impl_->add_range(range); }
+void StepAccountant::add_marker(const Marker& marker) { impl_->add_marker(marker); }
+
+void StepAccountant::advance_watermark(TimeNs watermark) {
+  if (impl_->finished || watermark <= impl_->watermark) return;
+  impl_->watermark = watermark;
+  impl_->convert_boundaries(false);
+  impl_->try_finalize(false);
+}
+
+void StepAccountant::finish() {
+  if (impl_->finished) return;
+  impl_->convert_boundaries(true);
+  impl_->finished = true;
+  impl_->try_finalize(true);
+  for (auto& [id, dev] : impl_->devices) {
+    impl_->stats.add(Stat::ops_outside_steps, static_cast<int64_t>(dev.pending.size()));
+    dev.pending.clear();
+  }
+}
+
+const std::vector<StepRow>& StepAccountant::rows() const { return impl_->rows; }
+
+std::vector<KernelExposure> StepAccountant::kernel_exposure() const {
+  std::vector<KernelExposure> out;
+  out.reserve(impl_->exposure.size());
+  for (const auto& [name, k] : impl_->exposure) {
+    if (k.exposed_ns > 0 || k.count > 0) out.push_back(k);
+  }
+  return out;
+}
+
+const std::vector<IdleGap>& StepAccountant::largest_gaps() const {
+  impl_->gaps_sorted = impl_->gaps;
+  std::sort(impl_->gaps_sorted.begin(), impl_->gaps_sorted.end(),
+            [](const IdleGap& a, const IdleGap& b) { return a.length() > b.length(); });
+  return impl_->gaps_sorted;
+}
+
+const Stats& StepAccountant::stats() const { return impl_->stats; }
+Stats& StepAccountant::mutable_stats() { return impl_->stats; }
+const AccountingConfig& StepAccountant::config() const { return impl_->cfg; }
+
+size_t StepAccountant::retained_events() const {
+  size_t n = impl_->corr.size() + impl_->steps.size() + impl_->boundaries.size() +
+             impl_->flops_markers.size();
+  for (const auto& [id, dev] : impl_->devices) n += dev.pending.size();
+  for (const auto& [tid, th] : impl_->threads) n += th.calls.size() + th.data.size();
+  return n;
+}
+
+}  // namespace gpuacct

@@ -1,0 +1,41 @@
+// A small, strict argument parser: every option must be declared; an unknown option, a
+// missing value or a malformed number is a usage error with one clear message.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace gpuacct::cli {
+
+class Args {
+ public:
+  // `valued` options take a value (--x V or --x=V); `flags` take none.  Short aliases map a
+  // one-letter form to a long name, e.g. {'o', "out"}.
+  Args(std::set<std::string> valued, std::set<std::string> flags,
+       std::map<char, std::string> aliases = {})
+      : valued_(std::move(valued)), flags_(std::move(flags)), aliases_(std::move(aliases)) {}
+
+  // argv[0] is the command name.  Returns false and sets error() on a usage error.
+  bool parse(int argc, char** argv);
+  const std::string& error() const { return error_; }
+
+  bool has(const std::string& name) const { return values_.count(name) > 0; }
+  std::string get(const std::string& name, const std::string& fallback = "") const;
+  // Parses a number option; sets error() and returns nullopt when malformed.
+  std::optional<double> get_number(const std::string& name, double fallback, double min,
+                                   double max);
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  std::set<std::string> valued_, flags_;
+  std::map<char, std::string> aliases_;
+  std::map<std::string, std::string> values_;
+  std::vector<std::string> positional_;
+  std::string error_;
+};
+
+}  // namespace gpuacct::cli

@@ -1,0 +1,60 @@
+// gpuacct report: the ten-second summary of a JSON report written by analyze or the library.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/report.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+
+namespace gpuacct::cli {
+
+int run_report(int argc, char** argv) {
+  Args args({}, {"help", "color"}, {{'h', "help"}});
+  if (!args.parse(argc, argv)) {
+    std::fprintf(stderr, "gpuacct report: %s\n", args.error().c_str());
+    return 2;
+  }
+  if (args.has("help") || args.positional().size() != 1) {
+    std::fputs("usage: gpuacct report REPORT.json [--color]\n\n"
+               "Prints the terminal summary (walls, verdict, recommendation) of a report\n"
+               "written by `gpuacct analyze` or by libgpuacct.so.\n",
+               args.has("help") ? stdout : stderr);
+    return args.has("help") ? 0 : 2;
+  }
+  const std::string path = args.positional().front();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::fprintf(stderr, "gpuacct report: cannot open %s\n", path.c_str());
+    return 1;
+  }
+  std::stringstream buf;
+  buf << in.rdbuf();
+  const std::string text = buf.str();
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    // Find the offset for a useful message.
+    try {
+      const auto unused = nlohmann::json::parse(text);
+      (void)unused;
+    } catch (const nlohmann::json::parse_error& e) {
+      std::fprintf(stderr, "gpuacct report: %s is not valid JSON (byte %zu)\n", path.c_str(),
+                   e.byte);
+      return 1;
+    }
+    std::fprintf(stderr, "gpuacct report: %s is not valid JSON\n", path.c_str());
+    return 1;
+  }
+  auto summary = render_terminal_summary(j, args.has("color"));
+  if (!summary.ok()) {
+    std::fprintf(stderr, "gpuacct report: %s: %s\n", path.c_str(), summary.status().message().c_str());
+    return 1;
+  }
+  std::cout << summary.value();
+  return 0;
+}
+
+}  // namespace gpuacct::cli

@@ -1,0 +1,11 @@
+// Sub-commands of the `gpuacct` tool.  Each returns the process exit code:
+//   0 success, 1 bad input or failed analysis (one clear message on stderr), 2 usage error.
+#pragma once
+
+namespace gpuacct::cli {
+
+int run_analyze(int argc, char** argv);
+int run_report(int argc, char** argv);
+int run_synth(int argc, char** argv);
+
+}  // namespace gpuacct::cli

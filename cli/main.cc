@@ -1,0 +1,66 @@
+// gpuacct: per-step GPU wall accounting.  This binary analyses recordings and traces after
+// the fact; live accounting happens inside the injected libgpuacct.so.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "cli/commands.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(int, char**);
+  const char* summary;
+};
+
+const Command kCommands[] = {
+    {"analyze", gpuacct::cli::run_analyze,
+     "account every step of a recording or PyTorch-profiler trace; print and write the report"},
+    {"report", gpuacct::cli::run_report, "print the terminal summary of a JSON report"},
+    {"synth", gpuacct::cli::run_synth,
+     "write a synthetic recording with designed bottlenecks (demos and tests)"},
+};
+
+void usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: gpuacct <command> [options]\n\n"
+               "Splits every training step's wall time into compute, communication, data,\n"
+               "launch and other, and names the wall that dominates.\n\ncommands:\n");
+  for (const Command& c : kCommands) std::fprintf(out, "  %-9s %s\n", c.name, c.summary);
+  std::fprintf(out,
+               "\nRun `gpuacct <command> --help` for a command's options.\n"
+               "Live runs: CUDA_INJECTION64_PATH=/path/to/libgpuacct.so python train.py\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    usage(stdout);
+    return 0;
+  }
+  if (cmd == "--version") {
+    std::printf("gpuacct %s\n", GPUACCT_VERSION_STRING);
+    return 0;
+  }
+  for (const Command& c : kCommands) {
+    if (cmd == c.name) {
+      try {
+        return c.run(argc - 1, argv + 1);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "gpuacct %s: internal error: %s\n", c.name, e.what());
+        return 1;
+      }
+    }
+  }
+  std::fprintf(stderr, "gpuacct: unknown command '%s'\n\n", cmd.c_str());
+  usage(stderr);
+  return 2;
+}
