@@ -29,9 +29,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--output", "-o", metavar="DIR", help="report directory (GPUACCT_OUTPUT_DIR)")
     r.add_argument("--warmup", type=int, metavar="N",
                    help="steps left out of the summary (GPUACCT_WARMUP_STEPS)")
-    r.add_argument("--launch-latency-us", type=float, metavar="X",
+    r.add_argument("--launch-latency-us", type=int, metavar="X",
                    help="launch-latency threshold in us (GPUACCT_LAUNCH_LATENCY_US)")
-    r.add_argument("--host-pause-us", type=float, metavar="X",
+    r.add_argument("--host-pause-us", type=int, metavar="X",
                    help="host-pause threshold in us (GPUACCT_HOST_PAUSE_US)")
     r.add_argument("--record", action="store_true",
                    help="also write the raw event recording (GPUACCT_RECORD=1)")

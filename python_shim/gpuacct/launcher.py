@@ -27,6 +27,7 @@ ENV_LAUNCH_LATENCY = "GPUACCT_LAUNCH_LATENCY_US"
 ENV_HOST_PAUSE = "GPUACCT_HOST_PAUSE_US"
 ENV_RECORD = "GPUACCT_RECORD"
 ENV_PYTHON = "GPUACCT_PYTHON"
+ENV_QUIET = "GPUACCT_QUIET"
 
 
 @dataclass
@@ -34,8 +35,8 @@ class RunOptions:
     command: List[str]
     output: Optional[str] = None
     warmup: Optional[int] = None
-    launch_latency_us: Optional[float] = None
-    host_pause_us: Optional[float] = None
+    launch_latency_us: Optional[int] = None
+    host_pause_us: Optional[int] = None
     record: bool = False
     library: Optional[str] = None
     python: bool = True
@@ -45,10 +46,6 @@ class RunOptions:
 
 class LauncherError(RuntimeError):
     pass
-
-
-def _fmt_num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 
 def _package_parent() -> Optional[str]:
@@ -82,13 +79,17 @@ def build_env(opts: RunOptions, base: Optional[Dict[str, str]] = None) -> Dict[s
     if opts.warmup is not None:
         env[ENV_WARMUP] = str(int(opts.warmup))
     if opts.launch_latency_us is not None:
-        env[ENV_LAUNCH_LATENCY] = _fmt_num(opts.launch_latency_us)
+        env[ENV_LAUNCH_LATENCY] = str(int(opts.launch_latency_us))
     if opts.host_pause_us is not None:
-        env[ENV_HOST_PAUSE] = _fmt_num(opts.host_pause_us)
+        env[ENV_HOST_PAUSE] = str(int(opts.host_pause_us))
     if opts.record:
         env[ENV_RECORD] = "1"
     if not opts.python:
         env[ENV_PYTHON] = "0"
+    if opts.summary and ENV_QUIET not in env:
+        # The launcher prints each report's summary once the program ended (after its output);
+        # the library would print it too, process by process.
+        env[ENV_QUIET] = "1"
     parent = _package_parent()
     if parent:
         parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]

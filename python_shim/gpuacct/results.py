@@ -313,13 +313,15 @@ def load(path: Union[str, "os.PathLike[str]"]) -> Run:
 
 
 def is_report_file(path: str) -> bool:
-    """Cheap check: a JSON file whose start names the gpuacct report schema."""
+    """A JSON object that names the gpuacct report schema (the key may come anywhere)."""
     try:
         with open(path, "rb") as f:
-            head = f.read(4096)
+            head = f.read(1)
+            if head not in (b"{", b" ", b"\n", b"\t", b"\r"):
+                return False
+            return REPORT_SCHEMA.encode() in head + f.read()
     except OSError:
         return False
-    return REPORT_SCHEMA.encode() in head
 
 
 def find_reports(directory: str, newer_than: float = 0.0) -> List[str]:

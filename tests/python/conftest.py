@@ -1,0 +1,210 @@
+"""Shared fixtures for the gpuacct Python tests.
+
+Run from ctest (tests/python/CMakeLists.txt) or by hand:
+
+    PYTHONPATH=python_shim GPUACCT_BUILD_DIR=build /usr/bin/python3 -m pytest tests/python
+
+Tests that need the built library fail (never skip) without GPUACCT_BUILD_DIR / the library.
+Tests that need torch are marked ``requires_torch`` and skip only when torch is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+SHIM = REPO / "python_shim"
+
+if str(SHIM) not in sys.path:
+    sys.path.insert(0, str(SHIM))
+
+WALLS = ("compute", "communication", "data", "launch", "other")
+
+
+def _have_torch() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+HAVE_TORCH = _have_torch()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "requires_torch: needs PyTorch (CI installs it)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    skip = pytest.mark.skip(reason="PyTorch is not installed for " + sys.executable)
+    for item in items:
+        if "requires_torch" in item.keywords and not HAVE_TORCH:
+            item.add_marker(skip)
+
+
+# --- environment for child processes -------------------------------------------------------
+
+def clean_env(**extra: str) -> Dict[str, str]:
+    """os.environ without any gpuacct/injection variables, with PYTHONPATH=python_shim."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("GPUACCT_") and k not in (
+               "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "LD_PRELOAD",
+               "FAKE_GPUACCT_LOG")}
+    env["PYTHONPATH"] = str(SHIM)
+    env.update(extra)
+    return env
+
+
+def run_py(code: str, env: Dict[str, str], timeout: float = 180,
+           args: Sequence[str] = ()) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code, *args], env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=timeout)
+
+
+def check(res: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert res.returncode == 0, f"rc={res.returncode}\nstdout:\n{res.stdout}\nstderr:\n{res.stderr}"
+    return res
+
+
+# --- the fake library (logs calls) ---------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A stand-in libgpuacct.so built from fake_gpuacct.c (logs every API call)."""
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.fail("no C compiler (cc/gcc) to build the fake libgpuacct.so test library")
+    out = tmp_path_factory.mktemp("fakelib") / "libgpuacct.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(out), str(HERE / "fake_gpuacct.c"),
+                    "-lpthread"], check=True)
+    return str(out)
+
+
+def read_fake_log(path: str) -> List[tuple]:
+    """[(t_ns, call, arg)] from a FAKE_GPUACCT_LOG file."""
+    out = []
+    for line in Path(path).read_text().splitlines():
+        t, call, arg = line.split(" ", 2)
+        out.append((int(t), call, arg))
+    return out
+
+
+# --- the built library ---------------------------------------------------------------------
+
+def build_dir() -> Path:
+    """The CMake build directory (GPUACCT_BUILD_DIR); fails the test when absent."""
+    d = os.environ.get("GPUACCT_BUILD_DIR", "").strip()
+    if not d:
+        pytest.fail("GPUACCT_BUILD_DIR is not set: integration tests need the built library. "
+                    "Run them through ctest, or set GPUACCT_BUILD_DIR=<cmake build dir> after "
+                    "`cmake --build <dir> --target gpuacct`.")
+    p = Path(d).resolve()
+    if not p.is_dir():
+        pytest.fail(f"GPUACCT_BUILD_DIR={d} is not a directory")
+    return p
+
+
+@pytest.fixture
+def real_lib() -> str:
+    lib = build_dir() / "inject" / "libgpuacct.so"
+    if not lib.is_file():
+        pytest.fail(f"{lib} does not exist: build it first (cmake --build "
+                    f"{build_dir()} --target gpuacct)")
+    return str(lib)
+
+
+# --- synthetic reports that follow analysis/report.cc --------------------------------------
+
+def make_row(step_index: int, walls_ms: Dict[str, float], *, device: int = 0,
+             warmup: bool = False, begin_ns: int = 0) -> Dict[str, object]:
+    """One step row as step_row_to_json writes it.  Walls are split into categories."""
+    ns = {w: int(round(walls_ms.get(w, 0.0) * 1e6)) for w in WALLS}
+    cats = {
+        "compute": ns["compute"],
+        "comm_exposed": ns["communication"],
+        "copy_input": ns["data"] // 4,
+        "copy_other": ns["other"] // 3,
+        "data_wait": ns["data"] - ns["data"] // 4,
+        "launch_gap": ns["launch"],
+        "host_other": ns["other"] - ns["other"] // 3,
+    }
+    dur = sum(ns.values())
+    return {
+        "step_index": step_index,
+        "step_number": step_index,
+        "device": device,
+        "warmup": warmup,
+        "host_begin": begin_ns,
+        "host_end": begin_ns + dur,
+        "window_begin": begin_ns,
+        "window_end": begin_ns + dur,
+        "duration_ns": dur,
+        "categories": cats,
+        "walls": ns,
+        "comm_total": ns["communication"],
+        "comm_overlapped": 0,
+        "gpu_busy": ns["compute"] + ns["communication"] + cats["copy_input"] + cats["copy_other"],
+        "kernels": 10,
+        "copies": 2,
+        "launches": 12,
+        "flops": 0.0,
+    }
+
+
+def make_rows(n: int, warmup: int = 2, devices: int = 1,
+              walls_ms: Optional[Dict[str, float]] = None) -> List[Dict[str, object]]:
+    base = walls_ms or {"compute": 10.0, "communication": 1.0, "data": 6.0, "launch": 0.5,
+                        "other": 2.5}
+    rows = []
+    t = 1_000_000
+    for i in range(n):
+        w = dict(base)
+        w["data"] = base.get("data", 0.0) * (1.0 + 0.5 * (i % 3))  # some variation per step
+        for d in range(devices):
+            rows.append(make_row(i, w, device=d, warmup=i < warmup, begin_ns=t))
+        t += int(sum(w.values()) * 1e6)
+    return rows
+
+
+def make_report(rows: Iterable[Dict[str, object]]) -> Dict[str, object]:
+    """A whole report; summary and verdict computed with the Python rules."""
+    from gpuacct.results import summarize_rows
+    rows = list(rows)
+    summary, verdict = summarize_rows(rows)
+    summary = dict(summary, verdict=verdict)
+    return {
+        "schema": "gpuacct.report/1",
+        "metadata": {"source": "synthetic", "hostname": "testhost", "pid": 1234, "rank": -1,
+                     "world_size": 0, "command": "train.py", "devices": [],
+                     "gpuacct_version": "0.1.0"},
+        "config": {"warmup_steps": 2},
+        "summary": summary,
+        "steps": rows,
+    }
+
+
+@pytest.fixture
+def report_file(tmp_path: Path) -> Path:
+    p = tmp_path / "gpuacct-report.json"
+    p.write_text(json.dumps(make_report(make_rows(12))))
+    return p
+
+
+@pytest.fixture
+def stream_file(tmp_path: Path) -> Path:
+    """A JSONL step stream of a run in progress: the last line is cut in the middle."""
+    rows = make_rows(9)
+    lines = [json.dumps(r) for r in rows]
+    p = tmp_path / "gpuacct-steps.jsonl"
+    p.write_text("\n".join(lines) + "\n" + json.dumps(make_row(9, {"compute": 1.0}))[:57])
+    return p
