@@ -106,6 +106,7 @@ def find_cli(library: Optional[str]) -> Optional[str]:
         cands.append(os.environ["GPUACCT_CLI"])
     if library:
         build = Path(library).resolve().parent.parent
+        cands.append(str(build / "bin" / "gpuacct"))
         cands.append(str(build / "cli" / "gpuacct"))
     found = shutil.which("gpuacct")
     if found:

@@ -112,8 +112,9 @@ def row_walls_ns(row: Dict[str, Any]) -> Dict[str, float]:
 def row_duration_ns(row: Dict[str, Any]) -> float:
     if "duration_ns" in row:
         return _num(row["duration_ns"])
-    if "window_end" in row and "window_begin" in row:
-        return _num(row["window_end"]) - _num(row["window_begin"])
+    for b, e in (("window_begin_ns", "window_end_ns"), ("window_begin", "window_end")):
+        if b in row and e in row:
+            return _num(row[e]) - _num(row[b])
     return sum(row_walls_ns(row).values())
 
 
@@ -162,6 +163,9 @@ def summarize_rows(rows: Iterable[Dict[str, Any]]) -> Tuple[Dict[str, Any], Dict
     n_rows = 0
     gpu_busy = 0.0
     kernels = 0.0
+    launches = 0.0
+    cats = {c: 0.0 for c in CATEGORIES}
+    has_busy = False
     for r in rows:
         idx = int(_num(r.get("step_index", 0)))
         if r.get("warmup"):
@@ -170,25 +174,36 @@ def summarize_rows(rows: Iterable[Dict[str, Any]]) -> Tuple[Dict[str, Any], Dict
         n_rows += 1
         for w, ns in row_walls_ns(r).items():
             wall_ns[w] += ns
-        gpu_busy += _num(r.get("gpu_busy", 0))
+        busy = r.get("gpu_busy_ns", r.get("gpu_busy"))
+        has_busy = has_busy or busy is not None
+        gpu_busy += _num(busy or 0)
         kernels += _num(r.get("kernels", 0))
+        for c in CATEGORIES:
+            cats[c] += _num((r.get("categories") or {}).get(c, 0))
+        if idx not in step_ms:
+            launches += _num(r.get("launches", 0))
         step_ms[idx] = max(step_ms.get(idx, 0.0), row_duration_ns(r) / 1e6)
     durations = list(step_ms.values())
     total = sum(wall_ns.values())
     shares = {w: (wall_ns[w] / total if total > 0 else 0.0) for w in WALLS}
     mean = sum(durations) / len(durations) if durations else 0.0
+    # Same layout as the report's "summary" (analysis/report.cc).
     summary: Dict[str, Any] = {
         "steps": len(step_ms), "warmup_steps": len(warm), "rows": n_rows,
-        "step_ms": {"p50": _percentile(durations, 50), "p90": _percentile(durations, 90),
-                    "p99": _percentile(durations, 99), "mean": mean},
+        "step_time_ms": {"p50": _percentile(durations, 50), "p90": _percentile(durations, 90),
+                         "p99": _percentile(durations, 99), "mean": mean},
         "walls": {w: {"ns": int(wall_ns[w]), "share": shares[w]} for w in WALLS},
-        "gpu_busy_ns": int(gpu_busy), "kernels": int(kernels),
+        "categories_ns": {c: int(v) for c, v in cats.items()},
+        "gpu_busy_ns": int(gpu_busy),
+        "gpu_busy_share": gpu_busy / total if total > 0 else 0.0,
+        "compute_share": shares["compute"],
+        "kernels": int(kernels), "launches": int(launches),
     }
     verdict: Dict[str, Any] = {"bound": "none", "severity": "none", "share": 0.0,
                                "mean_step_ms": mean, "what_if_step_ms": 0.0, "notes": []}
     if not step_ms:
         verdict["headline"] = "No complete step was seen: nothing to account."
-    elif gpu_busy == 0 and any("gpu_busy" in r for r in rows):
+    elif gpu_busy == 0 and has_busy:
         verdict["headline"] = "No GPU activity was recorded: steps were timed on the host only."
     else:
         best: Optional[Tuple[int, float, str, str]] = None

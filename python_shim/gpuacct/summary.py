@@ -53,7 +53,7 @@ def _bar(share: float, width: int = 30) -> str:
 def render(run: Run, title: Optional[str] = None) -> str:
     s, v = run.summary, run.verdict
     lines: List[str] = []
-    meta = _get(run.report, "metadata", "run", default={}) or {}
+    meta = _get(run.report, "run", "metadata", default={}) or {}
     who = []
     for key in ("hostname", "pid", "rank"):
         val = meta.get(key) if isinstance(meta, dict) else None
@@ -67,10 +67,10 @@ def render(run: Run, title: Optional[str] = None) -> str:
     lines.append(head)
     steps = _get(s, "steps", default=0)
     warm = _get(s, "warmup_steps", default=0)
-    p50 = _get(s, "step_ms.p50", "step_ms_p50", default=0.0)
-    p90 = _get(s, "step_ms.p90", "step_ms_p90", default=0.0)
-    p99 = _get(s, "step_ms.p99", "step_ms_p99", default=0.0)
-    mean = _get(s, "step_ms.mean", "step_ms_mean", default=0.0)
+    p50 = _get(s, "step_time_ms.p50", "step_ms.p50", default=0.0)
+    p90 = _get(s, "step_time_ms.p90", "step_ms.p90", default=0.0)
+    p99 = _get(s, "step_time_ms.p99", "step_ms.p99", default=0.0)
+    mean = _get(s, "step_time_ms.mean", "step_ms.mean", default=0.0)
     lines.append(f"steps: {steps} (+{warm} warm-up)   step time ms: p50 {p50:.2f}  p90 {p90:.2f}"
                  f"  p99 {p99:.2f}  mean {mean:.2f}")
     shares = wall_shares(run)

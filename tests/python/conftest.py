@@ -143,17 +143,19 @@ def make_row(step_index: int, walls_ms: Dict[str, float], *, device: int = 0,
         "step_index": step_index,
         "step_number": step_index,
         "device": device,
+        "host_only": False,
         "warmup": warmup,
-        "host_begin": begin_ns,
-        "host_end": begin_ns + dur,
-        "window_begin": begin_ns,
-        "window_end": begin_ns + dur,
+        "host_begin_ns": begin_ns,
+        "host_end_ns": begin_ns + dur,
+        "window_begin_ns": begin_ns,
+        "window_end_ns": begin_ns + dur,
         "duration_ns": dur,
         "categories": cats,
         "walls": ns,
-        "comm_total": ns["communication"],
-        "comm_overlapped": 0,
-        "gpu_busy": ns["compute"] + ns["communication"] + cats["copy_input"] + cats["copy_other"],
+        "comm_total_ns": ns["communication"],
+        "comm_overlapped_ns": 0,
+        "gpu_busy_ns": ns["compute"] + ns["communication"] + cats["copy_input"]
+        + cats["copy_other"],
         "kernels": 10,
         "copies": 2,
         "launches": 12,
@@ -177,18 +179,24 @@ def make_rows(n: int, warmup: int = 2, devices: int = 1,
 
 
 def make_report(rows: Iterable[Dict[str, object]]) -> Dict[str, object]:
-    """A whole report; summary and verdict computed with the Python rules."""
+    """A whole report laid out as analysis/report.cc writes it (top-level keys, names);
+    summary and verdict computed with the Python rules."""
     from gpuacct.results import summarize_rows
     rows = list(rows)
     summary, verdict = summarize_rows(rows)
-    summary = dict(summary, verdict=verdict)
     return {
         "schema": "gpuacct.report/1",
-        "metadata": {"source": "synthetic", "hostname": "testhost", "pid": 1234, "rank": -1,
-                     "world_size": 0, "command": "train.py", "devices": [],
-                     "gpuacct_version": "0.1.0"},
-        "config": {"warmup_steps": 2},
+        "generated_by": "gpuacct 0.1.0",
+        "run": {"source": "synthetic", "source_path": "", "hostname": "testhost", "pid": 1234,
+                "rank": -1, "world_size": 0, "command": "train.py", "devices": []},
+        "config": {"launch_latency_threshold_ns": 30000, "host_pause_threshold_ns": 100000,
+                   "warmup_steps": 2, "pending_launch_timeout_ns": 2000000000},
         "summary": summary,
+        "verdict": verdict,
+        "top_kernels": [],
+        "largest_idle_gaps": [],
+        "stats": [],
+        "data_loss": {},
         "steps": rows,
     }
 

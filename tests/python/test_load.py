@@ -36,8 +36,8 @@ def test_steps_is_dataframe_with_pandas(report_file: Path) -> None:
     run = load(report_file)
     assert isinstance(run.steps, pd.DataFrame)
     assert len(run.steps) == 12
-    for col in ("step_index", "step_number", "device", "warmup", "window_begin", "window_end",
-                "duration_ns", "categories.compute", "walls.launch", "step_ms", "data_ms"):
+    for col in ("step_index", "step_number", "device", "warmup", "window_begin_ns",
+                "window_end_ns", "duration_ns", "gpu_busy_ns", "categories.compute", "walls.launch", "step_ms", "data_ms"):
         assert col in run.steps.columns, col
     # The usual analysis works without any conversion.
     steady = run.steps[~run.steps["warmup"]]
@@ -75,7 +75,7 @@ def test_stream_and_report_agree(tmp_path: Path) -> None:
     a, b = load(rep), load(stream)
     assert a.summary["steps"] == b.summary["steps"] == 18
     assert a.verdict["bound"] == b.verdict["bound"]
-    assert a.summary["step_ms"]["p50"] == pytest.approx(b.summary["step_ms"]["p50"])
+    assert a.summary["step_time_ms"]["p50"] == pytest.approx(b.summary["step_time_ms"]["p50"])
 
 
 def test_stream_verdicts(tmp_path: Path) -> None:
@@ -83,7 +83,7 @@ def test_stream_verdicts(tmp_path: Path) -> None:
         rows = [make_row(i, walls, warmup=i < 2) for i in range(6)]
         for r in rows:
             if gpu_busy is not None:
-                r["gpu_busy"] = gpu_busy
+                r["gpu_busy_ns"] = gpu_busy
         p = tmp_path / "v.jsonl"
         p.write_text("".join(json.dumps(r) + "\n" for r in rows))
         return load(p).verdict
