@@ -1,0 +1,46 @@
+"""`pip install ./python_shim` builds and installs the package, the .pth hook and the
+gpuacct-py console script."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import SHIM, check, clean_env
+
+
+def test_pip_install_into_target(tmp_path: Path) -> None:
+    target = tmp_path / "site"
+    # Build from a copy: setuptools writes build/ and *.egg-info next to the sources.
+    src = tmp_path / "src"
+    shutil.copytree(SHIM, src, ignore=shutil.ignore_patterns("build", "*.egg-info",
+                                                             "__pycache__"))
+    env = clean_env()
+    env.pop("PYTHONPATH", None)
+    env["PIP_NO_INDEX"] = "1"  # offline: no build isolation, use the installed setuptools
+    res = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps",
+         "--no-cache-dir", "--disable-pip-version-check", "-q", "--target", str(target),
+         str(src)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        timeout=300, cwd=tmp_path)
+    check(res)
+    assert (target / "gpuacct" / "__init__.py").is_file()
+    assert (target / "gpuacct" / "_auto.py").is_file()
+    assert (target / "gpuacct" / "py.typed").is_file()
+    pth = target / "gpuacct_auto.pth"
+    assert pth.is_file(), sorted(p.name for p in target.iterdir())
+    assert pth.read_text() == (SHIM / "gpuacct_auto.pth").read_text()
+    script = target / "bin" / "gpuacct-py"
+    assert script.is_file()
+    # The installed copy works on its own (nothing from the source tree on the path).
+    env["PYTHONPATH"] = str(target)
+    res = subprocess.run([sys.executable, str(script), "where"], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         timeout=120, cwd=tmp_path)
+    assert res.returncode == 1 and '"library": null' in res.stdout, res  # no library here
+    res = check(subprocess.run([sys.executable, "-c", "import gpuacct; print(gpuacct.__file__)"],
+                               env=env, stdout=subprocess.PIPE, text=True, cwd=tmp_path))
+    assert res.stdout.startswith(str(target))
