@@ -1,2 +1,109 @@
+#include "analysis/report.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
 #include <gtest/gtest.h>
-TEST(Placeholder, Builds) { EXPECT_TRUE(true); }
+
+#include "analysis/json_text.h"
+#include "analysis/synthetic.h"
+
+namespace gpuacct {
+namespace {
+
+nlohmann::json demo_report(StepAccountant& acc, NameTable& names) {
+  auto spec = SyntheticSpec::preset("demo");
+  EXPECT_TRUE(spec.ok());
+  generate_synthetic(*spec, names, acc);
+  acc.finish();
+  RunMetadata meta;
+  meta.source = "synthetic";
+  return build_report(acc, meta, names);
+}
+
+TEST(Report, SchemaAndExactRows) {
+  NameTable names;
+  StepAccountant acc;
+  const nlohmann::json j = demo_report(acc, names);
+  EXPECT_EQ(j["schema"], "gpuacct.report/1");
+  ASSERT_EQ(j["steps"].size(), acc.rows().size());
+  for (const auto& r : j["steps"]) {
+    int64_t sum = 0;
+    for (const auto& [k, v] : r["categories"].items()) sum += v.get<int64_t>();
+    EXPECT_EQ(sum, r["duration_ns"].get<int64_t>());
+    int64_t walls = 0;
+    for (const auto& [k, v] : r["walls"].items()) walls += v.get<int64_t>();
+    EXPECT_EQ(walls, r["duration_ns"].get<int64_t>());
+  }
+  EXPECT_EQ(j["verdict"]["bound"], "data");
+  EXPECT_FALSE(j["top_kernels"].empty());
+  EXPECT_FALSE(j["largest_idle_gaps"].empty());
+  EXPECT_EQ(j["stats"].size(), kStatCount);
+  EXPECT_FALSE(j["data_loss"].get<bool>());
+}
+
+TEST(Report, TerminalSummaryNamesVerdictAndWalls) {
+  NameTable names;
+  StepAccountant acc;
+  const nlohmann::json j = demo_report(acc, names);
+  auto text = render_terminal_summary(j);
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text->find("verdict: HIGHLY data-bound"), std::string::npos);
+  for (const char* w : {"compute", "communication", "data", "launch", "other"}) {
+    EXPECT_NE(text->find(w), std::string::npos) << w;
+  }
+  EXPECT_NE(text->find("what if"), std::string::npos);
+  EXPECT_FALSE(render_terminal_summary(nlohmann::json{{"a", 1}}).ok());
+  EXPECT_FALSE(render_terminal_summary(nlohmann::json::array()).ok());
+}
+
+TEST(Report, DataLossIsPrinted) {
+  NameTable names;
+  StepAccountant acc;
+  acc.mutable_stats().add(Stat::cupti_records_dropped, 42);
+  const nlohmann::json j = demo_report(acc, names);
+  EXPECT_TRUE(j["data_loss"].get<bool>());
+  auto text = render_terminal_summary(j);
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text->find("data loss"), std::string::npos);
+  EXPECT_NE(text->find("42"), std::string::npos);
+}
+
+TEST(Report, CsvHasOneLinePerRow) {
+  NameTable names;
+  StepAccountant acc;
+  demo_report(acc, names);
+  const std::string csv = step_rows_csv(acc.rows());
+  const auto lines = std::count(csv.begin(), csv.end(), '\n');
+  EXPECT_EQ(static_cast<size_t>(lines), acc.rows().size() + 1);
+}
+
+TEST(Report, AtomicWriteLeavesNoTempFile) {
+  const auto dir = std::filesystem::temp_directory_path() / "gpuacct_report_test";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "r.json").string();
+  ASSERT_TRUE(write_file_atomic(path, "{}\n").ok());
+  std::ifstream in(path);
+  std::string s((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(s, "{}\n");
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    EXPECT_EQ(e.path().filename(), "r.json");
+  }
+  EXPECT_FALSE(write_file_atomic((dir / "missing" / "x.json").string(), "x").ok());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(JsonText, InvalidBytesAreKeptLosslessly) {
+  EXPECT_EQ(json_safe_utf8("plain"), "plain");
+  EXPECT_EQ(json_safe_utf8("caf\xC3\xA9"), "caf\xC3\xA9");
+  EXPECT_EQ(json_safe_utf8(std::string("a\xFF" "b", 3)), "a\\xFFb");
+  EXPECT_EQ(json_safe_utf8(std::string("\xC3", 1)), "\\xC3");     // truncated sequence
+  EXPECT_EQ(json_safe_utf8("\xED\xA0\x80"), "\\xED\\xA0\\x80");  // surrogate
+  // The result always serialises.
+  nlohmann::json j = json_safe_utf8(std::string("k\"\\\x01\xFE", 5));
+  EXPECT_NO_THROW((void)j.dump());
+}
+
+}  // namespace
+}  // namespace gpuacct

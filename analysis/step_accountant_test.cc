@@ -1,2 +1,520 @@
+// One test per accounting rule of docs/accounting.md, each with hand-computed truth.
+// Times are written in microseconds (us()) so the thresholds (30 us launch latency, 100 us
+// host pause) read naturally.
+#include "analysis/step_accountant.h"
+
+#include <algorithm>
+#include <random>
+
 #include <gtest/gtest.h>
-TEST(Placeholder, Builds) { EXPECT_TRUE(true); }
+
+#include "analysis/name_table.h"
+
+namespace gpuacct {
+namespace {
+
+constexpr TimeNs us(double v) { return static_cast<TimeNs>(v * 1000.0); }
+
+// Builds events for a test with automatic correlation ids.
+struct Trace {
+  EventBatch b;
+  uint64_t next_corr = 1;
+
+  // A launch call on `thread` during [a, b) and the kernel it launched running [ks, ke).
+  GpuOp& kernel(TimeNs a, TimeNs b_, TimeNs ks, TimeNs ke, uint16_t device = 0,
+                uint32_t stream = 7, uint32_t thread = 1) {
+    const uint64_t c = next_corr++;
+    b.api_calls.push_back(HostApiCall{a, b_, c, thread, 1, HostApiKind::kLaunch, {}});
+    GpuOp op;
+    op.start = ks;
+    op.end = ke;
+    op.correlation_id = c;
+    op.device = device;
+    op.stream = stream;
+    op.name = 2;
+    b.gpu_ops.push_back(op);
+    return b.gpu_ops.back();
+  }
+  GpuOp& collective(TimeNs a, TimeNs b_, TimeNs ks, TimeNs ke, uint16_t device = 0,
+                    uint32_t stream = 13) {
+    GpuOp& op = kernel(a, b_, ks, ke, device, stream);
+    op.collective = CollectiveType::kAllReduce;
+    op.name = 3;
+    return op;
+  }
+  GpuOp& copy(TimeNs a, TimeNs b_, TimeNs ks, TimeNs ke, CopyDir dir, uint16_t device = 0,
+              uint32_t stream = 9) {
+    GpuOp& op = kernel(a, b_, ks, ke, device, stream);
+    op.kind = GpuOpKind::kMemcpy;
+    op.copy_dir = dir;
+    b.api_calls.back().kind = HostApiKind::kCopy;
+    return op;
+  }
+  void step(TimeNs a, TimeNs b_, int64_t number = -1, uint32_t thread = 1) {
+    b.ranges.push_back(HostRange{a, b_, number, thread, 4, RangeKind::kStep, {}});
+  }
+  void data(TimeNs a, TimeNs b_, uint32_t thread = 1) {
+    b.ranges.push_back(HostRange{a, b_, -1, thread, 5, RangeKind::kData, {}});
+  }
+  void call(TimeNs a, TimeNs b_, HostApiKind kind = HostApiKind::kSync, uint32_t thread = 1) {
+    b.api_calls.push_back(HostApiCall{a, b_, 0, thread, 6, kind, {}});
+  }
+};
+
+AccountingConfig no_warmup() {
+  AccountingConfig c;
+  c.warmup_steps = 0;
+  return c;
+}
+
+std::vector<StepRow> run(const Trace& t, AccountingConfig cfg = no_warmup()) {
+  StepAccountant acc(cfg);
+  acc.add(t.b);
+  acc.finish();
+  return acc.rows();
+}
+
+void expect_exact(const StepRow& r) {
+  EXPECT_EQ(r.cat.sum(), r.duration()) << "categories must sum to the window";
+  EXPECT_GE(r.cat.compute, 0);
+  EXPECT_GE(r.cat.comm_exposed, 0);
+  EXPECT_GE(r.cat.copy_input, 0);
+  EXPECT_GE(r.cat.copy_other, 0);
+  EXPECT_GE(r.cat.data_wait, 0);
+  EXPECT_GE(r.cat.launch_gap, 0);
+  EXPECT_GE(r.cat.host_other, 0);
+}
+
+// Rule 2: compute hides a collective; the rest of the collective is exposed communication.
+TEST(StepAccountant, ComputeAndCollectiveOverlapOnTwoStreams) {
+  Trace t;
+  t.step(0, us(1000));
+  t.kernel(us(10), us(15), us(100), us(600));
+  t.collective(us(20), us(25), us(400), us(900));
+  const auto rows = run(t);
+  ASSERT_EQ(rows.size(), 1u);
+  const StepRow& r = rows[0];
+  expect_exact(r);
+  EXPECT_EQ(r.window_begin, 0);
+  EXPECT_EQ(r.window_end, us(900));  // completion of the last op launched in the step
+  EXPECT_EQ(r.cat.compute, us(500));
+  EXPECT_EQ(r.cat.comm_exposed, us(300));
+  EXPECT_EQ(r.comm_total, us(500));
+  EXPECT_EQ(r.comm_overlapped, us(200));
+  EXPECT_EQ(r.gpu_busy, us(800));
+  // [0, 100): the host issued the launch at 10 us with no long pause: launch wall.
+  EXPECT_EQ(r.cat.launch_gap, us(100));
+  EXPECT_EQ(r.kernels, 2u);
+  EXPECT_EQ(r.launches, 2u);
+}
+
+// Rule 2: a copy under a kernel is hidden; alone it is exposed and H2D counts as input.
+TEST(StepAccountant, CopyUnderCompute) {
+  Trace t;
+  t.step(0, us(1000));
+  t.kernel(0, us(5), us(10), us(500));
+  t.copy(us(6), us(8), us(200), us(700), CopyDir::kH2D);
+  t.copy(us(9), us(11), us(700), us(750), CopyDir::kD2H);
+  const auto rows = run(t);
+  ASSERT_EQ(rows.size(), 1u);
+  const StepRow& r = rows[0];
+  expect_exact(r);
+  EXPECT_EQ(r.cat.compute, us(490));
+  EXPECT_EQ(r.cat.copy_input, us(200));
+  EXPECT_EQ(r.cat.copy_other, us(50));
+  EXPECT_EQ(r.cat.launch_gap, us(10));  // queued op, 10 us < 30 us: launch latency
+  EXPECT_EQ(r.walls().data, us(200));
+  EXPECT_EQ(r.walls().other, us(50));
+  EXPECT_EQ(r.copies, 2u);
+}
+
+// Rule 2: the idle gap before the first kernel while the launching thread is in a data range.
+TEST(StepAccountant, IdleGapInDataRangeIsDataWait) {
+  Trace t;
+  t.step(0, us(10000));
+  t.data(0, us(5000));
+  t.kernel(us(5000), us(5010), us(5015), us(8000));
+  const auto rows = run(t);
+  ASSERT_EQ(rows.size(), 1u);
+  const StepRow& r = rows[0];
+  expect_exact(r);
+  EXPECT_EQ(r.window_end, us(8000));
+  EXPECT_EQ(r.cat.data_wait, us(5000));
+  EXPECT_EQ(r.cat.launch_gap, us(15));  // the launch call and its latency
+  EXPECT_EQ(r.cat.compute, us(2985));
+  EXPECT_EQ(r.cat.host_other, 0);
+}
+
+// Rule 2: thousands of tiny kernels; the host cannot keep up: launch wall.
+TEST(StepAccountant, LaunchBoundTinyKernels) {
+  Trace t;
+  const int n = 1000;
+  // Launch i: call [10i, 10i+8) us; kernel 5 us, starts 5 us after its call.
+  for (int i = 0; i < n; ++i) {
+    const TimeNs a = us(10.0 * i);
+    t.kernel(a, a + us(8), a + us(5), a + us(10));
+  }
+  t.call(us(10.0 * n), us(10.0 * n + 1));  // final sync
+  t.step(0, us(10.0 * n + 1));
+  const auto rows = run(t);
+  ASSERT_EQ(rows.size(), 1u);
+  const StepRow& r = rows[0];
+  expect_exact(r);
+  EXPECT_EQ(r.window_end, us(10.0 * n));
+  EXPECT_EQ(r.cat.compute, us(5.0 * n));
+  EXPECT_EQ(r.cat.launch_gap, us(5.0 * n));
+  EXPECT_EQ(r.cat.host_other, 0);
+  EXPECT_EQ(r.kernels, static_cast<uint32_t>(n));
+}
+
+// Rule 2: a kernel queued behind a long one leaves no idle time.
+TEST(StepAccountant, KernelQueuedBehindLongOne) {
+  Trace t;
+  t.step(0, us(6000));
+  t.kernel(0, us(5), us(10), us(5000));
+  t.kernel(us(20), us(25), us(5000), us(5100));
+  t.call(us(30), us(5102));  // host blocks in a sync
+  const auto rows = run(t);
+  ASSERT_EQ(rows.size(), 1u);
+  const StepRow& r = rows[0];
+  expect_exact(r);
+  EXPECT_EQ(r.window_end, us(5100));
+  EXPECT_EQ(r.cat.compute, us(5090));
+  EXPECT_EQ(r.cat.launch_gap, us(10));
+  EXPECT_EQ(r.cat.idle(), us(10));
+}
+
+// Rule 2: a long host pause outside data ranges is host-other; the launch itself is launch.
+TEST(StepAccountant, LongHostPauseIsHostOther) {
+  Trace t;
+  t.step(0, us(3000));
+  t.kernel(0, us(10), us(15), us(100));
+  // Host computes (no CUDA calls) until 2100 us, then launches.
+  t.kernel(us(2100), us(2104), us(2105), us(2200));
+  const auto rows = run(t);
+  ASSERT_EQ(rows.size(), 1u);
+  const StepRow& r = rows[0];
+  expect_exact(r);
+  EXPECT_EQ(r.cat.host_other, us(2000));  // [100, 2100): one pause of 2 ms
+  EXPECT_EQ(r.cat.launch_gap, us(15 + 5));  // first gap (queued, 15 us) + launch tail
+  EXPECT_EQ(r.cat.compute, us(85 + 95));
+}
+
+// Rule 2: short pauses between CUDA calls (framework overhead) are the launch wall.
+TEST(StepAccountant, ShortPausesBetweenCallsAreLaunchGap) {
+  Trace t;
+  t.step(0, us(1000));
+  t.kernel(0, us(5), us(10), us(20));
+  // The host issues non-launch CUDA calls with 50 us pauses (< 100 us) until 400 us.
+  for (int i = 0; i < 6; ++i) t.call(us(50 + 60.0 * i), us(60 + 60.0 * i), HostApiKind::kOther);
+  t.kernel(us(400), us(405), us(410), us(500));
+  const auto rows = run(t);
+  ASSERT_EQ(rows.size(), 1u);
+  const StepRow& r = rows[0];
+  expect_exact(r);
+  EXPECT_EQ(r.cat.host_other, 0);
+  EXPECT_EQ(r.cat.launch_gap, us(10) + us(390));
+}
+
+// Rule 2: an op submitted long before it could run waited on a dependency: host-other.
+TEST(StepAccountant, QueuedOpWaitingLongIsDependency) {
+  Trace t;
+  t.step(0, us(1000));
+  t.kernel(0, us(5), us(10), us(100));
+  t.kernel(us(6), us(9), us(600), us(700));  // submitted at 6 us, started at 600 us
+  const auto rows = run(t);
+  ASSERT_EQ(rows.size(), 1u);
+  const StepRow& r = rows[0];
+  expect_exact(r);
+  EXPECT_EQ(r.cat.host_other, us(500));
+  EXPECT_EQ(r.cat.launch_gap, us(10));
+}
+
+// Rule 1: windows tile each device; several devices get one row each.
+TEST(StepAccountant, SeveralDevices) {
+  Trace t;
+  t.step(0, us(1000), 0);
+  t.step(us(1000), us(2000), 1);
+  t.kernel(us(10), us(15), us(20), us(800), 0);
+  t.kernel(us(16), us(20), us(25), us(900), 1);
+  t.kernel(us(1010), us(1015), us(1020), us(1500), 0);
+  t.kernel(us(1016), us(1020), us(1025), us(1700), 1);
+  const auto rows = run(t);
+  ASSERT_EQ(rows.size(), 4u);
+  for (const auto& r : rows) expect_exact(r);
+  EXPECT_EQ(rows[0].device, 0);
+  EXPECT_EQ(rows[1].device, 1);
+  EXPECT_EQ(rows[0].window_end, us(800));
+  EXPECT_EQ(rows[1].window_end, us(900));
+  EXPECT_EQ(rows[2].window_begin, us(800));
+  EXPECT_EQ(rows[3].window_begin, us(900));
+  EXPECT_EQ(rows[2].window_end, us(1500));
+  EXPECT_EQ(rows[3].window_end, us(1700));
+  EXPECT_EQ(rows[2].cat.compute, us(480));
+  EXPECT_EQ(rows[3].cat.compute, us(675));
+  EXPECT_EQ(rows[0].launches, 2u);  // launches count all devices
+}
+
+// Rule 1: GPU work that spills past the next step's host begin stays in its own step.
+TEST(StepAccountant, WorkSpillsPastNextStepBegin) {
+  Trace t;
+  t.step(0, us(1000), 0);
+  t.step(us(1000), us(4000), 1);
+  t.kernel(us(500), us(505), us(600), us(3000));
+  t.kernel(us(1100), us(1105), us(3000), us(3500));
+  const auto rows = run(t);
+  ASSERT_EQ(rows.size(), 2u);
+  expect_exact(rows[0]);
+  expect_exact(rows[1]);
+  EXPECT_EQ(rows[0].window_end, us(3000));
+  EXPECT_EQ(rows[1].window_begin, us(3000));
+  EXPECT_EQ(rows[1].window_end, us(3500));
+  EXPECT_EQ(rows[1].cat.compute, us(500));
+  EXPECT_EQ(rows[1].cat.idle(), 0);
+  // Step 0: [0, 500) the host paused > 100 us with no CUDA call: host-other; then the launch.
+  EXPECT_EQ(rows[0].cat.host_other, us(500));
+  EXPECT_EQ(rows[0].cat.launch_gap, us(100));
+}
+
+// Rule 1: a step that launched nothing on a device: its window ends at the step's host end.
+TEST(StepAccountant, StepWithoutWorkOnADevice) {
+  Trace t;
+  t.step(0, us(1000), 0);
+  t.step(us(1000), us(2000), 1);
+  t.kernel(us(10), us(15), us(20), us(500));
+  const auto rows = run(t);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1].window_begin, us(500));
+  EXPECT_EQ(rows[1].window_end, us(2000));
+  EXPECT_EQ(rows[1].cat.idle(), us(1500));
+  expect_exact(rows[1]);
+}
+
+Trace two_step_trace() {
+  Trace t;
+  t.step(0, us(1000), 0);
+  t.step(us(1000), us(4000), 1);
+  t.step(us(4000), us(5000), 2);
+  t.data(0, us(300));
+  t.kernel(us(300), us(305), us(310), us(900));
+  t.collective(us(306), us(309), us(500), us(1200));
+  t.kernel(us(1100), us(1105), us(1300), us(3500));
+  t.copy(us(1106), us(1110), us(1120), us(1250), CopyDir::kH2D);
+  t.kernel(us(4100), us(4105), us(4110), us(4900));
+  t.call(us(3600), us(3700));
+  return t;
+}
+
+// Events delivered in random order, in batches, with watermarks: the same rows.
+TEST(StepAccountant, OutOfOrderAndLateDelivery) {
+  const Trace t = two_step_trace();
+  const auto expected = run(t);
+  ASSERT_EQ(expected.size(), 3u);
+
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 50; ++trial) {
+    // Flatten, shuffle, deliver in batches of 3; the watermark is the smallest end among
+    // events not yet delivered (the contract's strongest valid promise).
+    struct Ev {
+      int kind;
+      size_t i;
+      TimeNs end;
+    };
+    std::vector<Ev> evs;
+    for (size_t i = 0; i < t.b.gpu_ops.size(); ++i) evs.push_back({0, i, t.b.gpu_ops[i].end});
+    for (size_t i = 0; i < t.b.api_calls.size(); ++i) evs.push_back({1, i, t.b.api_calls[i].end});
+    for (size_t i = 0; i < t.b.ranges.size(); ++i) evs.push_back({2, i, t.b.ranges[i].end});
+    std::shuffle(evs.begin(), evs.end(), rng);
+    StepAccountant acc(no_warmup());
+    size_t emitted_before_finish = 0;
+    for (size_t i = 0; i < evs.size(); ++i) {
+      const Ev& e = evs[i];
+      if (e.kind == 0) acc.add_gpu_op(t.b.gpu_ops[e.i]);
+      if (e.kind == 1) acc.add_api_call(t.b.api_calls[e.i]);
+      if (e.kind == 2) acc.add_range(t.b.ranges[e.i]);
+      if (i % 3 == 2) {
+        TimeNs w = INT64_MAX;
+        for (size_t j = i + 1; j < evs.size(); ++j) w = std::min(w, evs[j].end);
+        acc.advance_watermark(w);
+        emitted_before_finish = acc.rows().size();
+      }
+    }
+    acc.finish();
+    const auto& got = acc.rows();
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].window_begin, expected[i].window_begin);
+      EXPECT_EQ(got[i].window_end, expected[i].window_end);
+      EXPECT_EQ(got[i].cat.compute, expected[i].cat.compute);
+      EXPECT_EQ(got[i].cat.comm_exposed, expected[i].cat.comm_exposed);
+      EXPECT_EQ(got[i].cat.copy_input, expected[i].cat.copy_input);
+      EXPECT_EQ(got[i].cat.data_wait, expected[i].cat.data_wait);
+      EXPECT_EQ(got[i].cat.launch_gap, expected[i].cat.launch_gap);
+      EXPECT_EQ(got[i].cat.host_other, expected[i].cat.host_other);
+    }
+    (void)emitted_before_finish;
+    EXPECT_EQ(acc.stats().get(Stat::late_gpu_ops_dropped), 0);
+  }
+}
+
+// Steps finalise as soon as the watermark allows, and their state is freed.
+TEST(StepAccountant, FinalisesIncrementallyAndFreesState) {
+  const Trace t = two_step_trace();
+  StepAccountant acc(no_warmup());
+  acc.add(t.b);
+  EXPECT_TRUE(acc.rows().empty());
+  acc.advance_watermark(us(1300));  // step 0 window ends at 1200 us; its host end 1000 us
+  ASSERT_EQ(acc.rows().size(), 1u);
+  const size_t retained = acc.retained_events();
+  acc.advance_watermark(us(6000));
+  EXPECT_EQ(acc.rows().size(), 3u);
+  EXPECT_LT(acc.retained_events(), retained);
+}
+
+// A GPU op arriving after its step was finalised is dropped and counted, never silent.
+TEST(StepAccountant, LateOpIsCountedAsDataLoss) {
+  Trace t = two_step_trace();
+  StepAccountant acc(no_warmup());
+  acc.add(t.b);
+  acc.advance_watermark(us(6000));
+  ASSERT_EQ(acc.rows().size(), 3u);
+  GpuOp late;
+  late.start = us(100);
+  late.end = us(200);
+  acc.add_gpu_op(late);
+  acc.finish();
+  EXPECT_EQ(acc.stats().get(Stat::late_gpu_ops_dropped), 1);
+  EXPECT_TRUE(acc.stats().has_data_loss());
+}
+
+// A step waits for a launched op that has not arrived yet (it may still run in the window).
+TEST(StepAccountant, WaitsForPendingLaunch) {
+  Trace t;
+  t.step(0, us(1000), 0);
+  t.step(us(1000), us(2000), 1);
+  t.kernel(us(10), us(15), us(20), us(800));
+  GpuOp held = t.b.gpu_ops.back();
+  t.b.gpu_ops.pop_back();
+  StepAccountant acc(no_warmup());
+  acc.add(t.b);
+  acc.advance_watermark(us(1500));
+  EXPECT_TRUE(acc.rows().empty()) << "the op of a seen launch call has not arrived";
+  acc.add_gpu_op(held);
+  acc.advance_watermark(us(1600));
+  ASSERT_EQ(acc.rows().size(), 1u);
+  EXPECT_EQ(acc.rows()[0].window_end, us(800));
+}
+
+// Rule 6: warm-up steps are flagged.
+TEST(StepAccountant, WarmupStepsAreFlagged) {
+  Trace t;
+  for (int i = 0; i < 5; ++i) {
+    t.step(us(1000.0 * i), us(1000.0 * (i + 1)), i);
+    t.kernel(us(1000.0 * i + 1), us(1000.0 * i + 5), us(1000.0 * i + 10), us(1000.0 * i + 900));
+  }
+  AccountingConfig cfg;
+  cfg.warmup_steps = 2;
+  const auto rows = run(t, cfg);
+  ASSERT_EQ(rows.size(), 5u);
+  EXPECT_TRUE(rows[0].warmup);
+  EXPECT_TRUE(rows[1].warmup);
+  EXPECT_FALSE(rows[2].warmup);
+  EXPECT_EQ(rows[3].step_number, 3);
+}
+
+// Steps from markers: one mark per iteration; the open last step ends at its last CUDA call.
+TEST(StepAccountant, StepsFromMarkers) {
+  Trace t;
+  for (int i = 0; i < 3; ++i) {
+    t.b.markers.push_back(Marker{us(1000.0 * i), 0, i, 1, 4, MarkerKind::kStepBoundary, {}});
+    t.kernel(us(1000.0 * i + 1), us(1000.0 * i + 5), us(1000.0 * i + 10), us(1000.0 * i + 900));
+  }
+  t.call(us(2900), us(2950));
+  const auto rows = run(t);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[2].host_end, us(2950));
+  for (const auto& r : rows) expect_exact(r);
+  EXPECT_EQ(rows[1].window_begin, rows[0].window_end);
+}
+
+// No GPU at all: host-only rows whose idle time is split by the host's activity.
+TEST(StepAccountant, HostOnlyRowsWithoutGpu) {
+  Trace t;
+  t.step(0, us(1000), 0);
+  t.step(us(1000), us(2000), 1);
+  t.data(us(100), us(400));
+  t.data(us(1000), us(1700));
+  const auto rows = run(t);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].device, 0xFFFF);
+  EXPECT_EQ(rows[0].cat.data_wait, us(300));
+  EXPECT_EQ(rows[1].cat.data_wait, us(700));
+  EXPECT_EQ(rows[0].cat.host_other, us(700));
+  expect_exact(rows[0]);
+  expect_exact(rows[1]);
+}
+
+// Bad input is counted and skipped, never a crash.
+TEST(StepAccountant, InvalidEventsAreCountedAndSkipped) {
+  Trace t;
+  t.step(0, us(1000));
+  t.kernel(us(10), us(15), us(20), us(500));
+  GpuOp bad;
+  bad.start = us(300);
+  bad.end = us(100);
+  t.b.gpu_ops.push_back(bad);
+  t.b.ranges.push_back(HostRange{us(900), us(800), -1, 1, 0, RangeKind::kData, {}});
+  t.step(us(500), us(1500));  // overlaps the first step
+  StepAccountant acc(no_warmup());
+  acc.add(t.b);
+  acc.finish();
+  EXPECT_EQ(acc.stats().get(Stat::invalid_events_skipped), 2);
+  EXPECT_EQ(acc.stats().get(Stat::overlapping_steps_skipped), 1);
+  ASSERT_EQ(acc.rows().size(), 1u);
+  expect_exact(acc.rows()[0]);
+}
+
+// Exposure: compute split equally between concurrent kernels; sums to compute + comm.
+TEST(StepAccountant, KernelExposureSumsToComputeAndComm) {
+  Trace t;
+  t.step(0, us(1000));
+  GpuOp& a = t.kernel(0, us(5), us(10), us(410), 0, 7);
+  a.name = 10;
+  GpuOp& b = t.kernel(us(1), us(6), us(210), us(610), 0, 8);
+  b.name = 11;
+  t.collective(us(2), us(7), us(500), us(800));
+  StepAccountant acc(no_warmup());
+  acc.add(t.b);
+  acc.finish();
+  const auto k = acc.kernel_exposure();
+  int64_t total = 0;
+  int64_t a_ns = 0;
+  for (const auto& e : k) {
+    total += e.exposed_ns;
+    if (e.name == 10) a_ns = e.exposed_ns;
+  }
+  const StepRow& r = acc.rows()[0];
+  EXPECT_EQ(total, r.cat.compute + r.cat.comm_exposed);
+  EXPECT_EQ(a_ns, us(200) + us(100));  // alone 200 us, shared 200 us
+}
+
+// Segments (timeline) cover each window exactly with one category per instant.
+TEST(StepAccountant, SegmentsTileTheWindow) {
+  const Trace t = two_step_trace();
+  StepAccountant acc(no_warmup());
+  std::vector<CategorySegment> segs;
+  acc.set_segment_sink([&](const CategorySegment& s) { segs.push_back(s); });
+  acc.add(t.b);
+  acc.finish();
+  ASSERT_FALSE(segs.empty());
+  TimeNs pos = acc.rows().front().window_begin;
+  for (const auto& s : segs) {
+    EXPECT_EQ(s.start, pos);
+    EXPECT_LT(s.start, s.end);
+    pos = s.end;
+  }
+  EXPECT_EQ(pos, acc.rows().back().window_end);
+}
+
+}  // namespace
+}  // namespace gpuacct
