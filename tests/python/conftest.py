@@ -216,3 +216,52 @@ def stream_file(tmp_path: Path) -> Path:
     p = tmp_path / "gpuacct-steps.jsonl"
     p.write_text("\n".join(lines) + "\n" + json.dumps(make_row(9, {"compute": 1.0}))[:57])
     return p
+
+
+# --- an installed copy: venv + pip install (the .pth and console script as users get them) --
+
+@pytest.fixture(scope="session")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv (system site-packages: torch, pandas...) with gpuacct pip-installed from a copy
+    of python_shim/.  Returns the venv directory; bin/python and bin/gpuacct-py are in it."""
+    root = tmp_path_factory.mktemp("venv")
+    src = root / "src"
+    shutil.copytree(SHIM, src, ignore=shutil.ignore_patterns("build", "*.egg-info",
+                                                             "__pycache__"))
+    env = clean_env(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env.pop("PYTHONPATH", None)
+    v = root / "v"
+    check(subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip",
+                          str(v)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, timeout=300))
+    check(subprocess.run([str(v / "bin" / "python"), "-m", "pip", "install", "-q",
+                          "--no-build-isolation", "--no-deps", "--no-cache-dir", str(src)],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         timeout=300, cwd=root))
+    assert (v / "bin" / "gpuacct-py").is_file()
+    return v
+
+
+def venv_env(**extra: str) -> Dict[str, str]:
+    env = clean_env(**extra)
+    env.pop("PYTHONPATH", None)  # only the installed copy
+    return env
+
+
+# A training loop without any gpuacct code.  argv: batches, sleep per sample (s), workers
+PLAIN_LOOP = r"""
+import sys, time, torch
+from torch.utils.data import DataLoader, Dataset
+batches, sleep_s, workers = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+class Slow(Dataset):
+    def __len__(self): return batches * 2
+    def __getitem__(self, i):
+        time.sleep(sleep_s)
+        return torch.randn(16), torch.randn(1)
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for x, y in DataLoader(Slow(), batch_size=2, num_workers=workers):
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+print("loop done")
+"""

@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import SHIM, check, clean_env
+import pytest
+
+from conftest import PLAIN_LOOP, SHIM, check, clean_env, read_fake_log, venv_env
 
 
 def test_pip_install_into_target(tmp_path: Path) -> None:
@@ -44,3 +46,29 @@ def test_pip_install_into_target(tmp_path: Path) -> None:
     res = check(subprocess.run([sys.executable, "-c", "import gpuacct; print(gpuacct.__file__)"],
                                env=env, stdout=subprocess.PIPE, text=True, cwd=tmp_path))
     assert res.stdout.startswith(str(target))
+
+
+@pytest.mark.requires_torch
+def test_installed_launcher_instruments_plain_loop(venv: Path, fake_lib: str,
+                                                   tmp_path: Path) -> None:
+    """The product path without any code change: gpuacct-py (console script) runs a plain
+    torch loop; gpuacct_auto.pth imports gpuacct._auto at interpreter start (the environment
+    names the library), the binding loads it, steps and data waits reach it."""
+    script = tmp_path / "train.py"
+    script.write_text(PLAIN_LOOP)
+    log = tmp_path / "calls.txt"
+    res = subprocess.run([str(venv / "bin" / "gpuacct-py"), "run", "--library", fake_lib,
+                          "--output", str(tmp_path / "out"), "--",
+                          str(venv / "bin" / "python"), str(script), "4", "0.01", "0"],
+                         env=venv_env(FAKE_GPUACCT_LOG=str(log)), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, timeout=300, cwd=tmp_path)
+    check(res)
+    assert "loop done" in res.stdout
+    kinds = [c for _, c, _ in read_fake_log(str(log))]
+    assert kinds.count("step_mark") == 5  # first fetch + 4 optimizer steps
+    assert kinds.count("data_push") == 5 and kinds.count("data_pop") == 5
+    # Same interpreter without the launcher's environment: nothing is imported or recorded.
+    res = check(subprocess.run([str(venv / "bin" / "python"), "-c",
+                                "import sys; print('gpuacct' in sys.modules)"],
+                               env=venv_env(), stdout=subprocess.PIPE, text=True))
+    assert res.stdout.strip() == "False"
