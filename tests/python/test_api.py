@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import timeit
 from pathlib import Path
 
 import pytest
 
 import gpuacct
-from conftest import SHIM, check, clean_env, read_fake_log, run_py
+from conftest import check, clean_env, read_fake_log, run_py
 
 
 def test_import_is_light() -> None:

@@ -3,9 +3,6 @@ checked against the fake library's call log."""
 
 from __future__ import annotations
 
-import os
-import site
-import sys
 import types
 from pathlib import Path
 

@@ -3,7 +3,6 @@ gpuacct-py console script."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys

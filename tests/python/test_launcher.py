@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import List
 
-import pytest
 
 from conftest import SHIM, clean_env, make_report, make_rows
 

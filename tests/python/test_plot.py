@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpuacct.__main__ import main
-from conftest import SHIM, clean_env, check
+from conftest import clean_env, check
 
 
 def _pixels(path: Path):
