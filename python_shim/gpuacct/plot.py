@@ -107,7 +107,12 @@ def plot_walls(source: Union[str, Run], output: Optional[str] = None, *,
         ax.set_ylabel("time (ms)")
         head = title or f"gpuacct: {os.path.basename(run.path)}"
         ax.set_title(f"{head}\n{_title(run)}", fontsize=10)
-        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+        handles, labels = ax.get_legend_handles_labels()
+        order = sorted(range(len(labels)), key=lambda i: (labels[i] in WALLS,
+                                                          -WALLS.index(labels[i])
+                                                          if labels[i] in WALLS else 0))
+        ax.legend([handles[i] for i in order], [labels[i] for i in order], loc="upper left",
+                  bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)  # same order as stack
         ax.grid(axis="y", alpha=0.3)
         ax.set_ylim(bottom=0)
         fig.tight_layout()
