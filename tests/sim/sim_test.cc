@@ -963,3 +963,42 @@ TEST(ScenarioTruth, DataBoundNumbers) {
 }
 
 }  // namespace
+
+// ---- end to end: scenario process + injected client + fake CUPTI found by soname --------------
+
+namespace {
+
+std::string RunInjected(const std::string& scenario, const std::string& args, const std::string& env) {
+  const std::string out = testing::TempDir() + "sim_e2e_" + scenario + ".txt";
+  std::remove(out.c_str());
+  const std::string cmd = "env LD_LIBRARY_PATH=" + std::string(SIM_LIB_DIR) +
+                          " CUDA_INJECTION64_PATH=" + SIM_TEST_INJECT_PATH +
+                          " SIM_TEST_INJECT_OUT=" + out + " " + env + " " + SIM_BIN_DIR +
+                          "/sim_scenario_" + scenario + " " + args;
+  const int st = std::system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << cmd;
+  std::ifstream in(out);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+TEST(EndToEnd, InjectedClientSeesScenarioThroughFakeCupti) {
+  const std::string s = RunInjected("data_bound", "--marks=capi --steps=4", "");
+  EXPECT_NE(s.find("subscribe=0 version=130001 kernels=40 kernel_ns=40000000 "), std::string::npos) << s;
+  EXPECT_NE(s.find("steps=4 data=4 dropped=0"), std::string::npos) << s;
+  const std::string g2 = RunInjected("graphs", "--marks=capi --steps=3", "");
+  EXPECT_NE(g2.find("kernels=120 "), std::string::npos) << g2;
+  EXPECT_NE(g2.find("graph_kernels=120 "), std::string::npos) << g2;
+}
+
+TEST(EndToEnd, SubscribeRefusedAndDropFaultsReachTheClient) {
+  const std::string s = RunInjected("comm_bound", "--marks=capi --steps=2", "GPUACCT_SIM_FAULTS=subscribe_refused");
+  EXPECT_NE(s.find("subscribe=39 "), std::string::npos) << s;
+  EXPECT_NE(s.find("kernels=0 "), std::string::npos) << s;
+  EXPECT_NE(s.find("steps=2"), std::string::npos) << "marks still reach the library: " << s;
+  const std::string d = RunInjected("launch_bound", "--marks=capi --steps=1", "GPUACCT_SIM_FAULTS=drop=100");
+  EXPECT_NE(d.find("dropped=100"), std::string::npos) << d;
+}
+
+}  // namespace
