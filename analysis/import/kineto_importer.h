@@ -1,0 +1,50 @@
+// Streaming importer for PyTorch-profiler (Kineto) Chrome-trace JSON files, plain or gzip.
+//
+// The file is read in chunks (gzip is inflated in chunks) and parsed event by event; no DOM of
+// the file is built, so memory is bounded by the largest single event, not by the file.  Each
+// event is mapped to the gpuacct event model (docs/kineto_import.md has the table) and pushed
+// to `sink` in file order; Kineto files are not sorted by time, so no watermark is emitted:
+// the caller finishes its accountant once the import returns.
+//
+// Errors: input that is not a Kineto/Chrome trace, broken JSON, truncated or corrupt gzip
+// return an error naming the byte offset (of the decompressed text) and the event index.
+// Events that are valid JSON but unusable (missing or mistyped fields) are skipped and counted
+// in Stat::importer_events_skipped; events of categories the importer does not know are
+// counted in Stat::importer_unknown_categories.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "analysis/event_sink.h"
+#include "analysis/name_table.h"
+#include "analysis/run_metadata.h"
+#include "analysis/stats.h"
+#include "analysis/status.h"
+
+namespace gpuacct {
+
+struct KinetoImportOptions {
+  bool progress = false;  // progress on stderr (only when stderr is a terminal)
+};
+
+StatusOr<RunMetadata> import_kineto_trace(const std::string& path, NameTable& names,
+                                          EventSink& sink, Stats& stats,
+                                          const KinetoImportOptions& opts = {});
+
+// Same, from bytes in memory (plain or gzip).  For tests and the fuzzer.
+StatusOr<RunMetadata> import_kineto_buffer(std::string_view data, NameTable& names,
+                                           EventSink& sink, Stats& stats,
+                                           const KinetoImportOptions& opts = {});
+
+// True if the file looks like a Kineto/Chrome trace (gzip magic, or '{' / '[' as the first
+// non-blank byte).  Cheap: reads a few bytes.
+bool looks_like_kineto_trace(const std::string& path);
+
+// Parses a JSON decimal number holding microseconds into integer nanoseconds, exactly (no
+// binary floating point), rounding half away from zero below 1 ns.  "1234567.891" ->
+// 1234567891.  Accepts exponents ("1.5e3").  False on syntax error or overflow.
+bool parse_us_to_ns(std::string_view text, int64_t* out_ns);
+
+}  // namespace gpuacct
