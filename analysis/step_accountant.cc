@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cassert>
 #include <limits>
+#include <functional>
 #include <map>
+#include <tuple>
 #include <unordered_map>
 
 #include "analysis/flat_map.h"
@@ -68,17 +70,17 @@ namespace {
 
 constexpr TimeNs kMinTime = std::numeric_limits<TimeNs>::min();
 constexpr uint16_t kHostOnlyDevice = 0xFFFF;
+constexpr TimeNs kUnresolved = std::numeric_limits<TimeNs>::min();
 
 // What the accountant remembers per correlation id: the launch call (if seen) and whether at
 // least one GPU op for it has arrived.
 struct CorrEntry {
   TimeNs api_start = 0;
-  TimeNs api_end = 0;
   uint32_t thread = 0;
   NameId api_name = kNoName;
   bool has_api = false;
   bool has_op = false;
-  bool counts_as_launch = false;
+  TimeNs op_end = 0;  // latest end among the ops seen for this id
 };
 
 struct ThreadHost {
@@ -87,22 +89,26 @@ struct ThreadHost {
   std::vector<HostRange> data;  // data ranges, sorted by start up to `data_sorted`
   size_t data_sorted = 0;
 
+  // Events arrive mostly in order: sort only the new tail and merge it into the sorted prefix.
+  template <typename V>
+  static void sort_tail(V& v, size_t& sorted) {
+    if (sorted == v.size()) return;
+    auto by_start = [](const auto& a, const auto& b) { return a.start < b.start; };
+    const auto mid = v.begin() + static_cast<ptrdiff_t>(sorted);
+    if (!std::is_sorted(mid, v.end(), by_start)) std::sort(mid, v.end(), by_start);
+    if (sorted > 0 && by_start(*mid, *std::prev(mid))) std::inplace_merge(v.begin(), mid, v.end(), by_start);
+    sorted = v.size();
+  }
   void sort_all() {
-    if (calls_sorted != calls.size()) {
-      std::sort(calls.begin(), calls.end(),
-                [](const HostApiCall& a, const HostApiCall& b) { return a.start < b.start; });
-      calls_sorted = calls.size();
-    }
-    if (data_sorted != data.size()) {
-      std::sort(data.begin(), data.end(),
-                [](const HostRange& a, const HostRange& b) { return a.start < b.start; });
-      data_sorted = data.size();
-    }
+    sort_tail(calls, calls_sorted);
+    sort_tail(data, data_sorted);
   }
 };
 
 struct DeviceState {
   std::vector<GpuOp> pending;
+  // Launch time of pending[i], resolved from its correlation id once the call is known.
+  std::vector<TimeNs> pending_launch;
   TimeNs finalized_until = kMinTime;
   bool has_window = false;
 };
@@ -124,6 +130,32 @@ struct Endpoint {
   int8_t delta;
   uint8_t cls;
 };
+
+// LSD radix sort, 8-bit digits, skipping digits that are equal in every key (the high bytes of
+// window-relative times usually are).  Faster than std::sort for the few thousand keys of a
+// window, and the sweep's main cost.
+void radix_sort(std::vector<uint64_t>& keys, std::vector<uint64_t>& scratch) {
+  const size_t n = keys.size();
+  if (n < 64) {
+    std::sort(keys.begin(), keys.end());
+    return;
+  }
+  uint64_t any_diff = 0;
+  const uint64_t first = keys[0];
+  for (uint64_t k : keys) any_diff |= k ^ first;
+  scratch.resize(n);
+  uint64_t* src = keys.data();
+  uint64_t* dst = scratch.data();
+  for (int shift = 0; shift < 64; shift += 8) {
+    if (((any_diff >> shift) & 0xFF) == 0) continue;
+    size_t count[257] = {};
+    for (size_t i = 0; i < n; ++i) ++count[((src[i] >> shift) & 0xFF) + 1];
+    for (int b = 0; b < 256; ++b) count[b + 1] += count[b];
+    for (size_t i = 0; i < n; ++i) dst[count[(src[i] >> shift) & 0xFF]++] = src[i];
+    std::swap(src, dst);
+  }
+  if (src != keys.data()) std::copy(src, src + n, keys.data());
+}
 
 OpClass class_of(const GpuOp& op) {
   if (op.is_communication()) return kClsComm;
@@ -165,15 +197,44 @@ struct StepAccountant::Impl {
   TimeNs host_only_until = kMinTime;
 
   std::vector<StepRow> rows;
-  std::unordered_map<NameId, KernelExposure> exposure;
+  std::vector<KernelExposure> exposure;  // indexed by NameId (ids are dense)
+  // Launch calls whose op had not arrived when the call did.  Sorted by start from
+  // `pending_head` up to `pending_sorted` (calls arrive nearly in order: sorting the new tail
+  // and merging is linear in the usual case); entries before the head are consumed.
+  struct PendingLaunch {
+    TimeNs start;
+    TimeNs end;
+    uint64_t corr;
+  };
+  std::vector<PendingLaunch> pending_launches;
+  size_t pending_head = 0;
+  size_t pending_sorted = 0;
+  size_t corr_prune_at = 4096;
+  TimeNs blocked_step_begin = kMinTime;
+  TimeNs blocked_until = kMinTime;
   std::vector<IdleGap> gaps;  // min-heap on length, capacity cfg.top_gaps
   std::vector<IdleGap> gaps_sorted;  // longest first, rebuilt by largest_gaps()
 
   // Scratch reused across windows (no per-window allocation once warmed up).
   std::vector<GpuOp> window_ops;
   std::vector<Endpoint> endpoints;
+  std::vector<uint64_t> packed;
+  std::vector<uint64_t> radix_scratch;
   std::vector<uint32_t> active[4];
   std::vector<std::pair<TimeNs, TimeNs>> data_scratch;
+
+  // Map elements are stable in memory, so the last lookup can be cached.
+  DeviceState* last_device = nullptr;
+  uint16_t last_device_id = 0;
+  ThreadHost* last_thread = nullptr;
+  uint32_t last_thread_id = 0;
+  ThreadHost& thread_host(uint32_t tid) {
+    if (last_thread == nullptr || last_thread_id != tid) {
+      last_thread = &threads[tid];
+      last_thread_id = tid;
+    }
+    return *last_thread;
+  }
 
   // ---- intake ----------------------------------------------------------------------------
 
@@ -183,13 +244,23 @@ struct StepAccountant::Impl {
       stats.add(Stat::invalid_events_skipped);
       return;
     }
-    DeviceState& dev = devices[op.device];
+    // Consecutive ops are usually on the same device: skip the map lookup.
+    if (last_device == nullptr || last_device_id != op.device) {
+      last_device = &devices[op.device];
+      last_device_id = op.device;
+    }
+    DeviceState& dev = *last_device;
     if (dev.has_window && op.end <= dev.finalized_until) {
       stats.add(Stat::late_gpu_ops_dropped);
       return;
     }
     dev.pending.push_back(op);
-    if (op.correlation_id != 0) corr[op.correlation_id].has_op = true;
+    dev.pending_launch.push_back(kUnresolved);
+    if (op.correlation_id != 0) {
+      CorrEntry& e = corr[op.correlation_id];
+      e.has_op = true;
+      e.op_end = std::max(e.op_end, op.end);
+    }
   }
 
   void add_api_call(const HostApiCall& call) {
@@ -202,25 +273,15 @@ struct StepAccountant::Impl {
       stats.add(Stat::late_host_events_dropped);
       return;
     }
-    ThreadHost& th = threads[call.thread];
-    if (!th.calls.empty() && call.start < th.calls.back().start) {
-      th.calls_sorted = std::min(th.calls_sorted, th.calls.size());
-      th.calls.push_back(call);
-      th.calls_sorted = 0;  // out of order: re-sort lazily
-    } else {
-      const bool was_sorted = th.calls_sorted == th.calls.size();
-      th.calls.push_back(call);
-      if (was_sorted) th.calls_sorted = th.calls.size();
-    }
+    thread_host(call.thread).calls.push_back(call);  // sorted lazily (sort_all)
     if (call.correlation_id != 0 &&
         (call.kind == HostApiKind::kLaunch || call.kind == HostApiKind::kCopy)) {
       CorrEntry& e = corr[call.correlation_id];
       e.api_start = call.start;
-      e.api_end = call.end;
       e.thread = call.thread;
       e.api_name = call.name;
       e.has_api = true;
-      e.counts_as_launch = true;
+      if (!e.has_op) pending_launches.push_back({call.start, call.end, call.correlation_id});
     }
   }
 
@@ -246,11 +307,7 @@ struct StepAccountant::Impl {
           stats.add(Stat::late_host_events_dropped);
           return;
         }
-        ThreadHost& th = threads[r.thread];
-        const bool was_sorted = th.data_sorted == th.data.size() &&
-                                (th.data.empty() || th.data.back().start <= r.start);
-        th.data.push_back(r);
-        th.data_sorted = was_sorted ? th.data.size() : 0;
+        thread_host(r.thread).data.push_back(r);  // sorted lazily (sort_all)
         break;
       }
       case RangeKind::kUser:
@@ -324,6 +381,25 @@ struct StepAccountant::Impl {
 
   // ---- finalisation ----------------------------------------------------------------------
 
+  // Cached launch time of a pending op (see DeviceState::pending_launch).
+  TimeNs pending_launch_time(DeviceState& dev, size_t i) {
+    TimeNs& lt = dev.pending_launch[i];
+    if (lt != kUnresolved) return lt;
+    const GpuOp& op = dev.pending[i];
+    if (op.correlation_id != 0) {
+      const CorrEntry* e = corr.find(op.correlation_id);
+      if (e != nullptr && e->has_api) return lt = e->api_start;
+    }
+    return op.start;
+  }
+
+  KernelExposure& exposure_of(NameId name) {
+    if (name >= exposure.size()) exposure.resize(static_cast<size_t>(name) + 1);
+    KernelExposure& k = exposure[name];
+    k.name = name;
+    return k;
+  }
+
   TimeNs launch_time(const GpuOp& op) const {
     if (op.correlation_id != 0) {
       const CorrEntry* e = corr.find(op.correlation_id);
@@ -361,30 +437,50 @@ struct StepAccountant::Impl {
   // cfg.pending_launch_timeout_ns.
   bool ready_to_finalize(const PendingStep& s) {
     if (watermark < s.end) return false;
+    // An op of this step known to end after `blocked_until` keeps it open at least until the
+    // watermark passes that time: skip the scan until then.
+    if (blocked_step_begin == s.begin && watermark < blocked_until) return false;
     TimeNs horizon = s.end;
+    TimeNs blocking = kMinTime;
     for (auto& [id, dev] : devices) {
-      for (const GpuOp& op : dev.pending) {
-        const TimeNs lt = launch_time(op);
+      for (size_t i = 0; i < dev.pending.size(); ++i) {
+        const TimeNs lt = pending_launch_time(dev, i);
         if (lt < s.begin || lt >= s.end) continue;
-        if (op.end > watermark) return false;
-        horizon = std::max(horizon, op.end);
+        const TimeNs end = dev.pending[i].end;
+        if (end > watermark) blocking = std::max(blocking, end);
+        horizon = std::max(horizon, end);
       }
     }
-    for (auto& [tid, th] : threads) {
-      th.sort_all();
-      for (const HostApiCall& c : th.calls) {
-        if (c.start >= horizon) break;
-        if (c.correlation_id == 0 ||
-            (c.kind != HostApiKind::kLaunch && c.kind != HostApiKind::kCopy)) {
-          continue;
-        }
-        const CorrEntry* e = corr.find(c.correlation_id);
-        if ((e == nullptr || !e->has_op) && watermark < c.end + cfg.pending_launch_timeout_ns) {
-          return false;
-        }
-      }
+    if (blocking != kMinTime) {
+      blocked_step_begin = s.begin;
+      blocked_until = blocking;
+      return false;
     }
-    return true;
+    // Drop launches whose op has arrived (or that timed out) from the front; the earliest
+    // remaining one decides.
+    auto& pl = pending_launches;
+    if (pending_sorted < pl.size()) {
+      auto by_start = [](const PendingLaunch& a, const PendingLaunch& b) { return a.start < b.start; };
+      const auto mid = pl.begin() + static_cast<ptrdiff_t>(pending_sorted);
+      if (!std::is_sorted(mid, pl.end(), by_start)) std::sort(mid, pl.end(), by_start);
+      const auto head = pl.begin() + static_cast<ptrdiff_t>(pending_head);
+      if (head < mid && by_start(*mid, *std::prev(mid))) std::inplace_merge(head, mid, pl.end(), by_start);
+      pending_sorted = pl.size();
+    }
+    while (pending_head < pl.size()) {
+      const PendingLaunch& p = pl[pending_head];
+      const CorrEntry* e = corr.find(p.corr);
+      const bool done = e == nullptr || e->has_op;
+      const bool timed_out = watermark >= p.end + cfg.pending_launch_timeout_ns;
+      if (!done && !timed_out) break;
+      ++pending_head;
+    }
+    if (pending_head > 4096 && pending_head * 2 > pl.size()) {
+      pl.erase(pl.begin(), pl.begin() + static_cast<ptrdiff_t>(pending_head));
+      pending_sorted -= pending_head;
+      pending_head = 0;
+    }
+    return pending_head == pl.size() || pl[pending_head].start >= horizon;
   }
 
   void try_finalize(bool force) {
@@ -440,9 +536,10 @@ struct StepAccountant::Impl {
         row.device = id;
         row.window_begin = dev.has_window ? dev.finalized_until : s.begin;
         TimeNs owned_end = kMinTime;
-        for (const GpuOp& op : dev.pending) {
-          const TimeNs lt = launch_time(op);
+        for (size_t i = 0; i < dev.pending.size(); ++i) {
+          const TimeNs lt = pending_launch_time(dev, i);
           if (lt < s.begin || lt >= s.end) continue;
+          const GpuOp& op = dev.pending[i];
           owned_end = std::max(owned_end, op.end);
           if (op.kind == GpuOpKind::kKernel) {
             ++row.kernels;
@@ -494,10 +591,11 @@ struct StepAccountant::Impl {
     if (last_step_begin != kMinTime) {
       const TimeNs corr_cutoff = std::min(last_step_begin, cutoff);
       // Rebuilding is O(map); do it only when the map has grown enough to matter.
-      if (corr.size() > 4096 || finished) {
+      if (corr.size() > corr_prune_at || finished) {
         corr.erase_if([&](uint64_t, const CorrEntry& e) {
-          return e.has_api ? e.api_end < corr_cutoff : false;
+          return e.has_api ? e.api_start < corr_cutoff : e.op_end < corr_cutoff;
         });
+        corr_prune_at = std::max<size_t>(4096, corr.size() * 2);
       }
     }
   }
@@ -519,23 +617,16 @@ struct StepAccountant::Impl {
           continue;
         }
         if (op.start < we) window_ops.push_back(op);
-        if (op.end > we) dev->pending[keep++] = op;
+        if (op.end > we) {
+          dev->pending_launch[keep] = dev->pending_launch[i];
+          dev->pending[keep++] = op;
+        }
       }
       dev->pending.resize(keep);
+      dev->pending_launch.resize(keep);
     }
 
-    endpoints.clear();
-    for (uint32_t i = 0; i < window_ops.size(); ++i) {
-      const GpuOp& op = window_ops[i];
-      const TimeNs a = std::max(op.start, ws);
-      const TimeNs b = std::min(op.end, we);
-      if (a >= b) continue;
-      const uint8_t cls = class_of(op);
-      endpoints.push_back({a, i, +1, cls});
-      endpoints.push_back({b, i, -1, cls});
-    }
-    std::sort(endpoints.begin(), endpoints.end(),
-              [](const Endpoint& x, const Endpoint& y) { return x.t < y.t; });
+    build_sorted_endpoints(ws, we);
 
     for (auto& a : active) a.clear();
     int count[4] = {0, 0, 0, 0};
@@ -569,8 +660,7 @@ struct StepAccountant::Impl {
       const int64_t share = len / n;
       int64_t rem = len - share * n;
       for (uint32_t idx : act) {
-        KernelExposure& k = exposure[window_ops[idx].name];
-        k.name = window_ops[idx].name;
+        KernelExposure& k = exposure_of(window_ops[idx].name);
         k.communication = cls == kClsComm;
         k.exposed_ns += share + (rem > 0 ? 1 : 0);
         if (rem > 0) --rem;
@@ -626,7 +716,7 @@ struct StepAccountant::Impl {
         if (e.delta > 0) {
           act.push_back(e.op);
           if (summary_step && window_ops[e.op].start >= ws) {
-            if (e.cls == kClsCompute || e.cls == kClsComm) exposure[window_ops[e.op].name].count++;
+            if (e.cls == kClsCompute || e.cls == kClsComm) exposure_of(window_ops[e.op].name).count++;
           }
         } else {
           auto it = std::find(act.begin(), act.end(), e.op);
@@ -641,6 +731,49 @@ struct StepAccountant::Impl {
       segment_sink(CategorySegment{row.device, row.step_index, seg_start, seg_end, seg_cat});
     }
     assert(row.cat.sum() == we - ws);
+  }
+
+  // Fills `endpoints` with the clipped ops' start/end points, sorted by time.  The common case
+  // packs each endpoint into one uint64 (time relative to the window, op index, class, kind)
+  // and sorts plain integers, about twice as fast as sorting the structs; windows longer than
+  // 2^40 ns (18 minutes) or with more than 2^20 ops take the general path.
+  void build_sorted_endpoints(TimeNs ws, TimeNs we) {
+    endpoints.clear();
+    constexpr int kTimeShift = 24;
+    const bool packable = we - ws < (TimeNs{1} << 40) && window_ops.size() < (size_t{1} << 20);
+    if (packable) {
+      packed.clear();
+      for (uint32_t i = 0; i < window_ops.size(); ++i) {
+        const GpuOp& op = window_ops[i];
+        const TimeNs a = std::max(op.start, ws);
+        const TimeNs b = std::min(op.end, we);
+        if (a >= b) continue;
+        const uint64_t tail = (uint64_t{i} << 3) | (uint64_t{class_of(op)} << 1);
+        packed.push_back((static_cast<uint64_t>(a - ws) << kTimeShift) | tail | 1u);
+        packed.push_back((static_cast<uint64_t>(b - ws) << kTimeShift) | tail);
+      }
+      radix_sort(packed, radix_scratch);
+      endpoints.resize(packed.size());
+      for (size_t j = 0; j < packed.size(); ++j) {
+        const uint64_t k = packed[j];
+        endpoints[j] = Endpoint{ws + static_cast<TimeNs>(k >> kTimeShift),
+                                static_cast<uint32_t>((k >> 3) & ((1u << 20) - 1)),
+                                static_cast<int8_t>((k & 1u) ? 1 : -1),
+                                static_cast<uint8_t>((k >> 1) & 3u)};
+      }
+      return;
+    }
+    for (uint32_t i = 0; i < window_ops.size(); ++i) {
+      const GpuOp& op = window_ops[i];
+      const TimeNs a = std::max(op.start, ws);
+      const TimeNs b = std::min(op.end, we);
+      if (a >= b) continue;
+      const uint8_t cls = class_of(op);
+      endpoints.push_back({a, i, +1, cls});
+      endpoints.push_back({b, i, -1, cls});
+    }
+    std::sort(endpoints.begin(), endpoints.end(),
+              [](const Endpoint& x, const Endpoint& y) { return x.t < y.t; });
   }
 
   // Splits the idle gap [g0, g1) into data-wait / launch-gap / host-other (docs/accounting.md,
@@ -834,6 +967,7 @@ void StepAccountant::finish() {
   for (auto& [id, dev] : impl_->devices) {
     impl_->stats.add(Stat::ops_outside_steps, static_cast<int64_t>(dev.pending.size()));
     dev.pending.clear();
+    dev.pending_launch.clear();
   }
 }
 
@@ -842,7 +976,7 @@ const std::vector<StepRow>& StepAccountant::rows() const { return impl_->rows; }
 std::vector<KernelExposure> StepAccountant::kernel_exposure() const {
   std::vector<KernelExposure> out;
   out.reserve(impl_->exposure.size());
-  for (const auto& [name, k] : impl_->exposure) {
+  for (const KernelExposure& k : impl_->exposure) {
     if (k.exposed_ns > 0 || k.count > 0) out.push_back(k);
   }
   return out;

@@ -101,16 +101,37 @@ class Delivery {
     if (batch_.size() >= static_cast<size_t>(spec_.shuffle_batch)) flush();
   }
   void flush() {
-    std::shuffle(batch_.gpu_ops.begin(), batch_.gpu_ops.end(), rng_);
-    std::shuffle(batch_.api_calls.begin(), batch_.api_calls.end(), rng_);
-    // Deliver kinds in a rotating order so neither ops nor calls always come first.
-    const int order = static_cast<int>(rng_() % 2);
-    if (order == 0) {
-      for (const auto& e : batch_.gpu_ops) sink_.on_gpu_op(e);
-      for (const auto& e : batch_.api_calls) sink_.on_api_call(e);
-    } else {
-      for (const auto& e : batch_.api_calls) sink_.on_api_call(e);
-      for (const auto& e : batch_.gpu_ops) sink_.on_gpu_op(e);
+    // Like CUPTI: records of one thread (API calls) and of one stream (ops) stay in order,
+    // but the sources are interleaved at random, and ops arrive in completion order across
+    // streams only roughly.
+    std::vector<std::vector<GpuOp>> streams;
+    std::vector<uint64_t> stream_keys;
+    for (const GpuOp& op : batch_.gpu_ops) {
+      const uint64_t key = (uint64_t{op.device} << 32) | op.stream;
+      size_t k = 0;
+      while (k < stream_keys.size() && stream_keys[k] != key) ++k;
+      if (k == stream_keys.size()) {
+        stream_keys.push_back(key);
+        streams.emplace_back();
+      }
+      streams[k].push_back(op);
+    }
+    std::vector<size_t> pos(streams.size(), 0);
+    size_t api_pos = 0;
+    size_t left = batch_.gpu_ops.size() + batch_.api_calls.size();
+    while (left > 0) {
+      const size_t pick = static_cast<size_t>(rng_() % (streams.size() + 1));
+      const size_t chunk = 1 + static_cast<size_t>(rng_() % 64);
+      if (pick == streams.size()) {
+        for (size_t c = 0; c < chunk && api_pos < batch_.api_calls.size(); ++c, --left) {
+          sink_.on_api_call(batch_.api_calls[api_pos++]);
+        }
+      } else {
+        auto& st = streams[pick];
+        for (size_t c = 0; c < chunk && pos[pick] < st.size(); ++c, --left) {
+          sink_.on_gpu_op(st[pos[pick]++]);
+        }
+      }
     }
     for (const auto& e : batch_.ranges) sink_.on_range(e);
     for (const auto& e : batch_.markers) sink_.on_marker(e);

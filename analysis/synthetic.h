@@ -32,8 +32,9 @@ struct SyntheticSpec {
   double jitter = 0.05;      // relative, uniform, deterministic from seed
   uint64_t seed = 1;
   bool use_markers = false;  // step boundaries as markers instead of ranges
-  // Deliver events out of order in batches of this many, with watermarks (0 = in order,
-  // no watermarks).
+  // Deliver events in batches of this many, with watermarks, the way CUPTI buffers arrive:
+  // API calls and each stream's ops in order, the sources interleaved at random (0 = plain
+  // order, no watermarks).
   int shuffle_batch = 0;
   TimeNs start_ns = 1'700'000'000'000'000'000;
 
