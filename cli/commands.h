@@ -7,5 +7,6 @@ namespace gpuacct::cli {
 int run_analyze(int argc, char** argv);
 int run_report(int argc, char** argv);
 int run_synth(int argc, char** argv);
+int run_timeline(int argc, char** argv);
 
 }  // namespace gpuacct::cli
