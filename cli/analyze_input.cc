@@ -2,32 +2,44 @@
 
 #include <filesystem>
 
+#include "analysis/import/kineto_importer.h"
 #include "analysis/name_table.h"
 #include "analysis/recording.h"
 #include "analysis/report.h"
 #include "analysis/step_accountant.h"
+#include "analysis/trace_totals.h"
 
 namespace gpuacct::cli {
 
-StatusOr<AnalyzedInput> analyze_input(const std::string& path, const AccountingConfig& cfg,
+StatusOr<AnalyzedInput> analyze_input(const std::string& path, AccountingConfig cfg,
                                       bool progress) {
-  (void)progress;
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
     return Status::Error(path + ": no such file");
   }
+  const bool is_recording = looks_like_recording(path);
+  if (cfg.warmup_steps < 0) cfg.warmup_steps = is_recording ? 2 : 0;
   NameTable names;
   StepAccountant acc(cfg);
   RunMetadata meta;
   nlohmann::json extra = nlohmann::json::object();
-  if (looks_like_recording(path)) {
+  if (is_recording) {
     auto contents = read_recording(path, names, acc, acc.mutable_stats());
     if (!contents.ok()) return contents.status();
     meta = contents->metadata;
     if (meta.source.empty()) meta.source = "recording";
   } else {
-    return Status::Error(path + ": not a gpuacct recording, and PyTorch-profiler traces are not "
-                                "supported by this build");
+    // One pass feeds the per-step accounting and HTA's whole-trace totals.
+    TraceTotals totals(names);
+    TeeSink tee({&acc, &totals});
+    KinetoImportOptions opts;
+    opts.progress = progress;
+    auto imported = import_kineto_trace(path, names, tee, acc.mutable_stats(), opts);
+    if (!imported.ok()) return imported.status();
+    meta = imported.value();
+    meta.source = "kineto";
+    totals.set_rank(meta.rank);
+    extra["hta_totals"] = totals.to_json();
   }
   meta.source_path = path;
   acc.finish();

@@ -27,7 +27,8 @@ const char kHelp[] =
     "                            (default: gpuacct-out)\n"
     "      --no-files            print only; write nothing\n"
     "      --json                print the JSON report instead of the summary\n"
-    "      --warmup N            steps left out of the summary (default 2)\n"
+    "      --warmup N            steps left out of the summary (default: 2 for\n"
+    "                            recordings, 0 for profiler traces)\n"
     "      --launch-latency-us X idle gap of an already-queued op counted as launch latency\n"
     "                            below X us (default 30)\n"
     "      --host-pause-us X     host pause between CUDA calls counted as host-other above\n"
@@ -71,7 +72,9 @@ int run_analyze(int argc, char** argv) {
     std::fprintf(stderr, "gpuacct analyze: %s\n", args.error().c_str());
     return 2;
   }
-  cfg.warmup_steps = static_cast<int>(*warmup);
+  // Without --warmup the source decides: recordings of whole runs leave out 2 warm-up steps,
+  // profiler traces (already a steady-state capture) none.
+  cfg.warmup_steps = args.has("warmup") ? static_cast<int>(*warmup) : -1;
   cfg.launch_latency_threshold_ns = static_cast<TimeNs>(*latency * 1000.0);
   cfg.host_pause_threshold_ns = static_cast<TimeNs>(*pause * 1000.0);
 
