@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# CLI behaviour a person relies on: exit codes, one clear message, no partial files.
+# Usage: cli_test.sh <gpuacct binary> <repo root>
+set -u
+bin="$1"
+root="$2"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+pass=0
+
+# expect <exit code> <stderr/stdout substring> <command...>
+expect() {
+  local want_rc="$1" want_text="$2"
+  shift 2
+  local out rc
+  out="$("$@" 2>&1)"
+  rc=$?
+  if [ "$rc" -ne "$want_rc" ] || ! grep -qF -- "$want_text" <<<"$out"; then
+    echo "FAIL: $* -> rc=$rc (want $want_rc), output:"
+    echo "$out" | head -5
+    fails=$((fails + 1))
+  else
+    pass=$((pass + 1))
+  fi
+}
+
+expect 2 "usage: gpuacct" "$bin"
+expect 0 "commands:" "$bin" --help
+expect 2 "unknown command 'frobnicate'" "$bin" frobnicate
+expect 2 "unknown option '--bogus'" "$bin" analyze --bogus x
+expect 2 "no input given" "$bin" analyze
+expect 2 "is not a number" "$bin" analyze --warmup abc "$root/examples/data/sample.gpuacct"
+expect 2 "needs a value" "$bin" analyze "$root/examples/data/sample.gpuacct" --out
+expect 1 "no such file" "$bin" analyze "$tmp/missing.gpuacct" --out "$tmp/o1"
+expect 0 "usage: gpuacct analyze" "$bin" analyze --help
+
+# A broken input: clear error, non-zero exit, and no report files left behind.
+printf '{"traceEvents": [ {"ph": "X", "cat": "kernel", "ts": 1' >"$tmp/broken.json"
+expect 1 "broken.json" "$bin" analyze "$tmp/broken.json" --out "$tmp/o2"
+if ls "$tmp/o2" 2>/dev/null | grep -q .; then
+  echo "FAIL: files written for a broken input: $(ls "$tmp/o2")"
+  fails=$((fails + 1))
+fi
+: >"$tmp/empty.gpuacct"
+expect 1 "empty.gpuacct" "$bin" analyze "$tmp/empty.gpuacct" --out "$tmp/o3"
+head -c 1000 "$root/examples/data/sample.gpuacct" >"$tmp/cut.gpuacct"
+expect 1 "truncated" "$bin" analyze "$tmp/cut.gpuacct" --out "$tmp/o4"
+
+# The main job on the bundled sample.
+expect 0 "verdict: HIGHLY data-bound" "$bin" analyze "$root/examples/data/sample.gpuacct" --out "$tmp/out"
+[ -s "$tmp/out/sample.report.json" ] || { echo "FAIL: no report written"; fails=$((fails + 1)); }
+[ -s "$tmp/out/sample.steps.csv" ] || { echo "FAIL: no CSV written"; fails=$((fails + 1)); }
+ls "$tmp/out" | grep -q tmp && { echo "FAIL: temporary file left: $(ls "$tmp/out")"; fails=$((fails + 1)); }
+expect 0 "verdict: HIGHLY data-bound" "$bin" report "$tmp/out/sample.report.json"
+expect 0 '"schema": "gpuacct.report/1"' "$bin" analyze "$root/examples/data/sample.gpuacct" --no-files --json
+echo '{"a": 1}' >"$tmp/other.json"
+expect 1 "not a gpuacct report" "$bin" report "$tmp/other.json"
+echo '{"a": ' >"$tmp/bad.json"
+expect 1 "not valid JSON" "$bin" report "$tmp/bad.json"
+
+# synth round trip.
+expect 2 "unknown synthetic preset 'nope'" "$bin" synth --preset nope -o "$tmp/x.gpuacct"
+expect 0 "wrote" "$bin" synth --preset launch_bound --steps 6 -o "$tmp/l.gpuacct"
+expect 0 "launch-bound" "$bin" analyze "$tmp/l.gpuacct" --no-files
+"$bin" synth --preset comm_bound --steps 6 -o "$tmp/c.gpuacct" 2>/dev/null
+expect 0 "communication-bound" "$bin" analyze "$tmp/c.gpuacct" --no-files
+
+# Golden: the sample's full report is exactly the reviewed one (scripts/update_goldens.sh).
+"$bin" analyze "$root/examples/data/sample.gpuacct" --no-files --json |
+  python3 "$root/scripts/normalize_report.py" - >"$tmp/sample.json"
+if diff -u "$root/tests/golden/sample.report.json" "$tmp/sample.json" >"$tmp/golden.diff"; then
+  pass=$((pass + 1))
+else
+  echo "FAIL: sample report differs from tests/golden/sample.report.json:"
+  head -40 "$tmp/golden.diff"
+  fails=$((fails + 1))
+fi
+
+echo "$pass passed, $fails failed"
+[ "$fails" -eq 0 ]
