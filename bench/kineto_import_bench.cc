@@ -1,0 +1,188 @@
+// Kineto importer throughput and memory.
+//
+//   build/bench/kineto_import_bench                      in-memory synthetic traces
+//   GPUACCT_KINETO_BENCH_TRACE=/tmp/big.json build/bench/kineto_import_bench \
+//       --benchmark_filter=File                          a real file (scripts/gen_big_kineto_trace.py)
+//
+// Counters: events/s (trace events parsed), bytes/s (decompressed JSON), peak_rss_MiB
+// (getrusage high-water mark of the whole process).
+#include <benchmark/benchmark.h>
+#include <sys/resource.h>
+#include <zlib.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+
+#include "analysis/import/kineto_importer.h"
+#include "analysis/step_accountant.h"
+#include "analysis/trace_totals.h"
+
+namespace gpuacct {
+namespace {
+
+struct CountingSink final : EventSink {
+  uint64_t n = 0;
+  void on_gpu_op(const GpuOp&) override { ++n; }
+  void on_api_call(const HostApiCall&) override { ++n; }
+  void on_range(const HostRange&) override { ++n; }
+  void on_marker(const Marker&) override { ++n; }
+};
+
+double peak_rss_mib() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;
+}
+
+// A trace shaped like scripts/gen_big_kineto_trace.py's (and real Kineto): per launched op a
+// cpu_op, a cuda_runtime, an ac2g flow pair and a kernel; ProfilerStep every 2000 ops.
+std::string make_trace(size_t events, size_t* count) {
+  std::string s = R"J({"schemaVersion": 1, "distributedInfo": {"rank": 0, "world_size": 2}, "traceEvents": [)J";
+  s.reserve(events * 260);
+  std::mt19937_64 rng(1);
+  double ts = 4458676522690.655, gpu = ts + 50;
+  uint64_t corr = 1000, n = 0;
+  char buf[1024];
+  auto add = [&](int len) {
+    if (n++) s += ",\n";
+    s.append(buf, static_cast<size_t>(len));
+  };
+  for (size_t i = 0; n < events; ++i) {
+    if (i % 2000 == 0) {
+      add(std::snprintf(buf, sizeof(buf),
+                        R"J({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%zu", "pid": 1, "tid": 2, "ts": %.3f, "dur": 18000.0, "args": {"External id": 1}})J",
+                        i / 2000, ts));
+    }
+    const double cd = 5 + static_cast<double>(rng() % 25000) / 1000.0;
+    add(std::snprintf(buf, sizeof(buf),
+                      R"J({"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 2, "ts": %.3f, "dur": %.3f, "args": {"External id": %lu, "Record function id": 0, "Sequence number": %lu, "Fwd thread id": 1, "Ev Idx": %lu}})J",
+                      ts, cd, corr, corr, corr));
+    add(std::snprintf(buf, sizeof(buf),
+                      R"J({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": %.3f, "dur": 4.500, "args": {"External id": %lu, "cbid": 211, "correlation": %lu}})J",
+                      ts + 1, corr, corr));
+    add(std::snprintf(buf, sizeof(buf),
+                      R"J({"ph": "s", "id": %lu, "pid": 1, "tid": 2, "ts": %.3f, "cat": "ac2g", "name": "ac2g"})J",
+                      corr, ts + 1));
+    gpu = std::max(gpu, ts + 7);
+    const double gd = 2 + static_cast<double>(rng() % 38000) / 1000.0;
+    add(std::snprintf(buf, sizeof(buf),
+                      R"J({"ph": "X", "cat": "kernel", "name": "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)", "pid": 0, "tid": 7, "ts": %.3f, "dur": %.3f, "args": {"External id": %lu, "queued": 0, "device": 0, "context": 1, "stream": 7, "correlation": %lu, "registers per thread": 32, "shared memory": 0, "blocks per SM": 0.59, "warps per SM": 2.37, "grid": [64, 1, 1], "block": [128, 1, 1], "est. achieved occupancy %%": 4}})J",
+                      gpu, gd, corr, corr));
+    add(std::snprintf(buf, sizeof(buf),
+                      R"J({"ph": "f", "id": %lu, "pid": 0, "tid": 7, "ts": %.3f, "cat": "ac2g", "name": "ac2g", "bp": "e"})J",
+                      corr, gpu));
+    gpu += gd;
+    ts += cd + 3;
+    ++corr;
+  }
+  s += "]}";
+  *count = n;
+  return s;
+}
+
+std::string gzip1(const std::string& in) {
+  z_stream zs{};
+  deflateInit2(&zs, 1, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&zs, in.size()) + 64, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  zs.avail_in = static_cast<uInt>(in.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  deflate(&zs, Z_FINISH);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+const std::string& trace_text(size_t* count) {
+  static size_t n = 0;
+  static const std::string t = make_trace(1'000'000, &n);
+  *count = n;
+  return t;
+}
+
+void BM_ImportMemoryPlain(benchmark::State& state) {
+  size_t n = 0;
+  const std::string& t = trace_text(&n);
+  for (auto _ : state) {
+    NameTable names;
+    Stats stats;
+    CountingSink sink;
+    auto r = import_kineto_buffer(t, names, sink, stats);
+    if (!r.ok()) state.SkipWithError(r.status().message().c_str());
+    benchmark::DoNotOptimize(sink.n);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * t.size()));
+  state.counters["bytes_per_event"] = static_cast<double>(t.size()) / static_cast<double>(n);
+}
+BENCHMARK(BM_ImportMemoryPlain)->Unit(benchmark::kMillisecond);
+
+void BM_ImportMemoryGzip(benchmark::State& state) {
+  size_t n = 0;
+  const std::string& t = trace_text(&n);
+  static const std::string z = gzip1(t);
+  for (auto _ : state) {
+    NameTable names;
+    Stats stats;
+    CountingSink sink;
+    auto r = import_kineto_buffer(z, names, sink, stats);
+    if (!r.ok()) state.SkipWithError(r.status().message().c_str());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * t.size()));
+}
+BENCHMARK(BM_ImportMemoryGzip)->Unit(benchmark::kMillisecond);
+
+// Importer feeding the accountant and the HTA totals (what `gpuacct analyze` does).
+void BM_ImportMemoryFullPipeline(benchmark::State& state) {
+  size_t n = 0;
+  const std::string& t = trace_text(&n);
+  for (auto _ : state) {
+    NameTable names;
+    StepAccountant acc;
+    TraceTotals totals(names);
+    TeeSink tee({&acc, &totals});
+    auto r = import_kineto_buffer(t, names, tee, acc.mutable_stats());
+    if (!r.ok()) state.SkipWithError(r.status().message().c_str());
+    acc.finish();
+    benchmark::DoNotOptimize(totals.compute().idle_us);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
+}
+BENCHMARK(BM_ImportMemoryFullPipeline)->Unit(benchmark::kMillisecond);
+
+// A trace file named by $GPUACCT_KINETO_BENCH_TRACE, read once; arg 1 = with TraceTotals.
+void BM_ImportFile(benchmark::State& state) {
+  const char* path = std::getenv("GPUACCT_KINETO_BENCH_TRACE");
+  if (!path) {
+    state.SkipWithError("set GPUACCT_KINETO_BENCH_TRACE=<trace.json[.gz]>");
+    for (auto _ : state) {
+    }
+    return;
+  }
+  uint64_t events = 0;
+  for (auto _ : state) {
+    NameTable names;
+    Stats stats;
+    CountingSink sink;
+    TraceTotals totals(names);
+    TeeSink tee({&sink, &totals});
+    EventSink& target = state.range(0) ? static_cast<EventSink&>(tee) : sink;
+    auto r = import_kineto_trace(path, names, target, stats);
+    if (!r.ok()) state.SkipWithError(r.status().message().c_str());
+    if (state.range(0)) benchmark::DoNotOptimize(totals.compute().idle_us);
+    // Trace events = mapped + skipped + unknown + ignored; count what the importer saw.
+    events = sink.n;
+  }
+  state.counters["mapped_events"] = static_cast<double>(events);
+  state.counters["peak_rss_MiB"] = peak_rss_mib();
+}
+BENCHMARK(BM_ImportFile)->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kSecond);
+
+}  // namespace
+}  // namespace gpuacct
+
+BENCHMARK_MAIN();
