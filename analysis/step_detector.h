@@ -1,0 +1,81 @@
+// StepDetector: finds training steps in a run that marks none, from the repeating sequence of
+// GPU work in launch order.  CUDA-free; fed by the injected library's worker when no explicit
+// step source (C API, NVTX) has appeared.
+//
+// Input: one token per GPU op (kernel / copy / memset name; launch order = correlation id; host
+// time = its launch call) and one per blocking synchronisation call.  A training loop issues
+// the same multiset of tokens every iteration, so:
+//   1. every token name with enough occurrences is tried as an anchor: the segments between
+//      its consecutive occurrences are hashed as multisets (order-free, so threads that
+//      interleave differently each step still match, O(N) with prefix sums); the anchor whose
+//      segments agree most (>= match_threshold) and occur most often gives the period;
+//   2. the step-ending token b is chosen among the tokens that occur exactly once per period:
+//      a blocking sync first (a step usually ends by waiting for its result), then the one
+//      followed by the longest host pause (the loop top: data loading, logging);
+//   3. boundaries are placed at the end of every occurrence of b; the first step starts one
+//      period of tokens before the first b, moved back by the typical host pause after b (the
+//      loop's own top-of-step host work, e.g. data loading).
+// Once locked, every new occurrence of b closes a step.  Emitted as kStepBoundary markers:
+// boundary i begins step i and ends step i-1 (N steps -> N+1 boundaries).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "analysis/events.h"
+
+namespace gpuacct {
+
+struct DetectorToken {
+  TimeNs start = 0;    // host time the work was issued (launch call start, or op start)
+  TimeNs end = 0;      // end of the launch / sync call (host)
+  uint64_t order = 0;  // launch order: the CUDA correlation id
+  NameId name = kNoName;
+  uint32_t thread = 0;
+  bool is_sync = false;
+};
+
+struct StepDetectorOptions {
+  int min_repeats = 3;            // identical segments needed to lock
+  double match_threshold = 0.75;  // share of segments equal to the most common one
+  size_t max_tokens = 4'000'000;  // give up (no steps) beyond this many tokens without a lock
+  // A period without a blocking sync is accepted only after this many tokens (or at the end).
+  size_t min_tokens_without_sync = 4096;
+};
+
+class StepDetector {
+ public:
+  explicit StepDetector(StepDetectorOptions options = {});
+
+  // Any order.  After lock only tokens named like the step-ending token are kept.
+  void add(const DetectorToken& token);
+
+  // Looks at tokens whose end < watermark (all of them when final) and returns new boundaries.
+  std::vector<Marker> poll(TimeNs watermark, bool final);
+
+  bool locked() const { return locked_; }
+  bool gave_up() const { return gave_up_; }
+  NameId step_end_name() const { return end_name_; }
+  bool step_end_is_sync() const { return end_is_sync_; }
+  size_t period_tokens() const { return period_; }
+  size_t tokens_held() const { return tokens_.size(); }
+  int64_t boundaries_emitted() const { return emitted_; }
+
+ private:
+  bool try_lock(std::vector<DetectorToken>& ready, std::vector<Marker>& out, bool final);
+  void emit(TimeNs ts, uint32_t thread, std::vector<Marker>& out);
+
+  StepDetectorOptions opt_;
+  std::vector<DetectorToken> tokens_;
+  bool locked_ = false;
+  bool gave_up_ = false;
+  NameId end_name_ = kNoName;
+  bool end_is_sync_ = false;
+  size_t period_ = 0;
+  uint64_t last_order_ = 0;  // order of the last step-ending token consumed
+  TimeNs last_boundary_ = 0;
+  int64_t emitted_ = 0;
+};
+
+}  // namespace gpuacct

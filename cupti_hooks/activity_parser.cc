@@ -1,0 +1,284 @@
+#include "cupti_hooks/activity_parser.h"
+
+#include <cstring>
+#include <string_view>
+
+#include "analysis/nccl_names.h"
+#include "cupti_hooks/api_table.h"
+#include "cupti_hooks/cupti_record_types.h"
+
+namespace gpuacct::cupti {
+namespace {
+
+CopyDir copy_dir_of(uint8_t kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA: return CopyDir::kH2D;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH: return CopyDir::kD2H;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA: return CopyDir::kD2D;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return CopyDir::kH2H;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return CopyDir::kP2P;
+    default: return CopyDir::kNone;
+  }
+}
+
+inline TimeNs ts(uint64_t v) { return static_cast<TimeNs>(v); }
+
+}  // namespace
+
+ActivityParser::ActivityParser(NameTable& names) : names_(names) {
+  copy_names_[static_cast<size_t>(CopyDir::kNone)] = names_.intern("[memcpy]");
+  copy_names_[static_cast<size_t>(CopyDir::kH2D)] = names_.intern("[memcpy HtoD]");
+  copy_names_[static_cast<size_t>(CopyDir::kD2H)] = names_.intern("[memcpy DtoH]");
+  copy_names_[static_cast<size_t>(CopyDir::kD2D)] = names_.intern("[memcpy DtoD]");
+  copy_names_[static_cast<size_t>(CopyDir::kP2P)] = names_.intern("[memcpy PtoP]");
+  copy_names_[static_cast<size_t>(CopyDir::kH2H)] = names_.intern("[memcpy HtoH]");
+  memset_name_ = names_.intern("[memset]");
+  size_t n = 0;
+  const TracedApi* apis = traced_apis(&n);
+  api_names_.resize(n);
+  for (size_t i = 0; i < n; ++i) api_names_[i] = names_.intern(apis[i].name);
+}
+
+NameId ActivityParser::kernel_name(const char* name, CollectiveType* collective) {
+  if (name == nullptr) {
+    *collective = CollectiveType::kNone;
+    return kNoName;
+  }
+  // CUPTI shares one name pointer between all records of a kernel: cache by pointer.
+  const auto h = (reinterpret_cast<uintptr_t>(name) >> 4) * 0x9E3779B97F4A7C15ull;
+  CacheEntry& slot = name_cache_[h >> (64 - 12)];
+  if (slot.ptr == name) {
+    *collective = slot.collective;
+    return slot.id;
+  }
+  auto it = name_map_.find(name);
+  if (it == name_map_.end()) {
+    CacheEntry e;
+    e.ptr = name;
+    e.id = names_.intern(std::string_view(name));
+    e.collective = classify_collective(std::string_view(name));
+    it = name_map_.emplace(name, e).first;
+  }
+  slot = it->second;
+  *collective = slot.collective;
+  return slot.id;
+}
+
+void ActivityParser::note_device(uint32_t device) {
+  if (device < 64) {
+    const uint64_t bit = 1ull << device;
+    if ((devices_seen_mask_ & bit) != 0) return;
+    devices_seen_mask_ |= bit;
+  } else {
+    for (uint16_t d : totals_.devices) {
+      if (d == device) return;
+    }
+  }
+  totals_.devices.push_back(static_cast<uint16_t>(device));
+}
+
+void ActivityParser::parse_record(const void* record, EventBatch& out, Stats& stats) {
+  const auto* base = static_cast<const CUpti_Activity*>(record);
+  switch (base->kind) {
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+    case CUPTI_ACTIVITY_KIND_KERNEL: {
+      const auto* k = static_cast<const KernelRecord*>(record);
+      GpuOp op;
+      op.start = ts(k->start);
+      op.end = ts(k->end);
+      op.correlation_id = k->correlationId;
+      op.stream = k->streamId;
+      op.graph_id = k->graphId;
+      op.device = static_cast<uint16_t>(k->deviceId);
+      op.kind = GpuOpKind::kKernel;
+      op.name = kernel_name(k->name, &op.collective);
+      note_device(k->deviceId);
+      out.gpu_ops.push_back(op);
+      ++totals_.kernels;
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+      const auto* m = static_cast<const MemcpyRecord*>(record);
+      GpuOp op;
+      op.start = ts(m->start);
+      op.end = ts(m->end);
+      op.correlation_id = m->correlationId;
+      op.bytes = m->bytes;
+      op.stream = m->streamId;
+      op.graph_id = m->graphId;
+      op.device = static_cast<uint16_t>(m->deviceId);
+      op.kind = GpuOpKind::kMemcpy;
+      op.copy_dir = copy_dir_of(m->copyKind);
+      op.name = copy_names_[static_cast<size_t>(op.copy_dir)];
+      if (m->srcKind == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE ||
+          m->dstKind == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE) {
+        op.flags |= kGpuOpPageable;
+      }
+      note_device(m->deviceId);
+      out.gpu_ops.push_back(op);
+      ++totals_.memcpys;
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY2: {
+      const auto* m = static_cast<const MemcpyPtoPRecord*>(record);
+      GpuOp op;
+      op.start = ts(m->start);
+      op.end = ts(m->end);
+      op.correlation_id = m->correlationId;
+      op.bytes = m->bytes;
+      op.stream = m->streamId;
+      op.graph_id = m->graphId;
+      op.device = static_cast<uint16_t>(m->deviceId);
+      op.kind = GpuOpKind::kMemcpy;
+      op.copy_dir = CopyDir::kP2P;
+      op.name = copy_names_[static_cast<size_t>(CopyDir::kP2P)];
+      note_device(m->deviceId);
+      out.gpu_ops.push_back(op);
+      ++totals_.memcpys;
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+      const auto* m = static_cast<const MemsetRecord*>(record);
+      GpuOp op;
+      op.start = ts(m->start);
+      op.end = ts(m->end);
+      op.correlation_id = m->correlationId;
+      op.bytes = m->bytes;
+      op.stream = m->streamId;
+      op.graph_id = m->graphId;
+      op.device = static_cast<uint16_t>(m->deviceId);
+      op.kind = GpuOpKind::kMemset;
+      op.name = memset_name_;
+      note_device(m->deviceId);
+      out.gpu_ops.push_back(op);
+      ++totals_.memsets;
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
+      const auto* a = static_cast<const ApiRecord*>(record);
+      const ApiDomain domain =
+          base->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? ApiDomain::kRuntime : ApiDomain::kDriver;
+      const TracedApi* api = find_traced_api(domain, a->cbid);
+      if (api == nullptr) return;  // traced by someone else's settings; not ours to account
+      size_t n = 0;
+      const TracedApi* first = traced_apis(&n);
+      HostApiCall call;
+      call.start = ts(a->start);
+      call.end = ts(a->end);
+      call.correlation_id = a->correlationId;
+      call.thread = a->threadId;
+      if (!thread_alias_.empty()) {
+        auto it = thread_alias_.find(a->threadId);
+        if (it != thread_alias_.end()) call.thread = it->second;
+      }
+      call.name = api_names_[static_cast<size_t>(api - first)];
+      call.kind = api->kind;
+      out.api_calls.push_back(call);
+      ++totals_.api_calls;
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+      const auto* s = static_cast<const SyncRecord*>(record);
+      const auto type = static_cast<size_t>(s->type);
+      if (type < totals_.sync.count.size()) {
+        ++totals_.sync.count[type];
+        if (s->end > s->start) totals_.sync.ns[type] += ts(s->end - s->start);
+      }
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
+      ++totals_.external_correlations;
+      return;
+    default:
+      stats.add(Stat::cupti_records_unparsed);
+      return;
+  }
+}
+
+size_t ActivityParser::parse_buffer(void* next_record, uint8_t* buffer, size_t valid_bytes,
+                                    EventBatch& out, Stats& stats) {
+  using NextFn = CUptiResult (*)(uint8_t*, size_t, CUpti_Activity**);
+  auto next = reinterpret_cast<NextFn>(next_record);
+  if (next == nullptr || buffer == nullptr || valid_bytes == 0) return 0;
+  size_t n = 0;
+  CUpti_Activity* rec = nullptr;
+  while (next(buffer, valid_bytes, &rec) == CUPTI_SUCCESS && rec != nullptr) {
+    parse_record(rec, out, stats);
+    ++n;
+  }
+  return n;
+}
+
+std::vector<uint8_t> ActivityParser::make_synthetic_records(size_t count, size_t* record_stride) {
+  static const char* const kNames[] = {
+      "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>",
+      "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1",
+      "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+      "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>"};
+  size_t stride = sizeof(KernelRecord);
+  if (sizeof(MemcpyRecord) > stride) stride = sizeof(MemcpyRecord);
+  if (sizeof(ApiRecord) > stride) stride = sizeof(ApiRecord);
+  stride = (stride + 7) & ~size_t{7};
+  *record_stride = stride;
+  std::vector<uint8_t> data(count * stride);
+  uint64_t t = 1'000'000'000ull;
+  for (size_t i = 0; i < count; ++i) {
+    uint8_t* p = data.data() + i * stride;
+    const uint32_t corr = static_cast<uint32_t>(i / 3 + 1);
+    switch (i % 3) {
+      case 0: {
+        ApiRecord a{};
+        a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+        a.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+        a.start = t;
+        a.end = t + 3000;
+        a.correlationId = corr;
+        a.threadId = 1234;
+        std::memcpy(p, &a, sizeof(a));
+        break;
+      }
+      case 1: {
+        KernelRecord k{};
+        k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+        k.start = t + 5000;
+        k.end = t + 25000;
+        k.deviceId = 0;
+        k.streamId = 7;
+        k.correlationId = corr;
+        k.name = kNames[(i / 3) % 4];
+        std::memcpy(p, &k, sizeof(k));
+        break;
+      }
+      default: {
+        MemcpyRecord m{};
+        m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+        m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+        m.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+        m.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+        m.bytes = 1 << 20;
+        m.start = t + 26000;
+        m.end = t + 30000;
+        m.streamId = 7;
+        m.correlationId = corr;
+        std::memcpy(p, &m, sizeof(m));
+        t += 30000;
+        break;
+      }
+    }
+  }
+  return data;
+}
+
+size_t ActivityParser::parse_records_contiguous(const uint8_t* data, size_t count, size_t stride,
+                                                EventBatch& out, Stats& stats) {
+  for (size_t i = 0; i < count; ++i) parse_record(data + i * stride, out, stats);
+  return count;
+}
+
+}  // namespace gpuacct::cupti

@@ -1,0 +1,374 @@
+#include "cupti_hooks/collector.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "cupti_hooks/activity_parser.h"
+#include "cupti_hooks/api_table.h"
+#include "cupti_hooks/cupti_api.h"
+#include "cupti_hooks/cupti_record_types.h"
+
+namespace gpuacct::cupti {
+
+const char* to_string(CollectorState s) {
+  switch (s) {
+    case CollectorState::kNotStarted: return "not_started";
+    case CollectorState::kActive: return "active";
+    case CollectorState::kNoCupti: return "no_cupti";
+    case CollectorState::kVersionMismatch: return "cupti_version_mismatch";
+    case CollectorState::kOtherSubscriber: return "other_subscriber";
+    case CollectorState::kFailed: return "cupti_failed";
+    case CollectorState::kStopped: return "stopped";
+  }
+  return "unknown";
+}
+
+struct Collector::Impl {
+  CuptiApi api;
+  CollectorOptions options;
+  CUpti_SubscriberHandle subscriber = nullptr;
+  bool subscribed = false;
+  std::vector<CUpti_ActivityKind> enabled_kinds;
+
+  std::mutex mu;  // guards the fields below; never held across a CUPTI call
+  std::vector<uint8_t*> free_buffers;
+  int64_t allocated = 0;
+  struct Completed {
+    uint8_t* buffer;
+    size_t valid;
+  };
+  std::deque<Completed> completed;
+  std::mutex stop_mu;  // serialises start/stop
+};
+
+namespace {
+
+void CUPTIAPI buffer_requested_trampoline(uint8_t** buffer, size_t* size, size_t* max_records) {
+  Collector::instance().on_buffer_requested(buffer, size, max_records);
+}
+
+void CUPTIAPI buffer_completed_trampoline(CUcontext ctx, uint32_t stream_id, uint8_t* buffer,
+                                          size_t size, size_t valid) {
+  Collector::instance().on_buffer_completed(ctx, stream_id, buffer, size, valid);
+}
+
+void CUPTIAPI callback_trampoline(void* /*userdata*/, CUpti_CallbackDomain domain,
+                                  CUpti_CallbackId cbid, const void* cbdata) {
+  Collector::instance().on_callback(static_cast<int>(domain), cbid, cbdata);
+}
+
+// Set once by load(); read by the hot path without a lock.
+std::atomic<Collector::TimestampFn> g_timestamp{nullptr};
+
+}  // namespace
+
+Collector::Collector() : impl_(new Impl()) {}
+
+Collector& Collector::instance() {
+  static Collector* c = new Collector();  // never destroyed (exit-time callbacks)
+  return *c;
+}
+
+bool Collector::load(const std::string& library, std::string* why) {
+  std::lock_guard<std::mutex> lock(impl_->stop_mu);
+  if (loaded_) return true;
+  if (impl_->api.handle != nullptr) {
+    if (why != nullptr) *why = "previous load failed";
+    return false;
+  }
+  if (!impl_->api.load(library, why)) return false;
+  loaded_ = true;
+  g_timestamp.store(reinterpret_cast<TimestampFn>(impl_->api.cuptiGetTimestamp),
+                    std::memory_order_release);
+  return true;
+}
+
+Collector::TimestampFn Collector::timestamp_fn() const {
+  return g_timestamp.load(std::memory_order_acquire);
+}
+
+int64_t Collector::timestamp() {
+  TimestampFn f = g_timestamp.load(std::memory_order_acquire);
+  uint64_t t = 0;
+  if (f == nullptr || f(&t) != 0) return 0;
+  return static_cast<int64_t>(t);
+}
+
+uint32_t Collector::version() const { return impl_->api.version; }
+
+int64_t Collector::buffers_allocated() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->allocated;
+}
+
+CollectorState Collector::start(const CollectorOptions& options, std::string* message) {
+  std::lock_guard<std::mutex> lock(impl_->stop_mu);
+  if (state_.load() != CollectorState::kNotStarted) return state_.load();
+  Impl& m = *impl_;
+  CuptiApi& api = m.api;
+  m.options = options;
+  if (!loaded_) {
+    state_.store(CollectorState::kNoCupti);
+    return state_.load();
+  }
+  auto fail = [&](CollectorState s, const std::string& text) {
+    if (message != nullptr) *message = text;
+    state_.store(s, std::memory_order_release);
+    return s;
+  };
+  if (!record_layouts_match(api.version)) {
+    return fail(CollectorState::kVersionMismatch,
+                "CUPTI API version " + std::to_string(api.version) +
+                    " is not the one gpuacct reads records of (" +
+                    std::to_string(kMinCuptiApiVersion) + ".." +
+                    std::to_string(kMaxCuptiApiVersion) + ")");
+  }
+
+  // gettid() thread ids, so API records line up with the library's per-thread rings.
+  system_thread_ids_ =
+      GPUACCT_CUPTI_TRY(api, cuptiSetThreadIdType, CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) ==
+      CUPTI_SUCCESS;
+
+  const CUptiResult sr = api.cuptiSubscribe(&m.subscriber, callback_trampoline, nullptr);
+  if (sr == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    return fail(CollectorState::kOtherSubscriber,
+                "another CUPTI client (a profiler, Nsight, torch.profiler) is already "
+                "subscribed");
+  }
+  if (sr != CUPTI_SUCCESS) {
+    return fail(CollectorState::kFailed, std::string("cuptiSubscribe failed: ") +
+                                             api.result_string(sr) + " (" +
+                                             std::to_string(static_cast<int>(sr)) + ")");
+  }
+  m.subscribed = true;
+
+  if (GPUACCT_CUPTI_CALL(api, cuptiActivityRegisterCallbacks, buffer_requested_trampoline,
+                         buffer_completed_trampoline) != CUPTI_SUCCESS) {
+    api.cuptiUnsubscribe(m.subscriber);
+    m.subscribed = false;
+    return fail(CollectorState::kFailed, "cuptiActivityRegisterCallbacks failed");
+  }
+
+  // Synchronous callbacks: only what must be seen as it happens.
+  GPUACCT_CUPTI_CALL(api, cuptiEnableCallback, 1, m.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                     CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
+  GPUACCT_CUPTI_CALL(api, cuptiEnableCallback, 1, m.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
+                     CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020);
+  GPUACCT_CUPTI_TRY(api, cuptiEnableCallback, 1, m.subscriber, CUPTI_CB_DOMAIN_STATE,
+                    CUPTI_CBID_STATE_FATAL_ERROR);
+  size_t n_apis = 0;
+  const TracedApi* apis = traced_apis(&n_apis);
+  if (options.api_callbacks) {
+    for (size_t i = 0; i < n_apis; ++i) {
+      if (apis[i].kind == HostApiKind::kCopy) continue;  // launches and syncs only
+      const auto domain = apis[i].domain == ApiDomain::kRuntime ? CUPTI_CB_DOMAIN_RUNTIME_API
+                                                                : CUPTI_CB_DOMAIN_DRIVER_API;
+      GPUACCT_CUPTI_TRY(api, cuptiEnableCallback, 1, m.subscriber, domain, apis[i].cbid);
+    }
+  }
+
+  // Activity kinds.  CONCURRENT_KERNEL, never KERNEL (which serialises kernels).
+  const CUpti_ActivityKind kinds[] = {
+      CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+      CUPTI_ACTIVITY_KIND_MEMCPY2,           CUPTI_ACTIVITY_KIND_MEMSET,
+      CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+  for (CUpti_ActivityKind k : kinds) {
+    const CUptiResult r = GPUACCT_CUPTI_CALL(api, cuptiActivityEnable, k);
+    if (r == CUPTI_SUCCESS) {
+      m.enabled_kinds.push_back(k);
+    } else if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+      api.cuptiUnsubscribe(m.subscriber);
+      m.subscribed = false;
+      return fail(CollectorState::kFailed,
+                  std::string("cuptiActivityEnable(CONCURRENT_KERNEL) failed: ") +
+                      api.result_string(r));
+    }
+  }
+  // RUNTIME / DRIVER restricted to the calls the accounting needs.
+  bool per_api = api.cuptiActivityEnableRuntimeApi != nullptr &&
+                 api.cuptiActivityEnableDriverApi != nullptr;
+  if (per_api) {
+    for (size_t i = 0; i < n_apis && per_api; ++i) {
+      const CUptiResult r =
+          apis[i].domain == ApiDomain::kRuntime
+              ? api.cuptiActivityEnableRuntimeApi(apis[i].cbid, 1)
+              : api.cuptiActivityEnableDriverApi(apis[i].cbid, 1);
+      if (r != CUPTI_SUCCESS && i == 0) per_api = false;
+    }
+  }
+  if (!per_api) {
+    // Older CUPTI: all runtime / driver calls; the parser keeps only the traced ones.
+    if (GPUACCT_CUPTI_CALL(api, cuptiActivityEnable, CUPTI_ACTIVITY_KIND_RUNTIME) == CUPTI_SUCCESS)
+      m.enabled_kinds.push_back(CUPTI_ACTIVITY_KIND_RUNTIME);
+    if (GPUACCT_CUPTI_CALL(api, cuptiActivityEnable, CUPTI_ACTIVITY_KIND_DRIVER) == CUPTI_SUCCESS)
+      m.enabled_kinds.push_back(CUPTI_ACTIVITY_KIND_DRIVER);
+  }
+  if (options.flush_period_ms > 0) {
+    GPUACCT_CUPTI_TRY(api, cuptiActivityFlushPeriod, options.flush_period_ms);
+  }
+  state_.store(CollectorState::kActive, std::memory_order_release);
+  return CollectorState::kActive;
+}
+
+void Collector::on_buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  Impl& m = *impl_;
+  *max_records = 0;
+  uint8_t* buf = nullptr;
+  bool allocate = false;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    if (!m.free_buffers.empty()) {
+      buf = m.free_buffers.back();
+      m.free_buffers.pop_back();
+    } else if (m.allocated < m.options.buffer_count) {
+      ++m.allocated;
+      allocate = true;
+    }
+  }
+  if (allocate) {
+    buf = static_cast<uint8_t*>(std::aligned_alloc(8, m.options.buffer_bytes));
+    if (buf == nullptr) {
+      std::lock_guard<std::mutex> lock(m.mu);
+      --m.allocated;
+    }
+  }
+  if (buf == nullptr) {
+    // At the cap: refuse (safe from CUPTI API v27 on; 13.x is far beyond).  CUPTI drops the
+    // records and reports them through cuptiActivityGetNumDroppedRecords.
+    buffers_refused_.fetch_add(1, std::memory_order_relaxed);
+    *buffer = nullptr;
+    *size = 0;
+    return;
+  }
+  *buffer = buf;
+  *size = m.options.buffer_bytes;
+}
+
+void Collector::on_buffer_completed(void* context, uint32_t stream_id, uint8_t* buffer,
+                                    size_t /*size*/, size_t valid) {
+  Impl& m = *impl_;
+  if (buffer != nullptr) {
+    std::lock_guard<std::mutex> lock(m.mu);
+    if (valid > 0 && !child_.load(std::memory_order_relaxed)) {
+      m.completed.push_back({buffer, valid});
+    } else {
+      m.free_buffers.push_back(buffer);
+    }
+  }
+  // Outside our lock: CUPTI calls this callback holding its own.
+  if (!child_.load(std::memory_order_relaxed)) {
+    size_t dropped = 0;
+    if (m.api.cuptiActivityGetNumDroppedRecords(static_cast<CUcontext>(context), stream_id,
+                                                &dropped) == CUPTI_SUCCESS &&
+        dropped > 0) {
+      records_dropped_.fetch_add(static_cast<int64_t>(dropped), std::memory_order_relaxed);
+    }
+  }
+  if (m.options.hooks.buffer_ready != nullptr) m.options.hooks.buffer_ready();
+}
+
+void Collector::on_callback(int domain, uint32_t cbid, const void* cbdata) {
+  if (child_.load(std::memory_order_relaxed)) return;
+  Impl& m = *impl_;
+  switch (domain) {
+    case CUPTI_CB_DOMAIN_RUNTIME_API:
+    case CUPTI_CB_DOMAIN_DRIVER_API: {
+      const auto* d = static_cast<const CUpti_CallbackData*>(cbdata);
+      if (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
+          cbid == CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020) {
+        // The reset frees the device's CUPTI buffers: deliver what they hold first.
+        if (d->callbackSite == CUPTI_API_ENTER) m.api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        return;
+      }
+      const TracedApi* api = find_traced_api(
+          domain == CUPTI_CB_DOMAIN_RUNTIME_API ? ApiDomain::kRuntime : ApiDomain::kDriver, cbid);
+      if (api == nullptr) return;
+      if (d->callbackSite == CUPTI_API_ENTER) {
+        if (m.options.hooks.api_enter != nullptr) m.options.hooks.api_enter(api->kind, d->correlationData);
+      } else {
+        if (m.options.hooks.api_exit != nullptr) m.options.hooks.api_exit(api->kind, d->correlationData);
+      }
+      return;
+    }
+    case CUPTI_CB_DOMAIN_RESOURCE:
+      if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
+        // Records of a context being destroyed must be delivered before it goes.
+        m.api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+      }
+      return;
+    case CUPTI_CB_DOMAIN_STATE:
+      if (cbid == CUPTI_CBID_STATE_FATAL_ERROR) {
+        static std::atomic<bool> logged{false};
+        if (!logged.exchange(true)) {
+          std::fprintf(stderr, "gpuacct: CUPTI reported a fatal error; GPU data may be incomplete\n");
+        }
+      }
+      return;
+    default:
+      return;
+  }
+}
+
+void Collector::flush(bool forced) {
+  if (state_.load(std::memory_order_acquire) != CollectorState::kActive) return;
+  if (child_.load(std::memory_order_relaxed)) return;
+  impl_->api.cuptiActivityFlushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+  // Global (context-less) drops, e.g. of API records.
+  size_t dropped = 0;
+  if (impl_->api.cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) == CUPTI_SUCCESS &&
+      dropped > 0) {
+    records_dropped_.fetch_add(static_cast<int64_t>(dropped), std::memory_order_relaxed);
+  }
+}
+
+size_t Collector::consume(ActivityParser& parser, EventBatch& out, Stats& stats) {
+  Impl& m = *impl_;
+  size_t records = 0;
+  for (;;) {
+    Impl::Completed c{};
+    {
+      std::lock_guard<std::mutex> lock(m.mu);
+      if (m.completed.empty()) break;
+      c = m.completed.front();
+      m.completed.pop_front();
+    }
+    // Parsing calls cuptiActivityGetNextRecord: outside our lock.
+    records += parser.parse_buffer(reinterpret_cast<void*>(m.api.cuptiActivityGetNextRecord),
+                                   c.buffer, c.valid, out, stats);
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.free_buffers.push_back(c.buffer);
+  }
+  stats.add(Stat::cupti_records_dropped, take_records_dropped());
+  stats.add(Stat::cupti_buffers_refused, take_buffers_refused());
+  return records;
+}
+
+void Collector::stop() {
+  std::lock_guard<std::mutex> lock(impl_->stop_mu);
+  if (state_.load() != CollectorState::kActive) return;
+  if (child_.load()) return;
+  Impl& m = *impl_;
+  for (CUpti_ActivityKind k : m.enabled_kinds) m.api.cuptiActivityDisable(k);
+  m.api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  size_t dropped = 0;
+  if (m.api.cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) == CUPTI_SUCCESS &&
+      dropped > 0) {
+    records_dropped_.fetch_add(static_cast<int64_t>(dropped), std::memory_order_relaxed);
+  }
+  if (m.subscribed) {
+    m.api.cuptiUnsubscribe(m.subscriber);
+    m.subscribed = false;
+  }
+  // cuptiFinalize is not called: it races with CUPTI's own threads at exit (kineto #686,
+  // #949) and the process is ending anyway.  Unsubscribing stops every callback.
+  state_.store(CollectorState::kStopped, std::memory_order_release);
+}
+
+void Collector::disable_in_child() { child_.store(true, std::memory_order_relaxed); }
+
+}  // namespace gpuacct::cupti

@@ -1,0 +1,111 @@
+// The CUPTI side of the injected library: loads CUPTI, subscribes, enables the activity kinds
+// and API callbacks gpuacct needs, owns the bounded activity-buffer pool, and hands completed
+// buffers to the worker.  CUDA-free interface (inject/ never includes CUPTI headers).
+//
+// Buffer pool: at most `buffer_count` buffers of `buffer_bytes` each exist at any time
+// (default 8 x 4 MiB = 32 MiB).  When CUPTI asks for a buffer and all are in use (CUPTI holds
+// them or the worker has not parsed them yet), the request is refused (NULL buffer, counted in
+// Stat::cupti_buffers_refused) and CUPTI drops records, which cuptiActivityGetNumDroppedRecords
+// reports (Stat::cupti_records_dropped).  Parsed buffers go back to the pool.
+//
+// Locking: one mutex guards the pool and the completed queue; it is never held across a CUPTI
+// call (CUPTI calls the buffer callbacks with its own lock held: holding ours while calling
+// into CUPTI would be an ABBA deadlock).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "analysis/events.h"
+#include "analysis/stats.h"
+
+namespace gpuacct::cupti {
+
+class ActivityParser;
+
+// Called synchronously from CUPTI API callbacks on the application thread.  Must be cheap.
+struct CollectorHooks {
+  // A traced launch / copy / sync call begins or ends.  `scratch` is per-call storage shared by
+  // the enter and exit callbacks of the same call.
+  void (*api_enter)(HostApiKind kind, uint64_t* scratch) = nullptr;
+  void (*api_exit)(HostApiKind kind, uint64_t* scratch) = nullptr;
+  // CUPTI completed a buffer (wake the worker if it sleeps).  Any thread.
+  void (*buffer_ready)() = nullptr;
+};
+
+struct CollectorOptions {
+  std::string library = "libcupti.so.13";
+  size_t buffer_bytes = 4u << 20;
+  int buffer_count = 8;
+  uint32_t flush_period_ms = 100;
+  bool api_callbacks = true;  // launch / sync callbacks (native call sites)
+  CollectorHooks hooks;
+};
+
+enum class CollectorState : uint8_t {
+  kNotStarted,
+  kActive,           // subscribed, activity enabled
+  kNoCupti,          // library missing or unusable
+  kVersionMismatch,  // CUPTI API version outside the layouts we read
+  kOtherSubscriber,  // CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: stepped aside
+  kFailed,           // subscribe / enable failed for another reason (e.g. no driver)
+  kStopped,
+};
+const char* to_string(CollectorState s);
+
+class Collector {
+ public:
+  // The process-wide instance (CUPTI's buffer callbacks carry no user pointer).
+  static Collector& instance();
+
+  // dlopens CUPTI (idempotent).  False if it cannot be used; *why explains (one line).
+  bool load(const std::string& library, std::string* why);
+  bool loaded() const { return loaded_; }
+  // cuptiGetTimestamp, or 0 when not loaded.  The event model's clock.
+  static int64_t timestamp();
+  // The raw function pointer of cuptiGetTimestamp (nullptr when not loaded): for the hot path.
+  using TimestampFn = int (*)(uint64_t*);
+  TimestampFn timestamp_fn() const;
+  uint32_t version() const;
+
+  // Subscribes and enables collection.  Prints at most one line on stderr when it cannot.
+  CollectorState start(const CollectorOptions& options, std::string* message);
+  CollectorState state() const { return state_.load(std::memory_order_acquire); }
+  bool thread_ids_are_system() const { return system_thread_ids_; }
+
+  // cuptiActivityFlushAll(forced ? FORCED : 0), then reads the dropped-record count.
+  void flush(bool forced);
+  // Parses every completed buffer into `out` and returns the buffers to the pool.
+  size_t consume(ActivityParser& parser, EventBatch& out, Stats& stats);
+  // Disables activity, forces a final flush, unsubscribes.  Idempotent.
+  void stop();
+  // After fork() in the child: never call CUPTI again from this process image.
+  void disable_in_child();
+
+  // Counters since start (read and reset by take_*).
+  int64_t take_records_dropped() { return records_dropped_.exchange(0); }
+  int64_t take_buffers_refused() { return buffers_refused_.exchange(0); }
+  int64_t buffers_allocated() const;
+
+  // Buffer callbacks (public so the C trampolines can reach them).
+  void on_buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records);
+  void on_buffer_completed(void* context, uint32_t stream_id, uint8_t* buffer, size_t size,
+                           size_t valid);
+  void on_callback(int domain, uint32_t cbid, const void* cbdata);
+
+ private:
+  Collector();
+  struct Impl;
+  Impl* impl_;  // never freed: CUPTI may call back during exit
+  bool loaded_ = false;
+  bool system_thread_ids_ = false;
+  std::atomic<CollectorState> state_{CollectorState::kNotStarted};
+  std::atomic<bool> child_{false};
+  std::atomic<int64_t> records_dropped_{0};
+  std::atomic<int64_t> buffers_refused_{0};
+};
+
+}  // namespace gpuacct::cupti

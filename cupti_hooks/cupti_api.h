@@ -1,0 +1,71 @@
+// CUPTI resolved at run time: dlopen("libcupti.so.13" or $GPUACCT_CUPTI_LIBRARY) and a table of
+// the functions gpuacct calls.  Nothing links against libcupti, so a machine without it runs the
+// host-only mode instead of failing to load.  Internal to cupti_hooks/ (includes CUPTI headers).
+#pragma once
+
+#include <cupti.h>
+
+#include <atomic>
+#include <cstdio>
+#include <string>
+
+namespace gpuacct::cupti {
+
+struct CuptiApi {
+#define GPUACCT_CUPTI_REQUIRED(X)                  \
+  X(cuptiGetVersion)                               \
+  X(cuptiGetResultString)                          \
+  X(cuptiGetTimestamp)                             \
+  X(cuptiSubscribe)                                \
+  X(cuptiUnsubscribe)                              \
+  X(cuptiEnableCallback)                           \
+  X(cuptiActivityEnable)                           \
+  X(cuptiActivityDisable)                          \
+  X(cuptiActivityRegisterCallbacks)                \
+  X(cuptiActivityFlushAll)                         \
+  X(cuptiActivityGetNextRecord)                    \
+  X(cuptiActivityGetNumDroppedRecords)
+#define GPUACCT_CUPTI_OPTIONAL(X)                  \
+  X(cuptiEnableDomain)                             \
+  X(cuptiActivityFlushPeriod)                      \
+  X(cuptiActivityEnableRuntimeApi)                 \
+  X(cuptiActivityEnableDriverApi)                  \
+  X(cuptiSetThreadIdType)                          \
+  X(cuptiFinalize)                                 \
+  X(cuptiGetLastError)
+
+#define GPUACCT_CUPTI_MEMBER(name) decltype(&::name) name = nullptr;
+  GPUACCT_CUPTI_REQUIRED(GPUACCT_CUPTI_MEMBER)
+  GPUACCT_CUPTI_OPTIONAL(GPUACCT_CUPTI_MEMBER)
+#undef GPUACCT_CUPTI_MEMBER
+
+  void* handle = nullptr;
+  uint32_t version = 0;
+
+  // dlopen + dlsym.  On failure returns false and sets *why (one line, no prefix); the table
+  // is then unusable.  Never throws.
+  bool load(const std::string& library, std::string* why);
+
+  const char* result_string(CUptiResult r) const;
+};
+
+// Logs "gpuacct: <call text> failed: <CUPTI result string> (<code>)" on stderr, once per call
+// site, and evaluates to the CUptiResult.  `api` is a CuptiApi&; `fn` a member name.
+#define GPUACCT_CUPTI_CALL(api, fn, ...)                                                   \
+  ([&]() -> CUptiResult {                                                                  \
+    const CUptiResult gpuacct_r_ = (api).fn(__VA_ARGS__);                                  \
+    if (gpuacct_r_ != CUPTI_SUCCESS) {                                                     \
+      static std::atomic<bool> gpuacct_logged_{false};                                     \
+      if (!gpuacct_logged_.exchange(true, std::memory_order_relaxed)) {                    \
+        ::gpuacct::cupti::log_cupti_failure(api, #fn "(" #__VA_ARGS__ ")", gpuacct_r_);     \
+      }                                                                                    \
+    }                                                                                      \
+    return gpuacct_r_;                                                                     \
+  }())
+
+void log_cupti_failure(const CuptiApi& api, const char* call_text, CUptiResult r);
+
+// Calls that fail for expected reasons (optional features) go through this: no log line.
+#define GPUACCT_CUPTI_TRY(api, fn, ...) ((api).fn != nullptr ? (api).fn(__VA_ARGS__) : CUPTI_ERROR_NOT_SUPPORTED)
+
+}  // namespace gpuacct::cupti

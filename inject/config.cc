@@ -1,0 +1,204 @@
+#include "inject/config.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace gpuacct::inject {
+namespace {
+
+std::string trim(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && (s[b] == ' ' || s[b] == '\t')) ++b;
+  while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\n')) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+bool parse_i64(const char* text, int64_t* out) {
+  if (text == nullptr) return false;
+  std::string t = trim(text);
+  if (t.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(t.c_str(), &end, 10);
+  if (errno != 0 || end == t.c_str() || *end != '\0') return false;
+  *out = static_cast<int64_t>(v);
+  return true;
+}
+
+class Parser {
+ public:
+  Parser(EnvLookup env, std::vector<std::string>* warnings) : env_(env), warnings_(warnings) {}
+
+  const char* get(const char* name) const {
+    const char* v = env_(name);
+    return (v != nullptr && *v != '\0') ? v : nullptr;
+  }
+
+  void warn(const char* name, const char* value, const std::string& why,
+            const std::string& used) {
+    if (warnings_ == nullptr) return;
+    warnings_->push_back(std::string("gpuacct: ") + name + "='" + value + "' " + why +
+                         "; using " + used);
+  }
+
+  void boolean(const char* name, bool* field) {
+    const char* v = get(name);
+    if (v == nullptr) return;
+    std::string t = trim(v);
+    for (auto& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (t == "1" || t == "true" || t == "yes" || t == "on") {
+      *field = true;
+    } else if (t == "0" || t == "false" || t == "no" || t == "off") {
+      *field = false;
+    } else {
+      warn(name, v, "is not a boolean (0/1)", *field ? "1" : "0");
+    }
+  }
+
+  template <typename T>
+  void integer(const char* name, T* field, int64_t lo, int64_t hi) {
+    const char* v = get(name);
+    if (v == nullptr) return;
+    int64_t x = 0;
+    if (!parse_i64(v, &x) || x < lo || x > hi) {
+      warn(name, v,
+           "is not a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
+           std::to_string(*field));
+      return;
+    }
+    *field = static_cast<T>(x);
+  }
+
+  void string(const char* name, std::string* field) {
+    const char* v = get(name);
+    if (v != nullptr) *field = v;
+  }
+
+  void patterns(const char* name, std::vector<std::string>* field) {
+    const char* v = get(name);
+    if (v == nullptr) return;
+    auto p = split_patterns(v);
+    if (p.empty()) {
+      warn(name, v, "holds no pattern", "the defaults");
+      return;
+    }
+    *field = std::move(p);
+  }
+
+ private:
+  EnvLookup env_;
+  std::vector<std::string>* warnings_;
+};
+
+int first_int_env(EnvLookup env, std::initializer_list<const char*> names, int fallback) {
+  for (const char* n : names) {
+    const char* v = env(n);
+    int64_t x = 0;
+    if (v != nullptr && parse_i64(v, &x) && x >= 0 && x < (1 << 24)) return static_cast<int>(x);
+  }
+  return fallback;
+}
+
+}  // namespace
+
+std::vector<std::string> Config::default_step_patterns() {
+  return {"step", "train_step", "training_step", "iteration", "ProfilerStep#N"};
+}
+std::vector<std::string> Config::default_data_patterns() {
+  return {"dataloader", "data", "DataLoader", "enumerate(DataLoader)*", "data_load*"};
+}
+
+std::vector<std::string> split_patterns(std::string_view text) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string_view::npos) comma = text.size();
+    std::string item = trim(text.substr(pos, comma - pos));
+    if (!item.empty()) out.push_back(std::move(item));
+    pos = comma + 1;
+  }
+  return out;
+}
+
+Config parse_config(EnvLookup env, std::vector<std::string>* warnings) {
+  Config c;
+  c.step_patterns = Config::default_step_patterns();
+  c.data_patterns = Config::default_data_patterns();
+  try {
+    Parser p(env, warnings);
+    p.boolean("GPUACCT_ENABLE", &c.enable);
+    p.string("GPUACCT_OUTPUT_DIR", &c.output_dir);
+    p.string("GPUACCT_OUTPUT_PATTERN", &c.output_pattern);
+    if (c.output_pattern.find('/') != std::string::npos) {
+      p.warn("GPUACCT_OUTPUT_PATTERN", c.output_pattern.c_str(), "must not contain '/'",
+             "gpuacct_{host}_{pid}_rank{rank}");
+      c.output_pattern = "gpuacct_{host}_{pid}_rank{rank}";
+    }
+    p.integer("GPUACCT_WARMUP_STEPS", &c.warmup_steps, 0, 1000000);
+    p.integer("GPUACCT_LAUNCH_LATENCY_US", &c.launch_latency_us, 0, 10000000);
+    p.integer("GPUACCT_HOST_PAUSE_US", &c.host_pause_us, 0, 100000000);
+    p.patterns("GPUACCT_STEP_PATTERNS", &c.step_patterns);
+    p.patterns("GPUACCT_DATA_PATTERNS", &c.data_patterns);
+    p.integer("GPUACCT_FLUSH_MS", &c.flush_ms, 1, 60000);
+    p.boolean("GPUACCT_RECORD", &c.record);
+    p.integer("GPUACCT_BUFFER_MB", &c.buffer_mb, 1, 256);
+    p.integer("GPUACCT_BUFFER_COUNT", &c.buffer_count, 2, 1024);
+    p.boolean("GPUACCT_QUIET", &c.quiet);
+    p.boolean("GPUACCT_PYTHON", &c.python);
+    p.boolean("GPUACCT_AUTO_STEPS", &c.auto_steps);
+    p.boolean("GPUACCT_STACKS", &c.stacks);
+    p.integer("GPUACCT_RING_RECORDS", &c.ring_records, 256, 1 << 22);
+    p.string("GPUACCT_CUPTI_LIBRARY", &c.cupti_library);
+  } catch (...) {
+    // Only std::bad_alloc can get here; the defaults already in c are usable.
+  }
+
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') std::strcpy(host, "unknown");
+  for (char* h = host; *h != '\0'; ++h) {
+    if (*h == '/' || *h == ' ') *h = '_';
+  }
+  c.host = host;
+  c.pid = static_cast<int64_t>(getpid());
+  c.rank = first_int_env(env, {"RANK", "LOCAL_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"}, -1);
+  c.world_size = first_int_env(env, {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"}, 0);
+  return c;
+}
+
+AccountingConfig Config::accounting() const {
+  AccountingConfig a;
+  a.launch_latency_threshold_ns = launch_latency_us * 1000;
+  a.host_pause_threshold_ns = host_pause_us * 1000;
+  a.warmup_steps = warmup_steps;
+  return a;
+}
+
+std::string Config::output_base() const {
+  std::string name;
+  const std::string rank_text = std::to_string(rank < 0 ? 0 : rank);
+  for (size_t i = 0; i < output_pattern.size();) {
+    auto rest = std::string_view(output_pattern).substr(i);
+    if (rest.starts_with("{host}")) {
+      name += host;
+      i += 6;
+    } else if (rest.starts_with("{pid}")) {
+      name += std::to_string(pid);
+      i += 5;
+    } else if (rest.starts_with("{rank}")) {
+      name += rank_text;
+      i += 6;
+    } else {
+      name += output_pattern[i++];
+    }
+  }
+  std::string dir = output_dir.empty() ? "." : output_dir;
+  if (dir.back() != '/') dir += '/';
+  return dir + name;
+}
+
+}  // namespace gpuacct::inject

@@ -1,0 +1,46 @@
+// Entry points the CUDA driver and the dynamic loader call: InitializeInjection and the load
+// constructor.  (InitializeInjectionNvtx2 is in nvtx_inject.cc, the C API in capi.cc.)
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "inject/runtime.h"
+
+namespace {
+
+std::atomic<bool> g_injection_done{false};
+
+// At load (CUDA_INJECTION64_PATH, LD_PRELOAD, or a dlopen by Python): point the NVTX loader and
+// the CUDA driver at this very file when nothing else is set, so NVTX ranges reach us and a
+// later cuInit initialises the same instance.  Nothing else happens until the first use.
+__attribute__((constructor)) void gpuacct_on_load() {
+  try {
+    const char* enable = std::getenv("GPUACCT_ENABLE");
+    if (enable != nullptr && (std::strcmp(enable, "0") == 0 || std::strcmp(enable, "off") == 0)) {
+      return;  // host ranges still work through the C API; no environment changes
+    }
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&gpuacct_on_load), &info) == 0 ||
+        info.dli_fname == nullptr || info.dli_fname[0] != '/') {
+      return;
+    }
+    setenv("NVTX_INJECTION64_PATH", info.dli_fname, /*overwrite=*/0);
+    setenv("CUDA_INJECTION64_PATH", info.dli_fname, /*overwrite=*/0);
+  } catch (...) {
+  }
+}
+
+}  // namespace
+
+// Called by the CUDA driver during cuInit.  Returns 1 in every case (also when gpuacct
+// switches itself off): a 0 would only make the driver complain, never help the program.
+extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
+  try {
+    if (g_injection_done.exchange(true)) return 1;
+    gpuacct::inject::Runtime::get().attach_cupti();
+  } catch (...) {
+  }
+  return 1;
+}

@@ -1,0 +1,203 @@
+#include "inject/host_events.h"
+
+#include <algorithm>
+#include <bit>
+#include <string_view>
+
+namespace gpuacct::inject {
+
+HostEventProcessor::HostEventProcessor(NameTable& names, NamePatterns step_patterns,
+                                       NamePatterns data_patterns)
+    : names_(names),
+      step_patterns_(std::move(step_patterns)),
+      data_patterns_(std::move(data_patterns)) {}
+
+const char* HostEventProcessor::step_source() const {
+  if (capi_steps_ && nvtx_steps_) return "capi+nvtx";
+  if (capi_steps_) return "capi";
+  if (nvtx_steps_) return "nvtx";
+  return "none";
+}
+
+NameId HostEventProcessor::intern(const HostRecord& r) {
+  return names_.intern(std::string_view(r.name, r.len));
+}
+
+void HostEventProcessor::classify(const HostRecord& r, Open* o) {
+  // A truncated name only matches patterns that end in '*' (the text seen is a prefix).
+  std::string_view name(r.name, r.len);
+  int64_t number = -1;
+  const bool truncated = (r.flags & kNameTruncated) != 0;
+  auto ok = [&](const NamePatterns& p) {
+    if (!p.match(name, &number)) return false;
+    if (!truncated) return true;
+    for (const auto& pat : p.patterns()) {
+      if (!pat.empty() && pat.back() == '*' && glob_match(pat, name)) return true;
+    }
+    return false;
+  };
+  if (ok(step_patterns_)) {
+    o->kind = RangeKind::kStep;
+    o->number = number;
+    o->keep = true;
+  } else if (ok(data_patterns_)) {
+    o->kind = RangeKind::kData;
+    o->keep = true;
+  } else {
+    o->kind = RangeKind::kUser;
+    o->keep = false;  // other NVTX ranges (emit_nvtx ops, NCCL) are not kept
+  }
+  if (o->keep) o->name = intern(r);
+}
+
+void HostEventProcessor::close(const Open& o, TimeNs end, uint32_t tid, EventBatch& out) {
+  if (!o.keep) return;
+  HostRange range;
+  range.start = o.start;
+  range.end = std::max(end, o.start);
+  range.number = o.number;
+  range.thread = tid;
+  range.name = o.name;
+  range.kind = o.kind;
+  out.ranges.push_back(range);
+}
+
+void HostEventProcessor::process(std::vector<TimedRecord>& records, EventBatch& out,
+                                 SiteTable* sites) {
+  std::stable_sort(records.begin(), records.end(),
+                   [](const TimedRecord& a, const TimedRecord& b) { return a.rec.ts < b.rec.ts; });
+  for (const TimedRecord& tr : records) {
+    const HostRecord& r = tr.rec;
+    const uint32_t tid = tr.tid;
+    switch (r.type) {
+      case HostRecType::kStepBegin:
+      case HostRecType::kStepEnd: {
+        explicit_steps_ = capi_steps_ = true;
+        if (step_open_) {
+          close(step_, r.ts, step_tid_, out);
+          step_open_ = false;
+        }
+        if (r.type == HostRecType::kStepBegin) {
+          step_ = Open{};
+          step_.start = r.ts;
+          step_.number = r.value >= 0 ? r.value : next_number_;
+          next_number_ = step_.number + 1;
+          step_.kind = RangeKind::kStep;
+          step_.keep = true;
+          step_.name = names_.intern("step");
+          step_tid_ = tid;
+          step_open_ = true;
+        }
+        break;
+      }
+      case HostRecType::kStepMark: {
+        explicit_steps_ = capi_steps_ = true;
+        if (step_open_) {  // a begin/end step is open: the mark ends it
+          close(step_, r.ts, step_tid_, out);
+          step_open_ = false;
+        }
+        Marker m;
+        m.ts = r.ts;
+        m.kind = MarkerKind::kStepBoundary;
+        m.number = r.value >= 0 ? r.value : next_number_;
+        next_number_ = m.number + 1;
+        m.thread = tid;
+        m.name = names_.intern("step");
+        out.markers.push_back(m);
+        break;
+      }
+      case HostRecType::kStepFlops: {
+        Marker m;
+        m.ts = r.ts;
+        m.kind = MarkerKind::kStepFlops;
+        m.value = std::bit_cast<double>(r.value);
+        m.thread = tid;
+        out.markers.push_back(m);
+        break;
+      }
+      case HostRecType::kDataPush:
+      case HostRecType::kUserPush: {
+        Open o;
+        o.start = r.ts;
+        o.kind = r.type == HostRecType::kDataPush ? RangeKind::kData : RangeKind::kUser;
+        o.keep = true;
+        o.name = intern(r);
+        auto& stack = r.type == HostRecType::kDataPush ? data_stacks_[tid] : user_stacks_[tid];
+        if (stack.size() < 256) stack.push_back(o);
+        break;
+      }
+      case HostRecType::kDataPop:
+      case HostRecType::kUserPop: {
+        auto& stack = r.type == HostRecType::kDataPop ? data_stacks_[tid] : user_stacks_[tid];
+        if (stack.empty()) break;
+        close(stack.back(), r.ts, tid, out);
+        stack.pop_back();
+        break;
+      }
+      case HostRecType::kNvtxPush: {
+        Open o;
+        o.start = r.ts;
+        classify(r, &o);
+        if (o.kind == RangeKind::kStep) explicit_steps_ = nvtx_steps_ = true;
+        auto& stack = nvtx_stacks_[{tid, r.aux}];
+        if (stack.size() < 1024) stack.push_back(o);
+        break;
+      }
+      case HostRecType::kNvtxPop: {
+        auto it = nvtx_stacks_.find({tid, r.aux});
+        if (it == nvtx_stacks_.end() || it->second.empty()) break;
+        close(it->second.back(), r.ts, tid, out);
+        it->second.pop_back();
+        break;
+      }
+      case HostRecType::kNvtxStart: {
+        Open o;
+        o.start = r.ts;
+        classify(r, &o);
+        if (o.kind == RangeKind::kStep) explicit_steps_ = nvtx_steps_ = true;
+        if (o.keep && started_.size() < 65536) started_[static_cast<uint64_t>(r.value)] = o;
+        break;
+      }
+      case HostRecType::kNvtxEnd: {
+        auto it = started_.find(static_cast<uint64_t>(r.value));
+        if (it == started_.end()) break;
+        close(it->second, r.ts, tid, out);
+        started_.erase(it);
+        break;
+      }
+      case HostRecType::kNvtxMark: {
+        Open o;
+        classify(r, &o);
+        if (o.kind != RangeKind::kStep) break;
+        explicit_steps_ = nvtx_steps_ = true;
+        Marker m;
+        m.ts = r.ts;
+        m.kind = MarkerKind::kStepBoundary;
+        m.number = o.number >= 0 ? o.number : next_number_;
+        next_number_ = m.number + 1;
+        m.thread = tid;
+        m.name = o.name;
+        out.markers.push_back(m);
+        break;
+      }
+      case HostRecType::kStack:
+        if (sites != nullptr && tr.nframes > 0) {
+          sites->add(r.kind == static_cast<uint8_t>(StackKind::kSync) ? SiteKind::kSync
+                                                                       : SiteKind::kLaunchAfterPause,
+                     tr.frames, tr.nframes, r.value);
+        }
+        break;
+      case HostRecType::kStackFrames:
+        break;
+    }
+  }
+}
+
+void HostEventProcessor::finish(Stats& stats) {
+  if (step_open_) {
+    stats.add(Stat::incomplete_trailing_step);
+    step_open_ = false;
+  }
+}
+
+}  // namespace gpuacct::inject

@@ -1,0 +1,73 @@
+// Turns drained host records (C API, NVTX, call-site stacks) into the event model: step and
+// data ranges, step boundaries, FLOPs markers.  Runs on the worker thread; CUDA-free and
+// unit-testable.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+#include "analysis/events.h"
+#include "analysis/name_table.h"
+#include "analysis/stats.h"
+#include "inject/host_ring.h"
+#include "inject/name_patterns.h"
+#include "inject/native_stacks.h"
+
+namespace gpuacct::inject {
+
+struct TimedRecord {
+  HostRecord rec;
+  uint32_t tid = 0;
+  uint64_t frames[kMaxFrames] = {};  // kStack only
+  int nframes = 0;
+};
+
+class HostEventProcessor {
+ public:
+  HostEventProcessor(NameTable& names, NamePatterns step_patterns, NamePatterns data_patterns);
+
+  // Records of one drain, any order (sorted here by time, stable).
+  void process(std::vector<TimedRecord>& records, EventBatch& out, SiteTable* sites);
+  // End of run: an open C API step (begin without end) cannot be accounted; counted.
+  void finish(Stats& stats);
+
+  // True once any explicit step source (C API or an NVTX range / mark matching a step
+  // pattern) was seen: step detection stands down.
+  bool explicit_steps() const { return explicit_steps_; }
+  const char* step_source() const;
+
+ private:
+  struct Open {
+    TimeNs start = 0;
+    int64_t number = -1;
+    NameId name = kNoName;
+    RangeKind kind = RangeKind::kUser;
+    bool keep = false;  // matched a pattern (NVTX) or came from the C API
+  };
+  void close(const Open& o, TimeNs end, uint32_t tid, EventBatch& out);
+  NameId intern(const HostRecord& r);
+  void classify(const HostRecord& r, Open* o);
+
+  NameTable& names_;
+  NamePatterns step_patterns_;
+  NamePatterns data_patterns_;
+  bool explicit_steps_ = false;
+  bool capi_steps_ = false;
+  bool nvtx_steps_ = false;
+
+  // C API step (process-wide).
+  bool step_open_ = false;
+  Open step_;
+  uint32_t step_tid_ = 0;
+  int64_t next_number_ = 0;
+
+  // Per thread (and NVTX domain) stacks.
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<Open>> nvtx_stacks_;
+  std::unordered_map<uint32_t, std::vector<Open>> data_stacks_;
+  std::unordered_map<uint32_t, std::vector<Open>> user_stacks_;
+  std::unordered_map<uint64_t, Open> started_;  // nvtxRangeStart ids
+};
+
+}  // namespace gpuacct::inject

@@ -1,0 +1,192 @@
+// Unit tests of the CUDA-free parts of the injected library: configuration parsing, name
+// patterns, the SPSC ring, host-record processing.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "inject/config.h"
+#include "inject/host_events.h"
+#include "inject/host_ring.h"
+#include "inject/name_patterns.h"
+
+namespace gpuacct::inject {
+namespace {
+
+std::map<std::string, std::string>* g_env = nullptr;
+const char* fake_env(const char* name) {
+  auto it = g_env->find(name);
+  return it == g_env->end() ? nullptr : it->second.c_str();
+}
+
+TEST(Config, DefaultsWithEmptyEnvironment) {
+  std::map<std::string, std::string> env;
+  g_env = &env;
+  std::vector<std::string> warnings;
+  Config c = parse_config(fake_env, &warnings);
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_TRUE(c.enable);
+  EXPECT_EQ(c.flush_ms, 100);
+  EXPECT_EQ(c.buffer_mb, 4);
+  EXPECT_EQ(c.buffer_count, 8);
+  EXPECT_EQ(c.warmup_steps, 2);
+  EXPECT_EQ(c.rank, -1);
+  EXPECT_EQ(c.step_patterns, Config::default_step_patterns());
+}
+
+TEST(Config, BadValuesWarnOnceEachAndKeepDefaults) {
+  std::map<std::string, std::string> env = {{"GPUACCT_FLUSH_MS", "abc"},
+                                             {"GPUACCT_BUFFER_MB", "-3"},
+                                             {"GPUACCT_ENABLE", "maybe"},
+                                             {"GPUACCT_WARMUP_STEPS", "5"},
+                                             {"GPUACCT_STEP_PATTERNS", " , "},
+                                             {"RANK", "3"}};
+  g_env = &env;
+  std::vector<std::string> warnings;
+  Config c = parse_config(fake_env, &warnings);
+  ASSERT_EQ(warnings.size(), 4u);
+  EXPECT_NE(warnings[0].find("GPUACCT_ENABLE='maybe'"), std::string::npos);
+  EXPECT_NE(warnings[1].find("GPUACCT_STEP_PATTERNS"), std::string::npos);
+  EXPECT_NE(warnings[2].find("GPUACCT_FLUSH_MS='abc'"), std::string::npos);
+  EXPECT_NE(warnings[2].find("using 100"), std::string::npos);
+  EXPECT_NE(warnings[3].find("GPUACCT_BUFFER_MB='-3'"), std::string::npos);
+  EXPECT_EQ(c.flush_ms, 100);
+  EXPECT_EQ(c.buffer_mb, 4);
+  EXPECT_TRUE(c.enable);
+  EXPECT_EQ(c.warmup_steps, 5);
+  EXPECT_EQ(c.rank, 3);
+}
+
+TEST(Config, OutputBaseSubstitutesHostPidRank) {
+  Config c;
+  c.output_dir = "/tmp/out";
+  c.output_pattern = "x_{host}_{pid}_r{rank}";
+  c.host = "node1";
+  c.pid = 42;
+  c.rank = 7;
+  EXPECT_EQ(c.output_base(), "/tmp/out/x_node1_42_r7");
+}
+
+TEST(NamePatterns, GlobAndTrailingNumbers) {
+  NamePatterns p(Config::default_step_patterns());
+  int64_t n = -2;
+  EXPECT_TRUE(p.match("ProfilerStep#17", &n));
+  EXPECT_EQ(n, 17);
+  EXPECT_TRUE(p.match("train_step", &n));
+  EXPECT_EQ(n, -1);
+  EXPECT_TRUE(p.match("step 12", &n));
+  EXPECT_EQ(n, 12);
+  EXPECT_TRUE(p.match("iteration_3", &n));
+  EXPECT_FALSE(p.match("stepper", &n));
+  EXPECT_FALSE(p.match("ProfilerStep#", &n));
+  NamePatterns d(Config::default_data_patterns());
+  EXPECT_TRUE(d.match("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", &n));
+  EXPECT_TRUE(d.match("data_loading", &n));
+  EXPECT_TRUE(d.match("DataLoader", &n));
+  EXPECT_FALSE(d.match("metadata", &n));
+  EXPECT_TRUE(glob_match("a*b?c", "axxxbyc"));
+  EXPECT_FALSE(glob_match("a*b?c", "axxxbc"));
+}
+
+TEST(HostRing, FifoDropWhenFullAndWrap) {
+  HostRing ring(4);
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 4; ++i) {
+      const int64_t idx = ring.try_reserve(1);
+      ASSERT_GE(idx, 0);
+      ring.slot(static_cast<uint64_t>(idx)).value = round * 10 + i;
+      ring.publish(1);
+    }
+    EXPECT_LT(ring.try_reserve(1), 0);
+    std::vector<int64_t> got;
+    ring.drain([&](const HostRecord& r, uint64_t, HostRing&) { got.push_back(r.value); });
+    ASSERT_EQ(got.size(), 4u);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], round * 10 + i);
+  }
+  EXPECT_EQ(ring.dropped(), 3u);
+}
+
+TimedRecord rec(HostRecType type, int64_t ts, const char* name = nullptr, int64_t value = 0,
+                uint32_t tid = 1) {
+  TimedRecord t;
+  t.rec.type = type;
+  t.rec.ts = ts;
+  t.rec.value = value;
+  t.tid = tid;
+  if (name != nullptr) {
+    t.rec.len = static_cast<uint8_t>(std::strlen(name));
+    std::memcpy(t.rec.name, name, t.rec.len);
+  }
+  return t;
+}
+
+TEST(HostEvents, CapiStepsDataRangesAndFlops) {
+  NameTable names;
+  HostEventProcessor p(names, NamePatterns(Config::default_step_patterns()),
+                       NamePatterns(Config::default_data_patterns()));
+  std::vector<TimedRecord> r = {
+      rec(HostRecType::kStepBegin, 100, nullptr, -1),
+      rec(HostRecType::kDataPush, 110, "dataloader"),
+      rec(HostRecType::kDataPop, 150),
+      rec(HostRecType::kStepFlops, 160, nullptr, std::bit_cast<int64_t>(2.5e12)),
+      rec(HostRecType::kStepBegin, 200, nullptr, -1),  // ends the open step
+      rec(HostRecType::kStepEnd, 300),
+  };
+  EventBatch out;
+  p.process(r, out, nullptr);
+  ASSERT_EQ(out.ranges.size(), 3u);
+  EXPECT_EQ(out.ranges[0].kind, RangeKind::kData);
+  EXPECT_EQ(out.ranges[0].start, 110);
+  EXPECT_EQ(out.ranges[0].end, 150);
+  EXPECT_EQ(out.ranges[1].kind, RangeKind::kStep);
+  EXPECT_EQ(out.ranges[1].start, 100);
+  EXPECT_EQ(out.ranges[1].end, 200);
+  EXPECT_EQ(out.ranges[1].number, 0);
+  EXPECT_EQ(out.ranges[2].number, 1);
+  ASSERT_EQ(out.markers.size(), 1u);
+  EXPECT_DOUBLE_EQ(out.markers[0].value, 2.5e12);
+  EXPECT_TRUE(p.explicit_steps());
+  EXPECT_STREQ(p.step_source(), "capi");
+}
+
+TEST(HostEvents, NvtxRangesClassifiedPerThreadAndDomain) {
+  NameTable names;
+  HostEventProcessor p(names, NamePatterns(Config::default_step_patterns()),
+                       NamePatterns(Config::default_data_patterns()));
+  std::vector<TimedRecord> r = {
+      rec(HostRecType::kNvtxPush, 10, "ProfilerStep#5", 0, 1),
+      rec(HostRecType::kNvtxPush, 11, "aten::mm", 0, 1),  // not kept
+      rec(HostRecType::kNvtxPush, 12, "dataloader", 0, 2),
+      rec(HostRecType::kNvtxPop, 13, nullptr, 0, 1),
+      rec(HostRecType::kNvtxPop, 14, nullptr, 0, 2),
+      rec(HostRecType::kNvtxPop, 20, nullptr, 0, 1),
+  };
+  EventBatch out;
+  p.process(r, out, nullptr);
+  ASSERT_EQ(out.ranges.size(), 2u);
+  EXPECT_EQ(out.ranges[0].kind, RangeKind::kData);
+  EXPECT_EQ(out.ranges[0].thread, 2u);
+  EXPECT_EQ(out.ranges[1].kind, RangeKind::kStep);
+  EXPECT_EQ(out.ranges[1].number, 5);
+  EXPECT_EQ(out.ranges[1].start, 10);
+  EXPECT_EQ(out.ranges[1].end, 20);
+  EXPECT_STREQ(p.step_source(), "nvtx");
+}
+
+TEST(HostEvents, TruncatedNamesOnlyMatchPrefixPatterns) {
+  NameTable names;
+  HostEventProcessor p(names, NamePatterns({"step"}), NamePatterns({"enumerate(DataLoader)*"}));
+  TimedRecord a = rec(HostRecType::kNvtxPush, 1, "enumerate(DataLoader)#_MultiProcessingDa");  // 40 bytes
+  a.rec.flags = kNameTruncated;
+  TimedRecord b = rec(HostRecType::kNvtxPop, 2);
+  std::vector<TimedRecord> r = {a, b};
+  EventBatch out;
+  p.process(r, out, nullptr);
+  ASSERT_EQ(out.ranges.size(), 1u);
+  EXPECT_EQ(out.ranges[0].kind, RangeKind::kData);
+}
+
+}  // namespace
+}  // namespace gpuacct::inject

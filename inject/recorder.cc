@@ -1,0 +1,201 @@
+#include "inject/recorder.h"
+
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+#include "inject/clock.h"
+#include "inject/native_stacks.h"
+
+namespace gpuacct::inject {
+
+std::atomic<int> g_mode{kModeIdle};
+HotConfig g_hot;
+
+namespace {
+
+thread_local ThreadState* t_state = nullptr;
+
+struct ExitGuard {
+  ThreadState* state = nullptr;
+  ~ExitGuard() {
+    if (state != nullptr) state->orphaned.store(true, std::memory_order_release);
+    t_state = nullptr;
+  }
+};
+
+ThreadState* create_state() {
+  const auto tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  const auto pt = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(
+      reinterpret_cast<void*>(pthread_self())));
+  ThreadState* s = Registry::get().acquire(tid, pt);
+  if (s == nullptr) return nullptr;
+  static thread_local ExitGuard guard;
+  guard.state = s;
+  t_state = s;
+  return s;
+}
+
+inline bool recording() {
+  const int m = g_mode.load(std::memory_order_relaxed);
+  if (m == kModeRecording) return true;
+  if (m == kModeStopped) return false;
+  return start_lazily();
+}
+
+}  // namespace
+
+Registry& Registry::get() {
+  static Registry* r = new Registry();  // never destroyed
+  return *r;
+}
+
+ThreadState* Registry::acquire(uint32_t tid, uint32_t pthread_low) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ThreadState* s = nullptr;
+  if (!free_.empty()) {
+    s = free_.back();
+    free_.pop_back();
+  } else {
+    size_t cap = 1;
+    while (cap < g_hot.ring_capacity) cap <<= 1;
+    s = new (std::nothrow) ThreadState(cap);
+    if (s == nullptr) return nullptr;
+    s->index = next_index_++;
+  }
+  s->tid = tid;
+  s->pthread_low = pthread_low;
+  s->api_depth = 0;
+  s->last_api_exit = 0;
+  s->last_stack_ts = 0;
+  s->orphaned.store(false, std::memory_order_relaxed);
+  live_.push_back(s);
+  return s;
+}
+
+void Registry::snapshot(std::vector<ThreadState*>& out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  out.assign(live_.begin(), live_.end());
+}
+
+void Registry::recycle(ThreadState* s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = std::find(live_.begin(), live_.end(), s);
+  if (it == live_.end()) return;
+  live_.erase(it);
+  free_.push_back(s);
+}
+
+ThreadState* current_thread() {
+  ThreadState* s = t_state;
+  if (s != nullptr) return s;
+  return create_state();
+}
+
+void emit_at(int64_t ts, HostRecType type, int64_t value, const char* name, uint32_t aux,
+             uint8_t kind) {
+  ThreadState* s = current_thread();
+  if (s == nullptr) return;
+  const int64_t i = s->ring.try_reserve(1);
+  if (i < 0) return;  // full: counted by the ring
+  HostRecord& r = s->ring.slot(static_cast<uint64_t>(i));
+  r.ts = ts;
+  r.value = value;
+  r.type = type;
+  r.kind = kind;
+  r.aux = aux;
+  r.flags = 0;
+  if (name != nullptr) {
+    const size_t n = strnlen(name, kHostNameBytes + 1);
+    const size_t m = n > kHostNameBytes ? kHostNameBytes : n;
+    std::memcpy(r.name, name, m);
+    r.len = static_cast<uint8_t>(m);
+    if (n > kHostNameBytes) r.flags |= kNameTruncated;
+  } else {
+    r.len = 0;
+  }
+  s->ring.publish(1);
+}
+
+void emit(HostRecType type, int64_t value, const char* name, uint32_t aux, uint8_t kind) {
+  if (!recording()) return;
+  emit_at(now_ns(), type, value, name, aux, kind);
+}
+
+uint64_t next_range_id() {
+  ThreadState* s = current_thread();
+  if (s == nullptr) return 0;
+  return (static_cast<uint64_t>(s->index + 1) << 40) | (++s->range_counter & ((1ull << 40) - 1));
+}
+
+namespace {
+
+void emit_stack(ThreadState* s, int64_t ts, StackKind kind, int64_t value) {
+  uint64_t frames[kMaxFrames];
+  const int n = capture_stack(frames, kMaxFrames);
+  if (n <= 0) return;
+  const int64_t i = s->ring.try_reserve(1 + kStackSlots);
+  if (i < 0) return;
+  HostRecord& h = s->ring.slot(static_cast<uint64_t>(i));
+  h.ts = ts;
+  h.value = value;
+  h.type = HostRecType::kStack;
+  h.kind = static_cast<uint8_t>(kind);
+  h.aux = static_cast<uint32_t>(n);
+  h.len = 0;
+  h.flags = 0;
+  for (int slot = 0; slot < kStackSlots; ++slot) {
+    HostRecord& c = s->ring.slot(static_cast<uint64_t>(i) + 1 + static_cast<uint64_t>(slot));
+    c.type = HostRecType::kStackFrames;
+    c.ts = ts;
+    c.len = 0;
+    for (int k = 0; k < kFramesPerSlot; ++k) {
+      const int f = slot * kFramesPerSlot + k;
+      c.frames[k] = f < n ? frames[f] : 0;
+    }
+  }
+  s->ring.publish(1 + kStackSlots);
+}
+
+}  // namespace
+
+void hook_api_enter(HostApiKind kind, uint64_t* scratch) {
+  if (g_mode.load(std::memory_order_relaxed) != kModeRecording) return;
+  ThreadState* s = current_thread();
+  if (s == nullptr) return;
+  if (s->api_depth++ != 0) return;  // a driver call inside a runtime call
+  const int64_t now = now_ns();
+  if (scratch != nullptr) *scratch = static_cast<uint64_t>(now);
+  if (kind == HostApiKind::kLaunch && g_hot.stacks && s->last_api_exit != 0 &&
+      now - s->last_api_exit > g_hot.pause_threshold_ns &&
+      now - s->last_stack_ts > g_hot.stack_min_interval_ns) {
+    s->last_stack_ts = now;
+    emit_stack(s, now, StackKind::kLaunchAfterPause, now - s->last_api_exit);
+  }
+}
+
+void hook_api_exit(HostApiKind kind, uint64_t* scratch) {
+  if (g_mode.load(std::memory_order_relaxed) != kModeRecording) return;
+  ThreadState* s = current_thread();
+  if (s == nullptr) return;
+  if (s->api_depth > 1) {
+    --s->api_depth;
+    return;
+  }
+  s->api_depth = 0;
+  const int64_t now = now_ns();
+  s->last_api_exit = now;
+  if (kind == HostApiKind::kSync && g_hot.stacks && scratch != nullptr && *scratch != 0) {
+    const int64_t dur = now - static_cast<int64_t>(*scratch);
+    if (dur > g_hot.sync_threshold_ns && now - s->last_stack_ts > g_hot.stack_min_interval_ns) {
+      s->last_stack_ts = now;
+      emit_stack(s, now, StackKind::kSync, dur);
+    }
+  }
+}
+
+}  // namespace gpuacct::inject

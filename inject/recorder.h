@@ -1,0 +1,75 @@
+// Per-thread host rings and the O(1) emit functions used by the C API, NVTX and CUPTI API
+// callbacks.  The worker drains the rings (Runtime).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "analysis/events.h"
+#include "inject/host_ring.h"
+
+namespace gpuacct::inject {
+
+struct ThreadState {
+  explicit ThreadState(size_t capacity) : ring(capacity) {}
+  HostRing ring;
+  uint32_t tid = 0;          // gettid()
+  uint32_t pthread_low = 0;  // low 32 bits of pthread_self(): CUPTI's default thread id
+  uint32_t index = 0;        // registry slot
+  uint64_t range_counter = 0;
+  int api_depth = 0;         // nesting of traced CUDA calls (runtime -> driver)
+  int64_t last_api_exit = 0;
+  int64_t last_stack_ts = 0;
+  std::atomic<bool> orphaned{false};  // the thread exited; the worker recycles after draining
+};
+
+// 0 = not started, 1 = recording, 2 = stopped (finished, disabled, or a fork child).
+inline constexpr int kModeIdle = 0, kModeRecording = 1, kModeStopped = 2;
+extern std::atomic<int> g_mode;
+
+struct HotConfig {
+  size_t ring_capacity = 8192;
+  bool stacks = true;
+  int64_t pause_threshold_ns = 100'000;  // launch after a host pause this long: capture site
+  int64_t sync_threshold_ns = 50'000;    // blocking sync this long: capture site
+  int64_t stack_min_interval_ns = 1'000'000;  // per thread, bounds unwinding cost
+};
+extern HotConfig g_hot;
+
+// Starts the runtime on first use (defined in runtime.cc).  False if it cannot record.
+bool start_lazily();
+
+// The calling thread's state; created (one allocation) on the thread's first call.
+ThreadState* current_thread();
+
+// Emits one record.  `name` may be null.  O(1), no lock, no allocation after the first call.
+void emit(HostRecType type, int64_t value, const char* name, uint32_t aux = 0, uint8_t kind = 0);
+void emit_at(int64_t ts, HostRecType type, int64_t value, const char* name, uint32_t aux,
+             uint8_t kind);
+// Next id for nvtxRangeStart on this thread (unique process-wide).
+uint64_t next_range_id();
+
+// CUPTI API callback hooks (launch / sync calls): see CollectorHooks.
+void hook_api_enter(HostApiKind kind, uint64_t* scratch);
+void hook_api_exit(HostApiKind kind, uint64_t* scratch);
+
+// Registry, for the worker.
+class Registry {
+ public:
+  static Registry& get();
+  ThreadState* acquire(uint32_t tid, uint32_t pthread_low);
+  // Snapshot of live states (pointers stay valid: states are never freed).
+  void snapshot(std::vector<ThreadState*>& out);
+  // Returns a drained orphan to the free list.
+  void recycle(ThreadState* s);
+
+ private:
+  std::mutex mu_;
+  std::vector<ThreadState*> live_;
+  std::vector<ThreadState*> free_;
+  uint32_t next_index_ = 0;
+};
+
+}  // namespace gpuacct::inject

@@ -1,0 +1,656 @@
+#include "inject/runtime.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "analysis/name_table.h"
+#include "analysis/recording.h"
+#include "analysis/report.h"
+#include "analysis/run_metadata.h"
+#include "analysis/step_accountant.h"
+#include "analysis/step_detector.h"
+#include "cupti_hooks/activity_parser.h"
+#include "cupti_hooks/collector.h"
+#include "inject/clock.h"
+#include "inject/config.h"
+#include "inject/host_events.h"
+#include "inject/native_stacks.h"
+#include "inject/python_hook.h"
+#include "inject/recorder.h"
+
+namespace gpuacct::inject {
+namespace {
+
+constexpr int kHandledSignals[] = {SIGTERM, SIGINT};
+struct sigaction g_old_actions[2];
+std::atomic<bool> g_handlers_installed{false};
+std::atomic<int> g_wake_fd{-1};
+std::atomic<int> g_done_read_fd{-1};
+std::atomic<int64_t> g_init_pid{0};
+
+const char* getenv_lookup(const char* name) { return std::getenv(name); }
+
+void mkdir_p(const std::string& dir) {
+  std::string path;
+  for (size_t i = 0; i < dir.size(); ++i) {
+    path += dir[i];
+    if ((dir[i] == '/' && i > 0) || i + 1 == dir.size()) mkdir(path.c_str(), 0777);
+  }
+}
+
+std::string read_cmdline() {
+  std::FILE* f = std::fopen("/proc/self/cmdline", "rb");
+  if (f == nullptr) return "";
+  std::string out;
+  char buf[4096];
+  size_t n = std::fread(buf, 1, sizeof buf, f);
+  std::fclose(f);
+  for (size_t i = 0; i < n; ++i) out += buf[i] == '\0' ? ' ' : buf[i];
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+void wake(char what) {
+  const int fd = g_wake_fd.load(std::memory_order_acquire);
+  if (fd >= 0) {
+    ssize_t r = write(fd, &what, 1);
+    (void)r;  // a full pipe already holds a wake-up
+  }
+}
+
+void on_exit_trampoline() { Runtime::get().on_exit(); }
+void on_fork_child_trampoline() { Runtime::get().on_fork_child(); }
+void buffer_ready_hook() {}
+
+}  // namespace
+
+struct Runtime::Impl {
+  std::mutex start_mu;
+  std::atomic<int> state{0};  // 0 idle, 1 running, 2 finished / disabled
+  Config cfg;
+  std::thread worker;
+  int wake_pipe[2] = {-1, -1};
+  int done_pipe[2] = {-1, -1};
+  std::atomic<bool> stop{false};
+  std::atomic<bool> cupti_attached{false};
+  std::mutex final_mu;
+  bool finalized = false;
+
+  // Collection state (set by attach_cupti).
+  std::string gpu_state = "not_initialized";
+  std::string gpu_message = "the CUDA driver never initialised the library (no CUDA in this "
+                            "process, or it started before the library was loaded)";
+
+  // Worker-owned (or the exit thread's, once the worker is joined).
+  std::unique_ptr<NameTable> names;
+  std::unique_ptr<StepAccountant> acc;
+  std::unique_ptr<cupti::ActivityParser> parser;
+  std::unique_ptr<HostEventProcessor> host;
+  std::unique_ptr<StepDetector> detector;
+  SiteTable sites;
+  EventBatch batch;
+  std::vector<TimedRecord> records;
+  std::vector<ThreadState*> threads;
+  std::unordered_map<ThreadState*, uint64_t> dropped_seen;
+  std::deque<int64_t> now_history;
+  std::unordered_map<uint64_t, std::pair<TimeNs, TimeNs>> launch_times;
+  std::deque<uint64_t> launch_order;
+  bool auto_steps = true;
+  bool auto_stood_down = false;
+  bool have_boundary = false;
+  Marker last_boundary;
+  int64_t auto_steps_emitted = 0;
+  std::FILE* jsonl = nullptr;
+  bool jsonl_failed = false;
+  std::string base;
+  RecordingWriter recording;
+  bool recording_ok = false;
+  size_t aliases_known = 0;
+
+  void worker_main();
+  void tick(bool final);
+  void drain_rings();
+  void feed_detector();
+  void write_row(const StepRow& row);
+  void finalize();
+  nlohmann::json collection_json();
+  RunMetadata metadata();
+};
+
+Runtime::Runtime() : impl_(new Impl()) {}
+
+Runtime& Runtime::get() {
+  static Runtime* r = new Runtime();  // never destroyed: used from atexit and signal paths
+  return *r;
+}
+
+bool start_lazily() {
+  try {
+    return Runtime::get().ensure_started();
+  } catch (...) {
+    return false;
+  }
+}
+
+bool Runtime::ensure_started() {
+  Impl& m = *impl_;
+  const int s = m.state.load(std::memory_order_acquire);
+  if (s != 0) return s == 1;
+  std::lock_guard<std::mutex> lock(m.start_mu);
+  if (m.state.load() != 0) return m.state.load() == 1;
+
+  std::vector<std::string> warnings;
+  m.cfg = parse_config(getenv_lookup, &warnings);
+  for (const auto& w : warnings) std::fprintf(stderr, "%s\n", w.c_str());
+  g_init_pid.store(m.cfg.pid);
+  g_hot.ring_capacity = static_cast<size_t>(m.cfg.ring_records);
+  g_hot.stacks = m.cfg.stacks;
+  g_hot.pause_threshold_ns = m.cfg.host_pause_us * 1000;
+  m.auto_steps = m.cfg.auto_steps;
+
+  m.names = std::make_unique<NameTable>();
+  m.acc = std::make_unique<StepAccountant>(m.cfg.accounting());
+  m.acc->set_row_sink([&m](const StepRow& row) { m.write_row(row); });
+  m.parser = std::make_unique<cupti::ActivityParser>(*m.names);
+  m.host = std::make_unique<HostEventProcessor>(*m.names, NamePatterns(m.cfg.step_patterns),
+                                                NamePatterns(m.cfg.data_patterns));
+  m.detector = std::make_unique<StepDetector>();
+  m.base = m.cfg.output_base();
+
+  if (pipe2(m.wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || pipe2(m.done_pipe, O_CLOEXEC) != 0) {
+    std::fprintf(stderr, "gpuacct: cannot create a pipe (%s); gpuacct is off\n",
+                 std::strerror(errno));
+    m.state.store(2);
+    g_mode.store(kModeStopped);
+    return false;
+  }
+  g_wake_fd.store(m.wake_pipe[1], std::memory_order_release);
+  g_done_read_fd.store(m.done_pipe[0], std::memory_order_release);
+
+  // The worker must never take SIGTERM / SIGINT: block them while it is created.
+  sigset_t block, old;
+  sigemptyset(&block);
+  for (int sig : kHandledSignals) sigaddset(&block, sig);
+  pthread_sigmask(SIG_BLOCK, &block, &old);
+  try {
+    m.worker = std::thread([&m] { m.worker_main(); });
+  } catch (...) {
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    std::fprintf(stderr, "gpuacct: cannot start the worker thread; gpuacct is off\n");
+    m.state.store(2);
+    g_mode.store(kModeStopped);
+    return false;
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+
+  std::atexit(on_exit_trampoline);
+  pthread_atfork(nullptr, nullptr, on_fork_child_trampoline);
+
+  // SIGTERM / SIGINT: write the report, then let the signal do what it did before.  Handlers
+  // set to SIG_IGN stay ignored; a program's own handlers are chained (and keep the final say:
+  // the report is then written at exit).
+  for (size_t i = 0; i < 2; ++i) {
+    struct sigaction cur {};
+    if (sigaction(kHandledSignals[i], nullptr, &cur) != 0) continue;
+    if (cur.sa_handler == SIG_IGN && (cur.sa_flags & SA_SIGINFO) == 0) continue;
+    g_old_actions[i] = cur;
+    struct sigaction sa {};
+    sa.sa_handler = &Runtime::signal_handler;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(kHandledSignals[i], &sa, nullptr);
+  }
+  g_handlers_installed.store(true);
+
+  m.state.store(1, std::memory_order_release);
+  g_mode.store(kModeRecording, std::memory_order_release);
+  if (m.cfg.python) schedule_python_auto_import();
+  return true;
+}
+
+void Runtime::attach_cupti() {
+  if (!ensure_started()) return;
+  Impl& m = *impl_;
+  if (m.cupti_attached.exchange(true)) return;
+  std::string line;
+  if (!m.cfg.enable) {
+    m.gpu_state = "disabled";
+    m.gpu_message = "GPUACCT_ENABLE=0";
+    std::fprintf(stderr, "gpuacct: GPUACCT_ENABLE=0; GPU activity off, host ranges only\n");
+    return;
+  }
+  auto& col = cupti::Collector::instance();
+  std::string why;
+  if (!col.load(m.cfg.cupti_library, &why)) {
+    m.gpu_state = "no_cupti";
+    m.gpu_message = "CUPTI not found (" + why + ")";
+    std::fprintf(stderr, "gpuacct: CUPTI not found (%s); GPU activity off, host ranges only\n",
+                 why.c_str());
+    return;
+  }
+  g_timestamp_fn.store(reinterpret_cast<TimestampFn>(col.timestamp_fn()),
+                       std::memory_order_release);
+  cupti::CollectorOptions opt;
+  opt.library = m.cfg.cupti_library;
+  opt.buffer_bytes = static_cast<size_t>(m.cfg.buffer_mb) << 20;
+  opt.buffer_count = m.cfg.buffer_count;
+  opt.flush_period_ms = static_cast<uint32_t>(m.cfg.flush_ms);
+  opt.api_callbacks = m.cfg.stacks;
+  opt.hooks.api_enter = &hook_api_enter;
+  opt.hooks.api_exit = &hook_api_exit;
+  opt.hooks.buffer_ready = &buffer_ready_hook;
+  std::string msg;
+  const cupti::CollectorState st = col.start(opt, &msg);
+  m.gpu_state = cupti::to_string(st);
+  if (st == cupti::CollectorState::kActive) {
+    m.gpu_message = "CUPTI API version " + std::to_string(col.version());
+    return;
+  }
+  m.gpu_message = msg;
+  std::fprintf(stderr, "gpuacct: %s; GPU activity off, host ranges only\n", msg.c_str());
+}
+
+bool Runtime::gpu_active() const {
+  return cupti::Collector::instance().state() == cupti::CollectorState::kActive;
+}
+
+void Runtime::request_flush() {
+  if (impl_->state.load(std::memory_order_acquire) == 1) wake('F');
+}
+
+// ---- worker ---------------------------------------------------------------------------------
+
+void Runtime::Impl::worker_main() {
+  try {
+    for (;;) {
+      pollfd p{wake_pipe[0], POLLIN, 0};
+      poll(&p, 1, cfg.flush_ms);
+      bool signalled = false;
+      char buf[64];
+      for (;;) {
+        const ssize_t n = read(wake_pipe[0], buf, sizeof buf);
+        if (n <= 0) break;
+        for (ssize_t i = 0; i < n; ++i) signalled = signalled || buf[i] == 'S';
+      }
+      if (signalled) {
+        finalize();
+        const char done = 'D';
+        ssize_t r = write(done_pipe[1], &done, 1);
+        (void)r;
+        return;
+      }
+      if (stop.load(std::memory_order_acquire)) return;
+      tick(false);
+    }
+  } catch (...) {
+    // Never let an exception end the process: stop collecting, keep what was streamed.
+    g_mode.store(kModeStopped);
+  }
+}
+
+void Runtime::Impl::drain_rings() {
+  Registry::get().snapshot(threads);
+  records.clear();
+  auto* parser_ptr = parser.get();
+  const bool need_alias = !cupti::Collector::instance().thread_ids_are_system();
+  for (ThreadState* t : threads) {
+    const bool orphan = t->orphaned.load(std::memory_order_acquire);
+    t->ring.drain([&](const HostRecord& r, uint64_t index, HostRing& ring) {
+      if (r.type == HostRecType::kStackFrames) return;
+      TimedRecord tr;
+      tr.rec = r;
+      tr.tid = t->tid;
+      if (r.type == HostRecType::kStack) {
+        const int n = std::min<int>(static_cast<int>(r.aux), kMaxFrames);
+        for (int k = 0; k < n; ++k) {
+          const HostRecord& c = ring.slot(index + 1 + static_cast<uint64_t>(k / kFramesPerSlot));
+          tr.frames[k] = c.frames[k % kFramesPerSlot];
+        }
+        tr.nframes = n;
+      }
+      records.push_back(tr);
+    });
+    const uint64_t d = t->ring.dropped();
+    uint64_t& seen = dropped_seen[t];
+    if (d > seen) {
+      acc->mutable_stats().add(Stat::host_records_dropped, static_cast<int64_t>(d - seen));
+      seen = d;
+    }
+    if (need_alias && parser_ptr != nullptr) parser_ptr->set_thread_alias(t->pthread_low, t->tid);
+    if (orphan) {
+      t->ring.drain([](const HostRecord&, uint64_t, HostRing&) {});
+      Registry::get().recycle(t);
+    }
+  }
+  host->process(records, batch, &sites);
+}
+
+void Runtime::Impl::feed_detector() {
+  // Host launch times by correlation id, for op tokens (bounded FIFO).
+  for (const HostApiCall& c : batch.api_calls) {
+    if (c.kind != HostApiKind::kLaunch && c.kind != HostApiKind::kCopy) continue;
+    if (launch_times.emplace(c.correlation_id, std::make_pair(c.start, c.end)).second) {
+      launch_order.push_back(c.correlation_id);
+      if (launch_order.size() > (1u << 20)) {
+        launch_times.erase(launch_order.front());
+        launch_order.pop_front();
+      }
+    }
+  }
+  for (const GpuOp& op : batch.gpu_ops) {
+    DetectorToken t;
+    auto it = launch_times.find(op.correlation_id);
+    if (it != launch_times.end()) {
+      t.start = it->second.first;
+      t.end = std::max(it->second.second, op.end);
+    } else {
+      t.start = op.start;
+      t.end = op.end;
+    }
+    t.order = op.correlation_id;
+    t.name = op.name;
+    detector->add(t);
+  }
+  for (const HostApiCall& c : batch.api_calls) {
+    if (c.kind != HostApiKind::kSync) continue;
+    DetectorToken t;
+    t.start = c.start;
+    t.end = c.end;
+    t.order = c.correlation_id;
+    t.name = c.name;
+    t.thread = c.thread;
+    t.is_sync = true;
+    detector->add(t);
+  }
+}
+
+void Runtime::Impl::tick(bool final) {
+  auto& col = cupti::Collector::instance();
+  const int64_t now = now_ns();
+  now_history.push_back(now);
+  while (now_history.size() > 5) now_history.pop_front();
+  if (!final) {
+    col.flush(false);
+  }
+  Stats& stats = acc->mutable_stats();
+  col.consume(*parser, batch, stats);
+  drain_rings();
+
+  // Incomplete records (a forced flush hands out unfinished work with zero timestamps).
+  auto bad = std::remove_if(batch.gpu_ops.begin(), batch.gpu_ops.end(),
+                            [](const GpuOp& op) { return op.start <= 0 || op.end <= 0; });
+  const auto n_bad = std::distance(bad, batch.gpu_ops.end());
+  if (n_bad > 0) {
+    stats.add(Stat::invalid_events_skipped, n_bad);
+    batch.gpu_ops.erase(bad, batch.gpu_ops.end());
+  }
+
+  const bool use_detector = auto_steps && !auto_stood_down && !detector->gave_up();
+  if (use_detector && host->explicit_steps()) {
+    auto_stood_down = true;  // an explicit step source appeared: it wins from here on
+  }
+  if (auto_steps && !auto_stood_down && !detector->gave_up()) feed_detector();
+
+  if (cfg.record && !recording_ok && !jsonl_failed) {
+    mkdir_p(cfg.output_dir);
+    recording_ok = recording.open(base + ".gpuacct").ok();
+    if (!recording_ok) {
+      std::fprintf(stderr, "gpuacct: cannot write the recording %s.gpuacct\n", base.c_str());
+      cfg.record = false;
+    }
+  }
+  if (recording_ok && !batch.empty()) {
+    recording.write_new_names(*names);
+    recording.write_batch(batch);
+  }
+  acc->add(batch);
+  batch.clear();
+
+  // Watermark: records complete at time t are delivered within a few flushes of t (CUPTI holds
+  // some back), so promise only what the 5th-last tick had seen, and at least 2 flush periods.
+  int64_t w = std::min(now_history.front(), now - 2 * int64_t{cfg.flush_ms} * 1'000'000);
+  if (final) w = std::numeric_limits<int64_t>::max();
+
+  if (auto_steps && !auto_stood_down && !detector->gave_up()) {
+    for (const Marker& mk : detector->poll(w, final)) {
+      if (have_boundary) {
+        HostRange r;
+        r.start = last_boundary.ts;
+        r.end = mk.ts;
+        r.number = last_boundary.number;
+        r.thread = mk.thread;
+        r.name = names->intern("step (detected)");
+        r.kind = RangeKind::kStep;
+        acc->add_range(r);
+        ++auto_steps_emitted;
+        if (recording_ok) {
+          EventBatch b;
+          b.ranges.push_back(r);
+          recording.write_new_names(*names);
+          recording.write_batch(b);
+        }
+      }
+      last_boundary = mk;
+      have_boundary = true;
+    }
+  }
+  if (!final) {
+    acc->advance_watermark(w);
+    if (recording_ok) recording.write_watermark(w);
+  }
+}
+
+void Runtime::Impl::write_row(const StepRow& row) {
+  if (jsonl_failed) return;
+  if (jsonl == nullptr) {
+    mkdir_p(cfg.output_dir);
+    const std::string path = base + ".steps.jsonl";
+    jsonl = std::fopen(path.c_str(), "w");
+    if (jsonl == nullptr) {
+      jsonl_failed = true;
+      std::fprintf(stderr, "gpuacct: cannot write %s (%s); steps are not streamed\n",
+                   path.c_str(), std::strerror(errno));
+      return;
+    }
+    const nlohmann::json header = {{"schema", "gpuacct.steps/1"},
+                                   {"source", "injected"},
+                                   {"hostname", cfg.host},
+                                   {"pid", cfg.pid},
+                                   {"rank", cfg.rank}};
+    std::fprintf(jsonl, "%s\n", header.dump().c_str());
+  }
+  const std::string line = step_row_to_json(row).dump();
+  std::fwrite(line.data(), 1, line.size(), jsonl);
+  std::fputc('\n', jsonl);
+  std::fflush(jsonl);  // per line: a SIGKILL leaves every finished step on disk
+}
+
+RunMetadata Runtime::Impl::metadata() {
+  RunMetadata meta;
+  meta.source = "injected";
+  meta.hostname = cfg.host;
+  meta.pid = cfg.pid;
+  meta.rank = cfg.rank;
+  meta.world_size = cfg.world_size;
+  meta.command = read_cmdline();
+  meta.gpuacct_version = GPUACCT_VERSION_STRING;
+  for (uint16_t d : parser->totals().devices) {
+    DeviceInfo info;
+    info.id = d;
+    meta.devices.push_back(info);
+  }
+  std::sort(meta.devices.begin(), meta.devices.end(),
+            [](const DeviceInfo& a, const DeviceInfo& b) { return a.id < b.id; });
+  return meta;
+}
+
+nlohmann::json Runtime::Impl::collection_json() {
+  const auto& col = cupti::Collector::instance();
+  const auto& t = parser->totals();
+  nlohmann::json c = {
+      {"gpu", gpu_state},
+      {"detail", gpu_message},
+      {"cupti_version", col.version()},
+      {"step_source", host->explicit_steps()
+                          ? host->step_source()
+                          : (auto_steps_emitted > 0 ? "detected" : "none")},
+      {"buffers", {{"count", cfg.buffer_count},
+                   {"bytes_each", static_cast<int64_t>(cfg.buffer_mb) << 20},
+                   {"allocated", col.buffers_allocated()}}},
+      {"records", {{"kernels", t.kernels},
+                   {"memcpys", t.memcpys},
+                   {"memsets", t.memsets},
+                   {"api_calls", t.api_calls},
+                   {"external_correlations", t.external_correlations}}},
+  };
+  if (auto_steps && !host->explicit_steps()) {
+    c["step_detection"] = {{"locked", detector->locked()},
+                           {"period_ops", detector->period_tokens()},
+                           {"step_end", names->text(detector->step_end_name())},
+                           {"steps", auto_steps_emitted}};
+  }
+  const char* sync_names[] = {"unknown", "event_synchronize", "stream_wait_event",
+                              "stream_synchronize", "context_synchronize"};
+  nlohmann::json sync = nlohmann::json::object();
+  for (size_t i = 0; i < t.sync.count.size(); ++i) {
+    if (t.sync.count[i] == 0) continue;
+    sync[sync_names[i]] = {{"count", t.sync.count[i]},
+                           {"total_ms", static_cast<double>(t.sync.ns[i]) / 1e6}};
+  }
+  c["synchronization"] = sync;
+  c["native_sites"] = sites.to_json(5);
+  if (gpu_state != "active" && gpu_state != "stopped") {
+    c["note"] = "no GPU activity: " + gpu_message;
+  } else if (t.kernels + t.memcpys + t.memsets == 0) {
+    c["note"] = "no GPU activity was recorded";
+  }
+  return c;
+}
+
+void Runtime::Impl::finalize() {
+  std::lock_guard<std::mutex> lock(final_mu);
+  if (finalized) return;
+  finalized = true;
+  try {
+    g_mode.store(kModeStopped, std::memory_order_release);
+    auto& col = cupti::Collector::instance();
+    if (col.state() == cupti::CollectorState::kActive) {
+      col.stop();
+      gpu_state = "active";
+    }
+    tick(true);
+    host->finish(acc->mutable_stats());
+    acc->finish();
+
+    const RunMetadata meta = metadata();
+    nlohmann::json extra = nlohmann::json::object();
+    extra["collection"] = collection_json();
+    const nlohmann::json report = build_report(*acc, meta, *names, extra);
+    mkdir_p(cfg.output_dir);
+    const std::string path = base + ".json";
+    const Status st = write_file_atomic(path, report.dump(2) + "\n");
+    if (!st.ok()) {
+      std::fprintf(stderr, "gpuacct: cannot write the report %s: %s\n", path.c_str(),
+                   st.message().c_str());
+    }
+    if (jsonl != nullptr) {
+      const nlohmann::json trailer = {{"summary", report.value("summary", nlohmann::json())},
+                                      {"verdict", report.value("verdict", nlohmann::json())}};
+      std::fprintf(jsonl, "%s\n", trailer.dump().c_str());
+      std::fclose(jsonl);
+      jsonl = nullptr;
+    }
+    if (recording_ok) {
+      recording.write_new_names(*names);
+      recording.write_metadata(meta);
+      recording.write_stats(acc->stats());
+      recording.close();
+    }
+    if (!cfg.quiet) {
+      auto text = render_terminal_summary(report, false);
+      if (text.ok()) std::fprintf(stderr, "%s", text.value().c_str());
+      if (report.contains("collection") && report["collection"].contains("note")) {
+        std::fprintf(stderr, "gpuacct: %s\n",
+                     report["collection"]["note"].get<std::string>().c_str());
+      }
+      std::fprintf(stderr, "gpuacct: report written to %s\n", path.c_str());
+    }
+    std::fflush(stderr);
+  } catch (...) {
+    std::fprintf(stderr, "gpuacct: internal error while writing the report\n");
+  }
+}
+
+// ---- exit paths -----------------------------------------------------------------------------
+
+void Runtime::on_exit() {
+  try {
+    Impl& m = *impl_;
+    if (m.state.load() != 1) return;
+    if (static_cast<int64_t>(getpid()) != g_init_pid.load()) return;  // a fork child
+    m.stop.store(true, std::memory_order_release);
+    wake('Q');
+    if (m.worker.joinable() && m.worker.get_id() != std::this_thread::get_id()) m.worker.join();
+    m.finalize();
+    m.state.store(2);
+  } catch (...) {
+  }
+}
+
+void Runtime::on_fork_child() {
+  // The child has no worker thread and no CUPTI threads: it must never flush or write the
+  // parent's state.  Everything stays off in it.
+  g_mode.store(kModeStopped, std::memory_order_relaxed);
+  impl_->state.store(2, std::memory_order_relaxed);
+  cupti::Collector::instance().disable_in_child();
+}
+
+void Runtime::signal_handler(int sig) {
+  const int saved_errno = errno;
+  const size_t idx = sig == SIGTERM ? 0 : 1;
+  const struct sigaction old = g_old_actions[idx];
+  const bool default_action = (old.sa_flags & SA_SIGINFO) == 0 && old.sa_handler == SIG_DFL;
+  const bool ours = static_cast<int64_t>(getpid()) == g_init_pid.load(std::memory_order_relaxed);
+  if (ours && default_action && get().impl_->state.load(std::memory_order_acquire) == 1) {
+    // The default action ends the process: have the worker write the report first.
+    wake('S');
+    const int fd = g_done_read_fd.load(std::memory_order_acquire);
+    if (fd >= 0) {
+      pollfd p{fd, POLLIN, 0};
+      poll(&p, 1, 10'000);
+    }
+  }
+  errno = saved_errno;
+  if (default_action) {
+    sigaction(sig, &old, nullptr);
+    raise(sig);  // delivered with the default action once this handler returns
+    return;
+  }
+  if ((old.sa_flags & SA_SIGINFO) != 0 && old.sa_sigaction != nullptr) {
+    siginfo_t info{};
+    info.si_signo = sig;
+    old.sa_sigaction(sig, &info, nullptr);
+  } else if (old.sa_handler != SIG_IGN && old.sa_handler != SIG_DFL &&
+             old.sa_handler != nullptr) {
+    old.sa_handler(sig);
+  }
+}
+
+}  // namespace gpuacct::inject
