@@ -51,15 +51,14 @@ class FlatMap64 {
   // Removes every entry for which pred(key, value) is true.  O(capacity).
   template <typename Pred>
   void erase_if(Pred pred) {
-    std::vector<Slot> old;
-    old.swap(slots_);
+    spare_.swap(slots_);  // reuse the previous table's memory: no allocation once warmed up
     size_t cap = 16;
     size_t keep = 0;
-    for (const Slot& s : old) keep += (s.key != 0 && !pred(s.key, s.value)) ? 1u : 0u;
+    for (const Slot& s : spare_) keep += (s.key != 0 && !pred(s.key, s.value)) ? 1u : 0u;
     while (keep * 2 > cap) cap *= 2;
     slots_.assign(cap, Slot{});
     size_ = 0;
-    for (const Slot& s : old) {
+    for (const Slot& s : spare_) {
       if (s.key != 0 && !pred(s.key, s.value)) (*this)[s.key] = s.value;
     }
   }
@@ -78,8 +77,10 @@ class FlatMap64 {
   };
   size_t mask() const { return slots_.size() - 1; }
   size_t index_of(uint64_t key) const {
-    // Fibonacci hashing spreads the sequential correlation ids CUPTI hands out.
-    return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 20) & mask();
+    // Correlation ids are handed out sequentially, so the low bits are already well spread and
+    // ids that arrive together land in neighbouring slots (cache-friendly).  The high half is
+    // folded in so ids with a per-process or per-thread prefix do not all collide.
+    return static_cast<size_t>(key ^ (key >> 32)) & mask();
   }
   void grow() {
     std::vector<Slot> old;
@@ -92,6 +93,7 @@ class FlatMap64 {
   }
 
   std::vector<Slot> slots_;
+  std::vector<Slot> spare_;
   size_t size_ = 0;
 };
 
