@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -77,7 +78,7 @@ void wake(char what) {
 
 void on_exit_trampoline() { Runtime::get().on_exit(); }
 void on_fork_child_trampoline() { Runtime::get().on_fork_child(); }
-void buffer_ready_hook() {}
+void buffer_ready_hook() { wake('B'); }  // parse now: the pool is bounded
 
 }  // namespace
 
@@ -126,6 +127,8 @@ struct Runtime::Impl {
 
   void worker_main();
   void tick(bool final);
+  void parse_buffers();
+  void drop_incomplete_ops();
   void drain_rings();
   void feed_detector();
   void write_row(const StepRow& row);
@@ -283,11 +286,17 @@ void Runtime::Impl::worker_main() {
       pollfd p{wake_pipe[0], POLLIN, 0};
       poll(&p, 1, cfg.flush_ms);
       bool signalled = false;
+      bool only_buffers = true;
+      bool woken = false;
       char buf[64];
       for (;;) {
         const ssize_t n = read(wake_pipe[0], buf, sizeof buf);
         if (n <= 0) break;
-        for (ssize_t i = 0; i < n; ++i) signalled = signalled || buf[i] == 'S';
+        woken = true;
+        for (ssize_t i = 0; i < n; ++i) {
+          signalled = signalled || buf[i] == 'S';
+          only_buffers = only_buffers && buf[i] == 'B';
+        }
       }
       if (signalled) {
         finalize();
@@ -297,6 +306,12 @@ void Runtime::Impl::worker_main() {
         return;
       }
       if (stop.load(std::memory_order_acquire)) return;
+      if (woken && only_buffers) {
+        // CUPTI handed back a full buffer: parse it now so the bounded pool recycles, without
+        // flushing (which would hand back the next one at once) or moving the watermark.
+        parse_buffers();
+        continue;
+      }
       tick(false);
     }
   } catch (...) {
@@ -381,6 +396,30 @@ void Runtime::Impl::feed_detector() {
   }
 }
 
+void Runtime::Impl::parse_buffers() {
+  cupti::Collector::instance().consume(*parser, batch, acc->mutable_stats());
+  if (batch.gpu_ops.size() + batch.api_calls.size() < (1u << 16)) return;  // keep it for tick
+  drop_incomplete_ops();
+  if (auto_steps && !auto_stood_down && !detector->gave_up()) feed_detector();
+  if (recording_ok) {
+    recording.write_new_names(*names);
+    recording.write_batch(batch);
+  }
+  acc->add(batch);
+  batch.clear();
+}
+
+void Runtime::Impl::drop_incomplete_ops() {
+  // A forced flush hands out unfinished work with zero timestamps: not usable.
+  auto bad = std::remove_if(batch.gpu_ops.begin(), batch.gpu_ops.end(),
+                            [](const GpuOp& op) { return op.start <= 0 || op.end <= 0; });
+  const auto n_bad = std::distance(bad, batch.gpu_ops.end());
+  if (n_bad > 0) {
+    acc->mutable_stats().add(Stat::invalid_events_skipped, n_bad);
+    batch.gpu_ops.erase(bad, batch.gpu_ops.end());
+  }
+}
+
 void Runtime::Impl::tick(bool final) {
   auto& col = cupti::Collector::instance();
   const int64_t now = now_ns();
@@ -393,14 +432,7 @@ void Runtime::Impl::tick(bool final) {
   col.consume(*parser, batch, stats);
   drain_rings();
 
-  // Incomplete records (a forced flush hands out unfinished work with zero timestamps).
-  auto bad = std::remove_if(batch.gpu_ops.begin(), batch.gpu_ops.end(),
-                            [](const GpuOp& op) { return op.start <= 0 || op.end <= 0; });
-  const auto n_bad = std::distance(bad, batch.gpu_ops.end());
-  if (n_bad > 0) {
-    stats.add(Stat::invalid_events_skipped, n_bad);
-    batch.gpu_ops.erase(bad, batch.gpu_ops.end());
-  }
+  drop_incomplete_ops();
 
   const bool use_detector = auto_steps && !auto_stood_down && !detector->gave_up();
   if (use_detector && host->explicit_steps()) {
@@ -425,7 +457,11 @@ void Runtime::Impl::tick(bool final) {
 
   // Watermark: records complete at time t are delivered within a few flushes of t (CUPTI holds
   // some back), so promise only what the 5th-last tick had seen, and at least 2 flush periods.
-  int64_t w = std::min(now_history.front(), now - 2 * int64_t{cfg.flush_ms} * 1'000'000);
+  // Until five ticks have been seen nothing is promised.
+  int64_t w = std::numeric_limits<int64_t>::min();
+  if (now_history.size() >= 5) {
+    w = std::min(now_history.front(), now - 2 * int64_t{cfg.flush_ms} * 1'000'000);
+  }
   if (final) w = std::numeric_limits<int64_t>::max();
 
   if (auto_steps && !auto_stood_down && !detector->gave_up()) {
@@ -451,7 +487,7 @@ void Runtime::Impl::tick(bool final) {
       have_boundary = true;
     }
   }
-  if (!final) {
+  if (!final && w != std::numeric_limits<int64_t>::min()) {
     acc->advance_watermark(w);
     if (recording_ok) recording.write_watermark(w);
   }
