@@ -90,11 +90,16 @@ def build_env(opts: RunOptions, base: Optional[Dict[str, str]] = None) -> Dict[s
         # The launcher prints each report's summary once the program ended (after its output);
         # the library would print it too, process by process.
         env[ENV_QUIET] = "1"
+    # Python programs: gpuacct/_bootstrap/sitecustomize.py imports gpuacct._auto at start (as
+    # the pip-installed .pth does), and a source checkout's package directory is made
+    # importable.  Python ignores both only in isolated mode (-I / -E).
+    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    boot = str(Path(__file__).resolve().parent / "_bootstrap")
+    parts = [boot] + [p for p in parts if p != boot]
     parent = _package_parent()
-    if parent:
-        parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-        if parent not in parts:
-            env["PYTHONPATH"] = os.pathsep.join(parts + [parent])
+    if parent and parent not in parts:
+        parts.append(parent)
+    env["PYTHONPATH"] = os.pathsep.join(parts)
     env.update(opts.extra_env)
     return env
 

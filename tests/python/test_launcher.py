@@ -9,8 +9,11 @@ import sys
 from pathlib import Path
 from typing import List
 
+import pytest
 
-from conftest import SHIM, clean_env, make_report, make_rows
+
+from conftest import (PLAIN_LOOP, SHIM, check, clean_env, make_report, make_rows,
+                      read_fake_log)
 
 # A child that records its environment and the gpuacct binding state, optionally writes a
 # report into GPUACCT_OUTPUT_DIR and exits with the requested status.
@@ -55,7 +58,9 @@ def test_run_sets_environment(fake_lib: str, tmp_path: Path) -> None:
     assert env["GPUACCT_RECORD"] == "1"
     assert env["GPUACCT_QUIET"] == "1"  # the launcher prints the summary instead
     assert "GPUACCT_PYTHON" not in env
-    assert str(SHIM) in env["PYTHONPATH"].split(os.pathsep)
+    path = env["PYTHONPATH"].split(os.pathsep)
+    assert path[0] == str(SHIM / "gpuacct" / "_bootstrap")
+    assert str(SHIM) in path
     assert env["_loaded"] is True  # the child's binding reached the injected library
     assert "no report written" in res.stderr
 
@@ -151,3 +156,38 @@ def test_where(fake_lib: str) -> None:
 def test_console_script_declared() -> None:
     text = (SHIM / "pyproject.toml").read_text()
     assert 'gpuacct-py = "gpuacct.__main__:main"' in text
+
+
+def test_run_bootstraps_python_children(fake_lib: str, tmp_path: Path) -> None:
+    """From a source checkout (no .pth installed), the launcher's sitecustomize imports
+    gpuacct._auto at interpreter start and then runs the sitecustomize it hides."""
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / "sitecustomize.py").write_text("import os\nos.environ['HIDDEN_RAN'] = '1'\n")
+    code = ("import os, sys; print('auto' if 'gpuacct._auto' in sys.modules else 'no-auto', "
+            "os.environ.get('HIDDEN_RAN'), sys.modules['sitecustomize'].__file__)")
+    env = clean_env(PYTHONPATH=os.pathsep.join([str(SHIM), str(hidden)]))
+    res = check(launch(["run", "--library", fake_lib, "--no-summary", "--", sys.executable,
+                        "-c", code], env=env))
+    auto, hidden_ran, site_file = res.stdout.split()
+    assert auto == "auto" and hidden_ran == "1"
+    assert site_file == str(hidden / "sitecustomize.py")
+    res = check(launch(["run", "--library", fake_lib, "--no-summary", "--no-python", "--",
+                        sys.executable, "-c", code], env=env))
+    assert res.stdout.split()[:2] == ["no-auto", "1"]
+
+
+def test_run_plain_loop_from_source_checkout(fake_lib: str, tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    script = tmp_path / "train.py"
+    script.write_text(PLAIN_LOOP)
+    log = tmp_path / "calls.txt"
+    env = clean_env(FAKE_GPUACCT_LOG=str(log))
+    env.pop("PYTHONPATH")  # only what the launcher adds
+    res = subprocess.run([sys.executable, "-m", "gpuacct", "run", "--library", fake_lib,
+                          "--no-summary", "--", sys.executable, str(script), "3", "0.005", "0"],
+                         env=env, cwd=SHIM, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, timeout=300)
+    check(res)
+    kinds = [c for _, c, _ in read_fake_log(str(log))]
+    assert kinds.count("step_mark") == 4 and kinds.count("data_push") == 4
