@@ -1,0 +1,81 @@
+// A host program for the library's fault and lifecycle tests on the simulated device
+// (the scenario programs cover accounting).  Marks steps through gpuacct_dynamic.h.
+//
+//   e2e_driver --mode=loop  --steps=N --sleep-ms=M   steps of 10 ms data + 5 kernels, real sleeps
+//   e2e_driver --mode=fork  --steps=N                forks mid-run; the child marks and exit()s
+//   e2e_driver --mode=nocuda --steps=N --sleep-ms=M  never initialises CUDA (host ranges only)
+#include <gpuacct/gpuacct_dynamic.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "sim_cuda.h"
+
+namespace {
+
+void one_step(const gpuacct_dyn_api* api, simStream_t s, int i, int sleep_ms) {
+  api->step_begin(i);
+  api->data_push("dataloader");
+  if (s != nullptr) simHostWork(10'000'000);
+  if (sleep_ms > 0) usleep(static_cast<useconds_t>(sleep_ms) * 1000);
+  api->data_pop();
+  if (s != nullptr) {
+    for (int k = 0; k < 5; ++k) simLaunchKernel(s, "e2e_kernel", 1'000'000);
+    simStreamSynchronize(s);
+  }
+  api->step_end();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode = "loop";
+  int steps = 10, sleep_ms = 0;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--mode=", 7) == 0) mode = argv[i] + 7;
+    else if (std::strncmp(argv[i], "--steps=", 8) == 0) steps = std::atoi(argv[i] + 8);
+    else if (std::strncmp(argv[i], "--sleep-ms=", 11) == 0) sleep_ms = std::atoi(argv[i] + 11);
+  }
+  simStream_t s = nullptr;
+  if (mode != "nocuda") {
+    if (simInit(1) != SIM_OK) return 2;
+    simSetLaunchCost(4000);
+    simSetLaunchLatency(5000);
+    s = simStreamCreate(0);
+  }
+  const gpuacct_dyn_api* api = gpuacct_dyn();
+  std::printf("loaded=%d\n", api->loaded);
+  std::fflush(stdout);
+  if (mode == "fork") {
+    for (int i = 0; i < steps / 2; ++i) one_step(api, s, i, 0);
+    const pid_t child = fork();
+    if (child == 0) {
+      // The child inherits the library: it must neither flush nor write the parent's files.
+      for (int i = 0; i < 3; ++i) {
+        api->step_begin(1000 + i);
+        api->step_end();
+      }
+      api->flush();
+      std::exit(0);  // runs the inherited atexit handlers
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    std::printf("child_pid=%d status=%d\n", static_cast<int>(child), status);
+    for (int i = steps / 2; i < steps; ++i) one_step(api, s, i, 0);
+  } else {
+    for (int i = 0; i < steps; ++i) {
+      one_step(api, s, i, sleep_ms);
+      if (i == 2) {
+        std::printf("step2_done\n");
+        std::fflush(stdout);
+      }
+    }
+  }
+  std::printf("done\n");
+  if (s != nullptr) simShutdown();
+  return 0;
+}
