@@ -12,8 +12,10 @@ Importing this module installs it (idempotent).  Two things import it:
 * step boundaries at the optimizer step: torch's global optimizer step post-hook
   (``torch.optim.optimizer.register_optimizer_step_post_hook``, torch >= 2.0) where it exists,
   else a wrapper around every ``Optimizer`` subclass's ``step`` (torch 1.13).  Each completed
-  optimizer step calls ``gpuacct_step_mark`` (ends the open step, begins the next).  The first
-  step begins at the first DataLoader fetch (or the first optimizer step when there is none);
+  optimizer step calls ``gpuacct_step_begin(-1)``, which ends the open step and begins the
+  next, so steps tile the loop; the step still open after the last optimizer step is dropped by
+  the library at exit.  The first step begins at the first DataLoader fetch (or the first
+  optimizer step when there is none);
 * data-wait ranges around ``_BaseDataLoaderIter.__next__`` (single- and multi-process
   loaders): the main thread waiting for a batch.
 
@@ -70,7 +72,10 @@ def _on_optimizer_step() -> None:
     if state.user_steps:
         return
     auto.step_open = True
-    _lib.api.step_mark(-1)
+    # step_begin ends the open step and begins the next (like step_mark), but the step left
+    # open after the last optimizer step (evaluation, checkpointing, shutdown) stays an open
+    # begin-step, which the library drops at exit instead of accounting it as a step.
+    _lib.api.step_begin(-1)
 
 
 def _global_post_hook(_optimizer: Any, _args: Any, _kwargs: Any) -> None:
@@ -106,7 +111,7 @@ def _wrap_next(next_fn: Callable[..., Any]) -> Callable[..., Any]:
     def __next__(self: Any) -> Any:
         if not auto.step_open and not state.user_steps:
             auto.step_open = True
-            api.step_mark(-1)
+            api.step_begin(-1)
         auto.data_waits += 1
         api.data_push(_DATA_NAME)
         try:

@@ -66,8 +66,8 @@ def test_steps_and_data_waits(fake_lib: str, tmp_path: Path, import_first: bool)
     assert int(waits) == 7  # 6 batches + the fetch that raises StopIteration
     kinds = [c for _, c, _ in calls]
     # First step begins at the first fetch, then one mark per optimizer step.
-    assert kinds.count("step_mark") == 7
-    assert kinds[0] == "step_mark"
+    assert kinds.count("step_begin") == 7
+    assert kinds[0] == "step_begin"
     assert kinds.count("data_push") == kinds.count("data_pop") == 7
     names = {a for _, c, a in calls if c == "data_push"}
     assert names == {"DataLoader"}
@@ -75,8 +75,8 @@ def test_steps_and_data_waits(fake_lib: str, tmp_path: Path, import_first: bool)
     waits_s = _data_ranges(calls)[:6]
     for w in waits_s:
         assert 0.035 <= w <= 0.5, waits_s
-    # Data ranges lie inside steps: every push follows a step_mark (no push before the first).
-    assert kinds.index("data_push") > kinds.index("step_mark")
+    # Data ranges lie inside steps: every push follows a step_begin (no push before the first).
+    assert kinds.index("data_push") > kinds.index("step_begin")
 
 
 @pytest.mark.requires_torch
@@ -84,7 +84,7 @@ def test_multiprocess_loader(fake_lib: str, tmp_path: Path) -> None:
     res, calls = _run_loop(fake_lib, tmp_path, workers=2, sleep_s=0.03, batches=5)
     assert res.stdout.split()[1:] == ["5", "6"]
     kinds = [c for _, c, _ in calls]
-    assert kinds.count("step_mark") == 6
+    assert kinds.count("step_begin") == 6
     assert kinds.count("data_push") == 6
     # Workers prefetch in parallel; the first batch still waits for a worker to start.
     assert _data_ranges(calls)[0] >= 0.05
@@ -129,7 +129,7 @@ print(auto.optimizer_steps)
 """, clean_env(GPUACCT_LIBRARY=fake_lib, FAKE_GPUACCT_LOG=str(log))))
     assert res.stdout.strip() == "6"
     kinds = [c for _, c, _ in read_fake_log(str(log))]
-    assert kinds == ["step_mark"] * 6
+    assert kinds == ["step_begin"] * 6
 
 
 def test_global_hook_preferred() -> None:

@@ -39,15 +39,15 @@ def _one_report(out: Path, res: subprocess.CompletedProcess):
 
 def _check_steps(run, *, host_only: bool) -> List[Dict]:
     rows = sorted(run.rows, key=lambda r: (r["step_index"], r["device"]))
-    # First step begins at the first fetch, one mark per optimizer step: BATCHES complete steps
-    # (a trailing step opened by the last optimizer step may be closed at exit).
-    assert BATCHES <= len(rows) <= BATCHES + 1, [r["step_index"] for r in rows]
+    # First step begins at the first fetch, each optimizer step ends one and begins the next:
+    # BATCHES steps; the one left open by the last optimizer step is dropped at exit.
+    assert len(rows) == BATCHES, [r["step_index"] for r in rows]
     assert [r["step_index"] for r in rows] == list(range(len(rows)))
     for r in rows:
         assert r["warmup"] == (r["step_index"] < WARMUP)
         if host_only:
             assert r["host_only"] is True and r["device"] == -1
-    return rows[:BATCHES]
+    return rows
 
 
 def test_cli_reads_python_fixture(tmp_path: Path) -> None:

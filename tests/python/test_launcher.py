@@ -190,4 +190,4 @@ def test_run_plain_loop_from_source_checkout(fake_lib: str, tmp_path: Path) -> N
                          text=True, timeout=300)
     check(res)
     kinds = [c for _, c, _ in read_fake_log(str(log))]
-    assert kinds.count("step_mark") == 4 and kinds.count("data_push") == 4
+    assert kinds.count("step_begin") == 4 and kinds.count("data_push") == 4
