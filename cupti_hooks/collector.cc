@@ -369,6 +369,24 @@ void Collector::stop() {
   state_.store(CollectorState::kStopped, std::memory_order_release);
 }
 
+void Collector::set_hooks_for_testing(const CollectorHooks& hooks) {
+  impl_->options.hooks = hooks;
+}
+
+void Collector::invoke_api_callback_for_testing(bool runtime_domain, uint32_t cbid, bool enter,
+                                                uint64_t* scratch, uint32_t correlation_id) {
+  CUpti_CallbackData d{};
+  d.callbackSite = enter ? CUPTI_API_ENTER : CUPTI_API_EXIT;
+  d.functionName = "cudaLaunchKernel";
+  d.correlationData = scratch;
+  d.correlationId = correlation_id;
+  on_callback(runtime_domain ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, cbid, &d);
+}
+
+uint32_t Collector::cbid_cuda_launch_kernel() {
+  return CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+}
+
 void Collector::disable_in_child() { child_.store(true, std::memory_order_relaxed); }
 
 }  // namespace gpuacct::cupti

@@ -96,6 +96,13 @@ class Collector {
                            size_t valid);
   void on_callback(int domain, uint32_t cbid, const void* cbdata);
 
+  // Benchmarks / tests: install hooks without starting CUPTI, and drive one API callback the
+  // way CUPTI would (a CUpti_CallbackData is built on the stack).
+  void set_hooks_for_testing(const CollectorHooks& hooks);
+  void invoke_api_callback_for_testing(bool runtime_domain, uint32_t cbid, bool enter,
+                                       uint64_t* scratch, uint32_t correlation_id);
+  static uint32_t cbid_cuda_launch_kernel();
+
  private:
   Collector();
   struct Impl;

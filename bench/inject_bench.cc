@@ -1,0 +1,99 @@
+// Hot paths of the injected library (targets in docs/injection.md):
+//   BM_LaunchCallback  - one traced launch as CUPTI delivers it: ENTER + EXIT callbacks through
+//                        the collector's dispatch into the per-thread hooks (target <= 100 ns)
+//   BM_CApiStepMark    - one C API call into the per-thread ring (drained every 4096 calls)
+//   BM_NvtxPushPop     - an NVTX push + pop pair through the same ring
+//   BM_ActivityParse   - CUPTI activity records -> event model, one core (target >= 10 M/s)
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "analysis/name_table.h"
+#include "cupti_hooks/activity_parser.h"
+#include "cupti_hooks/collector.h"
+#include "inject/recorder.h"
+
+namespace {
+
+using gpuacct::inject::HostRecType;
+
+void make_recording() {
+  gpuacct::inject::g_hot.ring_capacity = 1 << 16;
+  gpuacct::inject::g_hot.stacks = true;
+  gpuacct::inject::g_mode.store(gpuacct::inject::kModeRecording);
+}
+
+void drain_all() {
+  std::vector<gpuacct::inject::ThreadState*> threads;
+  gpuacct::inject::Registry::get().snapshot(threads);
+  for (auto* t : threads) {
+    t->ring.drain([](const gpuacct::inject::HostRecord&, uint64_t, gpuacct::inject::HostRing&) {});
+  }
+}
+
+void BM_LaunchCallback(benchmark::State& state) {
+  make_recording();
+  auto& col = gpuacct::cupti::Collector::instance();
+  gpuacct::cupti::CollectorHooks hooks;
+  hooks.api_enter = &gpuacct::inject::hook_api_enter;
+  hooks.api_exit = &gpuacct::inject::hook_api_exit;
+  col.set_hooks_for_testing(hooks);
+  const uint32_t cbid = gpuacct::cupti::Collector::cbid_cuda_launch_kernel();
+  uint32_t corr = 1;
+  for (auto _ : state) {
+    uint64_t scratch = 0;
+    col.invoke_api_callback_for_testing(true, cbid, true, &scratch, corr);
+    col.invoke_api_callback_for_testing(true, cbid, false, &scratch, corr);
+    ++corr;
+    benchmark::DoNotOptimize(scratch);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_LaunchCallback);
+
+void BM_CApiStepMark(benchmark::State& state) {
+  make_recording();
+  int64_t i = 0;
+  for (auto _ : state) {
+    gpuacct::inject::emit(HostRecType::kStepMark, i, nullptr);
+    if ((++i & 4095) == 0) drain_all();
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_CApiStepMark);
+
+void BM_NvtxPushPop(benchmark::State& state) {
+  make_recording();
+  int64_t i = 0;
+  for (auto _ : state) {
+    gpuacct::inject::emit(HostRecType::kNvtxPush, 0, "aten::linear");
+    gpuacct::inject::emit(HostRecType::kNvtxPop, 0, nullptr);
+    if ((++i & 2047) == 0) drain_all();
+  }
+  state.SetItemsProcessed(state.iterations() * 2);
+}
+BENCHMARK(BM_NvtxPushPop);
+
+void BM_ActivityParse(benchmark::State& state) {
+  gpuacct::NameTable names;
+  gpuacct::cupti::ActivityParser parser(names);
+  size_t stride = 0;
+  const size_t n = 1 << 16;
+  const std::vector<uint8_t> data =
+      gpuacct::cupti::ActivityParser::make_synthetic_records(n, &stride);
+  gpuacct::EventBatch batch;
+  batch.gpu_ops.reserve(n);
+  batch.api_calls.reserve(n);
+  gpuacct::Stats stats;
+  for (auto _ : state) {
+    batch.clear();
+    parser.parse_records_contiguous(data.data(), n, stride, batch, stats);
+    benchmark::DoNotOptimize(batch.gpu_ops.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
+}
+BENCHMARK(BM_ActivityParse);
+
+}  // namespace
+
+BENCHMARK_MAIN();
