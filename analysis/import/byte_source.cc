@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -96,7 +97,9 @@ class PlainSource final : public ByteSource {
 class GzipSource final : public ByteSource {
  public:
   GzipSource(std::unique_ptr<RawSource> raw, std::string prefix) : raw_(std::move(raw)) {
-    in_.resize(kRawChunk);
+    const uint64_t total = raw_->total();
+    in_.resize(total > 0 && total < kRawChunk ? std::max<size_t>(static_cast<size_t>(total), 64)
+                                              : kRawChunk);
     std::memcpy(in_.data(), prefix.data(), prefix.size());
     in_len_ = prefix.size();
     std::memset(&zs_, 0, sizeof(zs_));

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -516,7 +517,14 @@ class Importer {
   Importer(ByteSource& src, NameTable& names, EventSink& sink, Stats& stats,
            const KinetoImportOptions& opts)
       : src_(src), names_(names), sink_(sink), stats_(stats), opts_(opts) {
-    buf_.resize(kChunkBytes);
+    // Small inputs (tests, the fuzzer) get a small buffer; it grows on demand.
+    size_t initial = kChunkBytes;
+    const uint64_t total = src_.raw_total();
+    if (total > 0 && total < kChunkBytes) {
+      initial = std::max<size_t>(4096, static_cast<size_t>(total) * (src_.compressed() ? 4 : 2));
+      initial = std::min(initial, kChunkBytes);
+    }
+    buf_.resize(initial);
     show_progress_ = opts_.progress && ::isatty(STDERR_FILENO);
   }
 
@@ -534,15 +542,16 @@ class Importer {
       pos_ = 0;
     }
     if (eof_) return Status::Ok();
-    if (len_ + kChunkBytes / 2 > buf_.size()) {
-      if (buf_.size() >= kMaxValueBytes + kChunkBytes) {
+    if (len_ >= buf_.size() / 2) {
+      // The value being parsed fills half the buffer: grow (a single huge event).
+      if (buf_.size() >= kMaxValueBytes) {
         return Status::Error("a single JSON value starting at byte offset " +
                              std::to_string(base_) + " is larger than " +
                              std::to_string(kMaxValueBytes >> 20) +
                              " MiB (event index " + std::to_string(event_index_) +
                              "); not a Kineto trace?");
       }
-      buf_.resize(std::min(buf_.size() * 2, kMaxValueBytes + kChunkBytes));
+      buf_.resize(std::min(buf_.size() * 2, kMaxValueBytes));
     }
     while (len_ < buf_.size()) {
       size_t got = 0;
