@@ -53,7 +53,7 @@ def _bar(share: float, width: int = 30) -> str:
 def render(run: Run, title: Optional[str] = None) -> str:
     s, v = run.summary, run.verdict
     lines: List[str] = []
-    meta = _get(run.report, "run", "metadata", default={}) or {}
+    meta = _get(run.report, "run", "metadata", default=None) or run.report or {}
     who = []
     for key in ("hostname", "pid", "rank"):
         val = meta.get(key) if isinstance(meta, dict) else None

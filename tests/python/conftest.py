@@ -214,7 +214,10 @@ def stream_file(tmp_path: Path) -> Path:
     rows = make_rows(9)
     lines = [json.dumps(r) for r in rows]
     p = tmp_path / "gpuacct-steps.jsonl"
-    p.write_text("\n".join(lines) + "\n" + json.dumps(make_row(9, {"compute": 1.0}))[:57])
+    header = {"schema": "gpuacct.steps/1", "source": "injected", "hostname": "testhost",
+              "pid": 4321, "rank": 0}  # the library's first line (inject/runtime.cc)
+    p.write_text(json.dumps(header) + "\n" + "\n".join(lines) + "\n"
+                 + json.dumps(make_row(9, {"compute": 1.0}))[:57])
     return p
 
 

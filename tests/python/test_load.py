@@ -58,6 +58,7 @@ def test_load_stream_in_progress(stream_file: Path) -> None:
     assert run.kind == "stream"
     assert run.provisional
     assert run.partial_lines == 1  # the cut last line is skipped, not an error
+    assert run.report["schema"] == "gpuacct.steps/1" and run.report["pid"] == 4321
     assert len(run.rows) == 9
     assert run.summary["steps"] == 7 and run.summary["warmup_steps"] == 2
     assert run.verdict["bound"] == "data"
