@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# GPU check of libgpuacct.so on a machine with an NVIDIA GPU (Hopper: sm_90 build).
+#
+#  1. builds libgpuacct.so (Release), the CUDA examples and the bare CUPTI tracer;
+#  2. runs every example under the library (C API marks and no marks), checks each verdict;
+#  3. measures overhead on the launch-bound example: time per step with the library divided by
+#     time without it, and divided by the bare CUPTI-only tracer (the floor any tracer pays);
+#  4. optionally runs examples/train.py (PyTorch) per wall when torch with CUDA is importable;
+#  5. prints one table last.  Exit status: 0 when every verdict matched.
+#
+# Budget: < 8 minutes on one GPU (build ~1-2 min with 16 cores, runs ~1 min).
+# Usage: tests/gpu/check.sh [BUILD_DIR]     (default build-gpu)
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+B=$(realpath -m "${1:-$ROOT/build-gpu}")
+OUT="$B/gpu_check"
+mkdir -p "$OUT"
+JOBS=$(nproc 2>/dev/null || echo 4)
+START=$(date +%s)
+declare -a ROWS=()
+FAILS=0
+row() { ROWS+=("$(printf '%-28s %-14s %-14s %s' "$1" "$2" "$3" "$4")"); }
+
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
+NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
+echo "GPUs: $NGPU"
+
+# ---- 1. build --------------------------------------------------------------------------------
+echo "== build ($B)"
+if ! cmake -S "$ROOT" -B "$B" -DCMAKE_BUILD_TYPE=Release -DGPUACCT_BUILD_TESTS=OFF \
+     -DGPUACCT_BUILD_BENCH=OFF >"$OUT/cmake.log" 2>&1; then
+  tail -20 "$OUT/cmake.log"; echo "cmake failed (missing nlohmann-json3-dev, libunwind-dev, zlib?)"; exit 1
+fi
+cmake --build "$B" -j"$JOBS" --target gpuacct >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+LIB="$B/inject/libgpuacct.so"
+"$ROOT/tests/gpu/compile_examples.sh" nvcc "$B/examples" >"$OUT/nvcc.log" 2>&1 || { cat "$OUT/nvcc.log"; exit 1; }
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+g++ -O2 -shared -fPIC -fvisibility=hidden -I"$CUDA_HOME/include" "$ROOT/tests/gpu/bare_cupti_tracer.cc" \
+  -o "$B/bare_cupti_tracer.so" -L"$CUDA_HOME/lib64" -lcupti -Wl,-rpath,"$CUDA_HOME/lib64" \
+  >"$OUT/bare.log" 2>&1 || { cat "$OUT/bare.log"; exit 1; }
+echo "build done in $(( $(date +%s) - START )) s"
+
+verdict_of() {  # report dir -> "bound steps"
+  python3 - "$1" <<'PY'
+import glob, json, sys
+files = sorted(glob.glob(sys.argv[1] + "/gpuacct_*.json"))
+if not files:
+    print("no-report 0"); sys.exit()
+r = json.load(open(files[-1]))
+print(r["verdict"]["bound"], r["summary"]["steps"] + r["summary"]["warmup_steps"])
+PY
+}
+
+run_example() {  # name marks expected
+  local name=$1 marks=$2 want=$3 dir="$OUT/$1_$2"
+  rm -rf "$dir"; mkdir -p "$dir"
+  CUDA_INJECTION64_PATH="$LIB" GPUACCT_OUTPUT_DIR="$dir" GPUACCT_QUIET=1 \
+    timeout 120 "$B/examples/$name" --marks="$marks" >"$dir/stdout" 2>"$dir/stderr"
+  local rc=$?
+  read -r got steps < <(verdict_of "$dir")
+  local status=ok
+  if [ $rc -ne 0 ] || [ "$got" != "$want" ]; then status="FAIL(rc=$rc)"; FAILS=$((FAILS + 1)); fi
+  row "$name --marks=$marks" "$want" "$got" "$status, $steps steps"
+}
+
+# ---- 2. verdicts -------------------------------------------------------------------------------
+echo "== examples"
+for marks in capi none; do
+  run_example data_bound "$marks" data
+  run_example launch_bound "$marks" launch
+  run_example compute_bound "$marks" compute
+  if [ "$NGPU" -ge 2 ]; then
+    run_example comm_bound "$marks" communication
+  else
+    row "comm_bound --marks=$marks" communication "-" "skipped: needs >= 2 GPUs"
+  fi
+done
+
+# ---- 3. overhead -------------------------------------------------------------------------------
+echo "== overhead (launch_bound, 3 runs each, median ms/step)"
+ms_per_step() {  # env... -> median ms/step over 3 runs
+  local vals=()
+  for i in 1 2 3; do
+    v=$(env "$@" "$B/examples/launch_bound" --marks=none --steps=40 2>/dev/null |
+        sed -n 's/.*steps in [0-9.]* ms, \([0-9.]*\) ms\/step.*/\1/p')
+    vals+=("${v:-nan}")
+  done
+  printf '%s\n' "${vals[@]}" | sort -g | sed -n 2p
+}
+BASE=$(ms_per_step GPUACCT_UNUSED=1)
+BARE=$(ms_per_step CUDA_INJECTION64_PATH="$B/bare_cupti_tracer.so")
+WITH=$(ms_per_step CUDA_INJECTION64_PATH="$LIB" GPUACCT_OUTPUT_DIR="$OUT/overhead" GPUACCT_QUIET=1)
+WITH_NOSTACK=$(ms_per_step CUDA_INJECTION64_PATH="$LIB" GPUACCT_OUTPUT_DIR="$OUT/overhead" GPUACCT_QUIET=1 GPUACCT_STACKS=0)
+ratio() { python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print(f'{a/b:.3f}')" "$1" "$2" 2>/dev/null || echo nan; }
+row "overhead: no tracer" "-" "${BASE} ms/step" "baseline"
+row "overhead: bare CUPTI tracer" "-" "${BARE} ms/step" "x$(ratio "$BARE" "$BASE") vs baseline"
+row "overhead: libgpuacct" "-" "${WITH} ms/step" "x$(ratio "$WITH" "$BASE") vs baseline, x$(ratio "$WITH" "$BARE") vs bare"
+row "overhead: libgpuacct STACKS=0" "-" "${WITH_NOSTACK} ms/step" "x$(ratio "$WITH_NOSTACK" "$BASE") vs baseline, x$(ratio "$WITH_NOSTACK" "$BARE") vs bare"
+
+# ---- 4. PyTorch (optional) ---------------------------------------------------------------------
+if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  echo "== examples/train.py"
+  for wall in data launch compute; do
+    dir="$OUT/train_$wall"; rm -rf "$dir"; mkdir -p "$dir"
+    CUDA_INJECTION64_PATH="$LIB" NVTX_INJECTION64_PATH="$LIB" GPUACCT_OUTPUT_DIR="$dir" GPUACCT_QUIET=1 \
+      timeout 180 python3 "$ROOT/examples/train.py" --wall "$wall" --steps 30 >"$dir/stdout" 2>"$dir/stderr"
+    rc=$?
+    read -r got steps < <(verdict_of "$dir")
+    status=ok
+    if [ $rc -ne 0 ] || [ "$got" != "$wall" ]; then status="FAIL(rc=$rc)"; FAILS=$((FAILS + 1)); fi
+    row "train.py --wall $wall" "$wall" "$got" "$status, $steps steps"
+  done
+else
+  row "train.py" "-" "-" "skipped: torch with CUDA not importable"
+fi
+
+echo
+echo "gpuacct GPU check ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), ${NGPU} GPU(s), $(( $(date +%s) - START )) s)"
+printf '%-28s %-14s %-14s %s\n' "check" "expected" "got" "result"
+printf '%s\n' "${ROWS[@]}"
+exit $(( FAILS > 0 ))
