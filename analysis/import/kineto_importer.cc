@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -1025,8 +1026,17 @@ void Importer::apply_metadata(const std::string& key, const nlohmann::json& v, R
     if (it == o.end()) return dflt;
     if (it->is_number_integer()) return it->get<int64_t>();
     if (it->is_number_unsigned()) return static_cast<int64_t>(it->get<uint64_t>());
-    if (it->is_number_float()) return static_cast<int64_t>(it->get<double>());
+    if (it->is_number_float()) {
+      const double d = it->get<double>();
+      // Only integral values in range (a cast of anything else is undefined behaviour).
+      if (!(d >= -9.2e18 && d <= 9.2e18) || d != std::floor(d)) return dflt;
+      return static_cast<int64_t>(d);
+    }
     return dflt;
+  };
+  auto get_i32 = [&](const nlohmann::json& o, const char* k) -> int {
+    const int64_t x = get_int(o, k, 0);
+    return x >= 0 && x <= std::numeric_limits<int>::max() ? static_cast<int>(x) : 0;
   };
   if (key == "distributedInfo" && v.is_object()) {
     int64_t rank = get_int(v, "rank", -1);
@@ -1037,12 +1047,12 @@ void Importer::apply_metadata(const std::string& key, const nlohmann::json& v, R
     for (const auto& d : v) {
       if (!d.is_object()) continue;
       DeviceInfo info;
-      info.id = static_cast<int>(get_int(d, "id", 0));
+      info.id = get_i32(d, "id");
       auto n = d.find("name");
       if (n != d.end() && n->is_string()) info.name = n->get<std::string>();
-      info.sm_count = static_cast<int>(get_int(d, "numSms", 0));
-      info.compute_major = static_cast<int>(get_int(d, "computeMajor", 0));
-      info.compute_minor = static_cast<int>(get_int(d, "computeMinor", 0));
+      info.sm_count = get_i32(d, "numSms");
+      info.compute_major = get_i32(d, "computeMajor");
+      info.compute_minor = get_i32(d, "computeMinor");
       int64_t mem = get_int(d, "totalGlobalMem", 0);
       info.total_memory = mem > 0 ? static_cast<uint64_t>(mem) : 0;
       meta->devices.push_back(std::move(info));

@@ -462,6 +462,23 @@ TEST(KinetoImporter, LargeEventsAndManyChunks) {
   EXPECT_EQ(cap.ops.size(), static_cast<size_t>(n + 1));
 }
 
+TEST(KinetoImporter, OutOfRangeMetadataNumbersAreIgnored) {
+  // Found by the fuzzer: a float too large for int64 in deviceProperties (UB when cast).
+  Result r;
+  run(trace("", R"J("deviceProperties": [{"id": 1e300, "totalGlobalMem": 85000000000000000000,
+                      "numSms": -5, "computeMajor": 8.5}],
+                     "distributedInfo": {"rank": 1e30, "world_size": "8"},)J"),
+      r);
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_EQ(r.meta.devices.size(), 1u);
+  EXPECT_EQ(r.meta.devices[0].id, 0);
+  EXPECT_EQ(r.meta.devices[0].total_memory, 0u);
+  EXPECT_EQ(r.meta.devices[0].sm_count, 0);
+  EXPECT_EQ(r.meta.devices[0].compute_major, 0);
+  EXPECT_EQ(r.meta.rank, -1);
+  EXPECT_EQ(r.meta.world_size, 0);
+}
+
 TEST(KinetoImporter, MissingFileAndDirectory) {
   NameTable names;
   Stats stats;
