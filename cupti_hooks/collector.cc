@@ -48,18 +48,31 @@ struct Collector::Impl {
 
 namespace {
 
+// The C boundary with CUPTI: no exception may cross it.
 void CUPTIAPI buffer_requested_trampoline(uint8_t** buffer, size_t* size, size_t* max_records) {
-  Collector::instance().on_buffer_requested(buffer, size, max_records);
+  try {
+    Collector::instance().on_buffer_requested(buffer, size, max_records);
+  } catch (...) {
+    *buffer = nullptr;
+    *size = 0;
+    *max_records = 0;
+  }
 }
 
 void CUPTIAPI buffer_completed_trampoline(CUcontext ctx, uint32_t stream_id, uint8_t* buffer,
                                           size_t size, size_t valid) {
-  Collector::instance().on_buffer_completed(ctx, stream_id, buffer, size, valid);
+  try {
+    Collector::instance().on_buffer_completed(ctx, stream_id, buffer, size, valid);
+  } catch (...) {
+  }
 }
 
 void CUPTIAPI callback_trampoline(void* /*userdata*/, CUpti_CallbackDomain domain,
                                   CUpti_CallbackId cbid, const void* cbdata) {
-  Collector::instance().on_callback(static_cast<int>(domain), cbid, cbdata);
+  try {
+    Collector::instance().on_callback(static_cast<int>(domain), cbid, cbdata);
+  } catch (...) {
+  }
 }
 
 // Set once by load(); read by the hot path without a lock.
