@@ -92,7 +92,9 @@ void check_invariants(const std::vector<StepRow>& rows) {
     ASSERT_LE(r.gpu_busy, r.duration());
     ASSERT_EQ(r.gpu_busy, r.cat.compute + r.cat.comm_exposed + r.cat.copy_input + r.cat.copy_other);
     auto it = last_end.find(r.device);
-    if (it != last_end.end()) ASSERT_EQ(r.window_begin, it->second) << "windows must tile";
+    if (it != last_end.end()) {
+      ASSERT_EQ(r.window_begin, it->second) << "windows must tile";
+    }
     last_end[r.device] = r.window_end;
   }
 }

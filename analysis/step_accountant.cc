@@ -105,12 +105,59 @@ struct ThreadHost {
   }
 };
 
+struct PendingOp {
+  GpuOp op;
+  TimeNs launch;  // launch call start, resolved from the correlation id once the call is known
+  TimeNs start() const { return op.start; }
+};
+
+// GPU ops not yet consumed by a finalised window.  `pending[head..]` are live; they are kept
+// sorted by start (lazily: new ops are appended, then the unsorted tail is sorted and merged),
+// so a window takes a prefix instead of scanning every op of every later step.
 struct DeviceState {
-  std::vector<GpuOp> pending;
-  // Launch time of pending[i], resolved from its correlation id once the call is known.
-  std::vector<TimeNs> pending_launch;
+  std::vector<PendingOp> pending;
+  size_t head = 0;
+  size_t sorted = 0;
   TimeNs finalized_until = kMinTime;
   bool has_window = false;
+  // Ops a later step owns that already ran (and were consumed) inside an earlier window, e.g.
+  // launched on a free stream while the previous step's work was still running.  They still
+  // count for their owner's window end and kernel count.  Rare; dropped once that step is done.
+  std::vector<PendingOp> consumed_early;
+
+  size_t live() const { return pending.size() - head; }
+  void sort_live() {
+    if (sorted == pending.size()) return;
+    auto by_start = [](const PendingOp& a, const PendingOp& b) { return a.op.start < b.op.start; };
+    const auto first = pending.begin() + static_cast<ptrdiff_t>(head);
+    const auto mid = pending.begin() + static_cast<ptrdiff_t>(std::max(sorted, head));
+    if (!std::is_sorted(mid, pending.end(), by_start)) std::sort(mid, pending.end(), by_start);
+    if (first < mid && by_start(*mid, *std::prev(mid))) std::inplace_merge(first, mid, pending.end(), by_start);
+    sorted = pending.size();
+  }
+  // Forgets the consumed prefix once it is large (amortised O(1) per op).
+  void compact() {
+    if (head > 4096 && head * 2 > pending.size()) {
+      pending.erase(pending.begin(), pending.begin() + static_cast<ptrdiff_t>(head));
+      sorted -= head;
+      head = 0;
+    }
+  }
+};
+
+// Ops a step owns on one device (see docs/accounting.md §1).
+struct OwnedStats {
+  TimeNs max_end = std::numeric_limits<TimeNs>::min();
+  uint32_t kernels = 0;
+  uint32_t copies = 0;
+  void add(const GpuOp& op) {
+    max_end = std::max(max_end, op.end);
+    if (op.kind == GpuOpKind::kKernel) {
+      ++kernels;
+    } else {
+      ++copies;
+    }
+  }
 };
 
 struct PendingStep {
@@ -254,8 +301,7 @@ struct StepAccountant::Impl {
       stats.add(Stat::late_gpu_ops_dropped);
       return;
     }
-    dev.pending.push_back(op);
-    dev.pending_launch.push_back(kUnresolved);
+    dev.pending.push_back(PendingOp{op, kUnresolved});
     if (op.correlation_id != 0) {
       CorrEntry& e = corr[op.correlation_id];
       e.has_op = true;
@@ -381,11 +427,11 @@ struct StepAccountant::Impl {
 
   // ---- finalisation ----------------------------------------------------------------------
 
-  // Cached launch time of a pending op (see DeviceState::pending_launch).
-  TimeNs pending_launch_time(DeviceState& dev, size_t i) {
-    TimeNs& lt = dev.pending_launch[i];
+  // Launch time of a pending op, cached once its launch call is known.
+  TimeNs pending_launch_time(PendingOp& p) {
+    TimeNs& lt = p.launch;
     if (lt != kUnresolved) return lt;
-    const GpuOp& op = dev.pending[i];
+    const GpuOp& op = p.op;
     if (op.correlation_id != 0) {
       const CorrEntry* e = corr.find(op.correlation_id);
       if (e != nullptr && e->has_api) return lt = e->api_start;
@@ -443,12 +489,15 @@ struct StepAccountant::Impl {
     TimeNs horizon = s.end;
     TimeNs blocking = kMinTime;
     for (auto& [id, dev] : devices) {
-      for (size_t i = 0; i < dev.pending.size(); ++i) {
-        const TimeNs lt = pending_launch_time(dev, i);
+      for (size_t i = dev.head; i < dev.pending.size(); ++i) {
+        const TimeNs lt = pending_launch_time(dev.pending[i]);
         if (lt < s.begin || lt >= s.end) continue;
-        const TimeNs end = dev.pending[i].end;
+        const TimeNs end = dev.pending[i].op.end;
         if (end > watermark) blocking = std::max(blocking, end);
         horizon = std::max(horizon, end);
+      }
+      for (const PendingOp& p : dev.consumed_early) {
+        if (p.launch >= s.begin && p.launch < s.end) horizon = std::max(horizon, p.op.end);
       }
     }
     if (blocking != kMinTime) {
@@ -485,22 +534,50 @@ struct StepAccountant::Impl {
 
   void try_finalize(bool force) {
     sort_steps();
-    while (!steps.empty()) {
-      PendingStep s = steps.front();
-      // Steps that overlap the previous one are bad input: skip them, counted.
+    // With many steps to finalise at once (the end of a trace or of a run), find every op's
+    // owner in one pass instead of scanning all pending ops once per step.
+    std::vector<std::map<uint16_t, OwnedStats>> owned;
+    if (force && steps.size() > 4) owned = owned_by_step();
+    size_t k = 0;
+    for (; k < steps.size(); ++k) {
+      const PendingStep s = steps[k];
+      // Steps that overlap the previous one are bad input: skip them, counted.  (A later step
+      // that overlaps this one is skipped when its turn comes.)
       if (s.begin < last_step_end) {
         stats.add(Stat::overlapping_steps_skipped);
-        steps.erase(steps.begin());
         continue;
       }
-      // A later step that overlaps this one is skipped when its turn comes (above).
-      if (!force && !ready_to_finalize(s)) return;
-      steps.erase(steps.begin());
-      finalize_step(s);
+      if (!force && !ready_to_finalize(s)) break;
+      finalize_step(s, owned.empty() ? nullptr : &owned[k]);
     }
+    steps.erase(steps.begin(), steps.begin() + static_cast<ptrdiff_t>(k));
   }
 
-  void finalize_step(const PendingStep& s) {
+  // For each pending step (sorted, possibly overlapping), the ops it owns per device.
+  std::vector<std::map<uint16_t, OwnedStats>> owned_by_step() {
+    std::vector<std::map<uint16_t, OwnedStats>> out(steps.size());
+    for (auto& [id, dev] : devices) {
+      for (size_t i = dev.head; i < dev.pending.size(); ++i) {
+        const TimeNs lt = pending_launch_time(dev.pending[i]);
+        auto it = std::upper_bound(steps.begin(), steps.end(), lt,
+                                   [](TimeNs t, const PendingStep& st) { return t < st.begin; });
+        if (it == steps.begin()) continue;
+        const auto idx = static_cast<size_t>(std::prev(it) - steps.begin());
+        if (lt < steps[idx].end) out[idx][id].add(dev.pending[i].op);
+      }
+      for (const PendingOp& p : dev.consumed_early) {
+        auto it = std::upper_bound(steps.begin(), steps.end(), p.launch,
+                                   [](TimeNs t, const PendingStep& st) { return t < st.begin; });
+        if (it == steps.begin()) continue;
+        const auto idx = static_cast<size_t>(std::prev(it) - steps.begin());
+        if (p.launch < steps[idx].end) out[idx][id].add(p.op);
+      }
+    }
+    return out;
+  }
+
+  // `pre` (optional): the ops the step owns per device, precomputed by owned_by_step().
+  void finalize_step(const PendingStep& s, const std::map<uint16_t, OwnedStats>* pre) {
     const int64_t index = next_step_index++;
     uint32_t unmatched = 0;
     const uint32_t launches = count_launches(s.begin, s.end, &unmatched);
@@ -535,20 +612,23 @@ struct StepAccountant::Impl {
         StepRow row = base;
         row.device = id;
         row.window_begin = dev.has_window ? dev.finalized_until : s.begin;
-        TimeNs owned_end = kMinTime;
-        for (size_t i = 0; i < dev.pending.size(); ++i) {
-          const TimeNs lt = pending_launch_time(dev, i);
-          if (lt < s.begin || lt >= s.end) continue;
-          const GpuOp& op = dev.pending[i];
-          owned_end = std::max(owned_end, op.end);
-          if (op.kind == GpuOpKind::kKernel) {
-            ++row.kernels;
-          } else {
-            ++row.copies;
+        OwnedStats own;
+        if (pre != nullptr) {
+          if (auto it = pre->find(id); it != pre->end()) own = it->second;
+        } else {
+          for (size_t i = dev.head; i < dev.pending.size(); ++i) {
+            const TimeNs lt = pending_launch_time(dev.pending[i]);
+            if (lt >= s.begin && lt < s.end) own.add(dev.pending[i].op);
+          }
+          for (const PendingOp& p : dev.consumed_early) {
+            if (p.launch >= s.begin && p.launch < s.end) own.add(p.op);
           }
         }
-        row.window_end = owned_end == kMinTime ? std::max(row.window_begin, s.end)
-                                               : std::max(row.window_begin, owned_end);
+        std::erase_if(dev.consumed_early, [&](const PendingOp& p) { return p.launch < s.end; });
+        row.kernels = own.kernels;
+        row.copies = own.copies;
+        row.window_end = own.max_end == kMinTime ? std::max(row.window_begin, s.end)
+                                                 : std::max(row.window_begin, own.max_end);
         account_window(row, s, &dev);
         dev.finalized_until = row.window_end;
         dev.has_window = true;
@@ -575,25 +655,39 @@ struct StepAccountant::Impl {
     if (devices.empty()) cutoff = host_only_until;
     if (cutoff > host_cutoff) {
       host_cutoff = cutoff;
+      // Both lists are sorted by start: drop the prefix that ended before the cutoff (O(what is
+      // dropped), so a backlog of many steps does not make this quadratic).
       for (auto& [tid, th] : threads) {
         th.sort_all();
-        auto keep_call = [&](const HostApiCall& c) { return c.end >= cutoff; };
-        th.calls.erase(std::remove_if(th.calls.begin(), th.calls.end(),
-                                      [&](const HostApiCall& c) { return !keep_call(c); }),
-                       th.calls.end());
-        th.calls_sorted = th.calls.size();
-        th.data.erase(std::remove_if(th.data.begin(), th.data.end(),
-                                     [&](const HostRange& r) { return r.end < cutoff; }),
-                      th.data.end());
-        th.data_sorted = th.data.size();
+        auto c = std::find_if(th.calls.begin(), th.calls.end(),
+                              [&](const HostApiCall& x) { return x.end >= cutoff || x.start >= cutoff; });
+        // Stale entries before the cutoff are harmless (every lookup starts at or after it):
+        // erase only when they are the larger part, so erasing stays amortised O(1).
+        if ((c - th.calls.begin()) * 2 > static_cast<ptrdiff_t>(th.calls.size())) {
+          th.calls.erase(th.calls.begin(), c);
+          th.calls_sorted = th.calls.size();
+        }
+        auto d = std::find_if(th.data.begin(), th.data.end(),
+                              [&](const HostRange& x) { return x.end >= cutoff || x.start >= cutoff; });
+        if ((d - th.data.begin()) * 2 > static_cast<ptrdiff_t>(th.data.size())) {
+          th.data.erase(th.data.begin(), d);
+          th.data_sorted = th.data.size();
+        }
       }
     }
     if (last_step_begin != kMinTime) {
       const TimeNs corr_cutoff = std::min(last_step_begin, cutoff);
       // Rebuilding is O(map); do it only when the map has grown enough to matter.
-      if (corr.size() > corr_prune_at || finished) {
+      if (corr.size() > corr_prune_at) {
+        // An entry goes once its launch is old AND every op it names has been consumed by a
+        // window (or, with no op, once the launch has timed out): ops still pending must keep
+        // finding their launch call, or their owner and gap classification would change.
         corr.erase_if([&](uint64_t, const CorrEntry& e) {
-          return e.has_api ? e.api_start < corr_cutoff : e.op_end < corr_cutoff;
+          if (e.has_op && e.op_end > cutoff) return false;
+          if (!e.has_api) return true;
+          if (e.api_start >= corr_cutoff) return false;
+          return e.has_op || finished ||
+                 watermark >= e.api_start + cfg.pending_launch_timeout_ns;
         });
         corr_prune_at = std::max<size_t>(4096, corr.size() * 2);
       }
@@ -609,21 +703,32 @@ struct StepAccountant::Impl {
     if (dev != nullptr) {
       // Partition: ops touching the window are copied out; ops entirely before it ran outside
       // every window (before the first step); ops ending after it are kept for later windows.
-      size_t keep = 0;
-      for (size_t i = 0; i < dev->pending.size(); ++i) {
-        const GpuOp& op = dev->pending[i];
-        if (op.end <= ws && !(op.start == op.end && op.start == ws)) {
-          stats.add(Stat::ops_outside_steps);
+      // Pending ops are sorted by start, so the window's ops are a prefix of the live ones.
+      // Ops of that prefix that run past the window stay (moved to the prefix's end, order
+      // kept); the rest are consumed.
+      dev->sort_live();
+      size_t j = dev->head;
+      while (j < dev->pending.size() && dev->pending[j].op.start < we) ++j;
+      size_t keep_at = j;
+      for (size_t i = j; i-- > dev->head;) {
+        const GpuOp& op = dev->pending[i].op;
+        if (op.end > we) {
+          window_ops.push_back(op);
+          dev->pending[--keep_at] = dev->pending[i];
           continue;
         }
-        if (op.start < we) window_ops.push_back(op);
-        if (op.end > we) {
-          dev->pending_launch[keep] = dev->pending_launch[i];
-          dev->pending[keep++] = op;
+        if (op.end <= ws && !(op.start == op.end && op.start == ws)) {
+          stats.add(Stat::ops_outside_steps);
+        } else {
+          window_ops.push_back(op);
+        }
+        if (pending_launch_time(dev->pending[i]) >= s.end) {
+          dev->consumed_early.push_back(dev->pending[i]);
         }
       }
-      dev->pending.resize(keep);
-      dev->pending_launch.resize(keep);
+      std::reverse(window_ops.begin(), window_ops.end());  // back to start order
+      dev->head = keep_at;
+      dev->compact();
     }
 
     build_sorted_endpoints(ws, we);
@@ -965,9 +1070,9 @@ void StepAccountant::finish() {
   impl_->finished = true;
   impl_->try_finalize(true);
   for (auto& [id, dev] : impl_->devices) {
-    impl_->stats.add(Stat::ops_outside_steps, static_cast<int64_t>(dev.pending.size()));
+    impl_->stats.add(Stat::ops_outside_steps, static_cast<int64_t>(dev.live()));
     dev.pending.clear();
-    dev.pending_launch.clear();
+    dev.head = dev.sorted = 0;
   }
 }
 
@@ -996,7 +1101,7 @@ const AccountingConfig& StepAccountant::config() const { return impl_->cfg; }
 size_t StepAccountant::retained_events() const {
   size_t n = impl_->corr.size() + impl_->steps.size() + impl_->boundaries.size() +
              impl_->flops_markers.size();
-  for (const auto& [id, dev] : impl_->devices) n += dev.pending.size();
+  for (const auto& [id, dev] : impl_->devices) n += dev.live();
   for (const auto& [tid, th] : impl_->threads) n += th.calls.size() + th.data.size();
   return n;
 }

@@ -276,6 +276,30 @@ TEST(StepAccountant, WorkSpillsPastNextStepBegin) {
   EXPECT_EQ(rows[0].cat.launch_gap, us(100));
 }
 
+// Rule 1: an op a step launched that ran entirely inside the previous window (on a free
+// stream) still belongs to its step: the step's window ends at its completion, i.e. is empty.
+TEST(StepAccountant, OwnedOpThatRanInsidePreviousWindow) {
+  for (const bool live : {false, true}) {
+    Trace t;
+    t.step(0, us(1000), 0);
+    t.step(us(1000), us(1200), 1);
+    for (int i = 2; i < 8; ++i) t.step(us(1200.0 + 100 * i), us(1300.0 + 100 * i), i);
+    t.kernel(us(10), us(15), us(20), us(3000), 0, 7);            // step 0, long
+    t.kernel(us(1100), us(1105), us(1110), us(1500), 0, 8);      // step 1, other stream
+    StepAccountant acc(no_warmup());
+    acc.add(t.b);
+    if (live) acc.advance_watermark(us(5000));
+    acc.finish();
+    const auto& rows = acc.rows();
+    ASSERT_EQ(rows.size(), 8u);
+    EXPECT_EQ(rows[0].window_end, us(3000));
+    EXPECT_EQ(rows[1].window_begin, us(3000));
+    EXPECT_EQ(rows[1].window_end, us(3000)) << (live ? "live" : "finish");
+    EXPECT_EQ(rows[1].kernels, 1u);
+    EXPECT_EQ(rows[0].kernels, 1u);
+  }
+}
+
 // Rule 1: a step that launched nothing on a device: its window ends at the step's host end.
 TEST(StepAccountant, StepWithoutWorkOnADevice) {
   Trace t;

@@ -130,6 +130,26 @@ void BM_StreamMemory(benchmark::State& state) {
 // ~2 k events per step: 500 steps = 1 M events, 5000 steps = 10 M events.
 BENCHMARK(BM_StreamMemory)->Arg(500)->Arg(5000)->Unit(benchmark::kMillisecond)->Iterations(1);
 
+// A whole trace delivered before finish() (what the trace importer does, and what the
+// injected library does when a run ends with steps still pending): one pass finds each op's
+// owner, so the cost stays linear in the number of steps.
+void BM_FinishBacklog(benchmark::State& state) {
+  Tape tape;
+  NameTable names;
+  auto spec = SyntheticSpec::preset("bench");
+  spec->steps = static_cast<int>(state.range(0));
+  spec->shuffle_batch = 0;
+  generate_synthetic(*spec, names, tape);
+  for (auto _ : state) {
+    StepAccountant acc;
+    tape.replay(acc);
+    acc.finish();
+    benchmark::DoNotOptimize(acc.rows().data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(tape.events.size()));
+}
+BENCHMARK(BM_FinishBacklog)->Arg(50)->Arg(500)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace gpuacct
 
