@@ -329,6 +329,26 @@ StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
     if (!next.empty()) o << ", before " << next.substr(0, 60);
     o << "\n";
   }
+  const json kernels = report.value("top_kernels", json::array());
+  if (!kernels.empty()) {
+    o << "  top kernels by exposed time:";
+    size_t shown = 0;
+    for (const json& k : kernels) {
+      if (shown == 3) break;
+      std::string name = get_or<std::string>(k, "name", "?");
+      if (name.size() > 48) name = name.substr(0, 45) + "...";
+      o << (shown++ ? ", " : " ") << name << " " << fmt("%.1f%%", get_or<double>(k, "share", 0) * 100);
+    }
+    o << "\n";
+  }
+  // Native call sites the injected library captured (libunwind), if any.
+  const json sites = report.value("collection", json::object()).value("native_sites", json::array());
+  if (!sites.empty() && sites.front().is_object()) {
+    const json& site = sites.front();
+    o << "  top native site (" << get_or<std::string>(site, "kind", "?") << "): "
+      << get_or<std::string>(site, "site", "?") << ", " << get_or<int64_t>(site, "count", 0)
+      << " calls, " << fmt("%.1f", get_or<double>(site, "total_ms", 0)) << " ms\n";
+  }
   for (const json& s : report.value("stats", json::array())) {
     if (get_or<std::string>(s, "severity", "") == "info") continue;
     const int64_t value = get_or<int64_t>(s, "value", 0);

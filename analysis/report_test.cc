@@ -54,6 +54,7 @@ TEST(Report, TerminalSummaryNamesVerdictAndWalls) {
     EXPECT_NE(text->find(w), std::string::npos) << w;
   }
   EXPECT_NE(text->find("what if"), std::string::npos);
+  EXPECT_NE(text->find("top kernels by exposed time: "), std::string::npos);
   EXPECT_FALSE(render_terminal_summary(nlohmann::json{{"a", 1}}).ok());
   EXPECT_FALSE(render_terminal_summary(nlohmann::json::array()).ok());
 }
