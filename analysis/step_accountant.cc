@@ -131,7 +131,9 @@ struct DeviceState {
     auto by_start = [](const PendingOp& a, const PendingOp& b) { return a.op.start < b.op.start; };
     const auto first = pending.begin() + static_cast<ptrdiff_t>(head);
     const auto mid = pending.begin() + static_cast<ptrdiff_t>(std::max(sorted, head));
-    if (!std::is_sorted(mid, pending.end(), by_start)) std::sort(mid, pending.end(), by_start);
+    // The tail is a few sorted runs interleaved (each stream's ops arrive in order):
+    // stable_sort (a merge sort) handles that without introsort's bad cases.
+    if (!std::is_sorted(mid, pending.end(), by_start)) std::stable_sort(mid, pending.end(), by_start);
     if (first < mid && by_start(*mid, *std::prev(mid))) std::inplace_merge(first, mid, pending.end(), by_start);
     sorted = pending.size();
   }
@@ -266,6 +268,8 @@ struct StepAccountant::Impl {
   std::vector<GpuOp> window_ops;
   std::vector<Endpoint> endpoints;
   std::vector<uint64_t> packed;
+  std::vector<uint64_t> starts;
+  std::vector<uint64_t> ends;
   std::vector<uint64_t> radix_scratch;
   std::vector<uint32_t> active[4];
   std::vector<std::pair<TimeNs, TimeNs>> data_scratch;
@@ -847,17 +851,23 @@ struct StepAccountant::Impl {
     constexpr int kTimeShift = 24;
     const bool packable = we - ws < (TimeNs{1} << 40) && window_ops.size() < (size_t{1} << 20);
     if (packable) {
-      packed.clear();
+      // window_ops come in start order (pending ops are kept sorted), so the start keys are
+      // already sorted: only the end keys need sorting, then one merge.
+      starts.clear();
+      ends.clear();
       for (uint32_t i = 0; i < window_ops.size(); ++i) {
         const GpuOp& op = window_ops[i];
         const TimeNs a = std::max(op.start, ws);
         const TimeNs b = std::min(op.end, we);
         if (a >= b) continue;
         const uint64_t tail = (uint64_t{i} << 3) | (uint64_t{class_of(op)} << 1);
-        packed.push_back((static_cast<uint64_t>(a - ws) << kTimeShift) | tail | 1u);
-        packed.push_back((static_cast<uint64_t>(b - ws) << kTimeShift) | tail);
+        starts.push_back((static_cast<uint64_t>(a - ws) << kTimeShift) | tail | 1u);
+        ends.push_back((static_cast<uint64_t>(b - ws) << kTimeShift) | tail);
       }
-      radix_sort(packed, radix_scratch);
+      if (!std::is_sorted(starts.begin(), starts.end())) radix_sort(starts, radix_scratch);
+      radix_sort(ends, radix_scratch);
+      packed.resize(starts.size() + ends.size());
+      std::merge(starts.begin(), starts.end(), ends.begin(), ends.end(), packed.begin());
       endpoints.resize(packed.size());
       for (size_t j = 0; j < packed.size(); ++j) {
         const uint64_t k = packed[j];
