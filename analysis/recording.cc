@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -228,6 +229,20 @@ StatusOr<RecordingContents> read_recording(const std::string& path, NameTable& n
       }
       return Status::Ok();
     };
+    // Decodes the chunk as `count` fixed-size records of type T, remaps their names and hands
+    // each to `emit`.
+    auto emit_records = [&](auto type, auto emit) -> Status {
+      using T = typename decltype(type)::type;
+      GPUACCT_RETURN_IF_ERROR(expect_records(sizeof(T)));
+      for (uint32_t i = 0; i < h.count; ++i) {
+        T e;
+        std::memcpy(&e, buf.data() + i * sizeof e, sizeof e);
+        e.name = map_name(e.name);
+        emit(e);
+      }
+      out.events += h.count;
+      return Status::Ok();
+    };
     switch (static_cast<ChunkType>(h.type)) {
       case ChunkType::kNames: {
         size_t pos = 0;
@@ -251,50 +266,19 @@ StatusOr<RecordingContents> read_recording(const std::string& path, NameTable& n
         }
         break;
       }
-      case ChunkType::kGpuOps: {
-        GPUACCT_RETURN_IF_ERROR(expect_records(sizeof(GpuOp)));
-        for (uint32_t i = 0; i < h.count; ++i) {
-          GpuOp e;
-          std::memcpy(&e, buf.data() + i * sizeof e, sizeof e);
-          e.name = map_name(e.name);
-          sink.on_gpu_op(e);
-        }
-        out.events += h.count;
+      case ChunkType::kGpuOps:
+        GPUACCT_RETURN_IF_ERROR(emit_records(std::type_identity<GpuOp>{}, [&](const GpuOp& e) { sink.on_gpu_op(e); }));
         break;
-      }
-      case ChunkType::kApiCalls: {
-        GPUACCT_RETURN_IF_ERROR(expect_records(sizeof(HostApiCall)));
-        for (uint32_t i = 0; i < h.count; ++i) {
-          HostApiCall e;
-          std::memcpy(&e, buf.data() + i * sizeof e, sizeof e);
-          e.name = map_name(e.name);
-          sink.on_api_call(e);
-        }
-        out.events += h.count;
+      case ChunkType::kApiCalls:
+        GPUACCT_RETURN_IF_ERROR(
+            emit_records(std::type_identity<HostApiCall>{}, [&](const HostApiCall& e) { sink.on_api_call(e); }));
         break;
-      }
-      case ChunkType::kRanges: {
-        GPUACCT_RETURN_IF_ERROR(expect_records(sizeof(HostRange)));
-        for (uint32_t i = 0; i < h.count; ++i) {
-          HostRange e;
-          std::memcpy(&e, buf.data() + i * sizeof e, sizeof e);
-          e.name = map_name(e.name);
-          sink.on_range(e);
-        }
-        out.events += h.count;
+      case ChunkType::kRanges:
+        GPUACCT_RETURN_IF_ERROR(emit_records(std::type_identity<HostRange>{}, [&](const HostRange& e) { sink.on_range(e); }));
         break;
-      }
-      case ChunkType::kMarkers: {
-        GPUACCT_RETURN_IF_ERROR(expect_records(sizeof(Marker)));
-        for (uint32_t i = 0; i < h.count; ++i) {
-          Marker e;
-          std::memcpy(&e, buf.data() + i * sizeof e, sizeof e);
-          e.name = map_name(e.name);
-          sink.on_marker(e);
-        }
-        out.events += h.count;
+      case ChunkType::kMarkers:
+        GPUACCT_RETURN_IF_ERROR(emit_records(std::type_identity<Marker>{}, [&](const Marker& e) { sink.on_marker(e); }));
         break;
-      }
       case ChunkType::kWatermark: {
         GPUACCT_RETURN_IF_ERROR(expect_records(sizeof(TimeNs)));
         TimeNs w;
