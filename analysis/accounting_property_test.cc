@@ -46,8 +46,10 @@ EventBatch random_events(std::mt19937_64& rng, bool every_device_in_first_step =
         t += uni(0, 300'000);
         b.ranges.push_back(HostRange{a, t, -1, thread, 0, RangeKind::kData, {}});
       }
-      HostApiCall c{t, t + uni(0, 20'000), corr, thread, 0,
-                    uni(0, 5) == 0 ? HostApiKind::kCopy : HostApiKind::kLaunch, {}};
+      HostApiCall c{t,    t + uni(0, 20'000),
+                    corr, thread,
+                    0,    uni(0, 5) == 0 ? HostApiKind::kCopy : HostApiKind::kLaunch,
+                    {}};
       if (uni(0, 10) == 0) c.correlation_id = 0;  // a launch the source could not correlate
       b.api_calls.push_back(c);
       GpuOp op;
@@ -59,7 +61,8 @@ EventBatch random_events(std::mt19937_64& rng, bool every_device_in_first_step =
       const int64_t k = uni(0, 9);
       op.kind = k < 6 ? GpuOpKind::kKernel : (k < 9 ? GpuOpKind::kMemcpy : GpuOpKind::kMemset);
       if (op.kind == GpuOpKind::kMemcpy) op.copy_dir = uni(0, 1) ? CopyDir::kH2D : CopyDir::kD2H;
-      if (op.kind == GpuOpKind::kKernel && uni(0, 4) == 0) op.collective = CollectiveType::kAllReduce;
+      if (op.kind == GpuOpKind::kKernel && uni(0, 4) == 0)
+        op.collective = CollectiveType::kAllReduce;
       b.gpu_ops.push_back(op);
       ++corr;
       t = c.end + uni(0, 200'000);

@@ -49,7 +49,7 @@ struct GpuOp {
   uint64_t correlation_id = 0;  // links to the HostApiCall that launched it; 0 = unknown
   uint64_t bytes = 0;           // memcpy / memset size; 0 for kernels
   uint32_t stream = 0;
-  uint32_t graph_id = 0;        // 0 = not launched from a CUDA graph
+  uint32_t graph_id = 0;  // 0 = not launched from a CUDA graph
   NameId name = kNoName;
   uint16_t device = 0;
   GpuOpKind kind = GpuOpKind::kKernel;

@@ -2,7 +2,9 @@
 
 namespace gpuacct {
 
-NameTable::NameTable() { intern(""); }
+NameTable::NameTable() {
+  intern("");
+}
 
 NameId NameTable::intern(std::string_view text) {
   auto it = index_.find(text);

@@ -7,7 +7,9 @@
 namespace gpuacct {
 namespace {
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool starts_with(std::string_view s, std::string_view p) {
+  return s.substr(0, p.size()) == p;
+}
 
 // Lower-cases and drops '_', so "AllReduce", "all_reduce" and "allreduce" compare equal.
 std::string fold(std::string_view s) {

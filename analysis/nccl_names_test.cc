@@ -6,7 +6,8 @@ namespace gpuacct {
 namespace {
 
 TEST(NcclNames, KernelNames) {
-  EXPECT_EQ(classify_collective("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
+  EXPECT_EQ(classify_collective(
+                "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
             CollectiveType::kAllReduce);
   EXPECT_EQ(classify_collective("ncclDevKernel_AllGather_RING_LL"), CollectiveType::kAllGather);
   EXPECT_EQ(classify_collective("ncclDevKernel_ReduceScatter_Sum_bf16_RING_SIMPLE"),
@@ -36,7 +37,8 @@ TEST(NcclNames, CollectiveNames) {
   EXPECT_EQ(classify_collective_name("allreduce"), CollectiveType::kAllReduce);
   EXPECT_EQ(classify_collective_name("all_reduce"), CollectiveType::kAllReduce);
   EXPECT_EQ(classify_collective_name("_allgather_base"), CollectiveType::kAllGather);
-  EXPECT_EQ(classify_collective_name("allgather_into_tensor_coalesced"), CollectiveType::kAllGather);
+  EXPECT_EQ(classify_collective_name("allgather_into_tensor_coalesced"),
+            CollectiveType::kAllGather);
   EXPECT_EQ(classify_collective_name("reduce_scatter_tensor"), CollectiveType::kReduceScatter);
   EXPECT_EQ(classify_collective_name("reduce"), CollectiveType::kReduce);
   EXPECT_EQ(classify_collective_name("broadcast"), CollectiveType::kBroadcast);

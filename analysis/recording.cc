@@ -29,13 +29,22 @@ constexpr uint64_t kMaxChunkBytes = 1ull << 30;
 json metadata_to_json(const RunMetadata& m) {
   json devs = json::array();
   for (const DeviceInfo& d : m.devices) {
-    devs.push_back({{"id", d.id}, {"name", d.name}, {"sm_count", d.sm_count},
-                    {"compute_major", d.compute_major}, {"compute_minor", d.compute_minor},
+    devs.push_back({{"id", d.id},
+                    {"name", d.name},
+                    {"sm_count", d.sm_count},
+                    {"compute_major", d.compute_major},
+                    {"compute_minor", d.compute_minor},
                     {"total_memory", d.total_memory}});
   }
-  return {{"source", m.source},   {"source_path", m.source_path}, {"hostname", m.hostname},
-          {"pid", m.pid},         {"rank", m.rank},               {"world_size", m.world_size},
-          {"command", m.command}, {"devices", devs},              {"gpuacct_version", m.gpuacct_version}};
+  return {{"source", m.source},
+          {"source_path", m.source_path},
+          {"hostname", m.hostname},
+          {"pid", m.pid},
+          {"rank", m.rank},
+          {"world_size", m.world_size},
+          {"command", m.command},
+          {"devices", devs},
+          {"gpuacct_version", m.gpuacct_version}};
 }
 
 RunMetadata metadata_from_json(const json& j) {
@@ -117,17 +126,18 @@ Status RecordingWriter::write_batch(const EventBatch& b) {
                                         b.gpu_ops.data(), b.gpu_ops.size() * sizeof(GpuOp)));
   }
   if (!b.api_calls.empty()) {
-    GPUACCT_RETURN_IF_ERROR(write_chunk(ChunkType::kApiCalls,
-                                        static_cast<uint32_t>(b.api_calls.size()),
-                                        b.api_calls.data(), b.api_calls.size() * sizeof(HostApiCall)));
+    GPUACCT_RETURN_IF_ERROR(
+        write_chunk(ChunkType::kApiCalls, static_cast<uint32_t>(b.api_calls.size()),
+                    b.api_calls.data(), b.api_calls.size() * sizeof(HostApiCall)));
   }
   if (!b.ranges.empty()) {
     GPUACCT_RETURN_IF_ERROR(write_chunk(ChunkType::kRanges, static_cast<uint32_t>(b.ranges.size()),
                                         b.ranges.data(), b.ranges.size() * sizeof(HostRange)));
   }
   if (!b.markers.empty()) {
-    GPUACCT_RETURN_IF_ERROR(write_chunk(ChunkType::kMarkers, static_cast<uint32_t>(b.markers.size()),
-                                        b.markers.data(), b.markers.size() * sizeof(Marker)));
+    GPUACCT_RETURN_IF_ERROR(write_chunk(ChunkType::kMarkers,
+                                        static_cast<uint32_t>(b.markers.size()), b.markers.data(),
+                                        b.markers.size() * sizeof(Marker)));
   }
   return Status::Ok();
 }
@@ -267,17 +277,20 @@ StatusOr<RecordingContents> read_recording(const std::string& path, NameTable& n
         break;
       }
       case ChunkType::kGpuOps:
-        GPUACCT_RETURN_IF_ERROR(emit_records(std::type_identity<GpuOp>{}, [&](const GpuOp& e) { sink.on_gpu_op(e); }));
+        GPUACCT_RETURN_IF_ERROR(
+            emit_records(std::type_identity<GpuOp>{}, [&](const GpuOp& e) { sink.on_gpu_op(e); }));
         break;
       case ChunkType::kApiCalls:
-        GPUACCT_RETURN_IF_ERROR(
-            emit_records(std::type_identity<HostApiCall>{}, [&](const HostApiCall& e) { sink.on_api_call(e); }));
+        GPUACCT_RETURN_IF_ERROR(emit_records(std::type_identity<HostApiCall>{},
+                                             [&](const HostApiCall& e) { sink.on_api_call(e); }));
         break;
       case ChunkType::kRanges:
-        GPUACCT_RETURN_IF_ERROR(emit_records(std::type_identity<HostRange>{}, [&](const HostRange& e) { sink.on_range(e); }));
+        GPUACCT_RETURN_IF_ERROR(emit_records(std::type_identity<HostRange>{},
+                                             [&](const HostRange& e) { sink.on_range(e); }));
         break;
       case ChunkType::kMarkers:
-        GPUACCT_RETURN_IF_ERROR(emit_records(std::type_identity<Marker>{}, [&](const Marker& e) { sink.on_marker(e); }));
+        GPUACCT_RETURN_IF_ERROR(emit_records(std::type_identity<Marker>{},
+                                             [&](const Marker& e) { sink.on_marker(e); }));
         break;
       case ChunkType::kWatermark: {
         GPUACCT_RETURN_IF_ERROR(expect_records(sizeof(TimeNs)));
@@ -294,7 +307,8 @@ StatusOr<RecordingContents> read_recording(const std::string& path, NameTable& n
         try {
           out.metadata = metadata_from_json(j);
         } catch (const json::exception&) {
-          return Status::Error(path + ": metadata with wrong types at byte " + std::to_string(offset));
+          return Status::Error(path + ": metadata with wrong types at byte " +
+                               std::to_string(offset));
         }
         out.has_metadata = true;
         break;

@@ -103,7 +103,8 @@ TEST(Recording, BrokenFilesGiveClearErrors) {
   EXPECT_NE(try_read("{\"traceEvents\": []}").find("not a gpuacct recording"), std::string::npos);
   EXPECT_NE(try_read(bytes.substr(0, 12)).find("truncated header"), std::string::npos);
   EXPECT_NE(try_read(bytes.substr(0, bytes.size() - 100)).find("byte"), std::string::npos);
-  EXPECT_NE(try_read(bytes.substr(0, bytes.size() - 16)).find("without its END"), std::string::npos);
+  EXPECT_NE(try_read(bytes.substr(0, bytes.size() - 16)).find("without its END"),
+            std::string::npos);
   std::string bad_version = bytes;
   bad_version[8] = 9;
   EXPECT_NE(try_read(bad_version).find("version 9"), std::string::npos);

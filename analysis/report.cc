@@ -20,9 +20,9 @@ namespace {
 constexpr uint16_t kHostOnlyDevice = 0xFFFF;
 
 json categories_json(const CategoryNs& c) {
-  return json{{"compute", c.compute},           {"comm_exposed", c.comm_exposed},
-              {"copy_input", c.copy_input},     {"copy_other", c.copy_other},
-              {"data_wait", c.data_wait},       {"launch_gap", c.launch_gap},
+  return json{{"compute", c.compute},       {"comm_exposed", c.comm_exposed},
+              {"copy_input", c.copy_input}, {"copy_other", c.copy_other},
+              {"data_wait", c.data_wait},   {"launch_gap", c.launch_gap},
               {"host_other", c.host_other}};
 }
 
@@ -93,8 +93,8 @@ json report_to_json(const ReportInputs& in) {
       devs.push_back({{"id", d.id},
                       {"name", json_safe_utf8(d.name)},
                       {"sm_count", d.sm_count},
-                      {"compute_capability", std::to_string(d.compute_major) + "." +
-                                                 std::to_string(d.compute_minor)},
+                      {"compute_capability",
+                       std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor)},
                       {"total_memory", d.total_memory}});
     }
     run["devices"] = devs;
@@ -116,7 +116,9 @@ json report_to_json(const ReportInputs& in) {
         {"warmup_steps", s.warmup_steps},
         {"rows", s.rows},
         {"step_time_ms",
-         {{"p50", s.step_ms_p50}, {"p90", s.step_ms_p90}, {"p99", s.step_ms_p99},
+         {{"p50", s.step_ms_p50},
+          {"p90", s.step_ms_p90},
+          {"p99", s.step_ms_p99},
           {"mean", s.step_ms_mean}}},
         {"walls", shares_json(s.walls)},
         {"categories_ns", categories_json(s.categories)},
@@ -252,7 +254,8 @@ T get_or(const json& j, const char* key, T fallback) {
 }  // namespace
 
 StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
-  if (!report.is_object() || get_or<std::string>(report, "schema", "").rfind("gpuacct.report/", 0) != 0) {
+  if (!report.is_object() ||
+      get_or<std::string>(report, "schema", "").rfind("gpuacct.report/", 0) != 0) {
     return Status::Error("not a gpuacct report (missing \"schema\": \"gpuacct.report/...\")");
   }
   const json summary = report.value("summary", json::object());
@@ -286,7 +289,8 @@ StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
     << fmt("%.2f", get_or<double>(st, "p99", 0)) << " ms\n\n";
 
   const json walls = summary.value("walls", json::object());
-  const double rows = std::max<double>(1.0, static_cast<double>(get_or<int64_t>(summary, "rows", 1)));
+  const double rows =
+      std::max<double>(1.0, static_cast<double>(get_or<int64_t>(summary, "rows", 1)));
   o << "  wall            share   ms/step\n";
   const char* order[] = {"compute", "communication", "data", "launch", "other"};
   for (const char* w : order) {
@@ -299,19 +303,21 @@ StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
   }
   const json comm = summary.value("communication", json::object());
   if (get_or<int64_t>(comm, "total_ns", 0) > 0) {
-    o << "  (communication total " << fmt("%.2f", static_cast<double>(get_or<int64_t>(comm, "total_ns", 0)) / 1e6 / rows)
+    o << "  (communication total "
+      << fmt("%.2f", static_cast<double>(get_or<int64_t>(comm, "total_ns", 0)) / 1e6 / rows)
       << " ms/step, " << fmt("%.0f", get_or<double>(comm, "overlap_share", 0) * 100)
       << "% hidden behind compute)\n";
   }
-  o << "\n" << bold << "verdict: " << get_or<std::string>(verdict, "headline", "-") << reset << "\n";
+  o << "\n"
+    << bold << "verdict: " << get_or<std::string>(verdict, "headline", "-") << reset << "\n";
   const std::string rec = get_or<std::string>(verdict, "recommendation", "");
   if (!rec.empty()) o << "  -> " << rec << "\n";
   const std::string bound = get_or<std::string>(verdict, "bound", "");
   const double mean = get_or<double>(verdict, "mean_step_ms", 0);
   const double what_if = get_or<double>(verdict, "what_if_step_ms", 0);
   if ((bound == "data" || bound == "launch" || bound == "communication") && mean > 0) {
-    o << "  what if: without the " << bound << " wall a step would take ~"
-      << fmt("%.2f", what_if) << " ms instead of " << fmt("%.2f", mean) << " ms ("
+    o << "  what if: without the " << bound << " wall a step would take ~" << fmt("%.2f", what_if)
+      << " ms instead of " << fmt("%.2f", mean) << " ms ("
       << fmt("%.2f", what_if > 0 ? mean / what_if : 0) << "x)\n";
   }
   for (const json& n : verdict.value("notes", json::array())) {
@@ -320,8 +326,9 @@ StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
   const json gaps = report.value("largest_idle_gaps", json::array());
   if (!gaps.empty()) {
     const json& g = gaps.front();
-    o << "  largest idle gap: " << fmt("%.2f", static_cast<double>(get_or<int64_t>(g, "duration_ns", 0)) / 1e6)
-      << " ms (" << get_or<std::string>(g, "cause", "?") << ") in step "
+    o << "  largest idle gap: "
+      << fmt("%.2f", static_cast<double>(get_or<int64_t>(g, "duration_ns", 0)) / 1e6) << " ms ("
+      << get_or<std::string>(g, "cause", "?") << ") in step "
       << get_or<int64_t>(g, "step_index", 0);
     const std::string ctx = get_or<std::string>(g, "host_context", "");
     if (!ctx.empty()) o << ", host in " << ctx;
@@ -337,17 +344,20 @@ StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
       if (shown == 3) break;
       std::string name = get_or<std::string>(k, "name", "?");
       if (name.size() > 48) name = name.substr(0, 45) + "...";
-      o << (shown++ ? ", " : " ") << name << " " << fmt("%.1f%%", get_or<double>(k, "share", 0) * 100);
+      o << (shown++ ? ", " : " ") << name << " "
+        << fmt("%.1f%%", get_or<double>(k, "share", 0) * 100);
     }
     o << "\n";
   }
   // Native call sites the injected library captured (libunwind), if any.
-  const json sites = report.value("collection", json::object()).value("native_sites", json::array());
+  const json sites =
+      report.value("collection", json::object()).value("native_sites", json::array());
   if (!sites.empty() && sites.front().is_object()) {
     const json& site = sites.front();
-    o << "  top native site (" << get_or<std::string>(site, "kind", "?") << "): "
-      << get_or<std::string>(site, "site", "?") << ", " << get_or<int64_t>(site, "count", 0)
-      << " calls, " << fmt("%.1f", get_or<double>(site, "total_ms", 0)) << " ms\n";
+    o << "  top native site (" << get_or<std::string>(site, "kind", "?")
+      << "): " << get_or<std::string>(site, "site", "?") << ", "
+      << get_or<int64_t>(site, "count", 0) << " calls, "
+      << fmt("%.1f", get_or<double>(site, "total_ms", 0)) << " ms\n";
   }
   for (const json& s : report.value("stats", json::array())) {
     if (get_or<std::string>(s, "severity", "") == "info") continue;
@@ -371,13 +381,13 @@ std::string step_rows_csv(const std::vector<StepRow>& rows) {
     const WallBreakdown w = r.walls();
     o << r.step_index << ',' << r.step_number << ','
       << (r.device == kHostOnlyDevice ? -1 : static_cast<int>(r.device)) << ','
-      << (r.warmup ? 1 : 0) << ',' << r.window_begin << ',' << r.window_end << ','
-      << r.duration() << ',' << r.cat.compute << ',' << r.cat.comm_exposed << ','
-      << r.cat.copy_input << ',' << r.cat.copy_other << ',' << r.cat.data_wait << ','
-      << r.cat.launch_gap << ',' << r.cat.host_other << ',' << w.compute << ','
-      << w.communication << ',' << w.data << ',' << w.launch << ',' << w.other << ','
-      << r.comm_total << ',' << r.comm_overlapped << ',' << r.gpu_busy << ',' << r.kernels
-      << ',' << r.copies << ',' << r.launches << ',' << r.flops << '\n';
+      << (r.warmup ? 1 : 0) << ',' << r.window_begin << ',' << r.window_end << ',' << r.duration()
+      << ',' << r.cat.compute << ',' << r.cat.comm_exposed << ',' << r.cat.copy_input << ','
+      << r.cat.copy_other << ',' << r.cat.data_wait << ',' << r.cat.launch_gap << ','
+      << r.cat.host_other << ',' << w.compute << ',' << w.communication << ',' << w.data << ','
+      << w.launch << ',' << w.other << ',' << r.comm_total << ',' << r.comm_overlapped << ','
+      << r.gpu_busy << ',' << r.kernels << ',' << r.copies << ',' << r.launches << ',' << r.flops
+      << '\n';
   }
   return o.str();
 }

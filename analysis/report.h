@@ -13,9 +13,9 @@
 #include "analysis/run_metadata.h"
 #include "analysis/run_summary.h"
 #include "analysis/stats.h"
+#include "analysis/status.h"
 #include "analysis/step_accountant.h"
 #include "analysis/step_row.h"
-#include "analysis/status.h"
 
 namespace gpuacct {
 

@@ -98,8 +98,11 @@ TEST(Report, AtomicWriteLeavesNoTempFile) {
 TEST(JsonText, InvalidBytesAreKeptLosslessly) {
   EXPECT_EQ(json_safe_utf8("plain"), "plain");
   EXPECT_EQ(json_safe_utf8("caf\xC3\xA9"), "caf\xC3\xA9");
-  EXPECT_EQ(json_safe_utf8(std::string("a\xFF" "b", 3)), "a\\xFFb");
-  EXPECT_EQ(json_safe_utf8(std::string("\xC3", 1)), "\\xC3");     // truncated sequence
+  EXPECT_EQ(json_safe_utf8(std::string("a\xFF"
+                                       "b",
+                                       3)),
+            "a\\xFFb");
+  EXPECT_EQ(json_safe_utf8(std::string("\xC3", 1)), "\\xC3");    // truncated sequence
   EXPECT_EQ(json_safe_utf8("\xED\xA0\x80"), "\\xED\\xA0\\x80");  // surrogate
   // The result always serialises.
   nlohmann::json j = json_safe_utf8(std::string("k\"\\\x01\xFE", 5));

@@ -17,13 +17,13 @@ struct DeviceInfo {
 };
 
 struct RunMetadata {
-  std::string source;        // "injected", "kineto", "recording", "synthetic"
-  std::string source_path;   // file analysed, if any
+  std::string source;       // "injected", "kineto", "recording", "synthetic"
+  std::string source_path;  // file analysed, if any
   std::string hostname;
   int64_t pid = 0;
-  int rank = -1;             // -1 = not distributed / unknown
+  int rank = -1;  // -1 = not distributed / unknown
   int world_size = 0;
-  std::string command;       // argv of the profiled process, if known
+  std::string command;  // argv of the profiled process, if known
   std::vector<DeviceInfo> devices;
   std::string gpuacct_version;
 };

@@ -9,9 +9,12 @@ namespace gpuacct {
 
 const char* to_string(Severity s) {
   switch (s) {
-    case Severity::kNone: return "none";
-    case Severity::kModerate: return "moderate";
-    case Severity::kHigh: return "high";
+    case Severity::kNone:
+      return "none";
+    case Severity::kModerate:
+      return "moderate";
+    case Severity::kHigh:
+      return "high";
   }
   return "none";
 }
@@ -35,9 +38,9 @@ WallShares shares_of(const CategoryNs& c) {
   for (int i = 0; i < kWallCount; ++i) {
     s.ns[static_cast<size_t>(i)] = wall_ns(w, static_cast<Wall>(i));
     s.share[static_cast<size_t>(i)] =
-        s.total_ns > 0 ? static_cast<double>(s.ns[static_cast<size_t>(i)]) /
-                             static_cast<double>(s.total_ns)
-                       : 0.0;
+        s.total_ns > 0
+            ? static_cast<double>(s.ns[static_cast<size_t>(i)]) / static_cast<double>(s.total_ns)
+            : 0.0;
   }
   return s;
 }

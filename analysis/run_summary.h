@@ -29,7 +29,7 @@ struct Verdict {
   // else "compute" (the GPU is busy; look at kernel efficiency next) or "none" (no steps).
   std::string bound;
   Severity severity = Severity::kNone;
-  double share = 0;  // that wall's share of summary step time
+  double share = 0;            // that wall's share of summary step time
   std::string headline;        // one line a person reads first
   std::string recommendation;  // one concrete action for that wall
   double what_if_step_ms = 0;  // mean step time with that wall's time removed
@@ -44,17 +44,17 @@ struct WallShares {
 };
 
 struct RunSummary {
-  int64_t steps = 0;          // distinct summary (non-warm-up) steps
-  int64_t warmup_steps = 0;   // distinct warm-up steps
-  int64_t rows = 0;           // summary rows (steps x devices)
+  int64_t steps = 0;         // distinct summary (non-warm-up) steps
+  int64_t warmup_steps = 0;  // distinct warm-up steps
+  int64_t rows = 0;          // summary rows (steps x devices)
   double step_ms_p50 = 0, step_ms_p90 = 0, step_ms_p99 = 0, step_ms_mean = 0;
-  CategoryNs categories;      // summed over summary rows
+  CategoryNs categories;  // summed over summary rows
   WallShares walls;
   WallShares warmup_walls;
   int64_t comm_total_ns = 0, comm_overlapped_ns = 0, gpu_busy_ns = 0;
   int64_t kernels = 0, launches = 0;
-  double gpu_busy_share = 0;  // union of ops / window: nvidia-smi's view
-  double compute_share = 0;   // the real compute share
+  double gpu_busy_share = 0;      // union of ops / window: nvidia-smi's view
+  double compute_share = 0;       // the real compute share
   double comm_overlap_share = 0;  // overlapped / total communication
   Verdict verdict;
 };

@@ -10,13 +10,18 @@ constexpr StatInfo kInfos[] = {
 static_assert(sizeof(kInfos) / sizeof(kInfos[0]) == kStatCount);
 }  // namespace
 
-const StatInfo& stat_info(Stat s) { return kInfos[static_cast<size_t>(s)]; }
+const StatInfo& stat_info(Stat s) {
+  return kInfos[static_cast<size_t>(s)];
+}
 
 std::string_view to_string(StatSeverity s) {
   switch (s) {
-    case StatSeverity::kInfo: return "info";
-    case StatSeverity::kError: return "error";
-    case StatSeverity::kDataLoss: return "data_loss";
+    case StatSeverity::kInfo:
+      return "info";
+    case StatSeverity::kError:
+      return "error";
+    case StatSeverity::kDataLoss:
+      return "data_loss";
   }
   return "info";
 }

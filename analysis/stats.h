@@ -15,7 +15,7 @@ namespace gpuacct {
 enum class StatSeverity : uint8_t { kInfo, kError, kDataLoss };
 
 // X(name, severity, description)
-#define GPUACCT_STATS_LIST(X)                                                                     \
+#define GPUACCT_STATS_LIST(X)                                                                   \
   X(gpu_ops_received, kInfo, "GPU operations received")                                         \
   X(api_calls_received, kInfo, "host CUDA API calls received")                                  \
   X(ranges_received, kInfo, "host ranges received")                                             \
@@ -24,16 +24,17 @@ enum class StatSeverity : uint8_t { kInfo, kError, kDataLoss };
   X(ops_outside_steps, kInfo, "GPU ops that ran outside every step window")                     \
   X(unmatched_launches, kInfo, "launch calls whose GPU op never arrived")                       \
   X(incomplete_trailing_step, kInfo, "open step at the end of the run that was dropped")        \
-  X(invalid_events_skipped, kError, "events skipped: end before start or out of range")          \
+  X(invalid_events_skipped, kError, "events skipped: end before start or out of range")         \
   X(overlapping_steps_skipped, kError, "step ranges that overlapped an earlier step, skipped")  \
   X(unknown_names, kError, "events naming an unknown string id")                                \
   X(late_gpu_ops_dropped, kDataLoss, "GPU ops that arrived after their step was finalised")     \
-  X(late_host_events_dropped, kDataLoss, "host events that arrived after their step was finalised") \
-  X(late_steps_dropped, kDataLoss, "step ranges that arrived after later steps were finalised")  \
-  X(cupti_records_dropped, kDataLoss, "activity records CUPTI dropped (buffers full)")           \
+  X(late_host_events_dropped, kDataLoss,                                                        \
+    "host events that arrived after their step was finalised")                                  \
+  X(late_steps_dropped, kDataLoss, "step ranges that arrived after later steps were finalised") \
+  X(cupti_records_dropped, kDataLoss, "activity records CUPTI dropped (buffers full)")          \
   X(cupti_buffers_refused, kDataLoss, "activity buffers refused at the pool cap")               \
   X(cupti_records_unparsed, kDataLoss, "activity records of an unexpected kind or version")     \
-  X(host_records_dropped, kDataLoss, "host ranges/markers dropped (per-thread ring full)")       \
+  X(host_records_dropped, kDataLoss, "host ranges/markers dropped (per-thread ring full)")      \
   X(importer_events_skipped, kError, "trace events skipped by the importer (malformed)")        \
   X(importer_unknown_categories, kInfo, "trace events of categories the importer ignores")
 

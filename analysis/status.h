@@ -29,8 +29,8 @@ class Status {
 template <typename T>
 class StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}           // NOLINT: implicit on purpose
-  StatusOr(Status status) : status_(std::move(status)) {}   // NOLINT: implicit on purpose
+  StatusOr(T value) : value_(std::move(value)) {}          // NOLINT: implicit on purpose
+  StatusOr(Status status) : status_(std::move(status)) {}  // NOLINT: implicit on purpose
 
   bool ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
@@ -46,10 +46,10 @@ class StatusOr {
   std::optional<T> value_;
 };
 
-#define GPUACCT_RETURN_IF_ERROR(expr)   \
-  do {                                  \
-    ::gpuacct::Status _st = (expr);     \
-    if (!_st.ok()) return _st;          \
+#define GPUACCT_RETURN_IF_ERROR(expr) \
+  do {                                \
+    ::gpuacct::Status _st = (expr);   \
+    if (!_st.ok()) return _st;        \
   } while (0)
 
 }  // namespace gpuacct

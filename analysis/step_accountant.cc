@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cassert>
-#include <limits>
 #include <functional>
+#include <limits>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -16,9 +16,12 @@ namespace gpuacct {
 
 const char* to_string(IdleCause c) {
   switch (c) {
-    case IdleCause::kDataWait: return "data_wait";
-    case IdleCause::kLaunchGap: return "launch_gap";
-    case IdleCause::kHostOther: return "host_other";
+    case IdleCause::kDataWait:
+      return "data_wait";
+    case IdleCause::kLaunchGap:
+      return "launch_gap";
+    case IdleCause::kHostOther:
+      return "host_other";
   }
   return "host_other";
 }
@@ -31,37 +34,54 @@ IdleCause IdleGap::dominant() const {
 
 const char* to_string(Category c) {
   switch (c) {
-    case Category::kCompute: return "compute";
-    case Category::kCommExposed: return "comm_exposed";
-    case Category::kCopyInput: return "copy_input";
-    case Category::kCopyOther: return "copy_other";
-    case Category::kDataWait: return "data_wait";
-    case Category::kLaunchGap: return "launch_gap";
-    case Category::kHostOther: return "host_other";
+    case Category::kCompute:
+      return "compute";
+    case Category::kCommExposed:
+      return "comm_exposed";
+    case Category::kCopyInput:
+      return "copy_input";
+    case Category::kCopyOther:
+      return "copy_other";
+    case Category::kDataWait:
+      return "data_wait";
+    case Category::kLaunchGap:
+      return "launch_gap";
+    case Category::kHostOther:
+      return "host_other";
   }
   return "host_other";
 }
 
 Wall wall_of(Category c) {
   switch (c) {
-    case Category::kCompute: return Wall::kCompute;
-    case Category::kCommExposed: return Wall::kCommunication;
+    case Category::kCompute:
+      return Wall::kCompute;
+    case Category::kCommExposed:
+      return Wall::kCommunication;
     case Category::kCopyInput:
-    case Category::kDataWait: return Wall::kData;
-    case Category::kLaunchGap: return Wall::kLaunch;
+    case Category::kDataWait:
+      return Wall::kData;
+    case Category::kLaunchGap:
+      return Wall::kLaunch;
     case Category::kCopyOther:
-    case Category::kHostOther: return Wall::kOther;
+    case Category::kHostOther:
+      return Wall::kOther;
   }
   return Wall::kOther;
 }
 
 const char* to_string(Wall w) {
   switch (w) {
-    case Wall::kCompute: return "compute";
-    case Wall::kCommunication: return "communication";
-    case Wall::kData: return "data";
-    case Wall::kLaunch: return "launch";
-    case Wall::kOther: return "other";
+    case Wall::kCompute:
+      return "compute";
+    case Wall::kCommunication:
+      return "communication";
+    case Wall::kData:
+      return "data";
+    case Wall::kLaunch:
+      return "launch";
+    case Wall::kOther:
+      return "other";
   }
   return "other";
 }
@@ -96,7 +116,8 @@ struct ThreadHost {
     auto by_start = [](const auto& a, const auto& b) { return a.start < b.start; };
     const auto mid = v.begin() + static_cast<ptrdiff_t>(sorted);
     if (!std::is_sorted(mid, v.end(), by_start)) std::sort(mid, v.end(), by_start);
-    if (sorted > 0 && by_start(*mid, *std::prev(mid))) std::inplace_merge(v.begin(), mid, v.end(), by_start);
+    if (sorted > 0 && by_start(*mid, *std::prev(mid)))
+      std::inplace_merge(v.begin(), mid, v.end(), by_start);
     sorted = v.size();
   }
   void sort_all() {
@@ -133,8 +154,10 @@ struct DeviceState {
     const auto mid = pending.begin() + static_cast<ptrdiff_t>(std::max(sorted, head));
     // The tail is a few sorted runs interleaved (each stream's ops arrive in order):
     // stable_sort (a merge sort) handles that without introsort's bad cases.
-    if (!std::is_sorted(mid, pending.end(), by_start)) std::stable_sort(mid, pending.end(), by_start);
-    if (first < mid && by_start(*mid, *std::prev(mid))) std::inplace_merge(first, mid, pending.end(), by_start);
+    if (!std::is_sorted(mid, pending.end(), by_start))
+      std::stable_sort(mid, pending.end(), by_start);
+    if (first < mid && by_start(*mid, *std::prev(mid)))
+      std::inplace_merge(first, mid, pending.end(), by_start);
     sorted = pending.size();
   }
   // Forgets the consumed prefix once it is large (amortised O(1) per op).
@@ -261,7 +284,7 @@ struct StepAccountant::Impl {
   size_t corr_prune_at = 4096;
   TimeNs blocked_step_begin = kMinTime;
   TimeNs blocked_until = kMinTime;
-  std::vector<IdleGap> gaps;  // min-heap on length, capacity cfg.top_gaps
+  std::vector<IdleGap> gaps;         // min-heap on length, capacity cfg.top_gaps
   std::vector<IdleGap> gaps_sorted;  // longest first, rebuilt by largest_gaps()
 
   // Scratch reused across windows (no per-window allocation once warmed up).
@@ -464,9 +487,8 @@ struct StepAccountant::Impl {
     uint32_t missing = 0;
     for (auto& [tid, th] : threads) {
       th.sort_all();
-      auto it = std::lower_bound(
-          th.calls.begin(), th.calls.end(), begin,
-          [](const HostApiCall& c, TimeNs t) { return c.start < t; });
+      auto it = std::lower_bound(th.calls.begin(), th.calls.end(), begin,
+                                 [](const HostApiCall& c, TimeNs t) { return c.start < t; });
       for (; it != th.calls.end() && it->start < end; ++it) {
         if (it->kind != HostApiKind::kLaunch && it->kind != HostApiKind::kCopy) continue;
         if (it->kind == HostApiKind::kLaunch) ++launches;
@@ -513,11 +535,14 @@ struct StepAccountant::Impl {
     // remaining one decides.
     auto& pl = pending_launches;
     if (pending_sorted < pl.size()) {
-      auto by_start = [](const PendingLaunch& a, const PendingLaunch& b) { return a.start < b.start; };
+      auto by_start = [](const PendingLaunch& a, const PendingLaunch& b) {
+        return a.start < b.start;
+      };
       const auto mid = pl.begin() + static_cast<ptrdiff_t>(pending_sorted);
       if (!std::is_sorted(mid, pl.end(), by_start)) std::sort(mid, pl.end(), by_start);
       const auto head = pl.begin() + static_cast<ptrdiff_t>(pending_head);
-      if (head < mid && by_start(*mid, *std::prev(mid))) std::inplace_merge(head, mid, pl.end(), by_start);
+      if (head < mid && by_start(*mid, *std::prev(mid)))
+        std::inplace_merge(head, mid, pl.end(), by_start);
       pending_sorted = pl.size();
     }
     while (pending_head < pl.size()) {
@@ -663,16 +688,18 @@ struct StepAccountant::Impl {
       // dropped), so a backlog of many steps does not make this quadratic).
       for (auto& [tid, th] : threads) {
         th.sort_all();
-        auto c = std::find_if(th.calls.begin(), th.calls.end(),
-                              [&](const HostApiCall& x) { return x.end >= cutoff || x.start >= cutoff; });
+        auto c = std::find_if(th.calls.begin(), th.calls.end(), [&](const HostApiCall& x) {
+          return x.end >= cutoff || x.start >= cutoff;
+        });
         // Stale entries before the cutoff are harmless (every lookup starts at or after it):
         // erase only when they are the larger part, so erasing stays amortised O(1).
         if ((c - th.calls.begin()) * 2 > static_cast<ptrdiff_t>(th.calls.size())) {
           th.calls.erase(th.calls.begin(), c);
           th.calls_sorted = th.calls.size();
         }
-        auto d = std::find_if(th.data.begin(), th.data.end(),
-                              [&](const HostRange& x) { return x.end >= cutoff || x.start >= cutoff; });
+        auto d = std::find_if(th.data.begin(), th.data.end(), [&](const HostRange& x) {
+          return x.end >= cutoff || x.start >= cutoff;
+        });
         if ((d - th.data.begin()) * 2 > static_cast<ptrdiff_t>(th.data.size())) {
           th.data.erase(th.data.begin(), d);
           th.data_sorted = th.data.size();
@@ -690,8 +717,7 @@ struct StepAccountant::Impl {
           if (e.has_op && e.op_end > cutoff) return false;
           if (!e.has_api) return true;
           if (e.api_start >= corr_cutoff) return false;
-          return e.has_op || finished ||
-                 watermark >= e.api_start + cfg.pending_launch_timeout_ns;
+          return e.has_op || finished || watermark >= e.api_start + cfg.pending_launch_timeout_ns;
         });
         corr_prune_at = std::max<size_t>(4096, corr.size() * 2);
       }
@@ -782,7 +808,8 @@ struct StepAccountant::Impl {
       const TimeNs t = i < n ? endpoints[i].t : we;
       if (t > cur) {
         const int64_t len = t - cur;
-        if (count[kClsCompute] + count[kClsComm] + count[kClsCopyInput] + count[kClsCopyOther] > 0) {
+        if (count[kClsCompute] + count[kClsComm] + count[kClsCopyInput] + count[kClsCopyOther] >
+            0) {
           row.gpu_busy += len;
           if (count[kClsComm] > 0) row.comm_total += len;
           if (count[kClsComm] > 0 && count[kClsCompute] > 0) row.comm_overlapped += len;
@@ -825,7 +852,8 @@ struct StepAccountant::Impl {
         if (e.delta > 0) {
           act.push_back(e.op);
           if (summary_step && window_ops[e.op].start >= ws) {
-            if (e.cls == kClsCompute || e.cls == kClsComm) exposure_of(window_ops[e.op].name).count++;
+            if (e.cls == kClsCompute || e.cls == kClsComm)
+              exposure_of(window_ops[e.op].name).count++;
           }
         } else {
           auto it = std::find(act.begin(), act.end(), e.op);
@@ -871,10 +899,10 @@ struct StepAccountant::Impl {
       endpoints.resize(packed.size());
       for (size_t j = 0; j < packed.size(); ++j) {
         const uint64_t k = packed[j];
-        endpoints[j] = Endpoint{ws + static_cast<TimeNs>(k >> kTimeShift),
-                                static_cast<uint32_t>((k >> 3) & ((1u << 20) - 1)),
-                                static_cast<int8_t>((k & 1u) ? 1 : -1),
-                                static_cast<uint8_t>((k >> 1) & 3u)};
+        endpoints[j] =
+            Endpoint{ws + static_cast<TimeNs>(k >> kTimeShift),
+                     static_cast<uint32_t>((k >> 3) & ((1u << 20) - 1)),
+                     static_cast<int8_t>((k & 1u) ? 1 : -1), static_cast<uint8_t>((k >> 1) & 3u)};
       }
       return;
     }
@@ -895,7 +923,7 @@ struct StepAccountant::Impl {
   // "Idle gaps").  `next` is the op that ends the gap, or null when the window ends idle.
   // Returns the gap's dominant category (timelines show that; the numbers stay exact).
   Category classify_idle(StepRow& row, const PendingStep& s, TimeNs g0, TimeNs g1,
-                     const GpuOp* next, bool summary_step) {
+                         const GpuOp* next, bool summary_step) {
     const int64_t len = g1 - g0;
     const CorrEntry* launch = nullptr;
     if (next != nullptr && next->correlation_id != 0) {
@@ -1053,8 +1081,12 @@ StepAccountant::StepAccountant(AccountingConfig config) : impl_(std::make_unique
 }
 StepAccountant::~StepAccountant() = default;
 
-void StepAccountant::set_row_sink(RowSink sink) { impl_->row_sink = std::move(sink); }
-void StepAccountant::set_segment_sink(SegmentSink sink) { impl_->segment_sink = std::move(sink); }
+void StepAccountant::set_row_sink(RowSink sink) {
+  impl_->row_sink = std::move(sink);
+}
+void StepAccountant::set_segment_sink(SegmentSink sink) {
+  impl_->segment_sink = std::move(sink);
+}
 
 void StepAccountant::add(const EventBatch& batch) {
   for (const auto& e : batch.gpu_ops) impl_->add_gpu_op(e);
@@ -1062,10 +1094,18 @@ void StepAccountant::add(const EventBatch& batch) {
   for (const auto& e : batch.ranges) impl_->add_range(e);
   for (const auto& e : batch.markers) impl_->add_marker(e);
 }
-void StepAccountant::add_gpu_op(const GpuOp& op) { impl_->add_gpu_op(op); }
-void StepAccountant::add_api_call(const HostApiCall& call) { impl_->add_api_call(call); }
-void StepAccountant::add_range(const HostRange& range) { impl_->add_range(range); }
-void StepAccountant::add_marker(const Marker& marker) { impl_->add_marker(marker); }
+void StepAccountant::add_gpu_op(const GpuOp& op) {
+  impl_->add_gpu_op(op);
+}
+void StepAccountant::add_api_call(const HostApiCall& call) {
+  impl_->add_api_call(call);
+}
+void StepAccountant::add_range(const HostRange& range) {
+  impl_->add_range(range);
+}
+void StepAccountant::add_marker(const Marker& marker) {
+  impl_->add_marker(marker);
+}
 
 void StepAccountant::advance_watermark(TimeNs watermark) {
   if (impl_->finished || watermark <= impl_->watermark) return;
@@ -1086,7 +1126,9 @@ void StepAccountant::finish() {
   }
 }
 
-const std::vector<StepRow>& StepAccountant::rows() const { return impl_->rows; }
+const std::vector<StepRow>& StepAccountant::rows() const {
+  return impl_->rows;
+}
 
 std::vector<KernelExposure> StepAccountant::kernel_exposure() const {
   std::vector<KernelExposure> out;
@@ -1104,9 +1146,15 @@ const std::vector<IdleGap>& StepAccountant::largest_gaps() const {
   return impl_->gaps_sorted;
 }
 
-const Stats& StepAccountant::stats() const { return impl_->stats; }
-Stats& StepAccountant::mutable_stats() { return impl_->stats; }
-const AccountingConfig& StepAccountant::config() const { return impl_->cfg; }
+const Stats& StepAccountant::stats() const {
+  return impl_->stats;
+}
+Stats& StepAccountant::mutable_stats() {
+  return impl_->stats;
+}
+const AccountingConfig& StepAccountant::config() const {
+  return impl_->cfg;
+}
 
 size_t StepAccountant::retained_events() const {
   size_t n = impl_->corr.size() + impl_->steps.size() + impl_->boundaries.size() +

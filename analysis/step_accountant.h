@@ -36,10 +36,10 @@ struct IdleGap {
   int64_t data_wait = 0;
   int64_t launch_gap = 0;
   int64_t host_other = 0;
-  NameId next_op = kNoName;      // the op that ended the gap
-  NameId host_context = kNoName; // data range or CUDA call the host was in, if any
-  uint32_t thread = 0;           // launching thread of next_op (0 = unknown)
-  bool op_was_queued = false;    // next_op had been submitted before the gap began
+  NameId next_op = kNoName;       // the op that ended the gap
+  NameId host_context = kNoName;  // data range or CUDA call the host was in, if any
+  uint32_t thread = 0;            // launching thread of next_op (0 = unknown)
+  bool op_was_queued = false;     // next_op had been submitted before the gap began
 
   int64_t length() const { return end - start; }
   IdleCause dominant() const;
@@ -57,7 +57,13 @@ struct KernelExposure {
 
 // A maximal interval of one category on one device: for timelines.
 enum class Category : uint8_t {
-  kCompute, kCommExposed, kCopyInput, kCopyOther, kDataWait, kLaunchGap, kHostOther
+  kCompute,
+  kCommExposed,
+  kCopyInput,
+  kCopyOther,
+  kDataWait,
+  kLaunchGap,
+  kHostOther
 };
 inline constexpr int kCategoryCount = 7;
 const char* to_string(Category c);

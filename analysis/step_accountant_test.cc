@@ -13,7 +13,9 @@
 namespace gpuacct {
 namespace {
 
-constexpr TimeNs us(double v) { return static_cast<TimeNs>(v * 1000.0); }
+constexpr TimeNs us(double v) {
+  return static_cast<TimeNs>(v * 1000.0);
+}
 
 // Builds events for a test with automatic correlation ids.
 struct Trace {
@@ -21,8 +23,8 @@ struct Trace {
   uint64_t next_corr = 1;
 
   // A launch call on `thread` during [a, b) and the kernel it launched running [ks, ke).
-  GpuOp& kernel(TimeNs a, TimeNs b_, TimeNs ks, TimeNs ke, uint16_t device = 0,
-                uint32_t stream = 7, uint32_t thread = 1) {
+  GpuOp& kernel(TimeNs a, TimeNs b_, TimeNs ks, TimeNs ke, uint16_t device = 0, uint32_t stream = 7,
+                uint32_t thread = 1) {
     const uint64_t c = next_corr++;
     b.api_calls.push_back(HostApiCall{a, b_, c, thread, 1, HostApiKind::kLaunch, {}});
     GpuOp op;
@@ -195,7 +197,7 @@ TEST(StepAccountant, LongHostPauseIsHostOther) {
   ASSERT_EQ(rows.size(), 1u);
   const StepRow& r = rows[0];
   expect_exact(r);
-  EXPECT_EQ(r.cat.host_other, us(2000));  // [100, 2100): one pause of 2 ms
+  EXPECT_EQ(r.cat.host_other, us(2000));    // [100, 2100): one pause of 2 ms
   EXPECT_EQ(r.cat.launch_gap, us(15 + 5));  // first gap (queued, 15 us) + launch tail
   EXPECT_EQ(r.cat.compute, us(85 + 95));
 }
@@ -284,8 +286,8 @@ TEST(StepAccountant, OwnedOpThatRanInsidePreviousWindow) {
     t.step(0, us(1000), 0);
     t.step(us(1000), us(1200), 1);
     for (int i = 2; i < 8; ++i) t.step(us(1200.0 + 100 * i), us(1300.0 + 100 * i), i);
-    t.kernel(us(10), us(15), us(20), us(3000), 0, 7);            // step 0, long
-    t.kernel(us(1100), us(1105), us(1110), us(1500), 0, 8);      // step 1, other stream
+    t.kernel(us(10), us(15), us(20), us(3000), 0, 7);        // step 0, long
+    t.kernel(us(1100), us(1105), us(1110), us(1500), 0, 8);  // step 1, other stream
     StepAccountant acc(no_warmup());
     acc.add(t.b);
     if (live) acc.advance_watermark(us(5000));

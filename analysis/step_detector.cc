@@ -162,8 +162,8 @@ bool StepDetector::try_lock(std::vector<DetectorToken>& ready, std::vector<Marke
         break;
       }
     }
-    const double explained = static_cast<double>(mode_n) * static_cast<double>(cand.mode_len) /
-                             static_cast<double>(n);
+    const double explained =
+        static_cast<double>(mode_n) * static_cast<double>(cand.mode_len) / static_cast<double>(n);
     cand.explained_pct = static_cast<int>(explained * 50.0);
     if (best.count == 0 || rank(cand) > rank(best)) best = cand;
   }

@@ -59,11 +59,16 @@ inline constexpr int kWallCount = 5;
 const char* to_string(Wall w);
 inline int64_t wall_ns(const WallBreakdown& w, Wall which) {
   switch (which) {
-    case Wall::kCompute: return w.compute;
-    case Wall::kCommunication: return w.communication;
-    case Wall::kData: return w.data;
-    case Wall::kLaunch: return w.launch;
-    case Wall::kOther: return w.other;
+    case Wall::kCompute:
+      return w.compute;
+    case Wall::kCommunication:
+      return w.communication;
+    case Wall::kData:
+      return w.data;
+    case Wall::kLaunch:
+      return w.launch;
+    case Wall::kOther:
+      return w.other;
   }
   return 0;
 }

@@ -66,7 +66,8 @@ namespace {
 // a live source (CUPTI buffers) would.
 class Delivery {
  public:
-  Delivery(const SyntheticSpec& spec, EventSink& sink) : spec_(spec), sink_(sink), rng_(spec.seed) {}
+  Delivery(const SyntheticSpec& spec, EventSink& sink)
+      : spec_(spec), sink_(sink), rng_(spec.seed) {}
 
   void gpu(const GpuOp& op) {
     if (!shuffled()) return sink_.on_gpu_op(op);
@@ -155,7 +156,9 @@ class Delivery {
 uint64_t generate_synthetic(const SyntheticSpec& spec, NameTable& names, EventSink& sink) {
   std::mt19937_64 rng(spec.seed);
   std::uniform_real_distribution<double> uni(1.0 - spec.jitter, 1.0 + spec.jitter);
-  auto jit = [&](TimeNs v) { return v <= 0 ? 0 : std::max<TimeNs>(1, static_cast<TimeNs>(static_cast<double>(v) * uni(rng))); };
+  auto jit = [&](TimeNs v) {
+    return v <= 0 ? 0 : std::max<TimeNs>(1, static_cast<TimeNs>(static_cast<double>(v) * uni(rng)));
+  };
 
   const NameId n_launch = names.intern("cudaLaunchKernel");
   const NameId n_memcpy = names.intern("cudaMemcpyAsync");
@@ -165,8 +168,8 @@ uint64_t generate_synthetic(const SyntheticSpec& spec, NameTable& names, EventSi
   const NameId n_h2d = names.intern("Memcpy HtoD (Pageable -> Device)");
   const NameId n_coll = names.intern("ncclDevKernel_AllReduce_Sum_f32_RING_LL");
   std::vector<NameId> kernel_names;
-  const char* bases[] = {"ampere_sgemm_128x64_tn", "vectorized_elementwise_kernel",
-                         "reduce_kernel", "softmax_warp_forward", "layer_norm_kernel"};
+  const char* bases[] = {"ampere_sgemm_128x64_tn", "vectorized_elementwise_kernel", "reduce_kernel",
+                         "softmax_warp_forward", "layer_norm_kernel"};
   for (const char* b : bases) kernel_names.push_back(names.intern(b));
 
   Delivery out(spec, sink);

@@ -34,13 +34,27 @@ void append_json_string(std::string& out, std::string_view text) {
   for (char ch : safe) {
     const auto b = static_cast<unsigned char>(ch);
     switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (b < 0x20 || b == 0x7f) {
           out += "\\u00";
@@ -70,7 +84,8 @@ class Out {
     char buf[64];
     const char* sign = ns < 0 ? "-" : "";
     const uint64_t a = ns < 0 ? static_cast<uint64_t>(-(ns + 1)) + 1 : static_cast<uint64_t>(ns);
-    std::snprintf(buf, sizeof(buf), "\"%s\":%s%" PRIu64 ".%03" PRIu64, key, sign, a / 1000, a % 1000);
+    std::snprintf(buf, sizeof(buf), "\"%s\":%s%" PRIu64 ".%03" PRIu64, key, sign, a / 1000,
+                  a % 1000);
     s += buf;
   }
   void num(const char* key, int64_t v) {
@@ -135,18 +150,24 @@ class Out {
 
 const char* kind_cat(GpuOpKind k) {
   switch (k) {
-    case GpuOpKind::kKernel: return "kernel";
-    case GpuOpKind::kMemcpy: return "gpu_memcpy";
-    case GpuOpKind::kMemset: return "gpu_memset";
+    case GpuOpKind::kKernel:
+      return "kernel";
+    case GpuOpKind::kMemcpy:
+      return "gpu_memcpy";
+    case GpuOpKind::kMemset:
+      return "gpu_memset";
   }
   return "kernel";
 }
 
 const char* range_cat(RangeKind k) {
   switch (k) {
-    case RangeKind::kStep: return "step";
-    case RangeKind::kData: return "data";
-    case RangeKind::kUser: return "user_annotation";
+    case RangeKind::kStep:
+      return "step";
+    case RangeKind::kData:
+      return "data";
+    case RangeKind::kUser:
+      return "user_annotation";
   }
   return "user_annotation";
 }
@@ -154,11 +175,16 @@ const char* range_cat(RangeKind k) {
 // Chrome's reserved colour names, one per wall (Perfetto ignores them).
 const char* wall_color(Wall w) {
   switch (w) {
-    case Wall::kCompute: return "good";
-    case Wall::kCommunication: return "rail_load";
-    case Wall::kData: return "terrible";
-    case Wall::kLaunch: return "bad";
-    case Wall::kOther: return "generic_work";
+    case Wall::kCompute:
+      return "good";
+    case Wall::kCommunication:
+      return "rail_load";
+    case Wall::kData:
+      return "terrible";
+    case Wall::kLaunch:
+      return "bad";
+    case Wall::kOther:
+      return "generic_work";
   }
   return "generic_work";
 }
@@ -313,6 +339,8 @@ std::string TimelineWriter::to_json() const {
   return std::move(out.s);
 }
 
-Status TimelineWriter::write(const std::string& path) const { return write_file_atomic(path, to_json()); }
+Status TimelineWriter::write(const std::string& path) const {
+  return write_file_atomic(path, to_json());
+}
 
 }  // namespace gpuacct

@@ -21,7 +21,8 @@ std::string roundtrip(std::string_view text) {
 TEST(TimelineEscaping, LosslessForValidTextStrictJsonAlways) {
   EXPECT_EQ(roundtrip("plain"), "plain");
   EXPECT_EQ(roundtrip("a\"b\\c"), "a\"b\\c");
-  EXPECT_EQ(roundtrip(std::string("ctl\x01\x1f\n\t\r\b\f\x7f", 12)), std::string("ctl\x01\x1f\n\t\r\b\f\x7f", 12));
+  EXPECT_EQ(roundtrip(std::string("ctl\x01\x1f\n\t\r\b\f\x7f", 12)),
+            std::string("ctl\x01\x1f\n\t\r\b\f\x7f", 12));
   EXPECT_EQ(roundtrip(std::string("nul\0x", 5)), std::string("nul\0x", 5));
   EXPECT_EQ(roundtrip("\xc3\xa9\xf0\x9f\x98\x80"), "\xc3\xa9\xf0\x9f\x98\x80");
   // Bytes that are not UTF-8 are spelled \xHH (the original byte stays recoverable).

@@ -8,8 +8,12 @@
 namespace gpuacct {
 namespace {
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-bool contains(std::string_view s, std::string_view p) { return s.find(p) != std::string_view::npos; }
+bool starts_with(std::string_view s, std::string_view p) {
+  return s.substr(0, p.size()) == p;
+}
+bool contains(std::string_view s, std::string_view p) {
+  return s.find(p) != std::string_view::npos;
+}
 
 // HTA rounds float µs: ts up, ts + dur down.
 int64_t ceil_us(TimeNs ns) {
@@ -51,13 +55,17 @@ int64_t intersection(const std::vector<Iv>& a, const std::vector<Iv>& b) {
   while (i < a.size() && j < b.size()) {
     int64_t s = std::max(a[i].s, b[j].s), e = std::min(a[i].e, b[j].e);
     if (e > s) t += e - s;
-    if (a[i].e < b[j].e) ++i;
-    else ++j;
+    if (a[i].e < b[j].e)
+      ++i;
+    else
+      ++j;
   }
   return t;
 }
 
-double round2(double x) { return std::round(x * 100.0) / 100.0; }
+double round2(double x) {
+  return std::round(x * 100.0) / 100.0;
+}
 
 }  // namespace
 
@@ -168,15 +176,16 @@ HtaTotals TraceTotals::compute() const {
   t.non_compute_us = t.kernel_time_us - t.compute_us - t.idle_us;
   t.comm_us = length(comm);
   t.comm_overlap_us = intersection(comm, comp);
-  t.comm_comp_overlap_pct =
-      t.comm_us > 0 ? 100.0 * static_cast<double>(t.comm_overlap_us) / static_cast<double>(t.comm_us)
-                    : 0.0;
+  t.comm_comp_overlap_pct = t.comm_us > 0 ? 100.0 * static_cast<double>(t.comm_overlap_us) /
+                                                static_cast<double>(t.comm_us)
+                                          : 0.0;
 
   // Idle breakdown per stream, ops in start order (stable: file order breaks ties).
   std::map<std::pair<uint16_t, uint32_t>, std::vector<const K*>> by_stream;
   for (const K& k : kept) by_stream[{k.device, k.stream}].push_back(&k);
   for (auto& [key, list] : by_stream) {
-    std::stable_sort(list.begin(), list.end(), [](const K* a, const K* b) { return a->iv.s < b->iv.s; });
+    std::stable_sort(list.begin(), list.end(),
+                     [](const K* a, const K* b) { return a->iv.s < b->iv.s; });
     HtaStreamIdle s;
     s.device = key.first;
     s.stream = key.second;
@@ -184,7 +193,8 @@ HtaTotals TraceTotals::compute() const {
       const int64_t prev_end = list[i - 1]->iv.e;
       const int64_t gap = list[i]->iv.s - prev_end;
       if (gap <= 0) continue;
-      if (list[i]->launch_us != std::numeric_limits<int64_t>::min() && list[i]->launch_us > prev_end) {
+      if (list[i]->launch_us != std::numeric_limits<int64_t>::min() &&
+          list[i]->launch_us > prev_end) {
         s.host_wait_us += gap;
       } else if (gap < opts_.consecutive_kernel_delay_us) {
         s.kernel_wait_us += gap;

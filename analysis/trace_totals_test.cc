@@ -7,7 +7,9 @@
 namespace gpuacct {
 namespace {
 
-constexpr TimeNs us(double v) { return static_cast<TimeNs>(v * 1000.0); }
+constexpr TimeNs us(double v) {
+  return static_cast<TimeNs>(v * 1000.0);
+}
 
 class TraceTotalsTest : public ::testing::Test {
  protected:
@@ -41,18 +43,18 @@ class TraceTotalsTest : public ::testing::Test {
     step(0);
     step(100);
     step(200);  // the last step: ops launched at/after 200 us are dropped
-    op("void gemm(float)", 10.2, 30.7, 1, 7);               // rounds to [11, 30]
-    op("ncclDevKernel_AllReduce_Sum_f32", 20, 50, 2, 20);   // comm
+    op("void gemm(float)", 10.2, 30.7, 1, 7);              // rounds to [11, 30]
+    op("ncclDevKernel_AllReduce_Sum_f32", 20, 50, 2, 20);  // comm
     op("Memcpy HtoD (Pageable -> Device)", 60, 70, 3, 7, GpuOpKind::kMemcpy);
     op("void relu(float)", 80, 90, 4, 7);
     op("void add(float)", 125, 130, 5, 7);
-    op("void late(float)", 300, 310, 6, 7);  // launched after the last step start
+    op("void late(float)", 300, 310, 6, 7);    // launched after the last step start
     op("void orphan(float)", 400, 401, 0, 7);  // no launching call
     launch(1, 5);
     launch(2, 15);
-    launch(3, 65);   // after the previous op on stream 7 ended (30): host wait
-    launch(4, 50);   // before 70: gap 10 < 30 -> kernel wait
-    launch(5, 40);   // gap 35 >= 30 -> other
+    launch(3, 65);  // after the previous op on stream 7 ended (30): host wait
+    launch(4, 50);  // before 70: gap 10 < 30 -> kernel wait
+    launch(5, 40);  // gap 35 >= 30 -> other
     launch(6, 210);
   }
   NameTable names;

@@ -37,11 +37,21 @@ class Tape final : public EventSink {
   void replay(EventSink& s) const {
     for (const Entry& e : order) {
       switch (e.kind) {
-        case 0: s.on_gpu_op(events.gpu_ops[e.index]); break;
-        case 1: s.on_api_call(events.api_calls[e.index]); break;
-        case 2: s.on_range(events.ranges[e.index]); break;
-        case 3: s.on_marker(events.markers[e.index]); break;
-        default: s.on_watermark(watermarks[e.index]); break;
+        case 0:
+          s.on_gpu_op(events.gpu_ops[e.index]);
+          break;
+        case 1:
+          s.on_api_call(events.api_calls[e.index]);
+          break;
+        case 2:
+          s.on_range(events.ranges[e.index]);
+          break;
+        case 3:
+          s.on_marker(events.markers[e.index]);
+          break;
+        default:
+          s.on_watermark(watermarks[e.index]);
+          break;
       }
     }
   }

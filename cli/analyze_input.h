@@ -20,7 +20,6 @@ struct AnalyzedInput {
 // Recordings are recognised by their magic bytes; anything else is read as a PyTorch-profiler
 // (Kineto) trace.  cfg.warmup_steps < 0 means the source's default (2 for recordings, 0 for
 // profiler traces, which are already steady-state captures).
-StatusOr<AnalyzedInput> analyze_input(const std::string& path, AccountingConfig cfg,
-                                      bool progress);
+StatusOr<AnalyzedInput> analyze_input(const std::string& path, AccountingConfig cfg, bool progress);
 
 }  // namespace gpuacct::cli

@@ -53,7 +53,8 @@ int run_analyze(int argc, char** argv) {
   Args args({"out", "warmup", "launch-latency-us", "host-pause-us"},
             {"help", "json", "no-files", "color"}, {{'o', "out"}, {'h', "help"}});
   if (!args.parse(argc, argv)) {
-    std::fprintf(stderr, "gpuacct analyze: %s\n(see gpuacct analyze --help)\n", args.error().c_str());
+    std::fprintf(stderr, "gpuacct analyze: %s\n(see gpuacct analyze --help)\n",
+                 args.error().c_str());
     return 2;
   }
   if (args.has("help")) {

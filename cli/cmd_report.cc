@@ -19,10 +19,11 @@ int run_report(int argc, char** argv) {
     return 2;
   }
   if (args.has("help") || args.positional().size() != 1) {
-    std::fputs("usage: gpuacct report REPORT.json [--color]\n\n"
-               "Prints the terminal summary (walls, verdict, recommendation) of a report\n"
-               "written by `gpuacct analyze` or by libgpuacct.so.\n",
-               args.has("help") ? stdout : stderr);
+    std::fputs(
+        "usage: gpuacct report REPORT.json [--color]\n\n"
+        "Prints the terminal summary (walls, verdict, recommendation) of a report\n"
+        "written by `gpuacct analyze` or by libgpuacct.so.\n",
+        args.has("help") ? stdout : stderr);
     return args.has("help") ? 0 : 2;
   }
   const std::string path = args.positional().front();
@@ -50,7 +51,8 @@ int run_report(int argc, char** argv) {
   }
   auto summary = render_terminal_summary(j, args.has("color"));
   if (!summary.ok()) {
-    std::fprintf(stderr, "gpuacct report: %s: %s\n", path.c_str(), summary.status().message().c_str());
+    std::fprintf(stderr, "gpuacct report: %s: %s\n", path.c_str(),
+                 summary.status().message().c_str());
     return 1;
   }
   std::cout << summary.value();

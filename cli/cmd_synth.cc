@@ -47,12 +47,13 @@ int run_synth(int argc, char** argv) {
     return 2;
   }
   if (args.has("help") || !args.has("out")) {
-    std::fputs("usage: gpuacct synth --preset NAME -o FILE.gpuacct [--steps N] [--seed S]\n"
-               "                     [--devices N] [--markers]\n\n"
-               "Simulates a training loop whose bottleneck is designed by the preset and writes\n"
-               "it as a gpuacct recording.  Presets: demo, data_bound, launch_bound, comm_bound,\n"
-               "copy_bound, balanced, bench.\n",
-               args.has("help") ? stdout : stderr);
+    std::fputs(
+        "usage: gpuacct synth --preset NAME -o FILE.gpuacct [--steps N] [--seed S]\n"
+        "                     [--devices N] [--markers]\n\n"
+        "Simulates a training loop whose bottleneck is designed by the preset and writes\n"
+        "it as a gpuacct recording.  Presets: demo, data_bound, launch_bound, comm_bound,\n"
+        "copy_bound, balanced, bench.\n",
+        args.has("help") ? stdout : stderr);
     return args.has("help") ? 0 : 2;
   }
   auto spec = SyntheticSpec::preset(args.get("preset", "demo"));

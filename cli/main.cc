@@ -21,7 +21,8 @@ const Command kCommands[] = {
     {"report", gpuacct::cli::run_report, "print the terminal summary of a JSON report"},
     {"synth", gpuacct::cli::run_synth,
      "write a synthetic recording with designed bottlenecks (demos and tests)"},
-    {"timeline", gpuacct::cli::run_timeline, "write a Perfetto/Chrome timeline of a recording or trace"},
+    {"timeline", gpuacct::cli::run_timeline,
+     "write a Perfetto/Chrome timeline of a recording or trace"},
 };
 
 void usage(std::FILE* out) {

@@ -29,7 +29,8 @@ class RawSource {
 
 class FdSource final : public RawSource {
  public:
-  FdSource(int fd, uint64_t size, std::string path) : fd_(fd), size_(size), path_(std::move(path)) {}
+  FdSource(int fd, uint64_t size, std::string path)
+      : fd_(fd), size_(size), path_(std::move(path)) {}
   ~FdSource() override { ::close(fd_); }
   Status read(char* dst, size_t n, size_t* got) override {
     for (;;) {
@@ -151,7 +152,8 @@ class GzipSource final : public ByteSource {
         if (zs_.avail_in == 0 && raw_eof_) {
           return Status::Error("truncated gzip stream: input ended at compressed byte offset " +
                                std::to_string(compressed_offset()) + " (after " +
-                               std::to_string(zs_.total_out) + " decompressed bytes of this member)");
+                               std::to_string(zs_.total_out) +
+                               " decompressed bytes of this member)");
         }
         if (zs_.avail_in == avail_before && zs_.avail_in > 0) {
           return Status::Error("gzip stream makes no progress at compressed byte offset " +

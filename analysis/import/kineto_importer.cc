@@ -26,7 +26,9 @@ constexpr int kMaxDepth = 128;                        // JSON nesting limit (sta
 constexpr size_t kFlowMemory = 1 << 16;               // recent ac2g flows kept for fallback
 constexpr size_t kMaxPending = 1 << 16;               // events waiting for their flow
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool starts_with(std::string_view s, std::string_view p) {
+  return s.substr(0, p.size()) == p;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Exact decimal -> integer conversion.
@@ -42,9 +44,9 @@ bool parse_scaled(std::string_view t, int scale, int64_t* out, bool* exact) {
   }
   // Collect significant digits (leading zeros dropped) and the decimal exponent.
   char digits[40];
-  int nd = 0;           // digits kept
-  int dropped_nz = 0;   // non-zero digits beyond the kept ones
-  int point = 0;        // position of the decimal point relative to digits[0]
+  int nd = 0;          // digits kept
+  int dropped_nz = 0;  // non-zero digits beyond the kept ones
+  int point = 0;       // position of the decimal point relative to digits[0]
   bool any = false, seen_point = false;
   for (; i < t.size(); ++i) {
     char c = t[i];
@@ -127,7 +129,9 @@ struct Cur {
   const char* end;
 };
 
-inline bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+inline bool is_ws(char c) {
+  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
 
 inline PR skip_ws(Cur& c) {
   while (c.p < c.end && is_ws(*c.p)) ++c.p;
@@ -229,14 +233,30 @@ class Scanner {
       char e = q[1];
       q += 2;
       switch (e) {
-        case '"': if (s) s->push_back('"'); break;
-        case '\\': if (s) s->push_back('\\'); break;
-        case '/': if (s) s->push_back('/'); break;
-        case 'b': if (s) s->push_back('\b'); break;
-        case 'f': if (s) s->push_back('\f'); break;
-        case 'n': if (s) s->push_back('\n'); break;
-        case 'r': if (s) s->push_back('\r'); break;
-        case 't': if (s) s->push_back('\t'); break;
+        case '"':
+          if (s) s->push_back('"');
+          break;
+        case '\\':
+          if (s) s->push_back('\\');
+          break;
+        case '/':
+          if (s) s->push_back('/');
+          break;
+        case 'b':
+          if (s) s->push_back('\b');
+          break;
+        case 'f':
+          if (s) s->push_back('\f');
+          break;
+        case 'n':
+          if (s) s->push_back('\n');
+          break;
+        case 'r':
+          if (s) s->push_back('\r');
+          break;
+        case 't':
+          if (s) s->push_back('\t');
+          break;
         case 'u': {
           if (c.end - q < 4) return PR::kNeedMore;
           uint32_t cp = 0;
@@ -257,7 +277,10 @@ class Scanner {
               bool ok = true;
               for (int k = 0; k < 4; ++k) {
                 int h = hexval(q[2 + k]);
-                if (h < 0) { ok = false; break; }
+                if (h < 0) {
+                  ok = false;
+                  break;
+                }
                 lo = lo * 16 + static_cast<uint32_t>(h);
               }
               if (ok && lo >= 0xDC00 && lo < 0xE000) {
@@ -289,7 +312,8 @@ class Scanner {
     const char* q = s;
     while (q < c.end) {
       char ch = *q;
-      if ((ch >= '0' && ch <= '9') || ch == '-' || ch == '+' || ch == '.' || ch == 'e' || ch == 'E') {
+      if ((ch >= '0' && ch <= '9') || ch == '-' || ch == '+' || ch == '.' || ch == 'e' ||
+          ch == 'E') {
         ++q;
       } else {
         break;
@@ -356,7 +380,8 @@ class Scanner {
           ++c.p;
           return PR::kOk;
         }
-        return fail(c.p, close == '}' ? "expected ',' or '}' in object" : "expected ',' or ']' in array");
+        return fail(
+            c.p, close == '}' ? "expected ',' or '}' in object" : "expected ',' or ']' in array");
       }
     }
     if (ch == '-' || (ch >= '0' && ch <= '9')) return number(c, nullptr);
@@ -444,9 +469,8 @@ CatKind classify_cat(std::string_view cat) {
   if (cat == "user_annotation") return CatKind::kUserAnnotation;
   if (cat == "ac2g" || cat == "async_cpu_to_gpu") return CatKind::kFlow;
   static constexpr std::string_view kIgnored[] = {
-      "gpu_user_annotation", "python_function", "fwdbwd",           "Trace",
-      "cuda_sync",           "cpu_instant_event", "cuda_profiler_range", "overhead",
-      "Python",              "Mark",             "gpu_op",           "ProfilerStep",
+      "gpu_user_annotation", "python_function", "fwdbwd", "Trace", "cuda_sync", "cpu_instant_event",
+      "cuda_profiler_range", "overhead",        "Python", "Mark",  "gpu_op",    "ProfilerStep",
   };
   for (std::string_view k : kIgnored) {
     if (cat == k) return CatKind::kIgnored;
@@ -456,8 +480,9 @@ CatKind classify_cat(std::string_view cat) {
 
 HostApiKind classify_api(std::string_view n) {
   if (starts_with(n, "cudaLaunchKernel") || starts_with(n, "cuLaunchKernel") ||
-      starts_with(n, "cudaLaunchCooperativeKernel") || starts_with(n, "cuLaunchCooperativeKernel") ||
-      starts_with(n, "cudaGraphLaunch") || starts_with(n, "cuGraphLaunch"))
+      starts_with(n, "cudaLaunchCooperativeKernel") ||
+      starts_with(n, "cuLaunchCooperativeKernel") || starts_with(n, "cudaGraphLaunch") ||
+      starts_with(n, "cuGraphLaunch"))
     return HostApiKind::kLaunch;
   if (starts_with(n, "cudaMemcpy") || starts_with(n, "cudaMemset") || starts_with(n, "cuMemcpy") ||
       starts_with(n, "cuMemset"))
@@ -548,9 +573,8 @@ class Importer {
       if (buf_.size() >= kMaxValueBytes) {
         return Status::Error("a single JSON value starting at byte offset " +
                              std::to_string(base_) + " is larger than " +
-                             std::to_string(kMaxValueBytes >> 20) +
-                             " MiB (event index " + std::to_string(event_index_) +
-                             "); not a Kineto trace?");
+                             std::to_string(kMaxValueBytes >> 20) + " MiB (event index " +
+                             std::to_string(event_index_) + "); not a Kineto trace?");
       }
       buf_.resize(std::min(buf_.size() * 2, kMaxValueBytes));
     }
@@ -569,9 +593,7 @@ class Importer {
     return Status::Ok();
   }
 
-  uint64_t offset_of(const char* p) const {
-    return base_ + static_cast<uint64_t>(p - buf_.data());
-  }
+  uint64_t offset_of(const char* p) const { return base_ + static_cast<uint64_t>(p - buf_.data()); }
 
   Status syntax_error(const char* what_prefix = nullptr) {
     std::string msg = "invalid JSON at byte offset " + std::to_string(offset_of(scan_.err.at));
@@ -703,8 +725,10 @@ PR Importer::parse_args(Cur& c) {
         if (key == "bytes") dst = &ev_.bytes;
         break;
       case 6:
-        if (key == "device") dst = &ev_.device;
-        else if (key == "stream") dst = &ev_.stream;
+        if (key == "device")
+          dst = &ev_.device;
+        else if (key == "stream")
+          dst = &ev_.stream;
         break;
       case 8:
         if (key == "graph id") dst = &ev_.graph_id;
@@ -729,19 +753,28 @@ PR Importer::parse_event(Cur& c) {
     Val* dst = nullptr;
     switch (key.size()) {
       case 2:
-        if (key == "ph") dst = &ev_.ph;
-        else if (key == "ts") dst = &ev_.ts;
-        else if (key == "id") dst = &ev_.id;
-        else if (key == "bp") dst = &ev_.bp;
+        if (key == "ph")
+          dst = &ev_.ph;
+        else if (key == "ts")
+          dst = &ev_.ts;
+        else if (key == "id")
+          dst = &ev_.id;
+        else if (key == "bp")
+          dst = &ev_.bp;
         break;
       case 3:
-        if (key == "cat") dst = &ev_.cat;
-        else if (key == "dur") dst = &ev_.dur;
-        else if (key == "pid") dst = &ev_.pid;
-        else if (key == "tid") dst = &ev_.tid;
+        if (key == "cat")
+          dst = &ev_.cat;
+        else if (key == "dur")
+          dst = &ev_.dur;
+        else if (key == "pid")
+          dst = &ev_.pid;
+        else if (key == "tid")
+          dst = &ev_.tid;
         break;
       case 4:
-        if (key == "name") dst = &ev_.name;
+        if (key == "name")
+          dst = &ev_.name;
         else if (key == "args") {
           ev_.has_args = true;
           if (*cc.p == '{') {
@@ -812,8 +845,10 @@ void Importer::emit_gpu(GpuOp op, const FlowKey& key, bool need_corr) {
           auto old = pending_.find(pending_order_.front());
           pending_order_.pop_front();
           if (old == pending_.end()) continue;
-          if (old->second.is_gpu) sink_.on_gpu_op(old->second.op);
-          else sink_.on_api_call(old->second.call);
+          if (old->second.is_gpu)
+            sink_.on_gpu_op(old->second.op);
+          else
+            sink_.on_api_call(old->second.call);
           pending_.erase(old);
         }
         return;
@@ -837,8 +872,10 @@ void Importer::emit_api(HostApiCall call, const FlowKey& key, bool need_corr) {
           auto old = pending_.find(pending_order_.front());
           pending_order_.pop_front();
           if (old == pending_.end()) continue;
-          if (old->second.is_gpu) sink_.on_gpu_op(old->second.op);
-          else sink_.on_api_call(old->second.call);
+          if (old->second.is_gpu)
+            sink_.on_gpu_op(old->second.op);
+          else
+            sink_.on_api_call(old->second.call);
           pending_.erase(old);
         }
         return;
@@ -852,8 +889,10 @@ void Importer::flush_pending() {
   for (const FlowKey& k : pending_order_) {
     auto it = pending_.find(k);
     if (it == pending_.end()) continue;
-    if (it->second.is_gpu) sink_.on_gpu_op(it->second.op);
-    else sink_.on_api_call(it->second.call);
+    if (it->second.is_gpu)
+      sink_.on_gpu_op(it->second.op);
+    else
+      sink_.on_api_call(it->second.call);
     pending_.erase(it);
   }
   pending_order_.clear();
@@ -889,11 +928,17 @@ void Importer::map_x_event(CatKind kind) {
     case CatKind::kMemset: {
       int64_t device = -1, stream = -1, corr = -1, bytes = 0, graph = 0;
       if (!num_i64(ev_.device, &device)) {
-        if (ev_.device.type != VType::kNone || !pid_ok) { skip_event(); return; }
+        if (ev_.device.type != VType::kNone || !pid_ok) {
+          skip_event();
+          return;
+        }
         device = pid;
       }
       if (!num_i64(ev_.stream, &stream)) {
-        if (ev_.stream.type != VType::kNone || !tid_ok) { skip_event(); return; }
+        if (ev_.stream.type != VType::kNone || !tid_ok) {
+          skip_event();
+          return;
+        }
         stream = tid;
       }
       if (device < 0 || device > 0xFFFF || stream < 0 || stream > 0xFFFFFFFFll) {
@@ -901,7 +946,10 @@ void Importer::map_x_event(CatKind kind) {
         return;
       }
       const bool has_corr = num_i64(ev_.correlation, &corr) && corr >= 0;
-      if (ev_.correlation.type != VType::kNone && !has_corr) { skip_event(); return; }
+      if (ev_.correlation.type != VType::kNone && !has_corr) {
+        skip_event();
+        return;
+      }
       if (ev_.bytes.type != VType::kNone && (!num_i64(ev_.bytes, &bytes) || bytes < 0)) {
         skip_event();
         return;
@@ -940,7 +988,10 @@ void Importer::map_x_event(CatKind kind) {
     case CatKind::kRuntime: {
       int64_t corr = -1;
       const bool has_corr = num_i64(ev_.correlation, &corr) && corr >= 0;
-      if (ev_.correlation.type != VType::kNone && !has_corr) { skip_event(); return; }
+      if (ev_.correlation.type != VType::kNone && !has_corr) {
+        skip_event();
+        return;
+      }
       if (host_pid_ == 0 && pid_ok) host_pid_ = pid;
       HostApiCall call;
       call.start = ts;
@@ -1185,7 +1236,8 @@ Status Importer::run(RunMetadata* meta) {
           char hex[8];
           std::snprintf(hex, sizeof(hex), "%02x", static_cast<unsigned char>(ch));
           return std::string(hex);
-        }() + " at byte offset " + std::to_string(base_ + pos_));
+        }() +
+        " at byte offset " + std::to_string(base_ + pos_));
   }
   GPUACCT_RETURN_IF_ERROR(next_nonws(&at_end));
   if (!at_end) {
@@ -1230,9 +1282,8 @@ StatusOr<RunMetadata> import_kineto_trace(const std::string& path, NameTable& na
   return run_import(*src.value(), path, names, sink, stats, opts);
 }
 
-StatusOr<RunMetadata> import_kineto_buffer(std::string_view data, NameTable& names,
-                                           EventSink& sink, Stats& stats,
-                                           const KinetoImportOptions& opts) {
+StatusOr<RunMetadata> import_kineto_buffer(std::string_view data, NameTable& names, EventSink& sink,
+                                           Stats& stats, const KinetoImportOptions& opts) {
   auto src = memory_byte_source(data);
   return run_import(*src, "", names, sink, stats, opts);
 }

@@ -34,9 +34,8 @@ StatusOr<RunMetadata> import_kineto_trace(const std::string& path, NameTable& na
                                           const KinetoImportOptions& opts = {});
 
 // Same, from bytes in memory (plain or gzip).  For tests and the fuzzer.
-StatusOr<RunMetadata> import_kineto_buffer(std::string_view data, NameTable& names,
-                                           EventSink& sink, Stats& stats,
-                                           const KinetoImportOptions& opts = {});
+StatusOr<RunMetadata> import_kineto_buffer(std::string_view data, NameTable& names, EventSink& sink,
+                                           Stats& stats, const KinetoImportOptions& opts = {});
 
 // True if the file looks like a Kineto/Chrome trace (gzip magic, or '{' / '[' as the first
 // non-blank byte).  Cheap: reads a few bytes.

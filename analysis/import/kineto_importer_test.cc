@@ -49,8 +49,10 @@ struct Result {
 void run(const std::string& data, Result& r) {
   auto m = import_kineto_buffer(data, r.names, r.cap, r.stats);
   r.ok = m.ok();
-  if (m.ok()) r.meta = m.value();
-  else r.error = m.status().message();
+  if (m.ok())
+    r.meta = m.value();
+  else
+    r.error = m.status().message();
 }
 
 std::string trace(const std::string& events, const std::string& extra = "") {
@@ -278,7 +280,8 @@ TEST(KinetoImporter, BrokenJsonNamesTheByteOffsetAndEvent) {
 
 TEST(KinetoImporter, TruncatedJsonIsAClearError) {
   const std::string good = trace(std::string(kKernel) + "," + kLaunch);
-  for (size_t cut : {size_t{5}, good.size() / 3, good.size() / 2, good.size() - 2, good.size() - 1}) {
+  for (size_t cut :
+       {size_t{5}, good.size() / 3, good.size() / 2, good.size() - 2, good.size() - 1}) {
     Result r;
     run(good.substr(0, cut), r);
     ASSERT_FALSE(r.ok) << cut;
@@ -315,7 +318,9 @@ TEST(KinetoImporter, MissingAndMistypedFieldsAreSkippedAndCounted) {
 
 TEST(KinetoImporter, DeviceAndStreamFallBackToPidTid) {
   Result r;
-  run(trace(R"J({"ph": "X", "cat": "kernel", "name": "k", "pid": 2, "tid": 13, "ts": 1, "dur": 1})J"), r);
+  run(trace(
+          R"J({"ph": "X", "cat": "kernel", "name": "k", "pid": 2, "tid": 13, "ts": 1, "dur": 1})J"),
+      r);
   ASSERT_TRUE(r.ok) << r.error;
   ASSERT_EQ(r.cap.ops.size(), 1u);
   EXPECT_EQ(r.cap.ops[0].device, 2);
@@ -327,7 +332,8 @@ TEST(KinetoImporter, OutOfOrderEventsAreAllDelivered) {
   for (int i = 99; i >= 0; --i) {
     if (!ev.empty()) ev += ",";
     ev += R"J({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": )J" +
-          std::to_string(i * 10) + R"J(, "dur": 5, "args": {"device": 0, "stream": 7, "correlation": )J" +
+          std::to_string(i * 10) +
+          R"J(, "dur": 5, "args": {"device": 0, "stream": 7, "correlation": )J" +
           std::to_string(i + 1) + "}}";
   }
   Result r;
@@ -416,8 +422,10 @@ TEST(KinetoImporter, Ac2gFlowsSupplyMissingCorrelation) {
   ASSERT_EQ(r.cap.ops.size(), 2u);
   uint64_t k = 0, orphan = 99;
   for (const auto& op : r.cap.ops) {
-    if (r.names.text(op.name) == "k") k = op.correlation_id;
-    else orphan = op.correlation_id;
+    if (r.names.text(op.name) == "k")
+      k = op.correlation_id;
+    else
+      orphan = op.correlation_id;
   }
   EXPECT_EQ(k, 77u);
   EXPECT_EQ(orphan, 0u);
@@ -427,12 +435,14 @@ TEST(KinetoImporter, LargeEventsAndManyChunks) {
   // A 3 MiB kernel name (larger than the 1 MiB read chunk) and enough events to cross many
   // chunk boundaries, plain and gzip, from memory and from a file.
   std::string big(3 << 20, 'n');
-  std::string ev = R"J({"ph": "X", "cat": "kernel", "name": ")J" + big +
-                   R"J(", "pid": 0, "tid": 7, "ts": 1, "dur": 1, "args": {"correlation": 1000000}})J";
+  std::string ev =
+      R"J({"ph": "X", "cat": "kernel", "name": ")J" + big +
+      R"J(", "pid": 0, "tid": 7, "ts": 1, "dur": 1, "args": {"correlation": 1000000}})J";
   const int n = 40000;
   for (int i = 0; i < n; ++i) {
     ev += R"J(, {"ph": "X", "cat": "kernel", "name": "kernel_)J" + std::to_string(i % 50) +
-          R"J(", "pid": 0, "tid": 7, "ts": )J" + std::to_string(i) + ".125, \"dur\": 0.5, \"args\": {\"device\": 0, \"stream\": 7, \"correlation\": " +
+          R"J(", "pid": 0, "tid": 7, "ts": )J" + std::to_string(i) +
+          ".125, \"dur\": 0.5, \"args\": {\"device\": 0, \"stream\": 7, \"correlation\": " +
           std::to_string(i + 1) + "}}";
   }
   const std::string doc = trace(ev);

@@ -35,7 +35,9 @@ constexpr Expected kExpected[] = {
 };
 
 // Readable test names in ctest instead of a byte dump.
-void PrintTo(const Expected& e, std::ostream* os) { *os << e.file; }
+void PrintTo(const Expected& e, std::ostream* os) {
+  *os << e.file;
+}
 
 std::string trace_path(const char* file) {
   return std::string(GPUACCT_KINETO_TRACE_DIR) + "/" + file;
@@ -64,13 +66,14 @@ TEST_P(HtaCrossCheck, TotalsMatchHtaWithinHalfAPercentOfSpan) {
   EXPECT_TRUE(t.last_step_dropped);
   EXPECT_EQ(stats.get(Stat::importer_events_skipped), 0);
   // Record the exact deltas in the test log (docs/kineto_import.md quotes them).
-  std::printf("[hta] %s: kernel_time %lld (HTA %lld) idle %lld (%lld) compute %lld (%lld) "
-              "non_compute %lld (%lld) overlap %.2f%% (%.2f%%)\n",
-              e.file, static_cast<long long>(t.kernel_time_us),
-              static_cast<long long>(e.kernel_time_us), static_cast<long long>(t.idle_us),
-              static_cast<long long>(e.idle_us), static_cast<long long>(t.compute_us),
-              static_cast<long long>(e.compute_us), static_cast<long long>(t.non_compute_us),
-              static_cast<long long>(e.non_compute_us), t.comm_comp_overlap_pct, e.overlap_pct);
+  std::printf(
+      "[hta] %s: kernel_time %lld (HTA %lld) idle %lld (%lld) compute %lld (%lld) "
+      "non_compute %lld (%lld) overlap %.2f%% (%.2f%%)\n",
+      e.file, static_cast<long long>(t.kernel_time_us), static_cast<long long>(e.kernel_time_us),
+      static_cast<long long>(t.idle_us), static_cast<long long>(e.idle_us),
+      static_cast<long long>(t.compute_us), static_cast<long long>(e.compute_us),
+      static_cast<long long>(t.non_compute_us), static_cast<long long>(e.non_compute_us),
+      t.comm_comp_overlap_pct, e.overlap_pct);
 }
 
 INSTANTIATE_TEST_SUITE_P(KinetoTraces, HtaCrossCheck, ::testing::ValuesIn(kExpected),

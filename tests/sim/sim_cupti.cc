@@ -51,13 +51,20 @@ constexpr size_t kMaxCbid = 1024;  // > CUPTI_DRIVER_TRACE_CBID_SIZE (807)
 
 size_t DomainCbidLimit(CUpti_CallbackDomain d) {
   switch (d) {
-    case CUPTI_CB_DOMAIN_DRIVER_API: return CUPTI_DRIVER_TRACE_CBID_SIZE;
-    case CUPTI_CB_DOMAIN_RUNTIME_API: return CUPTI_RUNTIME_TRACE_CBID_SIZE;
-    case CUPTI_CB_DOMAIN_RESOURCE: return CUPTI_CBID_RESOURCE_SIZE;
-    case CUPTI_CB_DOMAIN_SYNCHRONIZE: return CUPTI_CBID_SYNCHRONIZE_SIZE;
-    case CUPTI_CB_DOMAIN_NVTX: return CUPTI_CBID_NVTX_SIZE;
-    case CUPTI_CB_DOMAIN_STATE: return CUPTI_CBID_STATE_SIZE;
-    default: return 0;
+    case CUPTI_CB_DOMAIN_DRIVER_API:
+      return CUPTI_DRIVER_TRACE_CBID_SIZE;
+    case CUPTI_CB_DOMAIN_RUNTIME_API:
+      return CUPTI_RUNTIME_TRACE_CBID_SIZE;
+    case CUPTI_CB_DOMAIN_RESOURCE:
+      return CUPTI_CBID_RESOURCE_SIZE;
+    case CUPTI_CB_DOMAIN_SYNCHRONIZE:
+      return CUPTI_CBID_SYNCHRONIZE_SIZE;
+    case CUPTI_CB_DOMAIN_NVTX:
+      return CUPTI_CBID_NVTX_SIZE;
+    case CUPTI_CB_DOMAIN_STATE:
+      return CUPTI_CBID_STATE_SIZE;
+    default:
+      return 0;
   }
 }
 
@@ -101,15 +108,23 @@ union AnyRecord {
 size_t RecordSize(CUpti_ActivityKind kind) {
   switch (kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return sizeof(CUpti_ActivityKernel10);
-    case CUPTI_ACTIVITY_KIND_MEMCPY: return sizeof(CUpti_ActivityMemcpy6);
-    case CUPTI_ACTIVITY_KIND_MEMCPY2: return sizeof(CUpti_ActivityMemcpyPtoP4);
-    case CUPTI_ACTIVITY_KIND_MEMSET: return sizeof(CUpti_ActivityMemset4);
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      return sizeof(CUpti_ActivityKernel10);
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+      return sizeof(CUpti_ActivityMemcpy6);
+    case CUPTI_ACTIVITY_KIND_MEMCPY2:
+      return sizeof(CUpti_ActivityMemcpyPtoP4);
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+      return sizeof(CUpti_ActivityMemset4);
     case CUPTI_ACTIVITY_KIND_RUNTIME:
-    case CUPTI_ACTIVITY_KIND_DRIVER: return sizeof(CUpti_ActivityAPI);
-    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return sizeof(CUpti_ActivitySynchronization2);
-    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: return sizeof(CUpti_ActivityExternalCorrelation);
-    default: return 0;
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+      return sizeof(CUpti_ActivityAPI);
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+      return sizeof(CUpti_ActivitySynchronization2);
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
+      return sizeof(CUpti_ActivityExternalCorrelation);
+    default:
+      return 0;
   }
 }
 
@@ -121,7 +136,7 @@ struct Pending {
 };
 
 constexpr uint64_t kHostLaneBit = 1ull << 63;
-constexpr size_t kThresholdStep = 4096;          // pending records between buffer fills
+constexpr size_t kThresholdStep = 4096;  // pending records between buffer fills
 constexpr size_t kMaxPendingWithoutBuffers = 1u << 20;
 
 uint64_t SplitMix(uint64_t& s) {
@@ -141,9 +156,9 @@ uint64_t EnvU64(const char* name, uint64_t fallback) {
 
 struct Faults {
   bool subscribe_refused = false;
-  uint64_t drop_first = 0;       // drop=N
-  uint64_t drop_every = 0;       // drop_every=K
-  int64_t buffer_refused = 0;    // buffer_refused (-1: every request) / buffer_refused=N
+  uint64_t drop_first = 0;                 // drop=N
+  uint64_t drop_every = 0;                 // drop_every=K
+  int64_t buffer_refused = 0;              // buffer_refused (-1: every request) / buffer_refused=N
   std::unordered_set<std::string> errors;  // error:FUNCTION
 
   void Parse(const char* spec) {
@@ -233,8 +248,8 @@ struct State {
   uint64_t produced = 0;
   uint64_t dropped = 0;
   int64_t buffer_requests = 0;
-  ClientBuffer current;           // guarded by fill_mu
-  std::deque<Completed> done;     // guarded by mu, delivered under deliver_mu
+  ClientBuffer current;        // guarded by fill_mu
+  std::deque<Completed> done;  // guarded by mu, delivered under deliver_mu
 
   // Worker thread: periodic flush + asynchronous delivery of full buffers.
   std::thread worker;
@@ -277,9 +292,9 @@ bool Faulted(const char* fn) {
   return s.faults.errors.count(fn) != 0;
 }
 
-#define SIM_FAULT_POINT()                                     \
-  do {                                                        \
-    if (Faulted(__func__)) return CUPTI_ERROR_UNKNOWN;        \
+#define SIM_FAULT_POINT()                              \
+  do {                                                 \
+    if (Faulted(__func__)) return CUPTI_ERROR_UNKNOWN; \
   } while (0)
 
 uint32_t ThreadIdFor(int type) {
@@ -343,7 +358,9 @@ void InvokeApiCallback(SimApiCall* call, CUpti_ApiCallbackSite site) {
   cb(s.userdata, call->domain, call->cbid, &data);
 }
 
-void HookApiEnter(SimApiCall* call) { InvokeApiCallback(call, CUPTI_API_ENTER); }
+void HookApiEnter(SimApiCall* call) {
+  InvokeApiCallback(call, CUPTI_API_ENTER);
+}
 
 void HookApiExit(SimApiCall* call, const SimGpuOp* ops, size_t num_ops) {
   State& s = S();
@@ -369,8 +386,9 @@ void HookApiExit(SimApiCall* call, const SimGpuOp* ops, size_t num_ops) {
     const bool runtime = call->domain == CUPTI_CB_DOMAIN_RUNTIME_API;
     const CUpti_ActivityKind api_kind =
         runtime ? CUPTI_ACTIVITY_KIND_RUNTIME : CUPTI_ACTIVITY_KIND_DRIVER;
-    const bool api_on = call->cbid < kMaxCbid &&
-                        (runtime ? s.runtime_api[call->cbid] : s.driver_api[call->cbid]).load() != 0;
+    const bool api_on =
+        call->cbid < kMaxCbid &&
+        (runtime ? s.runtime_api[call->cbid] : s.driver_api[call->cbid]).load() != 0;
     if (api_on) {
       if (KindOn(s, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)) {
         // Real CUPTI: the API record is preceded by one record per kind with an open region.
@@ -667,17 +685,24 @@ void Place(PlaceMode mode) {
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
           p.rec.kernel.start = p.rec.kernel.end = p.rec.kernel.completed = 0;
           break;
-        case CUPTI_ACTIVITY_KIND_MEMCPY: p.rec.memcpy.start = p.rec.memcpy.end = 0; break;
-        case CUPTI_ACTIVITY_KIND_MEMCPY2: p.rec.p2p.start = p.rec.p2p.end = 0; break;
-        case CUPTI_ACTIVITY_KIND_MEMSET: p.rec.memset.start = p.rec.memset.end = 0; break;
-        default: break;
+        case CUPTI_ACTIVITY_KIND_MEMCPY:
+          p.rec.memcpy.start = p.rec.memcpy.end = 0;
+          break;
+        case CUPTI_ACTIVITY_KIND_MEMCPY2:
+          p.rec.p2p.start = p.rec.p2p.end = 0;
+          break;
+        case CUPTI_ACTIVITY_KIND_MEMSET:
+          p.rec.memset.start = p.rec.memset.end = 0;
+          break;
+        default:
+          break;
       }
     }
     const size_t size = RecordSize(p.rec.base.kind);
     ClientBuffer& cur = s.current;
-    const bool full = cur.buf != nullptr &&
-                      (cur.used + size > cur.size ||
-                       (cur.max_records != 0 && cur.count >= cur.max_records));
+    const bool full =
+        cur.buf != nullptr &&
+        (cur.used + size > cur.size || (cur.max_records != 0 && cur.count >= cur.max_records));
     if (full) QueueCurrent(s, false);
     if (s.current.buf == nullptr && !refused && !RequestBuffer(s, request)) refused = true;
     if (s.current.buf == nullptr || s.current.used + size > s.current.size) {
@@ -729,8 +754,9 @@ void WorkerMain() {
     if (period != 0) {
       s.worker_cv.wait_until(lock, next_periodic, [&] { return s.worker_stop || !s.done.empty(); });
     } else {
-      s.worker_cv.wait_for(lock, std::chrono::milliseconds(200),
-                           [&] { return s.worker_stop || !s.done.empty() || s.flush_period_ms != 0; });
+      s.worker_cv.wait_for(lock, std::chrono::milliseconds(200), [&] {
+        return s.worker_stop || !s.done.empty() || s.flush_period_ms != 0;
+      });
     }
     if (s.worker_stop) return;
     const auto now = std::chrono::steady_clock::now();
@@ -786,25 +812,42 @@ __attribute__((constructor)) void OnLoad() {
 
 const char* ResultString(CUptiResult r) {
   switch (r) {
-    case CUPTI_SUCCESS: return "CUPTI_SUCCESS";
-    case CUPTI_ERROR_INVALID_PARAMETER: return "CUPTI_ERROR_INVALID_PARAMETER";
-    case CUPTI_ERROR_INVALID_DEVICE: return "CUPTI_ERROR_INVALID_DEVICE";
-    case CUPTI_ERROR_INVALID_CONTEXT: return "CUPTI_ERROR_INVALID_CONTEXT";
-    case CUPTI_ERROR_INVALID_OPERATION: return "CUPTI_ERROR_INVALID_OPERATION";
-    case CUPTI_ERROR_OUT_OF_MEMORY: return "CUPTI_ERROR_OUT_OF_MEMORY";
-    case CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT: return "CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT";
-    case CUPTI_ERROR_API_NOT_IMPLEMENTED: return "CUPTI_ERROR_API_NOT_IMPLEMENTED";
-    case CUPTI_ERROR_MAX_LIMIT_REACHED: return "CUPTI_ERROR_MAX_LIMIT_REACHED";
-    case CUPTI_ERROR_NOT_READY: return "CUPTI_ERROR_NOT_READY";
-    case CUPTI_ERROR_NOT_INITIALIZED: return "CUPTI_ERROR_NOT_INITIALIZED";
-    case CUPTI_ERROR_QUEUE_EMPTY: return "CUPTI_ERROR_QUEUE_EMPTY";
-    case CUPTI_ERROR_INVALID_KIND: return "CUPTI_ERROR_INVALID_KIND";
-    case CUPTI_ERROR_NOT_SUPPORTED: return "CUPTI_ERROR_NOT_SUPPORTED";
-    case CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED: return "CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED";
+    case CUPTI_SUCCESS:
+      return "CUPTI_SUCCESS";
+    case CUPTI_ERROR_INVALID_PARAMETER:
+      return "CUPTI_ERROR_INVALID_PARAMETER";
+    case CUPTI_ERROR_INVALID_DEVICE:
+      return "CUPTI_ERROR_INVALID_DEVICE";
+    case CUPTI_ERROR_INVALID_CONTEXT:
+      return "CUPTI_ERROR_INVALID_CONTEXT";
+    case CUPTI_ERROR_INVALID_OPERATION:
+      return "CUPTI_ERROR_INVALID_OPERATION";
+    case CUPTI_ERROR_OUT_OF_MEMORY:
+      return "CUPTI_ERROR_OUT_OF_MEMORY";
+    case CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT:
+      return "CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT";
+    case CUPTI_ERROR_API_NOT_IMPLEMENTED:
+      return "CUPTI_ERROR_API_NOT_IMPLEMENTED";
+    case CUPTI_ERROR_MAX_LIMIT_REACHED:
+      return "CUPTI_ERROR_MAX_LIMIT_REACHED";
+    case CUPTI_ERROR_NOT_READY:
+      return "CUPTI_ERROR_NOT_READY";
+    case CUPTI_ERROR_NOT_INITIALIZED:
+      return "CUPTI_ERROR_NOT_INITIALIZED";
+    case CUPTI_ERROR_QUEUE_EMPTY:
+      return "CUPTI_ERROR_QUEUE_EMPTY";
+    case CUPTI_ERROR_INVALID_KIND:
+      return "CUPTI_ERROR_INVALID_KIND";
+    case CUPTI_ERROR_NOT_SUPPORTED:
+      return "CUPTI_ERROR_NOT_SUPPORTED";
+    case CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED:
+      return "CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED";
     case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
       return "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED";
-    case CUPTI_ERROR_UNKNOWN: return "CUPTI_ERROR_UNKNOWN";
-    default: return nullptr;
+    case CUPTI_ERROR_UNKNOWN:
+      return "CUPTI_ERROR_UNKNOWN";
+    default:
+      return nullptr;
   }
 }
 
@@ -840,7 +883,9 @@ CUPTI_EXPORT CUptiResult cuptiGetErrorMessage(CUptiResult result, const char** s
   return cuptiGetResultString(result, str);
 }
 
-CUPTI_EXPORT CUptiResult cuptiGetLastError(void) { return CUPTI_SUCCESS; }
+CUPTI_EXPORT CUptiResult cuptiGetLastError(void) {
+  return CUPTI_SUCCESS;
+}
 
 CUPTI_EXPORT CUptiResult cuptiGetTimestamp(uint64_t* timestamp) {
   SIM_FAULT_POINT();
@@ -906,7 +951,8 @@ CUptiResult SubscribeImpl(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc
   State& s = S();
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.faults.subscribe_refused || s.subscribed) {
-    if (params != nullptr && params->oldSubscriberName != nullptr && params->oldSubscriberSize > 0) {
+    if (params != nullptr && params->oldSubscriberName != nullptr &&
+        params->oldSubscriberSize > 0) {
       const std::string old = s.subscribed ? "CUPTI for " + s.subscriber_name
                                            : std::string("Nsight Systems (simulated)");
       std::snprintf(params->oldSubscriberName, params->oldSubscriberSize, "%s", old.c_str());
@@ -915,9 +961,10 @@ CUptiResult SubscribeImpl(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc
     return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   }
   s.subscribed = true;
-  s.subscriber_name = params != nullptr && params->subscriberName != nullptr
-                          ? std::string(params->subscriberName).substr(0, CUPTI_SUBSCRIBER_NAME_MAX_LEN)
-                          : std::string("client");
+  s.subscriber_name =
+      params != nullptr && params->subscriberName != nullptr
+          ? std::string(params->subscriberName).substr(0, CUPTI_SUBSCRIBER_NAME_MAX_LEN)
+          : std::string("client");
   s.userdata = userdata;
   s.callback.store(callback, std::memory_order_release);
   *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(&s);
@@ -952,11 +999,12 @@ CUPTI_EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle subscriber) {
   return CUPTI_SUCCESS;
 }
 
-CUPTI_EXPORT CUptiResult cuptiSupportedDomains(size_t* domainCount, CUpti_DomainTable* domainTable) {
+CUPTI_EXPORT CUptiResult cuptiSupportedDomains(size_t* domainCount,
+                                               CUpti_DomainTable* domainTable) {
   if (domainCount == nullptr || domainTable == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
   static CUpti_CallbackDomain domains[] = {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_CB_DOMAIN_RUNTIME_API,
-                                           CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CB_DOMAIN_SYNCHRONIZE,
-                                           CUPTI_CB_DOMAIN_NVTX, CUPTI_CB_DOMAIN_STATE};
+                                           CUPTI_CB_DOMAIN_RESOURCE,   CUPTI_CB_DOMAIN_SYNCHRONIZE,
+                                           CUPTI_CB_DOMAIN_NVTX,       CUPTI_CB_DOMAIN_STATE};
   *domainCount = sizeof(domains) / sizeof(domains[0]);
   *domainTable = domains;
   return CUPTI_SUCCESS;
@@ -1085,9 +1133,9 @@ CUPTI_EXPORT CUptiResult cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uin
   return CUPTI_SUCCESS;
 }
 
-CUPTI_EXPORT CUptiResult cuptiActivityRegisterCallbacks(
-    CUpti_BuffersCallbackRequestFunc funcBufferRequested,
-    CUpti_BuffersCallbackCompleteFunc funcBufferCompleted) {
+CUPTI_EXPORT CUptiResult
+cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc funcBufferRequested,
+                               CUpti_BuffersCallbackCompleteFunc funcBufferCompleted) {
   SIM_FAULT_POINT();
   if (funcBufferRequested == nullptr || funcBufferCompleted == nullptr) {
     return CUPTI_ERROR_INVALID_PARAMETER;
@@ -1170,7 +1218,8 @@ size_t AttrSize(CUpti_ActivityAttribute attr) {
   switch (attr) {
     case CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER:
     case CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED:
-    case CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER: return sizeof(uint8_t);
+    case CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER:
+      return sizeof(uint8_t);
     case CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE:
     case CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE_CDP:
     case CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT:
@@ -1178,8 +1227,10 @@ size_t AttrSize(CUpti_ActivityAttribute attr) {
     case CUPTI_ACTIVITY_ATTR_PROFILING_SEMAPHORE_POOL_LIMIT:
     case CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_PRE_ALLOCATE_VALUE:
     case CUPTI_ACTIVITY_ATTR_PROFILING_SEMAPHORE_PRE_ALLOCATE_VALUE:
-    case CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE_DEVICE_GRAPHS: return sizeof(size_t);
-    default: return 0;
+    case CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE_DEVICE_GRAPHS:
+      return sizeof(size_t);
+    default:
+      return 0;
   }
 }
 }  // namespace
@@ -1227,7 +1278,8 @@ CUPTI_EXPORT CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute attr,
 CUPTI_EXPORT CUptiResult cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
                                                                 uint64_t id) {
   SIM_FAULT_POINT();
-  if (kind <= CUPTI_EXTERNAL_CORRELATION_KIND_INVALID || kind >= CUPTI_EXTERNAL_CORRELATION_KIND_SIZE) {
+  if (kind <= CUPTI_EXTERNAL_CORRELATION_KIND_INVALID ||
+      kind >= CUPTI_EXTERNAL_CORRELATION_KIND_SIZE) {
     return CUPTI_ERROR_INVALID_PARAMETER;
   }
   t_external[kind].push_back(id);
@@ -1237,7 +1289,8 @@ CUPTI_EXPORT CUptiResult cuptiActivityPushExternalCorrelationId(CUpti_ExternalCo
 CUPTI_EXPORT CUptiResult cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
                                                                uint64_t* lastId) {
   SIM_FAULT_POINT();
-  if (kind <= CUPTI_EXTERNAL_CORRELATION_KIND_INVALID || kind >= CUPTI_EXTERNAL_CORRELATION_KIND_SIZE) {
+  if (kind <= CUPTI_EXTERNAL_CORRELATION_KIND_INVALID ||
+      kind >= CUPTI_EXTERNAL_CORRELATION_KIND_SIZE) {
     return CUPTI_ERROR_INVALID_PARAMETER;
   }
   if (t_external[kind].empty()) return CUPTI_ERROR_QUEUE_EMPTY;
@@ -1248,7 +1301,8 @@ CUPTI_EXPORT CUptiResult cuptiActivityPopExternalCorrelationId(CUpti_ExternalCor
 
 CUPTI_EXPORT CUptiResult cuptiSetThreadIdType(CUpti_ActivityThreadIdType type) {
   SIM_FAULT_POINT();
-  if (type != CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT && type != CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) {
+  if (type != CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT &&
+      type != CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) {
     return CUPTI_ERROR_INVALID_PARAMETER;
   }
   S().thread_id_type.store(type);
@@ -1268,10 +1322,18 @@ CUPTI_EXPORT CUptiResult cuptiActivityEnableLatencyTimestamps(uint8_t enable) {
 }
 
 // Accepted for compatibility; they change nothing the sim models.
-CUPTI_EXPORT CUptiResult cuptiActivityEnableLaunchAttributes(uint8_t) { return CUPTI_SUCCESS; }
-CUPTI_EXPORT CUptiResult cuptiActivityEnableDeviceGraph(uint8_t) { return CUPTI_SUCCESS; }
-CUPTI_EXPORT CUptiResult cuptiActivityEnableAllocationSource(uint8_t) { return CUPTI_SUCCESS; }
-CUPTI_EXPORT CUptiResult cuptiActivityEnableAllSyncRecords(uint8_t) { return CUPTI_SUCCESS; }
+CUPTI_EXPORT CUptiResult cuptiActivityEnableLaunchAttributes(uint8_t) {
+  return CUPTI_SUCCESS;
+}
+CUPTI_EXPORT CUptiResult cuptiActivityEnableDeviceGraph(uint8_t) {
+  return CUPTI_SUCCESS;
+}
+CUPTI_EXPORT CUptiResult cuptiActivityEnableAllocationSource(uint8_t) {
+  return CUPTI_SUCCESS;
+}
+CUPTI_EXPORT CUptiResult cuptiActivityEnableAllSyncRecords(uint8_t) {
+  return CUPTI_SUCCESS;
+}
 CUPTI_EXPORT CUptiResult cuptiActivityEnableCudaEventDeviceTimestamps(uint8_t) {
   return CUPTI_SUCCESS;
 }

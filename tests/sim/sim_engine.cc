@@ -191,8 +191,12 @@ void LoadInjection() {
 
 // ---- API plumbing -----------------------------------------------------------------------------
 
-CUcontext CtxHandle(SimContext* c) { return reinterpret_cast<CUcontext>(c); }
-CUstream StreamHandle(simStream_st* s) { return reinterpret_cast<CUstream>(s); }
+CUcontext CtxHandle(SimContext* c) {
+  return reinterpret_cast<CUcontext>(c);
+}
+CUstream StreamHandle(simStream_st* s) {
+  return reinterpret_cast<CUstream>(s);
+}
 
 // Runs one traced API call: correlation id, ENTER callback, the timeline `body` under the engine
 // lock (which sets host/GPU times and appends GPU ops), EXIT callback + records.
@@ -333,8 +337,8 @@ int CopyImpl(simStream_t stream, simMemcpyKind kind, uint64_t bytes, uint64_t ns
         SimGpuOp op = BaseOp(e, call, *s, SIM_OP_MEMCPY);
         op.bytes = bytes;
         op.async = async_api ? 1 : 0;
-        const uint8_t host_kind = pageable ? CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE
-                                           : CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+        const uint8_t host_kind =
+            pageable ? CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE : CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
         op.src_device = op.dst_device = op.device;
         op.src_context_id = op.dst_context_id = op.context_id;
         switch (kind) {
@@ -376,8 +380,7 @@ int CopyImpl(simStream_t stream, simMemcpyKind kind, uint64_t bytes, uint64_t ns
 int SyncStreamImpl(simStream_t stream) {
   cudaStreamSynchronize_v3020_params p{reinterpret_cast<cudaStream_t>(stream)};
   return RunApi(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
-                stream, -1, nullptr, &p,
-                [&](Engine& e, SimApiCall& call, std::vector<SimGpuOp>&) {
+                stream, -1, nullptr, &p, [&](Engine& e, SimApiCall& call, std::vector<SimGpuOp>&) {
                   simStream_st* s = FindStream(e, stream);
                   if (s == nullptr) return static_cast<int>(SIM_ERR_INVALID);
                   call.sync_type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
@@ -552,7 +555,8 @@ SIM_EXPORT void simShutdown(void) {
   }
   const SimTracer* tracer = e.tracer.load(std::memory_order_acquire);
   if (tracer != nullptr) {
-    for (CUcontext c : ctxs) tracer->resource(CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING, c, nullptr);
+    for (CUcontext c : ctxs)
+      tracer->resource(CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING, c, nullptr);
   }
   std::lock_guard<std::mutex> lock(e.mu);
   // Contexts stay allocated (a client may still map a late record's context id); only the
@@ -592,9 +596,9 @@ SIM_EXPORT int simNumDevices(void) {
 SIM_EXPORT simStream_t simStreamCreate(int device) {
   Engine& e = E();
   simStream_st* created = nullptr;
-  int rc = RunApi(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamCreateWithFlags_v5000,
-                  nullptr, device, nullptr, nullptr,
-                  [&](Engine& eng, SimApiCall&, std::vector<SimGpuOp>&) {
+  int rc = RunApi(CUPTI_CB_DOMAIN_RUNTIME_API,
+                  CUPTI_RUNTIME_TRACE_CBID_cudaStreamCreateWithFlags_v5000, nullptr, device,
+                  nullptr, nullptr, [&](Engine& eng, SimApiCall&, std::vector<SimGpuOp>&) {
                     created = NewStreamLocked(eng, device, eng.next_stream_id++);
                     return static_cast<int>(SIM_OK);
                   });
@@ -723,8 +727,9 @@ SIM_EXPORT int simGraphLaunch(simStream_t stream, simGraph_t graph) {
   if (stream == nullptr || graph == nullptr) return SIM_ERR_INVALID;
   cudaGraphLaunch_v10000_params p{reinterpret_cast<cudaGraphExec_t>(graph),
                                   reinterpret_cast<cudaStream_t>(stream)};
-  return RunApi(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, stream,
-                -1, nullptr, &p, [&](Engine& e, SimApiCall& call, std::vector<SimGpuOp>& ops) {
+  return RunApi(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+                stream, -1, nullptr, &p,
+                [&](Engine& e, SimApiCall& call, std::vector<SimGpuOp>& ops) {
                   simStream_st* s = FindStream(e, stream);
                   if (s == nullptr || e.live_graphs.count(graph) == 0) {
                     return static_cast<int>(SIM_ERR_INVALID);
@@ -751,16 +756,28 @@ SIM_EXPORT void simHostWork(uint64_t ns) {
   e.clock.Advance(ns);
 }
 
-SIM_EXPORT uint64_t simNow(void) { return E().clock.Now(); }
+SIM_EXPORT uint64_t simNow(void) {
+  return E().clock.Now();
+}
 
 SIM_EXPORT simClockMode simGetClockMode(void) {
   return E().clock.hybrid() ? SIM_CLOCK_HYBRID : SIM_CLOCK_VIRTUAL;
 }
 
-SIM_EXPORT void simSetLaunchCost(uint64_t ns) { E().launch_cost.store(ns); }
-SIM_EXPORT uint64_t simGetLaunchCost(void) { return E().launch_cost.load(); }
-SIM_EXPORT void simSetLaunchLatency(uint64_t ns) { E().latency.store(ns); }
-SIM_EXPORT uint64_t simGetLaunchLatency(void) { return E().latency.load(); }
-SIM_EXPORT uint64_t simKernelsLaunched(void) { return E().kernels.load(); }
+SIM_EXPORT void simSetLaunchCost(uint64_t ns) {
+  E().launch_cost.store(ns);
+}
+SIM_EXPORT uint64_t simGetLaunchCost(void) {
+  return E().launch_cost.load();
+}
+SIM_EXPORT void simSetLaunchLatency(uint64_t ns) {
+  E().latency.store(ns);
+}
+SIM_EXPORT uint64_t simGetLaunchLatency(void) {
+  return E().latency.load();
+}
+SIM_EXPORT uint64_t simKernelsLaunched(void) {
+  return E().kernels.load();
+}
 
 }  // extern "C"

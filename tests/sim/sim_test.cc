@@ -156,17 +156,31 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
     size_t sz = 0;
     switch (r->kind) {
       case CUPTI_ACTIVITY_KIND_KERNEL:
-      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: sz = sizeof(CUpti_ActivityKernel10); break;
-      case CUPTI_ACTIVITY_KIND_MEMCPY: sz = sizeof(CUpti_ActivityMemcpy6); break;
-      case CUPTI_ACTIVITY_KIND_MEMCPY2: sz = sizeof(CUpti_ActivityMemcpyPtoP4); break;
-      case CUPTI_ACTIVITY_KIND_MEMSET: sz = sizeof(CUpti_ActivityMemset4); break;
+      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+        sz = sizeof(CUpti_ActivityKernel10);
+        break;
+      case CUPTI_ACTIVITY_KIND_MEMCPY:
+        sz = sizeof(CUpti_ActivityMemcpy6);
+        break;
+      case CUPTI_ACTIVITY_KIND_MEMCPY2:
+        sz = sizeof(CUpti_ActivityMemcpyPtoP4);
+        break;
+      case CUPTI_ACTIVITY_KIND_MEMSET:
+        sz = sizeof(CUpti_ActivityMemset4);
+        break;
       case CUPTI_ACTIVITY_KIND_RUNTIME:
-      case CUPTI_ACTIVITY_KIND_DRIVER: sz = sizeof(CUpti_ActivityAPI); break;
-      case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: sz = sizeof(CUpti_ActivitySynchronization2); break;
+      case CUPTI_ACTIVITY_KIND_DRIVER:
+        sz = sizeof(CUpti_ActivityAPI);
+        break;
+      case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+        sz = sizeof(CUpti_ActivitySynchronization2);
+        break;
       case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
         sz = sizeof(CUpti_ActivityExternalCorrelation);
         break;
-      default: ADD_FAILURE() << "unexpected kind " << r->kind; break;
+      default:
+        ADD_FAILURE() << "unexpected kind " << r->kind;
+        break;
     }
     const uint8_t* p = reinterpret_cast<const uint8_t*>(r);
     got.push_back({r->kind, std::vector<uint8_t>(p, p + sz), 0});
@@ -181,7 +195,8 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
   std::free(buffer);
 }
 
-void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                         const void* data) {
   CallbackEvent ev{domain, cbid, -1, 0, "", "", 0, std::this_thread::get_id()};
   if (domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API) {
     const auto* d = static_cast<const CUpti_CallbackData*>(data);
@@ -210,8 +225,9 @@ class SimTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_NE(C().handle, nullptr) << dlerror();
-    for (const char* v : {"GPUACCT_SIM_FAULTS", "GPUACCT_SIM_SEED", "GPUACCT_SIM_DELAY_PCT",
-                          "GPUACCT_SIM_SHUFFLE", "GPUACCT_SIM_CLOCK", "GPUACCT_SIM_FORCED_INCOMPLETE"}) {
+    for (const char* v :
+         {"GPUACCT_SIM_FAULTS", "GPUACCT_SIM_SEED", "GPUACCT_SIM_DELAY_PCT", "GPUACCT_SIM_SHUFFLE",
+          "GPUACCT_SIM_CLOCK", "GPUACCT_SIM_FORCED_INCOMPLETE"}) {
       unsetenv(v);
     }
     setenv("GPUACCT_SIM_DELAY_PCT", "0", 1);  // tests opt into late records explicitly
@@ -260,7 +276,8 @@ class SimTest : public ::testing::Test {
   CUpti_SubscriberHandle sub_ = nullptr;
 };
 
-// ---- cuInit / injection ---------------------------------------------------------------------------
+// ---- cuInit / injection
+// ---------------------------------------------------------------------------
 
 TEST_F(SimTest, CuInitLoadsInjectionExactlyOnce) {
   using CuInit = int (*)(unsigned);
@@ -304,7 +321,8 @@ TEST_F(SimTest, StreamOrderAndCrossStreamConcurrency) {
   ASSERT_EQ(by_stream.size(), 2u);
   for (auto& [sid, ks] : by_stream) {
     ASSERT_EQ(ks.size(), 5u);
-    std::sort(ks.begin(), ks.end(), [](auto& x, auto& y) { return x.correlationId < y.correlationId; });
+    std::sort(ks.begin(), ks.end(),
+              [](auto& x, auto& y) { return x.correlationId < y.correlationId; });
     for (size_t i = 1; i < ks.size(); ++i) {
       EXPECT_GE(ks[i].start, ks[i - 1].end) << "kernels of one stream overlap";
       EXPECT_EQ(ks[i].start, ks[i - 1].end) << "back to back expected (launch << kernel)";
@@ -406,7 +424,8 @@ TEST_F(SimTest, ApiRecordsCallbacksAndKernelsShareCorrelationIds) {
     const auto& k = r.as<CUpti_ActivityKernel10>();
     if (std::strcmp(k.name, "driver_kernel") == 0) {
       ASSERT_EQ(drv.count(k.correlationId), 1u);
-      EXPECT_EQ(drv[k.correlationId].cbid, static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
+      EXPECT_EQ(drv[k.correlationId].cbid,
+                static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
       continue;
     }
     ASSERT_EQ(api.count(k.correlationId), 1u) << "kernel without its cudaLaunchKernel record";
@@ -425,7 +444,8 @@ TEST_F(SimTest, ApiRecordsCallbacksAndKernelsShareCorrelationIds) {
   int launches = 0;
   for (size_t i = 0; i < cbs.size(); ++i) {
     if (cbs[i].domain != CUPTI_CB_DOMAIN_RUNTIME_API ||
-        cbs[i].cbid != CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000 || cbs[i].site != CUPTI_API_ENTER) {
+        cbs[i].cbid != CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000 ||
+        cbs[i].site != CUPTI_API_ENTER) {
       continue;
     }
     ++launches;
@@ -506,11 +526,13 @@ TEST_F(SimTest, ExternalCorrelationPrecedesApiRecord) {
             CUPTI_SUCCESS);
   ASSERT_EQ(simLaunchKernel(s, "ext", kUs), SIM_OK);
   uint64_t last = 0;
-  ASSERT_EQ(C().cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last),
-            CUPTI_SUCCESS);
+  ASSERT_EQ(
+      C().cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last),
+      CUPTI_SUCCESS);
   EXPECT_EQ(last, 42u);
-  EXPECT_EQ(C().cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last),
-            CUPTI_ERROR_QUEUE_EMPTY);
+  EXPECT_EQ(
+      C().cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last),
+      CUPTI_ERROR_QUEUE_EMPTY);
   ASSERT_EQ(simLaunchKernel(s, "no_ext", kUs), SIM_OK);
   ASSERT_EQ(simStreamSynchronize(s), SIM_OK);
   ASSERT_EQ(C().cuptiActivityFlushAll(0), CUPTI_SUCCESS);
@@ -545,7 +567,8 @@ TEST_F(SimTest, RuntimeApiFilterPerCbid) {
   EXPECT_EQ(Records(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL).size(), 1u);
 }
 
-// ---- delivery ------------------------------------------------------------------------------------
+// ---- delivery
+// ------------------------------------------------------------------------------------
 
 TEST_F(SimTest, FlushDeliversOnlyCompletedUnlessForced) {
   Attach();
@@ -553,7 +576,8 @@ TEST_F(SimTest, FlushDeliversOnlyCompletedUnlessForced) {
   ASSERT_EQ(simLaunchKernel(s, "long", 10 * 1000 * kUs), SIM_OK);  // 10 ms, host not waiting
   ASSERT_EQ(C().cuptiActivityFlushAll(0), CUPTI_SUCCESS);
   EXPECT_EQ(Records(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL).size(), 0u) << "kernel not finished yet";
-  EXPECT_EQ(Records(CUPTI_ACTIVITY_KIND_RUNTIME).size(), 2u) << "stream-create and launch APIs are complete";
+  EXPECT_EQ(Records(CUPTI_ACTIVITY_KIND_RUNTIME).size(), 2u)
+      << "stream-create and launch APIs are complete";
   simHostWork(20 * 1000 * kUs);  // the host moves past the kernel's end: now it is complete
   ASSERT_EQ(C().cuptiActivityFlushAll(0), CUPTI_SUCCESS);
   EXPECT_EQ(Records(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL).size(), 1u);
@@ -581,7 +605,8 @@ TEST_F(SimTest, LateRecordsArriveWithinTwoFlushes) {
   for (int i = 0; i < 10; ++i) ASSERT_EQ(simLaunchKernel(s, "late", kUs), SIM_OK);
   ASSERT_EQ(simStreamSynchronize(s), SIM_OK);
   ASSERT_EQ(C().cuptiActivityFlushAll(0), CUPTI_SUCCESS);
-  EXPECT_EQ(Records(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL).size(), 0u) << "all delayed by >= 1 flush";
+  EXPECT_EQ(Records(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL).size(), 0u)
+      << "all delayed by >= 1 flush";
   ASSERT_EQ(C().cuptiActivityFlushAll(0), CUPTI_SUCCESS);
   ASSERT_EQ(C().cuptiActivityFlushAll(0), CUPTI_SUCCESS);
   EXPECT_EQ(Records(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL).size(), 10u);
@@ -722,7 +747,8 @@ TEST_F(SimTest, DeliveryIsMessyButDeterministicPerSeed) {
   EXPECT_EQ(kernels, 400u);
 }
 
-// ---- faults ----------------------------------------------------------------------------------------
+// ---- faults
+// ----------------------------------------------------------------------------------------
 
 TEST_F(SimTest, FaultDropCountsDroppedRecords) {
   setenv("GPUACCT_SIM_FAULTS", "drop=5", 1);
@@ -791,7 +817,8 @@ TEST_F(SimTest, FaultSubscribeRefused) {
   setenv("GPUACCT_SIM_FAULTS", "subscribe_refused", 1);
   ResetAll();
   CUpti_SubscriberHandle sub = nullptr;
-  EXPECT_EQ(C().cuptiSubscribe(&sub, OnCallback, nullptr), CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+  EXPECT_EQ(C().cuptiSubscribe(&sub, OnCallback, nullptr),
+            CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
   char old[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN] = {};
   CUpti_SubscriberParams p{};
   p.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
@@ -802,7 +829,8 @@ TEST_F(SimTest, FaultSubscribeRefused) {
             CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
   EXPECT_GT(std::strlen(old), 0u);
   const char* str = nullptr;
-  EXPECT_EQ(C().cuptiGetResultString(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, &str), CUPTI_SUCCESS);
+  EXPECT_EQ(C().cuptiGetResultString(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, &str),
+            CUPTI_SUCCESS);
   EXPECT_STREQ(str, "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED");
 
   // Without the fault, the second subscriber is refused the same way.
@@ -810,7 +838,8 @@ TEST_F(SimTest, FaultSubscribeRefused) {
   ResetAll();
   ASSERT_EQ(C().cuptiSubscribe(&sub, OnCallback, nullptr), CUPTI_SUCCESS);
   CUpti_SubscriberHandle second = nullptr;
-  EXPECT_EQ(C().cuptiSubscribe(&second, OnCallback, nullptr), CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+  EXPECT_EQ(C().cuptiSubscribe(&second, OnCallback, nullptr),
+            CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
   EXPECT_EQ(C().cuptiUnsubscribe(sub), CUPTI_SUCCESS);
   EXPECT_EQ(C().cuptiUnsubscribe(sub), CUPTI_ERROR_INVALID_PARAMETER);
 }
@@ -829,21 +858,26 @@ TEST_F(SimTest, FaultErrorFunction) {
 TEST_F(SimTest, MisuseDoesNotCrash) {
   EXPECT_EQ(C().cuptiActivityFlushAll(0), CUPTI_ERROR_INVALID_OPERATION);  // no callbacks yet
   EXPECT_EQ(C().cuptiActivityRegisterCallbacks(nullptr, nullptr), CUPTI_ERROR_INVALID_PARAMETER);
-  EXPECT_EQ(C().cuptiActivityEnable(static_cast<CUpti_ActivityKind>(100000)), CUPTI_ERROR_INVALID_KIND);
+  EXPECT_EQ(C().cuptiActivityEnable(static_cast<CUpti_ActivityKind>(100000)),
+            CUPTI_ERROR_INVALID_KIND);
   CUpti_Activity* rec = nullptr;
   EXPECT_EQ(C().cuptiActivityGetNextRecord(nullptr, 0, &rec), CUPTI_ERROR_INVALID_PARAMETER);
   uint8_t empty[16] = {};
   EXPECT_EQ(C().cuptiActivityGetNextRecord(empty, 0, &rec), CUPTI_ERROR_MAX_LIMIT_REACHED);
-  EXPECT_EQ(C().cuptiEnableCallback(1, nullptr, CUPTI_CB_DOMAIN_RUNTIME_API, 1), CUPTI_ERROR_INVALID_PARAMETER);
+  EXPECT_EQ(C().cuptiEnableCallback(1, nullptr, CUPTI_CB_DOMAIN_RUNTIME_API, 1),
+            CUPTI_ERROR_INVALID_PARAMETER);
   EXPECT_EQ(simLaunchKernel(nullptr, "x", 1), SIM_ERR_INVALID);
   EXPECT_EQ(simLaunchKernel(reinterpret_cast<simStream_t>(&g), "x", 1), SIM_ERR_INVALID);
   EXPECT_EQ(simGraphLaunch(simStreamCreate(0), reinterpret_cast<simGraph_t>(&g)), SIM_ERR_INVALID);
   uint32_t id = 0;
-  EXPECT_EQ(C().cuptiGetContextId(reinterpret_cast<CUcontext>(&g), &id), CUPTI_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(C().cuptiGetContextId(reinterpret_cast<CUcontext>(&g), &id),
+            CUPTI_ERROR_INVALID_CONTEXT);
   size_t sz = sizeof(size_t), val = 8 << 20;
-  EXPECT_EQ(C().cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &val), CUPTI_SUCCESS);
+  EXPECT_EQ(C().cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &val),
+            CUPTI_SUCCESS);
   val = 0;
-  EXPECT_EQ(C().cuptiActivityGetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &val), CUPTI_SUCCESS);
+  EXPECT_EQ(C().cuptiActivityGetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &val),
+            CUPTI_SUCCESS);
   EXPECT_EQ(val, 8u << 20);
   simShutdown();
   EXPECT_EQ(simLaunchKernel(simStreamCreate(0), "x", 1), SIM_ERR_INVALID);
@@ -864,7 +898,8 @@ TEST_F(SimTest, FinalizeDeliversAndDetaches) {
   EXPECT_EQ(C().cuptiSubscribe(&sub, OnCallback, nullptr), CUPTI_SUCCESS);
 }
 
-// ---- clock ------------------------------------------------------------------------------------------
+// ---- clock
+// ------------------------------------------------------------------------------------------
 
 TEST_F(SimTest, ClockModes) {
   const uint64_t a = simNow();
@@ -899,7 +934,8 @@ TEST_F(SimTest, ThreadsLaunchConcurrently) {
   ASSERT_EQ(C().cuptiActivityFlushAll(0), CUPTI_SUCCESS);
   EXPECT_EQ(Records(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL).size(), 2000u);
   std::set<uint32_t> tids;
-  for (auto& r : Records(CUPTI_ACTIVITY_KIND_RUNTIME)) tids.insert(r.as<CUpti_ActivityAPI>().threadId);
+  for (auto& r : Records(CUPTI_ACTIVITY_KIND_RUNTIME))
+    tids.insert(r.as<CUpti_ActivityAPI>().threadId);
   EXPECT_EQ(tids.size(), 4u);
   std::set<uint32_t> corr;
   for (auto& r : Records(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) {
@@ -908,7 +944,8 @@ TEST_F(SimTest, ThreadsLaunchConcurrently) {
   EXPECT_EQ(corr.size(), 2000u) << "correlation ids are unique across threads";
 }
 
-// ---- scenarios --------------------------------------------------------------------------------------
+// ---- scenarios
+// --------------------------------------------------------------------------------------
 
 struct RunResult {
   int status = -1;
@@ -920,8 +957,9 @@ RunResult RunScenario(const std::string& name, const std::string& args) {
   std::remove(truth.c_str());
   // No injection here: gpuacct_dyn() and NVTX calls become no-ops; the run checks the planted
   // timeline against the engine (exit status 3 on a mismatch) and writes the truth file.
-  const std::string cmd = "env -u CUDA_INJECTION64_PATH -u NVTX_INJECTION64_PATH GPUACCT_SIM_TRUTH=" +
-                          truth + " " + SIM_BIN_DIR + "/sim_scenario_" + name + " " + args;
+  const std::string cmd =
+      "env -u CUDA_INJECTION64_PATH -u NVTX_INJECTION64_PATH GPUACCT_SIM_TRUTH=" + truth + " " +
+      SIM_BIN_DIR + "/sim_scenario_" + name + " " + args;
   RunResult r;
   const int st = std::system(cmd.c_str());
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -956,8 +994,9 @@ TEST(ScenarioTruth, DataBoundNumbers) {
   RunResult r = RunScenario("data_bound", "--marks=none --steps=3");
   ASSERT_EQ(r.status, 0);
   EXPECT_NE(r.truth.find("\"dominant\": \"data_wait\""), std::string::npos);
-  EXPECT_NE(r.truth.find("\"expected_ns\": {\"compute\": 10000000, \"communication_exposed\": 0, "
-                         "\"copy\": 0, \"data_wait\": 30000000, \"launch_gap\": 5000, \"host_other\": 0}"),
+  EXPECT_NE(r.truth.find(
+                "\"expected_ns\": {\"compute\": 10000000, \"communication_exposed\": 0, "
+                "\"copy\": 0, \"data_wait\": 30000000, \"launch_gap\": 5000, \"host_other\": 0}"),
             std::string::npos)
       << r.truth;
 }
@@ -968,7 +1007,8 @@ TEST(ScenarioTruth, DataBoundNumbers) {
 
 namespace {
 
-std::string RunInjected(const std::string& scenario, const std::string& args, const std::string& env) {
+std::string RunInjected(const std::string& scenario, const std::string& args,
+                        const std::string& env) {
   const std::string out = testing::TempDir() + "sim_e2e_" + scenario + ".txt";
   std::remove(out.c_str());
   const std::string cmd = "env LD_LIBRARY_PATH=" + std::string(SIM_LIB_DIR) +
@@ -985,7 +1025,8 @@ std::string RunInjected(const std::string& scenario, const std::string& args, co
 
 TEST(EndToEnd, InjectedClientSeesScenarioThroughFakeCupti) {
   const std::string s = RunInjected("data_bound", "--marks=capi --steps=4", "");
-  EXPECT_NE(s.find("subscribe=0 version=130001 kernels=40 kernel_ns=40000000 "), std::string::npos) << s;
+  EXPECT_NE(s.find("subscribe=0 version=130001 kernels=40 kernel_ns=40000000 "), std::string::npos)
+      << s;
   EXPECT_NE(s.find("steps=4 data=4 dropped=0"), std::string::npos) << s;
   const std::string g2 = RunInjected("graphs", "--marks=capi --steps=3", "");
   EXPECT_NE(g2.find("kernels=120 "), std::string::npos) << g2;
@@ -993,11 +1034,13 @@ TEST(EndToEnd, InjectedClientSeesScenarioThroughFakeCupti) {
 }
 
 TEST(EndToEnd, SubscribeRefusedAndDropFaultsReachTheClient) {
-  const std::string s = RunInjected("comm_bound", "--marks=capi --steps=2", "GPUACCT_SIM_FAULTS=subscribe_refused");
+  const std::string s =
+      RunInjected("comm_bound", "--marks=capi --steps=2", "GPUACCT_SIM_FAULTS=subscribe_refused");
   EXPECT_NE(s.find("subscribe=39 "), std::string::npos) << s;
   EXPECT_NE(s.find("kernels=0 "), std::string::npos) << s;
   EXPECT_NE(s.find("steps=2"), std::string::npos) << "marks still reach the library: " << s;
-  const std::string d = RunInjected("launch_bound", "--marks=capi --steps=1", "GPUACCT_SIM_FAULTS=drop=100");
+  const std::string d =
+      RunInjected("launch_bound", "--marks=capi --steps=1", "GPUACCT_SIM_FAULTS=drop=100");
   EXPECT_NE(d.find("dropped=100"), std::string::npos) << d;
 }
 

@@ -75,15 +75,14 @@ void AtExit() {
   std::FILE* f = std::fopen(g_out, "w");
   if (f == nullptr) return;
   std::lock_guard<std::mutex> lock(g_mu);
-  std::fprintf(f,
-               "subscribe=%d version=%u kernels=%llu kernel_ns=%llu api=%llu graph_kernels=%llu "
-               "steps=%llu data=%llu dropped=%zu\n",
-               g_subscribe_rc, g_version, static_cast<unsigned long long>(g_kernels),
-               static_cast<unsigned long long>(g_kernel_ns),
-               static_cast<unsigned long long>(g_api_records),
-               static_cast<unsigned long long>(g_graph_kernels),
-               static_cast<unsigned long long>(g_steps), static_cast<unsigned long long>(g_data_ranges),
-               dropped);
+  std::fprintf(
+      f,
+      "subscribe=%d version=%u kernels=%llu kernel_ns=%llu api=%llu graph_kernels=%llu "
+      "steps=%llu data=%llu dropped=%zu\n",
+      g_subscribe_rc, g_version, static_cast<unsigned long long>(g_kernels),
+      static_cast<unsigned long long>(g_kernel_ns), static_cast<unsigned long long>(g_api_records),
+      static_cast<unsigned long long>(g_graph_kernels), static_cast<unsigned long long>(g_steps),
+      static_cast<unsigned long long>(g_data_ranges), dropped);
   std::fclose(f);
 }
 
@@ -126,7 +125,9 @@ EXPORT int InitializeInjection(void) {
   return 1;
 }
 
-EXPORT int sim_test_inject_calls(void) { return g_calls.load(); }
+EXPORT int sim_test_inject_calls(void) {
+  return g_calls.load();
+}
 
 // The subset of the gpuacct C API the scenarios use (resolved through gpuacct_dynamic.h).
 EXPORT void gpuacct_step_begin(int64_t) {

@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
     simStreamSynchronize(s);
     Expect e;
     e.data_wait = data;
-    e.launch_gap = lat;  // host issuing the first launch; op submitted, gap < 30 us
+    e.launch_gap = lat;        // host issuing the first launch; op submitted, gap < 30 us
     e.compute = kernels * dk;  // back to back: each launch (4 us) is far shorter than a kernel
     h.StepEnd(e);
   }

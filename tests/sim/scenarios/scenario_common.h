@@ -166,12 +166,11 @@ class Harness {
   }
 
   static void WriteExpect(std::FILE* f, const Expect& e) {
-    std::fprintf(f,
-                 "{\"compute\": %" PRIu64 ", \"communication_exposed\": %" PRIu64
-                 ", \"copy\": %" PRIu64 ", \"data_wait\": %" PRIu64 ", \"launch_gap\": %" PRIu64
-                 ", \"host_other\": %" PRIu64 "}",
-                 e.compute, e.communication_exposed, e.copy, e.data_wait, e.launch_gap,
-                 e.host_other);
+    std::fprintf(
+        f,
+        "{\"compute\": %" PRIu64 ", \"communication_exposed\": %" PRIu64 ", \"copy\": %" PRIu64
+        ", \"data_wait\": %" PRIu64 ", \"launch_gap\": %" PRIu64 ", \"host_other\": %" PRIu64 "}",
+        e.compute, e.communication_exposed, e.copy, e.data_wait, e.launch_gap, e.host_other);
   }
 
   bool WriteTruth(const char* path, const char* dominant) const {
