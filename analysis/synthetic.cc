@@ -9,16 +9,20 @@ namespace gpuacct {
 StatusOr<SyntheticSpec> SyntheticSpec::preset(const std::string& name) {
   SyntheticSpec s;
   if (name == "demo") {
-    // A realistic mix: input pipeline too slow, some launch overhead, a partly hidden
-    // all-reduce, a little logging.  Data-bound by design.
+    // A realistic mix where every wall shows: an input pipeline too slow (data-bound by
+    // design), CPU-side augmentation outside the loader, a tail of tiny kernels the host
+    // cannot launch fast enough, and an all-reduce longer than the compute left to hide it.
     s.steps = 24;
     s.kernels_per_step = 120;
     s.kernel_ns = 90'000;
     s.launch_cost_ns = 9'000;
     s.data_wait_ns = 6'000'000;
+    s.cpu_work_ns = 1'500'000;
     s.h2d_ns = 700'000;
     s.h2d_pageable = true;
-    s.collective_ns = 4'000'000;
+    s.collective_ns = 8'000'000;
+    s.tiny_kernels_per_step = 150;
+    s.tiny_kernel_ns = 3'000;
     s.host_pause_ns = 400'000;
   } else if (name == "data_bound") {
     s.data_wait_ns = 30'000'000;
@@ -167,6 +171,7 @@ uint64_t generate_synthetic(const SyntheticSpec& spec, NameTable& names, EventSi
   const NameId n_data = names.intern("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
   const NameId n_h2d = names.intern("Memcpy HtoD (Pageable -> Device)");
   const NameId n_coll = names.intern("ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  const NameId n_tiny = names.intern("optimizer_foreach_add_kernel");
   std::vector<NameId> kernel_names;
   const char* bases[] = {"ampere_sgemm_128x64_tn", "vectorized_elementwise_kernel", "reduce_kernel",
                          "softmax_warp_forward", "layer_norm_kernel"};
@@ -211,6 +216,24 @@ uint64_t generate_synthetic(const SyntheticSpec& spec, NameTable& names, EventSi
     t = c.end;
   };
 
+  // cudaStreamSynchronize on every stream of every device: the host waits for all work.
+  auto sync_all = [&] {
+    TimeNs done = t;
+    for (int dev = 0; dev < ndev; ++dev) {
+      done = std::max({done, free0[static_cast<size_t>(dev)], free1[static_cast<size_t>(dev)]});
+    }
+    HostApiCall sync;
+    sync.start = t;
+    sync.end = done + 2'000;
+    sync.thread = thread;
+    sync.kind = HostApiKind::kSync;
+    sync.name = n_sync;
+    sync.correlation_id = corr++;
+    out.api(sync);
+    ++events;
+    t = sync.end;
+  };
+
   for (int step = 0; step < spec.steps; ++step) {
     const TimeNs step_begin = t;
     if (spec.use_markers) {
@@ -234,6 +257,7 @@ uint64_t generate_synthetic(const SyntheticSpec& spec, NameTable& names, EventSi
       out.range(r);
       ++events;
     }
+    if (spec.cpu_work_ns > 0) t += jit(spec.cpu_work_ns);  // e.g. augmentation on the host
     for (int dev = 0; dev < ndev; ++dev) {
       if (spec.h2d_ns > 0) {
         launch(dev, 7, free0, GpuOpKind::kMemcpy, n_h2d, jit(spec.h2d_ns), CopyDir::kH2D,
@@ -254,22 +278,19 @@ uint64_t generate_synthetic(const SyntheticSpec& spec, NameTable& names, EventSi
         }
       }
     }
-    if (spec.host_pause_ns > 0) t += jit(spec.host_pause_ns);
-    // Synchronise: the host waits for every stream of every device.
-    TimeNs done = t;
-    for (int dev = 0; dev < ndev; ++dev) {
-      done = std::max({done, free0[static_cast<size_t>(dev)], free1[static_cast<size_t>(dev)]});
+    if (spec.tiny_kernels_per_step > 0) {
+      // The optimizer waits for the gradients (all streams), then runs many tiny kernels the
+      // host cannot launch as fast as the GPU finishes them.
+      sync_all();
     }
-    HostApiCall sync;
-    sync.start = t;
-    sync.end = done + 2'000;
-    sync.thread = thread;
-    sync.kind = HostApiKind::kSync;
-    sync.name = n_sync;
-    sync.correlation_id = corr++;
-    out.api(sync);
-    ++events;
-    t = sync.end;
+    for (int k = 0; k < spec.tiny_kernels_per_step; ++k) {
+      for (int dev = 0; dev < ndev; ++dev) {
+        launch(dev, 7, free0, GpuOpKind::kKernel, n_tiny, jit(spec.tiny_kernel_ns),
+               CopyDir::kNone, CollectiveType::kNone, false);
+      }
+    }
+    if (spec.host_pause_ns > 0) t += jit(spec.host_pause_ns);
+    sync_all();
     if (!spec.use_markers) {
       HostRange r;
       r.start = step_begin;

@@ -2,10 +2,10 @@
 // would, with walls designed by its parameters.  Used by unit/property tests, the core
 // benchmark, and `gpuacct synth`, which made the bundled sample recording.
 //
-// Model, per step on one host thread: [data range: data_wait] -> H2D copy -> kernels (each
-// launch costs launch_cost on the host, starts launch_latency after its call, queues behind
-// earlier work on its stream) -> optional collective on a second stream after half the
-// kernels -> host pause (logging) -> cudaStreamSynchronize.  Every device gets the same work.
+// Model, per step on one host thread: [data range: data_wait] -> CPU work -> H2D copy ->
+// kernels (each launch costs launch_cost on the host, starts launch_latency after its call,
+// queues behind earlier work on its stream) -> optional collective on a second stream after
+// half the kernels -> tiny kernels -> host pause (logging) -> cudaStreamSynchronize.  Every device gets the same work.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +29,9 @@ struct SyntheticSpec {
   bool h2d_pageable = false;
   TimeNs collective_ns = 0;  // 0 = no collective
   TimeNs host_pause_ns = 0;  // per step, after the launches
+  TimeNs cpu_work_ns = 0;    // per step, after the data range, before any launch
+  int tiny_kernels_per_step = 0;  // launched after the collective, back to back
+  TimeNs tiny_kernel_ns = 3'000;
   double jitter = 0.05;      // relative, uniform, deterministic from seed
   uint64_t seed = 1;
   bool use_markers = false;  // step boundaries as markers instead of ranges
