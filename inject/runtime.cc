@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -43,8 +44,40 @@ constexpr int kHandledSignals[] = {SIGTERM, SIGINT};
 struct sigaction g_old_actions[2];
 std::atomic<bool> g_handlers_installed{false};
 std::atomic<int> g_wake_fd{-1};
-std::atomic<int> g_done_read_fd{-1};
+std::atomic<int> g_watchdog_fd{-1};
 std::atomic<int64_t> g_init_pid{0};
+// A SIGTERM / SIGINT whose default action we deferred until the report is written (0: none).
+std::atomic<int> g_pending_signal{0};
+constexpr int kSignalReportTimeoutMs = 10'000;
+constexpr int kExitJoinTimeoutMs = 10'000;
+
+// Waits until `fd` is readable or `timeout_ms` passes; true when readable.
+bool wait_readable(int fd, int timeout_ms) {
+  if (fd < 0) return false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLIN, 0};
+    const int r = poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
+    if (r > 0) return true;
+    if (r == 0 || errno != EINTR) return false;
+  }
+}
+
+// After the report for a deferred SIGTERM / SIGINT: give the signal its default action back and
+// deliver it, so the process ends the way it would have without gpuacct.
+void terminate_with_pending_signal() {
+  const int sig = g_pending_signal.load(std::memory_order_acquire);
+  if (sig == 0) return;
+  const size_t idx = sig == SIGTERM ? 0 : 1;
+  sigaction(sig, &g_old_actions[idx], nullptr);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);  // our threads block it
+  raise(sig);
+}
 
 const char* getenv_lookup(const char* name) { return std::getenv(name); }
 
@@ -76,8 +109,18 @@ void wake(char what) {
   }
 }
 
-void on_exit_trampoline() { Runtime::get().on_exit(); }
-void on_fork_child_trampoline() { Runtime::get().on_fork_child(); }
+void on_exit_trampoline() {
+  try {
+    Runtime::get().on_exit();
+  } catch (...) {
+  }
+}
+void on_fork_child_trampoline() {
+  try {
+    Runtime::get().on_fork_child();
+  } catch (...) {
+  }
+}
 void buffer_ready_hook() { wake('B'); }  // parse now: the pool is bounded
 
 }  // namespace
@@ -89,6 +132,10 @@ struct Runtime::Impl {
   std::thread worker;
   int wake_pipe[2] = {-1, -1};
   int done_pipe[2] = {-1, -1};
+  int exit_pipe[2] = {-1, -1};  // one byte when the worker has left its loop (bounded join)
+  int watchdog_pipe[2] = {-1, -1};
+  std::thread watchdog;
+  std::atomic<bool> worker_exited{false};
   std::atomic<bool> stop{false};
   std::atomic<bool> cupti_attached{false};
   std::mutex final_mu;
@@ -126,6 +173,7 @@ struct Runtime::Impl {
   size_t aliases_known = 0;
 
   void worker_main();
+  void watchdog_main();
   void tick(bool final);
   void parse_buffers();
   void drop_incomplete_ops();
@@ -177,7 +225,8 @@ bool Runtime::ensure_started() {
   m.detector = std::make_unique<StepDetector>();
   m.base = m.cfg.output_base();
 
-  if (pipe2(m.wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || pipe2(m.done_pipe, O_CLOEXEC) != 0) {
+  if (pipe2(m.wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || pipe2(m.done_pipe, O_CLOEXEC) != 0 ||
+      pipe2(m.exit_pipe, O_CLOEXEC) != 0 || pipe2(m.watchdog_pipe, O_CLOEXEC) != 0) {
     std::fprintf(stderr, "gpuacct: cannot create a pipe (%s); gpuacct is off\n",
                  std::strerror(errno));
     m.state.store(2);
@@ -185,12 +234,11 @@ bool Runtime::ensure_started() {
     return false;
   }
   g_wake_fd.store(m.wake_pipe[1], std::memory_order_release);
-  g_done_read_fd.store(m.done_pipe[0], std::memory_order_release);
 
-  // The worker must never take SIGTERM / SIGINT: block them while it is created.
+  // Our threads never take the program's signals (SIGTERM, SIGINT, SIGALRM, ...): block them
+  // all while the threads are created; they inherit the mask.
   sigset_t block, old;
-  sigemptyset(&block);
-  for (int sig : kHandledSignals) sigaddset(&block, sig);
+  sigfillset(&block);
   pthread_sigmask(SIG_BLOCK, &block, &old);
   try {
     m.worker = std::thread([&m] { m.worker_main(); });
@@ -200,6 +248,13 @@ bool Runtime::ensure_started() {
     m.state.store(2);
     g_mode.store(kModeStopped);
     return false;
+  }
+  try {
+    m.watchdog = std::thread([&m] { m.watchdog_main(); });
+    m.watchdog.detach();  // blocks on a pipe for the life of the process
+    g_watchdog_fd.store(m.watchdog_pipe[1], std::memory_order_release);
+  } catch (...) {
+    // Without it a SIGTERM / SIGINT keeps its immediate default action (no report).
   }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
 
@@ -215,9 +270,9 @@ bool Runtime::ensure_started() {
     if (cur.sa_handler == SIG_IGN && (cur.sa_flags & SA_SIGINFO) == 0) continue;
     g_old_actions[i] = cur;
     struct sigaction sa {};
-    sa.sa_handler = &Runtime::signal_handler;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
+    sa.sa_sigaction = &Runtime::signal_handler;
+    sa.sa_mask = cur.sa_mask;  // a chained handler runs with the mask it asked for
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | (cur.sa_flags & SA_ONSTACK);
     sigaction(kHandledSignals[i], &sa, nullptr);
   }
   g_handlers_installed.store(true);
@@ -250,6 +305,10 @@ void Runtime::attach_cupti() {
   }
   g_timestamp_fn.store(reinterpret_cast<TimestampFn>(col.timestamp_fn()),
                        std::memory_order_release);
+  // CUPTI (and the CUDA runtime) may register exit handlers of their own when they load.  Exit
+  // handlers run last-registered-first: registering ours again now makes the final flush run
+  // while CUPTI is still intact.  on_exit is idempotent.
+  std::atexit(on_exit_trampoline);
   cupti::CollectorOptions opt;
   opt.library = m.cfg.cupti_library;
   opt.buffer_bytes = static_cast<size_t>(m.cfg.buffer_mb) << 20;
@@ -282,9 +341,16 @@ void Runtime::request_flush() {
 
 void Runtime::Impl::worker_main() {
   try {
+    using Clock = std::chrono::steady_clock;
+    const auto period = std::chrono::milliseconds(cfg.flush_ms);
+    auto next_tick = Clock::now() + period;
     for (;;) {
+      // The tick is due every flush period whatever wakes the worker in between: completed
+      // buffers can arrive back to back for as long as the job runs, and they must not starve
+      // the ring drain, the watermark and the step stream.
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - Clock::now());
       pollfd p{wake_pipe[0], POLLIN, 0};
-      poll(&p, 1, cfg.flush_ms);
+      poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
       bool signalled = false;
       bool only_buffers = true;
       bool woken = false;
@@ -303,21 +369,44 @@ void Runtime::Impl::worker_main() {
         const char done = 'D';
         ssize_t r = write(done_pipe[1], &done, 1);
         (void)r;
-        return;
+        break;
       }
-      if (stop.load(std::memory_order_acquire)) return;
-      if (woken && only_buffers) {
+      if (stop.load(std::memory_order_acquire)) break;
+      if (woken && only_buffers && Clock::now() < next_tick) {
         // CUPTI handed back a full buffer: parse it now so the bounded pool recycles, without
         // flushing (which would hand back the next one at once) or moving the watermark.
         parse_buffers();
         continue;
       }
       tick(false);
+      next_tick = Clock::now() + period;
     }
   } catch (...) {
     // Never let an exception end the process: stop collecting, keep what was streamed.
     g_mode.store(kModeStopped);
   }
+  worker_exited.store(true, std::memory_order_release);
+  const char gone = 'X';
+  ssize_t r = write(exit_pipe[1], &gone, 1);
+  (void)r;
+}
+
+void Runtime::Impl::watchdog_main() {
+  // Sleeps until a deferred SIGTERM / SIGINT.  Then the process must end with that signal once
+  // the worker has written the report, or after kSignalReportTimeoutMs if the worker is stuck.
+  for (;;) {
+    char c = 0;
+    const ssize_t n = read(watchdog_pipe[0], &c, 1);
+    if (n == 1) break;
+    if (n < 0 && errno == EINTR) continue;
+    return;
+  }
+  if (!wait_readable(done_pipe[0], kSignalReportTimeoutMs)) {
+    const char msg[] = "gpuacct: the report was not written within 10 s of the signal\n";
+    ssize_t r = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)r;
+  }
+  terminate_with_pending_signal();
 }
 
 void Runtime::Impl::drain_rings() {
@@ -637,17 +726,28 @@ void Runtime::Impl::finalize() {
 // ---- exit paths -----------------------------------------------------------------------------
 
 void Runtime::on_exit() {
-  try {
-    Impl& m = *impl_;
-    if (m.state.load() != 1) return;
-    if (static_cast<int64_t>(getpid()) != g_init_pid.load()) return;  // a fork child
-    m.stop.store(true, std::memory_order_release);
-    wake('Q');
-    if (m.worker.joinable() && m.worker.get_id() != std::this_thread::get_id()) m.worker.join();
-    m.finalize();
-    m.state.store(2);
-  } catch (...) {
+  Impl& m = *impl_;
+  if (m.state.load() != 1) return;
+  if (static_cast<int64_t>(getpid()) != g_init_pid.load()) return;  // a fork child
+  m.stop.store(true, std::memory_order_release);
+  wake('Q');
+  if (m.worker.joinable() && m.worker.get_id() != std::this_thread::get_id()) {
+    // Bounded: a worker stuck in CUPTI must not hold the process at exit.
+    if (!wait_readable(m.exit_pipe[0], kExitJoinTimeoutMs) &&
+        !m.worker_exited.load(std::memory_order_acquire)) {
+      m.worker.detach();
+      m.state.store(2);
+      g_mode.store(kModeStopped, std::memory_order_release);
+      std::fprintf(stderr,
+                   "gpuacct: the worker did not stop within 10 s at exit; no report written "
+                   "(the step stream holds the steps finished so far)\n");
+      return;
+    }
+    m.worker.join();
   }
+  m.finalize();
+  m.state.store(2);
+  terminate_with_pending_signal();  // exit() raced a deferred SIGTERM / SIGINT: end with it
 }
 
 void Runtime::on_fork_child() {
@@ -655,38 +755,50 @@ void Runtime::on_fork_child() {
   // parent's state.  Everything stays off in it.
   g_mode.store(kModeStopped, std::memory_order_relaxed);
   impl_->state.store(2, std::memory_order_relaxed);
+  // The pipes are shared with the parent: a wake-up from the child would reach its worker.
+  g_wake_fd.store(-1, std::memory_order_relaxed);
+  g_watchdog_fd.store(-1, std::memory_order_relaxed);
+  g_pending_signal.store(0, std::memory_order_relaxed);
   cupti::Collector::instance().disable_in_child();
 }
 
-void Runtime::signal_handler(int sig) {
+void Runtime::signal_handler(int sig, siginfo_t* info, void* ucontext) {
+  // Async-signal-safe only: atomics, write(), sigaction(), raise().  The report is written by
+  // the worker while this thread goes on (it may hold a lock the report needs: malloc's, stdio's,
+  // CUPTI's); the watchdog then ends the process with this signal.
   const int saved_errno = errno;
   const size_t idx = sig == SIGTERM ? 0 : 1;
   const struct sigaction old = g_old_actions[idx];
   const bool default_action = (old.sa_flags & SA_SIGINFO) == 0 && old.sa_handler == SIG_DFL;
   const bool ours = static_cast<int64_t>(getpid()) == g_init_pid.load(std::memory_order_relaxed);
-  if (ours && default_action && get().impl_->state.load(std::memory_order_acquire) == 1) {
-    // The default action ends the process: have the worker write the report first.
-    wake('S');
-    const int fd = g_done_read_fd.load(std::memory_order_acquire);
-    if (fd >= 0) {
-      pollfd p{fd, POLLIN, 0};
-      poll(&p, 1, 10'000);
+  if (ours && default_action) {
+    Impl& m = *get().impl_;
+    const int watchdog_fd = g_watchdog_fd.load(std::memory_order_acquire);
+    if (watchdog_fd >= 0 && m.state.load(std::memory_order_acquire) == 1 &&
+        !m.worker_exited.load(std::memory_order_acquire) &&
+        g_pending_signal.exchange(sig, std::memory_order_acq_rel) == 0) {
+      wake('S');
+      const char c = 'S';
+      ssize_t r = write(watchdog_fd, &c, 1);
+      (void)r;
+      errno = saved_errno;
+      return;
     }
+    // A second signal while the report is written, or no worker: the default action now.
   }
-  errno = saved_errno;
   if (default_action) {
     sigaction(sig, &old, nullptr);
     raise(sig);  // delivered with the default action once this handler returns
+    errno = saved_errno;
     return;
   }
-  if ((old.sa_flags & SA_SIGINFO) != 0 && old.sa_sigaction != nullptr) {
-    siginfo_t info{};
-    info.si_signo = sig;
-    old.sa_sigaction(sig, &info, nullptr);
+  if ((old.sa_flags & SA_SIGINFO) != 0) {
+    if (old.sa_sigaction != nullptr) old.sa_sigaction(sig, info, ucontext);
   } else if (old.sa_handler != SIG_IGN && old.sa_handler != SIG_DFL &&
              old.sa_handler != nullptr) {
     old.sa_handler(sig);
   }
+  errno = saved_errno;
 }
 
 }  // namespace gpuacct::inject

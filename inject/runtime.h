@@ -3,6 +3,8 @@
 // written at exit (atexit, SIGTERM/SIGINT).  One instance, created on first use, never freed.
 #pragma once
 
+#include <signal.h>
+
 #include <string>
 
 namespace gpuacct::inject {
@@ -23,7 +25,7 @@ class Runtime {
   // Exit paths.
   void on_exit();
   void on_fork_child();
-  static void signal_handler(int sig);
+  static void signal_handler(int sig, siginfo_t* info, void* ucontext);
 
  private:
   Runtime();

@@ -2,6 +2,7 @@
 // (the scenario programs cover accounting).  Marks steps through gpuacct_dynamic.h.
 //
 //   e2e_driver --mode=loop  --steps=N --sleep-ms=M   steps of 10 ms data + 5 kernels, real sleeps
+//              [--kernels=K]                       K kernels of 1 ms per step instead of 5
 //   e2e_driver --mode=fork  --steps=N                forks mid-run; the child marks and exit()s
 //   e2e_driver --mode=nocuda --steps=N --sleep-ms=M  never initialises CUDA (host ranges only)
 #include <gpuacct/gpuacct_dynamic.h>
@@ -17,6 +18,8 @@
 
 namespace {
 
+int g_kernels = 5;
+
 void one_step(const gpuacct_dyn_api* api, simStream_t s, int i, int sleep_ms) {
   api->step_begin(i);
   api->data_push("dataloader");
@@ -24,7 +27,7 @@ void one_step(const gpuacct_dyn_api* api, simStream_t s, int i, int sleep_ms) {
   if (sleep_ms > 0) usleep(static_cast<useconds_t>(sleep_ms) * 1000);
   api->data_pop();
   if (s != nullptr) {
-    for (int k = 0; k < 5; ++k) simLaunchKernel(s, "e2e_kernel", 1'000'000);
+    for (int k = 0; k < g_kernels; ++k) simLaunchKernel(s, "e2e_kernel", 1'000'000);
     simStreamSynchronize(s);
   }
   api->step_end();
@@ -39,6 +42,7 @@ int main(int argc, char** argv) {
     if (std::strncmp(argv[i], "--mode=", 7) == 0) mode = argv[i] + 7;
     else if (std::strncmp(argv[i], "--steps=", 8) == 0) steps = std::atoi(argv[i] + 8);
     else if (std::strncmp(argv[i], "--sleep-ms=", 11) == 0) sleep_ms = std::atoi(argv[i] + 11);
+    else if (std::strncmp(argv[i], "--kernels=", 10) == 0) g_kernels = std::atoi(argv[i] + 10);
   }
   simStream_t s = nullptr;
   if (mode != "nocuda") {
