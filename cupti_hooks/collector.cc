@@ -231,6 +231,13 @@ CollectorState Collector::start(const CollectorOptions& options, std::string* me
 void Collector::on_buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
   Impl& m = *impl_;
   *max_records = 0;
+  if (child_.load(std::memory_order_relaxed)) {
+    // A fork child (e.g. CUPTI's exit-time flush in it): no lock, no allocation -- a lock may
+    // have been held by a parent thread that does not exist here.
+    *buffer = nullptr;
+    *size = 0;
+    return;
+  }
   uint8_t* buf = nullptr;
   bool allocate = false;
   {
@@ -265,22 +272,23 @@ void Collector::on_buffer_requested(uint8_t** buffer, size_t* size, size_t* max_
 void Collector::on_buffer_completed(void* context, uint32_t stream_id, uint8_t* buffer,
                                     size_t /*size*/, size_t valid) {
   Impl& m = *impl_;
+  // A fork child must not lock (see on_buffer_requested), call CUPTI or wake the parent's
+  // worker (the wake pipe is shared with the parent): the buffer is left to the exiting child.
+  if (child_.load(std::memory_order_relaxed)) return;
   if (buffer != nullptr) {
     std::lock_guard<std::mutex> lock(m.mu);
-    if (valid > 0 && !child_.load(std::memory_order_relaxed)) {
+    if (valid > 0) {
       m.completed.push_back({buffer, valid});
     } else {
       m.free_buffers.push_back(buffer);
     }
   }
   // Outside our lock: CUPTI calls this callback holding its own.
-  if (!child_.load(std::memory_order_relaxed)) {
-    size_t dropped = 0;
-    if (m.api.cuptiActivityGetNumDroppedRecords(static_cast<CUcontext>(context), stream_id,
-                                                &dropped) == CUPTI_SUCCESS &&
-        dropped > 0) {
-      records_dropped_.fetch_add(static_cast<int64_t>(dropped), std::memory_order_relaxed);
-    }
+  size_t dropped = 0;
+  if (m.api.cuptiActivityGetNumDroppedRecords(static_cast<CUcontext>(context), stream_id,
+                                              &dropped) == CUPTI_SUCCESS &&
+      dropped > 0) {
+    records_dropped_.fetch_add(static_cast<int64_t>(dropped), std::memory_order_relaxed);
   }
   if (m.options.hooks.buffer_ready != nullptr) m.options.hooks.buffer_ready();
 }

@@ -127,6 +127,9 @@ void emit(HostRecType type, int64_t value, const char* name, uint32_t aux, uint8
 }
 
 uint64_t next_range_id() {
+  // Not recording (stopped, a fork child): no thread state -- its first creation locks and
+  // allocates.  NVTX treats 0 as "no range".
+  if (!recording()) return 0;
   ThreadState* s = current_thread();
   if (s == nullptr) return 0;
   return (static_cast<uint64_t>(s->index + 1) << 40) | (++s->range_counter & ((1ull << 40) - 1));
