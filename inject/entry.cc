@@ -1,6 +1,7 @@
 // Entry points the CUDA driver and the dynamic loader call: InitializeInjection and the load
 // constructor.  (InitializeInjectionNvtx2 is in nvtx_inject.cc, the C API in capi.cc.)
 #include <dlfcn.h>
+#include <strings.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -12,13 +13,25 @@ namespace {
 
 std::atomic<bool> g_injection_done{false};
 
+// GPUACCT_ENABLE is off: the spellings config.cc accepts as false (0/false/no/off, any case,
+// surrounding blanks).  No allocation: this runs in the load constructor.
+bool enable_is_off(const char* v) {
+  if (v == nullptr) return false;
+  while (*v == ' ' || *v == '\t') ++v;
+  size_t n = std::strlen(v);
+  while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t' || v[n - 1] == '\n')) --n;
+  for (const char* word : {"0", "false", "no", "off"}) {
+    if (std::strlen(word) == n && strncasecmp(v, word, n) == 0) return true;
+  }
+  return false;
+}
+
 // At load (CUDA_INJECTION64_PATH, LD_PRELOAD, or a dlopen by Python): point the NVTX loader and
 // the CUDA driver at this very file when nothing else is set, so NVTX ranges reach us and a
 // later cuInit initialises the same instance.  Nothing else happens until the first use.
 __attribute__((constructor)) void gpuacct_on_load() {
   try {
-    const char* enable = std::getenv("GPUACCT_ENABLE");
-    if (enable != nullptr && (std::strcmp(enable, "0") == 0 || std::strcmp(enable, "off") == 0)) {
+    if (enable_is_off(std::getenv("GPUACCT_ENABLE"))) {
       return;  // host ranges still work through the C API; no environment changes
     }
     Dl_info info{};

@@ -53,6 +53,8 @@ int main(int argc, char** argv) {
   }
   const gpuacct_dyn_api* api = gpuacct_dyn();
   std::printf("loaded=%d\n", api->loaded);
+  const char* injection = std::getenv("CUDA_INJECTION64_PATH");
+  std::printf("cuda_injection=%s\n", injection != nullptr ? injection : "");
   std::fflush(stdout);
   if (mode == "fork") {
     for (int i = 0; i < steps / 2; ++i) one_step(api, s, i, 0);

@@ -7,7 +7,7 @@ Each ctest runs one case:  run_e2e.py --build <build dir> <case>
                                     count, every category of every step within 1% of the step
                                     time, the verdict the truth implies
   subscribe_refused, drop, buffer_refused, pool_cap, fork, sigterm, sigkill, busy, bad_env,
-  no_cupti, real_cupti, nocuda, record                 fault and lifecycle cases
+  no_cupti, real_cupti, nocuda, record, enable_off     fault and lifecycle cases
 """
 
 from __future__ import annotations
@@ -366,6 +366,20 @@ def case_nocuda() -> None:
         print("ok: LD_PRELOAD without CUDA -> host ranges, 'no GPU activity'")
 
 
+def case_enable_off() -> None:
+    # GPUACCT_ENABLE=False (any spelling config.cc accepts): the load constructor must leave
+    # CUDA_INJECTION64_PATH alone, as docs/configuration.md says.
+    lib, _, _, driver = paths()
+    for value in ("0", "False", " OFF ", "no"):
+        with tempfile.TemporaryDirectory() as out:
+            env = base_env(out, LD_PRELOAD=lib, GPUACCT_ENABLE=value)
+            del env["CUDA_INJECTION64_PATH"]
+            res = run([driver, "--mode=nocuda", "--steps=2"], env)
+            check("cuda_injection=\n" in res.stdout,
+                  f"GPUACCT_ENABLE={value!r} still set CUDA_INJECTION64_PATH:\n{res.stdout}")
+    print("ok: GPUACCT_ENABLE off leaves the injection variables alone")
+
+
 def case_record() -> None:
     with tempfile.TemporaryDirectory() as out:
         scenario_with(out, GPUACCT_RECORD="1")
@@ -391,7 +405,7 @@ CASES = {
     "buffer_refused": case_buffer_refused, "pool_cap": case_pool_cap, "fork": case_fork,
     "sigterm": case_sigterm, "sigkill": case_sigkill, "busy": case_busy, "bad_env": case_bad_env,
     "no_cupti": case_no_cupti, "real_cupti": case_real_cupti, "nocuda": case_nocuda,
-    "record": case_record,
+    "record": case_record, "enable_off": case_enable_off,
 }
 
 
@@ -401,7 +415,7 @@ def main() -> int:
     ap.add_argument("--build", required=True)
     ap.add_argument("case")
     a = ap.parse_args()
-    BUILD = a.build
+    BUILD = os.path.abspath(a.build)  # the library records its own path only when absolute
     try:
         if a.case.startswith("scenario:"):
             _, name, marks = a.case.split(":")
