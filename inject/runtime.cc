@@ -50,6 +50,7 @@ std::atomic<int64_t> g_init_pid{0};
 std::atomic<int> g_pending_signal{0};
 constexpr int kSignalReportTimeoutMs = 10'000;
 constexpr int kExitJoinTimeoutMs = 10'000;
+constexpr size_t kWatermarkTicks = 5;
 
 // Waits until `fd` is readable or `timeout_ms` passes; true when readable.
 bool wait_readable(int fd, int timeout_ms) {
@@ -513,7 +514,7 @@ void Runtime::Impl::tick(bool final) {
   auto& col = cupti::Collector::instance();
   const int64_t now = now_ns();
   now_history.push_back(now);
-  while (now_history.size() > 5) now_history.pop_front();
+  while (now_history.size() > kWatermarkTicks + 1) now_history.pop_front();
   if (!final) {
     col.flush(false);
   }
@@ -545,10 +546,11 @@ void Runtime::Impl::tick(bool final) {
   batch.clear();
 
   // Watermark: records complete at time t are delivered within a few flushes of t (CUPTI holds
-  // some back), so promise only what the 5th-last tick had seen, and at least 2 flush periods.
-  // Until five ticks have been seen nothing is promised.
+  // some back), so promise only the clock value seen kWatermarkTicks ticks earlier (every tick
+  // flushes), and at most now - 2 flush periods (ticks can come faster, on gpuacct_flush()).
+  // Until that many ticks have been seen nothing is promised.
   int64_t w = std::numeric_limits<int64_t>::min();
-  if (now_history.size() >= 5) {
+  if (now_history.size() > kWatermarkTicks) {
     w = std::min(now_history.front(), now - 2 * int64_t{cfg.flush_ms} * 1'000'000);
   }
   if (final) w = std::numeric_limits<int64_t>::max();
