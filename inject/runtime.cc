@@ -679,6 +679,9 @@ void Runtime::Impl::finalize() {
     g_mode.store(kModeStopped, std::memory_order_release);
     auto& col = cupti::Collector::instance();
     if (col.state() == cupti::CollectorState::kActive) {
+      // Return every completed buffer to the pool first: the final forced flush needs free
+      // buffers, or CUPTI drops what it still holds.
+      col.consume(*parser, batch, acc->mutable_stats());
       col.stop();
       gpu_state = "active";
     }

@@ -298,11 +298,15 @@ def case_sigkill() -> None:
 
 
 def case_busy() -> None:
-    # CUPTI completes a buffer every few milliseconds (small buffers, no host sleep): the worker
-    # must still tick every flush period (stream rows, drain the host rings), not only parse.
+    # CUPTI completes a buffer every few tens of milliseconds (small buffers), more often than
+    # the flush period: the worker must still tick every period (stream rows, drain the host
+    # rings), not only parse.  The sim produces records as fast as the CPU allows, with no GPU
+    # pacing: the pool gets 64 MiB of headroom so a CPU-starved worker on a loaded box does not
+    # turn into refused buffers (the pool_cap case tests the cap on purpose).
     with tempfile.TemporaryDirectory() as out:
         rc, err = long_loop(out, signal.SIGTERM, ("--kernels=200", "--sleep-ms=2"),
-                            GPUACCT_FLUSH_MS="500", GPUACCT_BUFFER_MB="1")
+                            GPUACCT_FLUSH_MS="500", GPUACCT_BUFFER_MB="1",
+                            GPUACCT_BUFFER_COUNT="64")
         check(rc == -signal.SIGTERM, f"exit status {rc}, expected death by SIGTERM\n{err}")
         rep = one_report(out)
         check(stat(rep, "host_records_dropped") == 0, str(rep["stats"]))
