@@ -780,7 +780,12 @@ void StartWorkerLocked(State& s) {
   s.worker = std::thread(WorkerMain);
 }
 
+// The process that loaded the library; a fork child inherits the state but none of the
+// threads, so its exit must not join the parent's worker or take locks a parent thread held.
+pid_t g_load_pid = 0;
+
 void AtExit() {
+  if (getpid() != g_load_pid) return;
   State& s = S();
   // Hand over what the client left behind (nothing, if it flushed and disabled at exit).
   bool leftovers;
@@ -804,6 +809,7 @@ void AtExit() {
 }
 
 __attribute__((constructor)) void OnLoad() {
+  g_load_pid = getpid();
   (void)S();
   (void)Names();
   simInternalSetTracer(&kTracer);
