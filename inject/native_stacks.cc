@@ -3,7 +3,11 @@
 #define UNW_LOCAL_ONLY
 #include <cxxabi.h>
 #include <dlfcn.h>
+#if GPUACCT_HAVE_LIBUNWIND
 #include <libunwind.h>
+#else
+#include <execinfo.h>  // fallback where libunwind-dev is missing (e.g. a bare GPU image)
+#endif
 
 #include <algorithm>
 #include <cstdio>
@@ -33,7 +37,11 @@ int capture_stack(uint64_t* frames, int max) {
   if (max <= 0) return 0;
   void* buf[64];
   const int want = std::min(max, 64);
+#if GPUACCT_HAVE_LIBUNWIND
   const int n = unw_backtrace(buf, want);
+#else
+  const int n = backtrace(buf, want);
+#endif
   if (n <= 0) return 0;
   for (int i = 0; i < n; ++i) frames[i] = reinterpret_cast<uint64_t>(buf[i]);
   return n;

@@ -27,8 +27,25 @@ echo "GPUs: $NGPU"
 
 # ---- 1. build --------------------------------------------------------------------------------
 echo "== build ($B)"
+# Build-time packages carried from the dev VM (tests/gpu/fetch_device_deps.sh), for images
+# without apt access: unpacked into the build directory, found through CMAKE_PREFIX_PATH.
+EXTRA_CMAKE=()
+if compgen -G "$ROOT/.device-deps/*.deb" >/dev/null; then
+  DEPS="$B/deps"
+  mkdir -p "$DEPS"
+  for deb in "$ROOT"/.device-deps/*.deb; do
+    if command -v dpkg >/dev/null; then dpkg -x "$deb" "$DEPS"; else
+      (cd "$DEPS" && ar p "$deb" data.tar.xz 2>/dev/null | tar xJ 2>/dev/null || ar p "$deb" data.tar.zst | tar --zstd -x); fi
+  done
+  export PATH="$DEPS/usr/bin:$PATH"
+  export PKG_CONFIG_PATH="$DEPS/usr/lib/x86_64-linux-gnu/pkgconfig:$DEPS/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+  export PKG_CONFIG_SYSROOT_DIR="$DEPS"
+  export LD_LIBRARY_PATH="$DEPS/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  EXTRA_CMAKE=(-DCMAKE_PREFIX_PATH="$DEPS/usr" -DZLIB_ROOT="$DEPS/usr")
+  echo "using carried packages from .device-deps"
+fi
 if ! cmake -S "$ROOT" -B "$B" -DCMAKE_BUILD_TYPE=Release -DGPUACCT_BUILD_TESTS=OFF \
-     -DGPUACCT_BUILD_BENCH=OFF >"$OUT/cmake.log" 2>&1; then
+     -DGPUACCT_BUILD_BENCH=OFF "${EXTRA_CMAKE[@]}" >"$OUT/cmake.log" 2>&1; then
   tail -20 "$OUT/cmake.log"; echo "cmake failed (missing nlohmann-json3-dev, libunwind-dev, zlib?)"; exit 1
 fi
 cmake --build "$B" -j"$JOBS" --target gpuacct >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
