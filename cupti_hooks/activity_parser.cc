@@ -13,20 +13,28 @@ namespace {
 CopyDir copy_dir_of(uint8_t kind) {
   switch (kind) {
     case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA: return CopyDir::kH2D;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA:
+      return CopyDir::kH2D;
     case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
-    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH: return CopyDir::kD2H;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH:
+      return CopyDir::kD2H;
     case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
     case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA:
     case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD:
-    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA: return CopyDir::kD2D;
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return CopyDir::kH2H;
-    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return CopyDir::kP2P;
-    default: return CopyDir::kNone;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA:
+      return CopyDir::kD2D;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH:
+      return CopyDir::kH2H;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP:
+      return CopyDir::kP2P;
+    default:
+      return CopyDir::kNone;
   }
 }
 
-inline TimeNs ts(uint64_t v) { return static_cast<TimeNs>(v); }
+inline TimeNs ts(uint64_t v) {
+  return static_cast<TimeNs>(v);
+}
 
 }  // namespace
 

@@ -60,8 +60,8 @@ class ActivityParser {
   // way parse_records_contiguous() walks them: for benchmarks and tests without CUPTI.
   static std::vector<uint8_t> make_synthetic_records(size_t count, size_t* record_stride);
   // Parses `count` records `stride` bytes apart (no CUPTI call): the per-record cost alone.
-  size_t parse_records_contiguous(const uint8_t* data, size_t count, size_t stride,
-                                  EventBatch& out, Stats& stats);
+  size_t parse_records_contiguous(const uint8_t* data, size_t count, size_t stride, EventBatch& out,
+                                  Stats& stats);
 
  private:
   NameId kernel_name(const char* name, CollectiveType* collective);

@@ -19,10 +19,14 @@ constexpr std::string_view strip_version(std::string_view s) {
   return s;
 }
 
-#define RT(name, kind) \
-  TracedApi{ApiDomain::kRuntime, CUPTI_RUNTIME_TRACE_CBID_##name, HostApiKind::kind, strip_version(#name)}
-#define DRV(name, kind) \
-  TracedApi{ApiDomain::kDriver, CUPTI_DRIVER_TRACE_CBID_##name, HostApiKind::kind, strip_version(#name)}
+#define RT(name, kind)                                                                            \
+  TracedApi {                                                                                     \
+    ApiDomain::kRuntime, CUPTI_RUNTIME_TRACE_CBID_##name, HostApiKind::kind, strip_version(#name) \
+  }
+#define DRV(name, kind)                                                                         \
+  TracedApi {                                                                                   \
+    ApiDomain::kDriver, CUPTI_DRIVER_TRACE_CBID_##name, HostApiKind::kind, strip_version(#name) \
+  }
 
 constexpr TracedApi kApis[] = {
     // Launches (graph launches included: their kernels share the launch's correlation id).

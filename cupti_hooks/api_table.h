@@ -15,8 +15,8 @@ enum class ApiDomain : uint8_t { kRuntime = 0, kDriver = 1 };
 struct TracedApi {
   ApiDomain domain;
   uint32_t cbid;
-  HostApiKind kind;      // kLaunch, kCopy or kSync
-  std::string_view name; // "cudaLaunchKernel", version suffix stripped
+  HostApiKind kind;       // kLaunch, kCopy or kSync
+  std::string_view name;  // "cudaLaunchKernel", version suffix stripped
 };
 
 // Every traced API, runtime first.

@@ -17,13 +17,20 @@ namespace gpuacct::cupti {
 
 const char* to_string(CollectorState s) {
   switch (s) {
-    case CollectorState::kNotStarted: return "not_started";
-    case CollectorState::kActive: return "active";
-    case CollectorState::kNoCupti: return "no_cupti";
-    case CollectorState::kVersionMismatch: return "cupti_version_mismatch";
-    case CollectorState::kOtherSubscriber: return "other_subscriber";
-    case CollectorState::kFailed: return "cupti_failed";
-    case CollectorState::kStopped: return "stopped";
+    case CollectorState::kNotStarted:
+      return "not_started";
+    case CollectorState::kActive:
+      return "active";
+    case CollectorState::kNoCupti:
+      return "no_cupti";
+    case CollectorState::kVersionMismatch:
+      return "cupti_version_mismatch";
+    case CollectorState::kOtherSubscriber:
+      return "other_subscriber";
+    case CollectorState::kFailed:
+      return "cupti_failed";
+    case CollectorState::kStopped:
+      return "stopped";
   }
   return "unknown";
 }
@@ -112,7 +119,9 @@ int64_t Collector::timestamp() {
   return static_cast<int64_t>(t);
 }
 
-uint32_t Collector::version() const { return impl_->api.version; }
+uint32_t Collector::version() const {
+  return impl_->api.version;
+}
 
 int64_t Collector::buffers_allocated() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
@@ -135,17 +144,16 @@ CollectorState Collector::start(const CollectorOptions& options, std::string* me
     return s;
   };
   if (!record_layouts_match(api.version)) {
-    return fail(CollectorState::kVersionMismatch,
-                "CUPTI API version " + std::to_string(api.version) +
-                    " is not the one gpuacct reads records of (" +
-                    std::to_string(kMinCuptiApiVersion) + ".." +
-                    std::to_string(kMaxCuptiApiVersion) + ")");
+    return fail(CollectorState::kVersionMismatch, "CUPTI API version " +
+                                                      std::to_string(api.version) +
+                                                      " is not the one gpuacct reads records of (" +
+                                                      std::to_string(kMinCuptiApiVersion) + ".." +
+                                                      std::to_string(kMaxCuptiApiVersion) + ")");
   }
 
   // gettid() thread ids, so API records line up with the library's per-thread rings.
-  system_thread_ids_ =
-      GPUACCT_CUPTI_TRY(api, cuptiSetThreadIdType, CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) ==
-      CUPTI_SUCCESS;
+  system_thread_ids_ = GPUACCT_CUPTI_TRY(api, cuptiSetThreadIdType,
+                                         CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) == CUPTI_SUCCESS;
 
   const CUptiResult sr = api.cuptiSubscribe(&m.subscriber, callback_trampoline, nullptr);
   if (sr == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
@@ -197,20 +205,19 @@ CollectorState Collector::start(const CollectorOptions& options, std::string* me
     } else if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
       api.cuptiUnsubscribe(m.subscriber);
       m.subscribed = false;
-      return fail(CollectorState::kFailed,
-                  std::string("cuptiActivityEnable(CONCURRENT_KERNEL) failed: ") +
-                      api.result_string(r));
+      return fail(
+          CollectorState::kFailed,
+          std::string("cuptiActivityEnable(CONCURRENT_KERNEL) failed: ") + api.result_string(r));
     }
   }
   // RUNTIME / DRIVER restricted to the calls the accounting needs.
-  bool per_api = api.cuptiActivityEnableRuntimeApi != nullptr &&
-                 api.cuptiActivityEnableDriverApi != nullptr;
+  bool per_api =
+      api.cuptiActivityEnableRuntimeApi != nullptr && api.cuptiActivityEnableDriverApi != nullptr;
   if (per_api) {
     for (size_t i = 0; i < n_apis && per_api; ++i) {
-      const CUptiResult r =
-          apis[i].domain == ApiDomain::kRuntime
-              ? api.cuptiActivityEnableRuntimeApi(apis[i].cbid, 1)
-              : api.cuptiActivityEnableDriverApi(apis[i].cbid, 1);
+      const CUptiResult r = apis[i].domain == ApiDomain::kRuntime
+                                ? api.cuptiActivityEnableRuntimeApi(apis[i].cbid, 1)
+                                : api.cuptiActivityEnableDriverApi(apis[i].cbid, 1);
       if (r != CUPTI_SUCCESS && i == 0) per_api = false;
     }
   }
@@ -303,16 +310,19 @@ void Collector::on_callback(int domain, uint32_t cbid, const void* cbdata) {
       if (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
           cbid == CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020) {
         // The reset frees the device's CUPTI buffers: deliver what they hold first.
-        if (d->callbackSite == CUPTI_API_ENTER) m.api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        if (d->callbackSite == CUPTI_API_ENTER)
+          m.api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
         return;
       }
       const TracedApi* api = find_traced_api(
           domain == CUPTI_CB_DOMAIN_RUNTIME_API ? ApiDomain::kRuntime : ApiDomain::kDriver, cbid);
       if (api == nullptr) return;
       if (d->callbackSite == CUPTI_API_ENTER) {
-        if (m.options.hooks.api_enter != nullptr) m.options.hooks.api_enter(api->kind, d->correlationData);
+        if (m.options.hooks.api_enter != nullptr)
+          m.options.hooks.api_enter(api->kind, d->correlationData);
       } else {
-        if (m.options.hooks.api_exit != nullptr) m.options.hooks.api_exit(api->kind, d->correlationData);
+        if (m.options.hooks.api_exit != nullptr)
+          m.options.hooks.api_exit(api->kind, d->correlationData);
       }
       return;
     }
@@ -326,7 +336,8 @@ void Collector::on_callback(int domain, uint32_t cbid, const void* cbdata) {
       if (cbid == CUPTI_CBID_STATE_FATAL_ERROR) {
         static std::atomic<bool> logged{false};
         if (!logged.exchange(true)) {
-          std::fprintf(stderr, "gpuacct: CUPTI reported a fatal error; GPU data may be incomplete\n");
+          std::fprintf(stderr,
+                       "gpuacct: CUPTI reported a fatal error; GPU data may be incomplete\n");
         }
       }
       return;
@@ -408,6 +419,8 @@ uint32_t Collector::cbid_cuda_launch_kernel() {
   return CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
 }
 
-void Collector::disable_in_child() { child_.store(true, std::memory_order_relaxed); }
+void Collector::disable_in_child() {
+  child_.store(true, std::memory_order_relaxed);
+}
 
 }  // namespace gpuacct::cupti

@@ -13,8 +13,8 @@ bool CuptiApi::load(const std::string& library, std::string* why) {
     return false;
   }
   std::string missing;
-#define GPUACCT_CUPTI_RESOLVE_REQ(name)                                        \
-  name = reinterpret_cast<decltype(name)>(dlsym(handle, #name));               \
+#define GPUACCT_CUPTI_RESOLVE_REQ(name)                          \
+  name = reinterpret_cast<decltype(name)>(dlsym(handle, #name)); \
   if (name == nullptr) missing += (missing.empty() ? "" : ", ") + std::string(#name);
 #define GPUACCT_CUPTI_RESOLVE_OPT(name) \
   name = reinterpret_cast<decltype(name)>(dlsym(handle, #name));

@@ -12,26 +12,26 @@
 namespace gpuacct::cupti {
 
 struct CuptiApi {
-#define GPUACCT_CUPTI_REQUIRED(X)                  \
-  X(cuptiGetVersion)                               \
-  X(cuptiGetResultString)                          \
-  X(cuptiGetTimestamp)                             \
-  X(cuptiSubscribe)                                \
-  X(cuptiUnsubscribe)                              \
-  X(cuptiEnableCallback)                           \
-  X(cuptiActivityEnable)                           \
-  X(cuptiActivityDisable)                          \
-  X(cuptiActivityRegisterCallbacks)                \
-  X(cuptiActivityFlushAll)                         \
-  X(cuptiActivityGetNextRecord)                    \
+#define GPUACCT_CUPTI_REQUIRED(X)   \
+  X(cuptiGetVersion)                \
+  X(cuptiGetResultString)           \
+  X(cuptiGetTimestamp)              \
+  X(cuptiSubscribe)                 \
+  X(cuptiUnsubscribe)               \
+  X(cuptiEnableCallback)            \
+  X(cuptiActivityEnable)            \
+  X(cuptiActivityDisable)           \
+  X(cuptiActivityRegisterCallbacks) \
+  X(cuptiActivityFlushAll)          \
+  X(cuptiActivityGetNextRecord)     \
   X(cuptiActivityGetNumDroppedRecords)
-#define GPUACCT_CUPTI_OPTIONAL(X)                  \
-  X(cuptiEnableDomain)                             \
-  X(cuptiActivityFlushPeriod)                      \
-  X(cuptiActivityEnableRuntimeApi)                 \
-  X(cuptiActivityEnableDriverApi)                  \
-  X(cuptiSetThreadIdType)                          \
-  X(cuptiFinalize)                                 \
+#define GPUACCT_CUPTI_OPTIONAL(X)  \
+  X(cuptiEnableDomain)             \
+  X(cuptiActivityFlushPeriod)      \
+  X(cuptiActivityEnableRuntimeApi) \
+  X(cuptiActivityEnableDriverApi)  \
+  X(cuptiSetThreadIdType)          \
+  X(cuptiFinalize)                 \
   X(cuptiGetLastError)
 
 #define GPUACCT_CUPTI_MEMBER(name) decltype(&::name) name = nullptr;
@@ -51,21 +51,22 @@ struct CuptiApi {
 
 // Logs "gpuacct: <call text> failed: <CUPTI result string> (<code>)" on stderr, once per call
 // site, and evaluates to the CUptiResult.  `api` is a CuptiApi&; `fn` a member name.
-#define GPUACCT_CUPTI_CALL(api, fn, ...)                                                   \
-  ([&]() -> CUptiResult {                                                                  \
-    const CUptiResult gpuacct_r_ = (api).fn(__VA_ARGS__);                                  \
-    if (gpuacct_r_ != CUPTI_SUCCESS) {                                                     \
-      static std::atomic<bool> gpuacct_logged_{false};                                     \
-      if (!gpuacct_logged_.exchange(true, std::memory_order_relaxed)) {                    \
-        ::gpuacct::cupti::log_cupti_failure(api, #fn "(" #__VA_ARGS__ ")", gpuacct_r_);     \
-      }                                                                                    \
-    }                                                                                      \
-    return gpuacct_r_;                                                                     \
+#define GPUACCT_CUPTI_CALL(api, fn, ...)                                                \
+  ([&]() -> CUptiResult {                                                               \
+    const CUptiResult gpuacct_r_ = (api).fn(__VA_ARGS__);                               \
+    if (gpuacct_r_ != CUPTI_SUCCESS) {                                                  \
+      static std::atomic<bool> gpuacct_logged_{false};                                  \
+      if (!gpuacct_logged_.exchange(true, std::memory_order_relaxed)) {                 \
+        ::gpuacct::cupti::log_cupti_failure(api, #fn "(" #__VA_ARGS__ ")", gpuacct_r_); \
+      }                                                                                 \
+    }                                                                                   \
+    return gpuacct_r_;                                                                  \
   }())
 
 void log_cupti_failure(const CuptiApi& api, const char* call_text, CUptiResult r);
 
 // Calls that fail for expected reasons (optional features) go through this: no log line.
-#define GPUACCT_CUPTI_TRY(api, fn, ...) ((api).fn != nullptr ? (api).fn(__VA_ARGS__) : CUPTI_ERROR_NOT_SUPPORTED)
+#define GPUACCT_CUPTI_TRY(api, fn, ...) \
+  ((api).fn != nullptr ? (api).fn(__VA_ARGS__) : CUPTI_ERROR_NOT_SUPPORTED)
 
 }  // namespace gpuacct::cupti

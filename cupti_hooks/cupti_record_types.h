@@ -16,12 +16,12 @@
 
 namespace gpuacct::cupti {
 
-using KernelRecord = CUpti_ActivityKernel10;              // CONCURRENT_KERNEL (never KERNEL)
-using MemcpyRecord = CUpti_ActivityMemcpy6;               // MEMCPY
-using MemcpyPtoPRecord = CUpti_ActivityMemcpyPtoP4;       // MEMCPY2
-using MemsetRecord = CUpti_ActivityMemset4;               // MEMSET
-using ApiRecord = CUpti_ActivityAPI;                      // RUNTIME, DRIVER
-using SyncRecord = CUpti_ActivitySynchronization2;        // SYNCHRONIZATION
+using KernelRecord = CUpti_ActivityKernel10;         // CONCURRENT_KERNEL (never KERNEL)
+using MemcpyRecord = CUpti_ActivityMemcpy6;          // MEMCPY
+using MemcpyPtoPRecord = CUpti_ActivityMemcpyPtoP4;  // MEMCPY2
+using MemsetRecord = CUpti_ActivityMemset4;          // MEMSET
+using ApiRecord = CUpti_ActivityAPI;                 // RUNTIME, DRIVER
+using SyncRecord = CUpti_ActivitySynchronization2;   // SYNCHRONIZATION
 using ExternalCorrelationRecord = CUpti_ActivityExternalCorrelation;  // EXTERNAL_CORRELATION
 
 inline constexpr uint32_t kBuiltCuptiApiVersion = CUPTI_API_VERSION;

@@ -7,14 +7,13 @@
 
 #include "common.cuh"
 
-#define NK(call)                                                                          \
-  do {                                                                                    \
-    ncclResult_t r_ = (call);                                                             \
-    if (r_ != ncclSuccess) {                                                              \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call,                   \
-                   ncclGetErrorString(r_));                                               \
-      std::exit(1);                                                                       \
-    }                                                                                     \
+#define NK(call)                                                                                 \
+  do {                                                                                           \
+    ncclResult_t r_ = (call);                                                                    \
+    if (r_ != ncclSuccess) {                                                                     \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, ncclGetErrorString(r_)); \
+      std::exit(1);                                                                              \
+    }                                                                                            \
   } while (0)
 
 int main(int argc, char** argv) {

@@ -13,14 +13,13 @@
 #include <string>
 #include <thread>
 
-#define CK(call)                                                                          \
-  do {                                                                                    \
-    cudaError_t err_ = (call);                                                            \
-    if (err_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call,                   \
-                   cudaGetErrorString(err_));                                             \
-      std::exit(1);                                                                       \
-    }                                                                                     \
+#define CK(call)                                                                                   \
+  do {                                                                                             \
+    cudaError_t err_ = (call);                                                                     \
+    if (err_ != cudaSuccess) {                                                                     \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_)); \
+      std::exit(1);                                                                                \
+    }                                                                                              \
   } while (0)
 
 struct ExampleArgs {
@@ -29,8 +28,10 @@ struct ExampleArgs {
 
   ExampleArgs(int argc, char** argv, int default_steps) : steps(default_steps) {
     for (int i = 1; i < argc; ++i) {
-      if (std::strncmp(argv[i], "--steps=", 8) == 0) steps = std::atoi(argv[i] + 8);
-      else if (std::strncmp(argv[i], "--marks=", 8) == 0) marks = argv[i] + 8;
+      if (std::strncmp(argv[i], "--steps=", 8) == 0)
+        steps = std::atoi(argv[i] + 8);
+      else if (std::strncmp(argv[i], "--marks=", 8) == 0)
+        marks = argv[i] + 8;
       else {
         std::fprintf(stderr, "usage: %s [--steps=N] [--marks=capi|nvtx|none]\n", argv[0]);
         std::exit(2);
@@ -48,20 +49,28 @@ class Marks {
     api_ = gpuacct_dyn();
   }
   void step_begin(int i) {
-    if (how_ == "capi") api_->step_begin(i);
-    else if (how_ == "nvtx") nvtxRangePushA("train_step");
+    if (how_ == "capi")
+      api_->step_begin(i);
+    else if (how_ == "nvtx")
+      nvtxRangePushA("train_step");
   }
   void step_end() {
-    if (how_ == "capi") api_->step_end();
-    else if (how_ == "nvtx") nvtxRangePop();
+    if (how_ == "capi")
+      api_->step_end();
+    else if (how_ == "nvtx")
+      nvtxRangePop();
   }
   void data_push() {
-    if (how_ == "capi") api_->data_push("dataloader");
-    else if (how_ == "nvtx") nvtxRangePushA("dataloader");
+    if (how_ == "capi")
+      api_->data_push("dataloader");
+    else if (how_ == "nvtx")
+      nvtxRangePushA("dataloader");
   }
   void data_pop() {
-    if (how_ == "capi") api_->data_pop();
-    else if (how_ == "nvtx") nvtxRangePop();
+    if (how_ == "capi")
+      api_->data_pop();
+    else if (how_ == "nvtx")
+      nvtxRangePop();
   }
 
  private:

@@ -17,7 +17,9 @@ using gpuacct::inject::HostRecType;
 
 extern "C" {
 
-GPUACCT_EXPORT int gpuacct_api_version(void) { return GPUACCT_API_VERSION; }
+GPUACCT_EXPORT int gpuacct_api_version(void) {
+  return GPUACCT_API_VERSION;
+}
 
 GPUACCT_EXPORT int gpuacct_is_active(void) {
   try {
@@ -27,31 +29,26 @@ GPUACCT_EXPORT int gpuacct_is_active(void) {
   }
 }
 
-GPUACCT_EXPORT void gpuacct_step_begin(int64_t step_number) {
-  GPUACCT_GUARD(emit(HostRecType::kStepBegin, step_number < 0 ? -1 : step_number, nullptr))
-}
+GPUACCT_EXPORT void gpuacct_step_begin(int64_t step_number){
+    GPUACCT_GUARD(emit(HostRecType::kStepBegin, step_number < 0 ? -1 : step_number, nullptr))}
 
-GPUACCT_EXPORT void gpuacct_step_end(void) { GPUACCT_GUARD(emit(HostRecType::kStepEnd, 0, nullptr)) }
+GPUACCT_EXPORT void gpuacct_step_end(void){GPUACCT_GUARD(emit(HostRecType::kStepEnd, 0, nullptr))}
 
-GPUACCT_EXPORT void gpuacct_step_mark(int64_t step_number) {
-  GPUACCT_GUARD(emit(HostRecType::kStepMark, step_number < 0 ? -1 : step_number, nullptr))
-}
+GPUACCT_EXPORT void gpuacct_step_mark(int64_t step_number){
+    GPUACCT_GUARD(emit(HostRecType::kStepMark, step_number < 0 ? -1 : step_number, nullptr))}
 
-GPUACCT_EXPORT void gpuacct_data_push(const char* name) {
-  GPUACCT_GUARD(emit(HostRecType::kDataPush, 0, name != nullptr ? name : "data"))
-}
+GPUACCT_EXPORT void gpuacct_data_push(const char* name){
+    GPUACCT_GUARD(emit(HostRecType::kDataPush, 0, name != nullptr ? name : "data"))}
 
-GPUACCT_EXPORT void gpuacct_data_pop(void) { GPUACCT_GUARD(emit(HostRecType::kDataPop, 0, nullptr)) }
+GPUACCT_EXPORT void gpuacct_data_pop(void){GPUACCT_GUARD(emit(HostRecType::kDataPop, 0, nullptr))}
 
-GPUACCT_EXPORT void gpuacct_range_push(const char* name) {
-  GPUACCT_GUARD(emit(HostRecType::kUserPush, 0, name != nullptr ? name : "range"))
-}
+GPUACCT_EXPORT void gpuacct_range_push(const char* name){
+    GPUACCT_GUARD(emit(HostRecType::kUserPush, 0, name != nullptr ? name : "range"))}
 
-GPUACCT_EXPORT void gpuacct_range_pop(void) { GPUACCT_GUARD(emit(HostRecType::kUserPop, 0, nullptr)) }
+GPUACCT_EXPORT void gpuacct_range_pop(void){GPUACCT_GUARD(emit(HostRecType::kUserPop, 0, nullptr))}
 
-GPUACCT_EXPORT void gpuacct_set_step_flops(double flops) {
-  GPUACCT_GUARD(emit(HostRecType::kStepFlops, std::bit_cast<int64_t>(flops), nullptr))
-}
+GPUACCT_EXPORT void gpuacct_set_step_flops(double flops){
+    GPUACCT_GUARD(emit(HostRecType::kStepFlops, std::bit_cast<int64_t>(flops), nullptr))}
 
 GPUACCT_EXPORT void gpuacct_flush(void) {
   GPUACCT_GUARD(gpuacct::inject::Runtime::get().request_flush())

@@ -38,11 +38,10 @@ class Parser {
     return (v != nullptr && *v != '\0') ? v : nullptr;
   }
 
-  void warn(const char* name, const char* value, const std::string& why,
-            const std::string& used) {
+  void warn(const char* name, const char* value, const std::string& why, const std::string& used) {
     if (warnings_ == nullptr) return;
-    warnings_->push_back(std::string("gpuacct: ") + name + "='" + value + "' " + why +
-                         "; using " + used);
+    warnings_->push_back(std::string("gpuacct: ") + name + "='" + value + "' " + why + "; using " +
+                         used);
   }
 
   void boolean(const char* name, bool* field) {
@@ -65,8 +64,7 @@ class Parser {
     if (v == nullptr) return;
     int64_t x = 0;
     if (!parse_i64(v, &x) || x < lo || x > hi) {
-      warn(name, v,
-           "is not a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
+      warn(name, v, "is not a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
            std::to_string(*field));
       return;
     }

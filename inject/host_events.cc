@@ -183,7 +183,7 @@ void HostEventProcessor::process(std::vector<TimedRecord>& records, EventBatch& 
       case HostRecType::kStack:
         if (sites != nullptr && tr.nframes > 0) {
           sites->add(r.kind == static_cast<uint8_t>(StackKind::kSync) ? SiteKind::kSync
-                                                                       : SiteKind::kLaunchAfterPause,
+                                                                      : SiteKind::kLaunchAfterPause,
                      tr.frames, tr.nframes, r.value);
         }
         break;

@@ -15,21 +15,21 @@
 namespace gpuacct::inject {
 
 enum class HostRecType : uint8_t {
-  kStepBegin = 1,   // value = step number (-1 = auto)
+  kStepBegin = 1,  // value = step number (-1 = auto)
   kStepEnd = 2,
-  kStepMark = 3,    // value = step number (-1 = auto)
-  kStepFlops = 4,   // value = bit pattern of a double
-  kDataPush = 5,    // C API data range; name
+  kStepMark = 3,   // value = step number (-1 = auto)
+  kStepFlops = 4,  // value = bit pattern of a double
+  kDataPush = 5,   // C API data range; name
   kDataPop = 6,
-  kUserPush = 7,    // C API user range; name
+  kUserPush = 7,  // C API user range; name
   kUserPop = 8,
-  kNvtxPush = 9,    // nvtxRangePush*, name (classified by the worker)
+  kNvtxPush = 9,  // nvtxRangePush*, name (classified by the worker)
   kNvtxPop = 10,
-  kNvtxStart = 11,  // nvtxRangeStart*, value = range id, name
-  kNvtxEnd = 12,    // value = range id
-  kNvtxMark = 13,   // nvtxMark*, name
-  kStack = 14,      // native call site: value = duration (sync) or pause (launch) in ns;
-                    // aux = frame count; `kind` = StackKind; frames follow in the next slots
+  kNvtxStart = 11,    // nvtxRangeStart*, value = range id, name
+  kNvtxEnd = 12,      // value = range id
+  kNvtxMark = 13,     // nvtxMark*, name
+  kStack = 14,        // native call site: value = duration (sync) or pause (launch) in ns;
+                      // aux = frame count; `kind` = StackKind; frames follow in the next slots
   kStackFrames = 15,  // continuation slot of kStack: up to kFramesPerSlot frames
 };
 
@@ -41,12 +41,12 @@ inline constexpr int kStackSlots = 3;  // continuation slots per stack record: 1
 inline constexpr int kMaxFrames = kStackSlots * kFramesPerSlot;
 
 struct HostRecord {
-  int64_t ts = 0;        // clock of the event model (CUPTI's timestamp clock)
+  int64_t ts = 0;  // clock of the event model (CUPTI's timestamp clock)
   int64_t value = 0;
   HostRecType type = HostRecType::kStepBegin;
   uint8_t kind = 0;
-  uint8_t len = 0;       // bytes of name used
-  uint8_t flags = 0;     // kNameTruncated, kFromDomain
+  uint8_t len = 0;    // bytes of name used
+  uint8_t flags = 0;  // kNameTruncated, kFromDomain
   uint32_t aux = 0;
   union {
     char name[kHostNameBytes];

@@ -37,12 +37,9 @@ TEST(Config, DefaultsWithEmptyEnvironment) {
 }
 
 TEST(Config, BadValuesWarnOnceEachAndKeepDefaults) {
-  std::map<std::string, std::string> env = {{"GPUACCT_FLUSH_MS", "abc"},
-                                             {"GPUACCT_BUFFER_MB", "-3"},
-                                             {"GPUACCT_ENABLE", "maybe"},
-                                             {"GPUACCT_WARMUP_STEPS", "5"},
-                                             {"GPUACCT_STEP_PATTERNS", " , "},
-                                             {"RANK", "3"}};
+  std::map<std::string, std::string> env = {
+      {"GPUACCT_FLUSH_MS", "abc"},   {"GPUACCT_BUFFER_MB", "-3"},      {"GPUACCT_ENABLE", "maybe"},
+      {"GPUACCT_WARMUP_STEPS", "5"}, {"GPUACCT_STEP_PATTERNS", " , "}, {"RANK", "3"}};
   g_env = &env;
   std::vector<std::string> warnings;
   Config c = parse_config(fake_env, &warnings);
@@ -178,7 +175,8 @@ TEST(HostEvents, NvtxRangesClassifiedPerThreadAndDomain) {
 TEST(HostEvents, TruncatedNamesOnlyMatchPrefixPatterns) {
   NameTable names;
   HostEventProcessor p(names, NamePatterns({"step"}), NamePatterns({"enumerate(DataLoader)*"}));
-  TimedRecord a = rec(HostRecType::kNvtxPush, 1, "enumerate(DataLoader)#_MultiProcessingDa");  // 40 bytes
+  TimedRecord a =
+      rec(HostRecType::kNvtxPush, 1, "enumerate(DataLoader)#_MultiProcessingDa");  // 40 bytes
   a.rec.flags = kNameTruncated;
   TimedRecord b = rec(HostRecType::kNvtxPop, 2);
   std::vector<TimedRecord> r = {a, b};

@@ -2,7 +2,9 @@
 
 namespace gpuacct::inject {
 
-static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+static bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 bool glob_match(std::string_view p, std::string_view s) {
   // Iterative glob with single-star backtracking; "#N" is a token matching '#' + digits.

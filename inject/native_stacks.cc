@@ -23,8 +23,8 @@ bool is_infrastructure(uint64_t pc) {
   if (dladdr(reinterpret_cast<void*>(pc), &info) == 0 || info.dli_fname == nullptr) return false;
   const char* base = std::strrchr(info.dli_fname, '/');
   base = base != nullptr ? base + 1 : info.dli_fname;
-  static const char* const kSkip[] = {"libcupti", "libcuda.", "libcudart", "libgpuacct",
-                                      "libunwind", "libnvToolsExt"};
+  static const char* const kSkip[] = {"libcupti",   "libcuda.",  "libcudart",
+                                      "libgpuacct", "libunwind", "libnvToolsExt"};
   for (const char* s : kSkip) {
     if (std::strncmp(base, s, std::strlen(s)) == 0) return true;
   }
@@ -106,11 +106,12 @@ nlohmann::json SiteTable::to_json(size_t limit) const {
     for (size_t i = 0; i < v.size() && i < limit; ++i) {
       nlohmann::json frames = nlohmann::json::array();
       for (uint64_t pc : v[i]->frames) frames.push_back(describe_frame(pc));
-      out.push_back({{"kind", kind == SiteKind::kSync ? "blocking_sync" : "launch_after_host_pause"},
-                     {"site", frames.empty() ? std::string("?") : frames[0].get<std::string>()},
-                     {"frames", frames},
-                     {"count", v[i]->count},
-                     {"total_ms", static_cast<double>(v[i]->total_ns) / 1e6}});
+      out.push_back(
+          {{"kind", kind == SiteKind::kSync ? "blocking_sync" : "launch_after_host_pause"},
+           {"site", frames.empty() ? std::string("?") : frames[0].get<std::string>()},
+           {"frames", frames},
+           {"count", v[i]->count},
+           {"total_ms", static_cast<double>(v[i]->total_ns) / 1e6}});
     }
   }
   return out;

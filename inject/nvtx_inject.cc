@@ -28,16 +28,19 @@ std::atomic<uint32_t> g_next_domain{1};  // 0 = the default domain
 const char* message_of(const nvtxEventAttributes_t* a) {
   if (a == nullptr) return nullptr;
   switch (a->messageType) {
-    case NVTX_MESSAGE_TYPE_ASCII: return a->message.ascii;
+    case NVTX_MESSAGE_TYPE_ASCII:
+      return a->message.ascii;
     case NVTX_MESSAGE_TYPE_REGISTERED:
-      return a->message.registered != nullptr
-                 ? reinterpret_cast<const char*>(a->message.registered)
-                 : nullptr;
-    default: return nullptr;  // wide strings: not matched against patterns
+      return a->message.registered != nullptr ? reinterpret_cast<const char*>(a->message.registered)
+                                              : nullptr;
+    default:
+      return nullptr;  // wide strings: not matched against patterns
   }
 }
 
-uint32_t domain_id(nvtxDomainHandle_t d) { return d != nullptr ? d->id : 0; }
+uint32_t domain_id(nvtxDomainHandle_t d) {
+  return d != nullptr ? d->id : 0;
+}
 
 // ---- core -----------------------------------------------------------------------------------
 void NVTX_API MarkEx(const nvtxEventAttributes_t* a) {

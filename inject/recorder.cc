@@ -30,8 +30,8 @@ struct ExitGuard {
 
 ThreadState* create_state() {
   const auto tid = static_cast<uint32_t>(syscall(SYS_gettid));
-  const auto pt = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(
-      reinterpret_cast<void*>(pthread_self())));
+  const auto pt =
+      static_cast<uint32_t>(reinterpret_cast<uintptr_t>(reinterpret_cast<void*>(pthread_self())));
   ThreadState* s = Registry::get().acquire(tid, pt);
   if (s == nullptr) return nullptr;
   static thread_local ExitGuard guard;

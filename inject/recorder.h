@@ -19,7 +19,7 @@ struct ThreadState {
   uint32_t pthread_low = 0;  // low 32 bits of pthread_self(): CUPTI's default thread id
   uint32_t index = 0;        // registry slot
   uint64_t range_counter = 0;
-  int api_depth = 0;         // nesting of traced CUDA calls (runtime -> driver)
+  int api_depth = 0;  // nesting of traced CUDA calls (runtime -> driver)
   int64_t last_api_exit = 0;
   int64_t last_stack_ts = 0;
   std::atomic<bool> orphaned{false};  // the thread exited; the worker recycles after draining
@@ -32,8 +32,8 @@ extern std::atomic<int> g_mode;
 struct HotConfig {
   size_t ring_capacity = 8192;
   bool stacks = true;
-  int64_t pause_threshold_ns = 100'000;  // launch after a host pause this long: capture site
-  int64_t sync_threshold_ns = 50'000;    // blocking sync this long: capture site
+  int64_t pause_threshold_ns = 100'000;       // launch after a host pause this long: capture site
+  int64_t sync_threshold_ns = 50'000;         // blocking sync this long: capture site
   int64_t stack_min_interval_ns = 1'000'000;  // per thread, bounds unwinding cost
 };
 extern HotConfig g_hot;

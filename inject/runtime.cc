@@ -80,7 +80,9 @@ void terminate_with_pending_signal() {
   raise(sig);
 }
 
-const char* getenv_lookup(const char* name) { return std::getenv(name); }
+const char* getenv_lookup(const char* name) {
+  return std::getenv(name);
+}
 
 void mkdir_p(const std::string& dir) {
   std::string path;
@@ -122,7 +124,9 @@ void on_fork_child_trampoline() {
   } catch (...) {
   }
 }
-void buffer_ready_hook() { wake('B'); }  // parse now: the pool is bounded
+void buffer_ready_hook() {
+  wake('B');
+}  // parse now: the pool is bounded
 
 }  // namespace
 
@@ -144,8 +148,9 @@ struct Runtime::Impl {
 
   // Collection state (set by attach_cupti).
   std::string gpu_state = "not_initialized";
-  std::string gpu_message = "the CUDA driver never initialised the library (no CUDA in this "
-                            "process, or it started before the library was loaded)";
+  std::string gpu_message =
+      "the CUDA driver never initialised the library (no CUDA in this "
+      "process, or it started before the library was loaded)";
 
   // Worker-owned (or the exit thread's, once the worker is joined).
   std::unique_ptr<NameTable> names;
@@ -349,7 +354,8 @@ void Runtime::Impl::worker_main() {
       // The tick is due every flush period whatever wakes the worker in between: completed
       // buffers can arrive back to back for as long as the job runs, and they must not starve
       // the ring drain, the watermark and the step stream.
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - Clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - Clock::now());
       pollfd p{wake_pipe[0], POLLIN, 0};
       poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
       bool signalled = false;
@@ -592,8 +598,8 @@ void Runtime::Impl::write_row(const StepRow& row) {
     jsonl = std::fopen(path.c_str(), "w");
     if (jsonl == nullptr) {
       jsonl_failed = true;
-      std::fprintf(stderr, "gpuacct: cannot write %s (%s); steps are not streamed\n",
-                   path.c_str(), std::strerror(errno));
+      std::fprintf(stderr, "gpuacct: cannot write %s (%s); steps are not streamed\n", path.c_str(),
+                   std::strerror(errno));
       return;
     }
     const nlohmann::json header = {{"schema", "gpuacct.steps/1"},
@@ -635,17 +641,18 @@ nlohmann::json Runtime::Impl::collection_json() {
       {"gpu", gpu_state},
       {"detail", gpu_message},
       {"cupti_version", col.version()},
-      {"step_source", host->explicit_steps()
-                          ? host->step_source()
-                          : (auto_steps_emitted > 0 ? "detected" : "none")},
-      {"buffers", {{"count", cfg.buffer_count},
-                   {"bytes_each", static_cast<int64_t>(cfg.buffer_mb) << 20},
-                   {"allocated", col.buffers_allocated()}}},
-      {"records", {{"kernels", t.kernels},
-                   {"memcpys", t.memcpys},
-                   {"memsets", t.memsets},
-                   {"api_calls", t.api_calls},
-                   {"external_correlations", t.external_correlations}}},
+      {"step_source", host->explicit_steps() ? host->step_source()
+                                             : (auto_steps_emitted > 0 ? "detected" : "none")},
+      {"buffers",
+       {{"count", cfg.buffer_count},
+        {"bytes_each", static_cast<int64_t>(cfg.buffer_mb) << 20},
+        {"allocated", col.buffers_allocated()}}},
+      {"records",
+       {{"kernels", t.kernels},
+        {"memcpys", t.memcpys},
+        {"memsets", t.memsets},
+        {"api_calls", t.api_calls},
+        {"external_correlations", t.external_correlations}}},
   };
   if (auto_steps && !host->explicit_steps()) {
     c["step_detection"] = {{"locked", detector->locked()},
@@ -799,8 +806,7 @@ void Runtime::signal_handler(int sig, siginfo_t* info, void* ucontext) {
   }
   if ((old.sa_flags & SA_SIGINFO) != 0) {
     if (old.sa_sigaction != nullptr) old.sa_sigaction(sig, info, ucontext);
-  } else if (old.sa_handler != SIG_IGN && old.sa_handler != SIG_DFL &&
-             old.sa_handler != nullptr) {
+  } else if (old.sa_handler != SIG_IGN && old.sa_handler != SIG_DFL && old.sa_handler != nullptr) {
     old.sa_handler(sig);
   }
   errno = saved_errno;

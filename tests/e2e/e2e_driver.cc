@@ -39,10 +39,14 @@ int main(int argc, char** argv) {
   std::string mode = "loop";
   int steps = 10, sleep_ms = 0;
   for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--mode=", 7) == 0) mode = argv[i] + 7;
-    else if (std::strncmp(argv[i], "--steps=", 8) == 0) steps = std::atoi(argv[i] + 8);
-    else if (std::strncmp(argv[i], "--sleep-ms=", 11) == 0) sleep_ms = std::atoi(argv[i] + 11);
-    else if (std::strncmp(argv[i], "--kernels=", 10) == 0) g_kernels = std::atoi(argv[i] + 10);
+    if (std::strncmp(argv[i], "--mode=", 7) == 0)
+      mode = argv[i] + 7;
+    else if (std::strncmp(argv[i], "--steps=", 8) == 0)
+      steps = std::atoi(argv[i] + 8);
+    else if (std::strncmp(argv[i], "--sleep-ms=", 11) == 0)
+      sleep_ms = std::atoi(argv[i] + 11);
+    else if (std::strncmp(argv[i], "--kernels=", 10) == 0)
+      g_kernels = std::atoi(argv[i] + 10);
   }
   simStream_t s = nullptr;
   if (mode != "nocuda") {
