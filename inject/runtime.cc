@@ -1,5 +1,6 @@
 #include "inject/runtime.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -177,6 +178,9 @@ struct Runtime::Impl {
   RecordingWriter recording;
   bool recording_ok = false;
   size_t aliases_known = 0;
+  // Name, SMs and compute capability per device, read from the driver while it is alive (at
+  // exit it may already be torn down).
+  std::vector<DeviceInfo> device_info;
 
   void worker_main();
   void watchdog_main();
@@ -516,6 +520,36 @@ void Runtime::Impl::drop_incomplete_ops() {
   }
 }
 
+namespace {
+
+// Fills name, SM count and compute capability from the CUDA driver already loaded in this
+// process (the driver is what loaded us).  Never loads it: RTLD_NOLOAD; any failure leaves the
+// fields empty.  The driver API's device ordinal equals CUPTI's deviceId for visible devices.
+void describe_device(DeviceInfo& info) {
+  void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (cuda == nullptr) return;
+  using GetFn = int (*)(int*, int);
+  using NameFn = int (*)(char*, int, int);
+  using AttrFn = int (*)(int*, int, int);
+  auto get = reinterpret_cast<GetFn>(dlsym(cuda, "cuDeviceGet"));
+  auto name = reinterpret_cast<NameFn>(dlsym(cuda, "cuDeviceGetName"));
+  auto attr = reinterpret_cast<AttrFn>(dlsym(cuda, "cuDeviceGetAttribute"));
+  int dev = 0;
+  if (get != nullptr && get(&dev, info.id) == 0) {
+    char buf[256] = {};
+    if (name != nullptr && name(buf, sizeof buf - 1, dev) == 0) info.name = buf;
+    // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16, COMPUTE_CAPABILITY_MAJOR/MINOR = 75/76.
+    if (attr != nullptr) {
+      attr(&info.sm_count, 16, dev);
+      attr(&info.compute_major, 75, dev);
+      attr(&info.compute_minor, 76, dev);
+    }
+  }
+  dlclose(cuda);
+}
+
+}  // namespace
+
 void Runtime::Impl::tick(bool final) {
   auto& col = cupti::Collector::instance();
   const int64_t now = now_ns();
@@ -527,6 +561,12 @@ void Runtime::Impl::tick(bool final) {
   Stats& stats = acc->mutable_stats();
   col.consume(*parser, batch, stats);
   drain_rings();
+  for (size_t i = device_info.size(); i < parser->totals().devices.size(); ++i) {
+    DeviceInfo info;
+    info.id = parser->totals().devices[i];
+    describe_device(info);
+    device_info.push_back(info);
+  }
 
   drop_incomplete_ops();
 
@@ -624,11 +664,7 @@ RunMetadata Runtime::Impl::metadata() {
   meta.world_size = cfg.world_size;
   meta.command = read_cmdline();
   meta.gpuacct_version = GPUACCT_VERSION_STRING;
-  for (uint16_t d : parser->totals().devices) {
-    DeviceInfo info;
-    info.id = d;
-    meta.devices.push_back(info);
-  }
+  meta.devices = device_info;
   std::sort(meta.devices.begin(), meta.devices.end(),
             [](const DeviceInfo& a, const DeviceInfo& b) { return a.id < b.id; });
   return meta;

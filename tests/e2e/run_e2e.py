@@ -147,6 +147,9 @@ def case_scenario(name: str, marks: str) -> None:
         check(rep["verdict"]["bound"] == want,
               f"verdict {rep['verdict']['bound']!r}, the truth implies {want!r}")
         check(not rep["data_loss"], f"data loss reported: {rep['stats']}")
+        devs = rep["run"]["devices"]
+        check(devs and all(d["name"].startswith("gpuacct simulated GPU") for d in devs),
+              f"device names read from the driver: {devs}")
         src = rep["collection"]["step_source"]
         check(src == {"capi": "capi", "nvtx": "nvtx", "none": "detected"}[marks],
               f"step source {src}")
