@@ -665,6 +665,13 @@ RunMetadata Runtime::Impl::metadata() {
   meta.command = read_cmdline();
   meta.gpuacct_version = GPUACCT_VERSION_STRING;
   meta.devices = device_info;
+  // Devices first seen in the final drain (a run shorter than one flush period).
+  for (size_t i = meta.devices.size(); i < parser->totals().devices.size(); ++i) {
+    DeviceInfo info;
+    info.id = parser->totals().devices[i];
+    describe_device(info);
+    meta.devices.push_back(info);
+  }
   std::sort(meta.devices.begin(), meta.devices.end(),
             [](const DeviceInfo& a, const DeviceInfo& b) { return a.id < b.id; });
   return meta;

@@ -486,16 +486,24 @@ SIM_EXPORT CUresult cuDeviceGetCount(int* count) {
   return CUDA_SUCCESS;
 }
 
+// Device queries need cuInit, not a live context: like the real driver they keep working
+// after the contexts are destroyed (simShutdown), e.g. from a profiler's exit handler.
+static int DevicesKnown() {
+  Engine& e = E();
+  std::lock_guard<std::mutex> lock(e.mu);
+  return e.num_devices;
+}
+
 SIM_EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
   if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (ordinal < 0 || ordinal >= simNumDevices()) return CUDA_ERROR_INVALID_DEVICE;
+  if (ordinal < 0 || ordinal >= DevicesKnown()) return CUDA_ERROR_INVALID_DEVICE;
   *device = ordinal;
   return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
   if (name == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
-  if (dev < 0 || dev >= simNumDevices()) return CUDA_ERROR_INVALID_DEVICE;
+  if (dev < 0 || dev >= DevicesKnown()) return CUDA_ERROR_INVALID_DEVICE;
   std::snprintf(name, static_cast<size_t>(len), "gpuacct simulated GPU %d", dev);
   return CUDA_SUCCESS;
 }
