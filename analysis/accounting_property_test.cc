@@ -2,6 +2,7 @@
 // window, no category is negative, and the windows of each device tile its timeline.  Also:
 // out-of-order delivery under a valid watermark gives the same rows as in-order delivery.
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <random>
 
@@ -171,6 +172,173 @@ TEST(AccountingProperty, ShuffledDeliveryMatchesInOrder) {
       ASSERT_EQ(x.cat.host_other, y.cat.host_other) << "iteration " << iter;
     }
   }
+}
+
+
+// ---- adversarial inputs ------------------------------------------------------------------
+// Garbage a recording can hold: extreme and negative timestamps, end < start, INT64 limits,
+// duplicate correlation ids, device ids up to 65535, thousands of threads, nested and
+// overlapping step ranges, markers mixed with ranges and out of order.  The invariants must
+// hold (exactly, without overflow) whatever the input; nothing may crash.
+
+struct AdversarialOptions {
+  bool extreme_times = false;    // INT64 extremes and huge values mixed in
+  bool wide_ids = false;         // device ids up to 65535, thread ids up to 5000
+  bool messy_steps = false;      // nested / overlapping step ranges, markers out of order
+  bool duplicate_corr = false;   // correlation ids reused by several calls and ops
+};
+
+EventBatch adversarial_events(std::mt19937_64& rng, const AdversarialOptions& o) {
+  EventBatch b = random_events(rng);
+  auto uni = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  constexpr TimeNs kMax = std::numeric_limits<TimeNs>::max();
+  constexpr TimeNs kMin = std::numeric_limits<TimeNs>::min();
+  auto extreme = [&]() -> TimeNs {
+    switch (uni(0, 5)) {
+      case 0:
+        return kMax;
+      case 1:
+        return kMin;
+      case 2:
+        return kMax - uni(0, 1'000'000);
+      case 3:
+        return kMin + uni(0, 1'000'000);
+      case 4:
+        return -uni(0, 1'000'000'000);
+      default:
+        return uni(kMin / 2, kMax / 2);
+    }
+  };
+  if (o.extreme_times) {
+    for (auto& op : b.gpu_ops) {
+      if (uni(0, 6) == 0) op.start = extreme();
+      if (uni(0, 6) == 0) op.end = extreme();
+    }
+    for (auto& c : b.api_calls) {
+      if (uni(0, 8) == 0) c.start = extreme();
+      if (uni(0, 8) == 0) c.end = extreme();
+    }
+    for (auto& r : b.ranges) {
+      if (uni(0, 6) == 0) r.start = extreme();
+      if (uni(0, 6) == 0) r.end = extreme();
+    }
+    for (int i = 0; i < 3; ++i) {
+      Marker m;
+      m.kind = uni(0, 1) ? MarkerKind::kStepBoundary : MarkerKind::kStepFlops;
+      m.ts = extreme();
+      m.thread = 1;
+      b.markers.push_back(m);
+    }
+  }
+  if (o.wide_ids) {
+    for (auto& op : b.gpu_ops) {
+      if (uni(0, 3) == 0) op.device = static_cast<uint16_t>(uni(0, 65535));
+    }
+    for (auto& c : b.api_calls) c.thread = static_cast<uint32_t>(uni(0, 5000));
+    for (auto& r : b.ranges) {
+      if (r.kind == RangeKind::kData) r.thread = static_cast<uint32_t>(uni(0, 5000));
+    }
+  }
+  if (o.messy_steps) {
+    const size_t n = b.ranges.size();
+    for (size_t i = 0; i < n; ++i) {
+      const HostRange r = b.ranges[i];
+      if (r.kind != RangeKind::kStep || r.end <= r.start) continue;
+      if (uni(0, 2) == 0) {  // nested inside, or overlapping the end
+        const TimeNs a = r.start + uni(0, r.end - r.start);
+        b.ranges.push_back(HostRange{a, a + uni(0, 2 * (r.end - r.start)), r.number, 1, 0,
+                                     RangeKind::kStep, {}});
+      }
+      if (uni(0, 2) == 0) {  // markers inside the step, any order
+        Marker m;
+        m.kind = MarkerKind::kStepBoundary;
+        m.ts = r.start + uni(0, r.end - r.start);
+        m.thread = static_cast<uint32_t>(uni(1, 2));
+        b.markers.insert(b.markers.begin() + uni(0, static_cast<int64_t>(b.markers.size())), m);
+      }
+      if (uni(0, 3) == 0) {
+        Marker m;
+        m.kind = MarkerKind::kStepFlops;
+        m.ts = r.start + uni(0, r.end - r.start);
+        m.value = 1e12;
+        b.markers.push_back(m);
+      }
+    }
+  }
+  if (o.duplicate_corr && b.api_calls.size() > 1) {
+    for (int i = 0; i < 4; ++i) {
+      auto& c = b.api_calls[static_cast<size_t>(uni(0, static_cast<int64_t>(b.api_calls.size()) - 1))];
+      c.correlation_id = static_cast<uint64_t>(uni(1, 6));
+    }
+    for (auto& op : b.gpu_ops) {
+      if (uni(0, 4) == 0) op.correlation_id = static_cast<uint64_t>(uni(1, 6));
+    }
+  }
+  return b;
+}
+
+// Like check_invariants, but computed in 128 bits so an overflowing window cannot pass.
+void check_invariants_wide(const std::vector<StepRow>& rows) {
+  __extension__ typedef __int128 Wide;
+  std::map<uint16_t, TimeNs> last_end;
+  for (const StepRow& r : rows) {
+    const Wide duration = Wide{r.window_end} - Wide{r.window_begin};
+    const CategoryNs& c = r.cat;
+    const Wide sum = Wide{c.compute} + c.comm_exposed + c.copy_input + c.copy_other +
+                     c.data_wait + c.launch_gap + c.host_other;
+    ASSERT_GE(duration, 0) << "step " << r.step_index << " device " << r.device;
+    ASSERT_TRUE(sum == duration) << "step " << r.step_index << " device " << r.device
+                                 << " window [" << r.window_begin << ", " << r.window_end << ")";
+    ASSERT_GE(c.compute, 0);
+    ASSERT_GE(c.comm_exposed, 0);
+    ASSERT_GE(c.copy_input, 0);
+    ASSERT_GE(c.copy_other, 0);
+    ASSERT_GE(c.data_wait, 0);
+    ASSERT_GE(c.launch_gap, 0);
+    ASSERT_GE(c.host_other, 0);
+    ASSERT_LE(r.comm_overlapped, r.comm_total);
+    ASSERT_LE(r.gpu_busy, r.duration());
+    ASSERT_GE(r.host_end, r.host_begin);
+    auto it = last_end.find(r.device);
+    if (it != last_end.end()) {
+      ASSERT_EQ(r.window_begin, it->second) << "windows must tile";
+    }
+    last_end[r.device] = r.window_end;
+  }
+}
+
+void run_adversarial(uint64_t seed, const AdversarialOptions& o, int iterations) {
+  std::mt19937_64 rng(seed);
+  AccountingConfig cfg;
+  cfg.warmup_steps = 0;
+  for (int iter = 0; iter < iterations; ++iter) {
+    const EventBatch b = adversarial_events(rng, o);
+    StepAccountant acc(cfg);
+    acc.add(b);
+    acc.finish();
+    check_invariants_wide(acc.rows());
+    if (::testing::Test::HasFatalFailure()) {
+      FAIL() << "iteration " << iter;
+    }
+  }
+}
+
+TEST(AccountingProperty, ExtremeTimestampsKeepInvariants) {
+  run_adversarial(7, {.extreme_times = true}, 3000);
+}
+
+TEST(AccountingProperty, WideDeviceAndThreadIdsKeepInvariants) {
+  run_adversarial(8, {.wide_ids = true}, 300);
+}
+
+TEST(AccountingProperty, MessyStepsKeepInvariants) {
+  run_adversarial(9, {.messy_steps = true}, 3000);
+}
+
+TEST(AccountingProperty, EverythingAtOnceKeepsInvariants) {
+  run_adversarial(10, {true, true, true, true}, 300);
 }
 
 }  // namespace

@@ -92,6 +92,17 @@ constexpr TimeNs kMinTime = std::numeric_limits<TimeNs>::min();
 constexpr uint16_t kHostOnlyDevice = 0xFFFF;
 constexpr TimeNs kUnresolved = std::numeric_limits<TimeNs>::min();
 
+// Timestamps the accounting accepts: [-2^62, 2^62) (+-146 years around the epoch).  Any two of
+// them differ by less than 2^63, so window lengths, gaps and "t + timeout" never overflow;
+// events outside are garbage (a corrupt record) and are skipped as invalid.
+constexpr TimeNs kValidTimeLimit = TimeNs{1} << 62;
+bool valid_time(TimeNs t) {
+  return t >= -kValidTimeLimit && t < kValidTimeLimit;
+}
+bool valid_interval(TimeNs start, TimeNs end) {
+  return valid_time(start) && valid_time(end) && end >= start;
+}
+
 // What the accountant remembers per correlation id: the launch call (if seen) and whether at
 // least one GPU op for it has arrived.
 struct CorrEntry {
@@ -314,7 +325,7 @@ struct StepAccountant::Impl {
 
   void add_gpu_op(const GpuOp& op) {
     stats.add(Stat::gpu_ops_received);
-    if (op.end < op.start) {
+    if (!valid_interval(op.start, op.end)) {
       stats.add(Stat::invalid_events_skipped);
       return;
     }
@@ -338,7 +349,7 @@ struct StepAccountant::Impl {
 
   void add_api_call(const HostApiCall& call) {
     stats.add(Stat::api_calls_received);
-    if (call.end < call.start) {
+    if (!valid_interval(call.start, call.end)) {
       stats.add(Stat::invalid_events_skipped);
       return;
     }
@@ -360,7 +371,7 @@ struct StepAccountant::Impl {
 
   void add_range(const HostRange& r) {
     stats.add(Stat::ranges_received);
-    if (r.end < r.start) {
+    if (!valid_interval(r.start, r.end)) {
       stats.add(Stat::invalid_events_skipped);
       return;
     }
@@ -390,6 +401,10 @@ struct StepAccountant::Impl {
 
   void add_marker(const Marker& m) {
     stats.add(Stat::markers_received);
+    if (!valid_time(m.ts)) {
+      stats.add(Stat::invalid_events_skipped);
+      return;
+    }
     switch (m.kind) {
       case MarkerKind::kStepBoundary:
         if (m.ts < last_step_end) {

@@ -4,6 +4,7 @@
 #include "analysis/step_accountant.h"
 
 #include <algorithm>
+#include <limits>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -501,6 +502,33 @@ TEST(StepAccountant, InvalidEventsAreCountedAndSkipped) {
 }
 
 // Exposure: compute split equally between concurrent kernels; sums to compute + comm.
+// Timestamps near the int64 limits (a corrupt recording) would overflow window lengths: they
+// are skipped as invalid, and the rest is accounted exactly.
+TEST(StepAccountant, TimestampsNearInt64LimitsAreSkipped) {
+  constexpr TimeNs kMax = std::numeric_limits<TimeNs>::max();
+  constexpr TimeNs kMin = std::numeric_limits<TimeNs>::min();
+  Trace t;
+  t.step(us(0), us(100));
+  t.kernel(us(10), us(12), us(20), us(50));
+  t.kernel(us(30), us(31), kMin, kMax);  // spans every window
+  t.step(kMin, us(-1));                  // a step "before" everything
+  t.call(us(60), kMax);
+  Marker m;
+  m.kind = MarkerKind::kStepBoundary;
+  m.ts = kMax;
+  t.b.markers.push_back(m);
+  StepAccountant acc(no_warmup());
+  acc.add(t.b);
+  acc.finish();
+  ASSERT_EQ(acc.rows().size(), 1u);
+  const StepRow& r = acc.rows()[0];
+  expect_exact(r);
+  EXPECT_EQ(r.window_begin, us(0));
+  EXPECT_EQ(r.window_end, us(50));  // its last op's end
+  EXPECT_EQ(r.cat.compute, us(30));
+  EXPECT_EQ(acc.stats().get(Stat::invalid_events_skipped), 4);
+}
+
 TEST(StepAccountant, KernelExposureSumsToComputeAndComm) {
   Trace t;
   t.step(0, us(1000));
