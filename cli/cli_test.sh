@@ -66,6 +66,9 @@ expect 0 "launch-bound" "$bin" analyze "$tmp/l.gpuacct" --no-files
 "$bin" synth --preset comm_bound --steps 6 -o "$tmp/c.gpuacct" 2>/dev/null
 expect 0 "communication-bound" "$bin" analyze "$tmp/c.gpuacct" --no-files
 
+# run/plot are handed to the Python package (found in the source tree).
+expect 0 "program" "$bin" run --help
+
 # Golden: the sample's full report is exactly the reviewed one (scripts/update_goldens.sh).
 "$bin" analyze "$root/examples/data/sample.gpuacct" --no-files --json |
   python3 "$root/scripts/normalize_report.py" - >"$tmp/sample.json"

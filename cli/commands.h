@@ -8,5 +8,8 @@ int run_analyze(int argc, char** argv);
 int run_report(int argc, char** argv);
 int run_synth(int argc, char** argv);
 int run_timeline(int argc, char** argv);
+// Handed to the Python package (python -m gpuacct run|plot).
+int run_run(int argc, char** argv);
+int run_plot(int argc, char** argv);
 
 }  // namespace gpuacct::cli

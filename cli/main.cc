@@ -23,6 +23,9 @@ const Command kCommands[] = {
      "write a synthetic recording with designed bottlenecks (demos and tests)"},
     {"timeline", gpuacct::cli::run_timeline,
      "write a Perfetto/Chrome timeline of a recording or trace"},
+    {"run", gpuacct::cli::run_run,
+     "run a program with libgpuacct.so injected (-- cmd...); Python launcher"},
+    {"plot", gpuacct::cli::run_plot, "draw the walls of every step of a report as a PNG (Python)"},
 };
 
 void usage(std::FILE* out) {
@@ -33,7 +36,8 @@ void usage(std::FILE* out) {
   for (const Command& c : kCommands) std::fprintf(out, "  %-9s %s\n", c.name, c.summary);
   std::fprintf(out,
                "\nRun `gpuacct <command> --help` for a command's options.\n"
-               "Live runs: CUDA_INJECTION64_PATH=/path/to/libgpuacct.so python train.py\n");
+               "Live runs: gpuacct run -- python train.py\n"
+               "      (or CUDA_INJECTION64_PATH=/path/to/libgpuacct.so python train.py)\n");
 }
 
 }  // namespace

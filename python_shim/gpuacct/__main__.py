@@ -1,9 +1,12 @@
-"""Command line: ``python -m gpuacct`` / ``gpuacct-py``.
+"""Command line: ``python -m gpuacct`` / ``gpuacct`` / ``gpuacct-py``.
 
   run     [options] -- program args...   profile a program (sets the injection variables)
   report  FILE                           print the terminal summary of a report / stream
   plot    FILE -o walls.png              per-step wall chart
   where                                  which libgpuacct.so would be used, and why
+
+  analyze, synth, timeline               handed to the C++ ``gpuacct`` CLI (GPUACCT_CLI, the
+                                         build tree next to the library, or PATH)
 """
 
 from __future__ import annotations
@@ -57,8 +60,29 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+# Commands that only the C++ CLI implements.
+_CLI_COMMANDS = ("analyze", "synth", "timeline")
+
+
+def _delegate_to_cli(argv: List[str]) -> int:
+    import os
+
+    from . import _lib
+    from .launcher import find_cli
+    cli = find_cli(_lib.find_library())
+    if cli is None:
+        sys.stderr.write(f"gpuacct: '{argv[0]}' is a command of the C++ gpuacct tool, which was "
+                         "not found (build it, or set GPUACCT_CLI to its path)\n")
+        return 2
+    os.execv(cli, [cli] + argv)
+    return 2  # not reached
+
+
 def main(argv: Optional[List[str]] = None) -> int:
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in _CLI_COMMANDS:
+        return _delegate_to_cli(argv)
+    args = _parser().parse_args(argv)
     if args.cmd == "run":
         from .launcher import LauncherError, RunOptions, run
         command = list(args.command)
