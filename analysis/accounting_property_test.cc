@@ -341,5 +341,40 @@ TEST(AccountingProperty, EverythingAtOnceKeepsInvariants) {
   run_adversarial(10, {true, true, true, true}, 300);
 }
 
+// The same events in two different orders, all delivered before finish(): the rows must not
+// depend on the order (a recording's chunk order or a trace's event order is arbitrary).
+TEST(AccountingProperty, DeliveryOrderDoesNotMatterWithDuplicateCorrelationIds) {
+  std::mt19937_64 rng(11);
+  AccountingConfig cfg;
+  cfg.warmup_steps = 0;
+  for (int iter = 0; iter < 2000; ++iter) {
+    EventBatch b = adversarial_events(rng, {.messy_steps = true, .duplicate_corr = true});
+    StepAccountant ref(cfg);
+    ref.add(b);
+    ref.finish();
+    std::shuffle(b.gpu_ops.begin(), b.gpu_ops.end(), rng);
+    std::shuffle(b.api_calls.begin(), b.api_calls.end(), rng);
+    std::shuffle(b.ranges.begin(), b.ranges.end(), rng);
+    std::shuffle(b.markers.begin(), b.markers.end(), rng);
+    StepAccountant acc(cfg);
+    acc.add(b);
+    acc.finish();
+    ASSERT_EQ(acc.rows().size(), ref.rows().size()) << "iteration " << iter;
+    for (size_t i = 0; i < acc.rows().size(); ++i) {
+      const StepRow& x = acc.rows()[i];
+      const StepRow& y = ref.rows()[i];
+      ASSERT_EQ(x.host_begin, y.host_begin) << "iteration " << iter << " row " << i;
+      ASSERT_EQ(x.host_end, y.host_end) << "iteration " << iter << " row " << i;
+      ASSERT_EQ(x.window_begin, y.window_begin) << "iteration " << iter << " row " << i;
+      ASSERT_EQ(x.window_end, y.window_end) << "iteration " << iter << " row " << i;
+      ASSERT_EQ(x.kernels, y.kernels) << "iteration " << iter << " row " << i;
+      ASSERT_EQ(x.cat.compute, y.cat.compute) << "iteration " << iter << " row " << i;
+      ASSERT_EQ(x.cat.data_wait, y.cat.data_wait) << "iteration " << iter << " row " << i;
+      ASSERT_EQ(x.cat.launch_gap, y.cat.launch_gap) << "iteration " << iter << " row " << i;
+      ASSERT_EQ(x.cat.host_other, y.cat.host_other) << "iteration " << iter << " row " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gpuacct

@@ -204,6 +204,17 @@ struct PendingStep {
   NameId name = kNoName;
 };
 
+// Steps are ordered by host begin; ties (bad input: two ranges opening at the same instant)
+// are broken by every other field, shorter first, so the order events arrived in never
+// decides which of them is kept.
+bool step_before(const PendingStep& a, const PendingStep& b) {
+  return std::tie(a.begin, a.end, a.number, a.thread, a.name) <
+         std::tie(b.begin, b.end, b.number, b.thread, b.name);
+}
+bool marker_before(const Marker& a, const Marker& b) {
+  return std::tie(a.ts, a.thread, a.number, a.name) < std::tie(b.ts, b.thread, b.number, b.name);
+}
+
 // Operation class in the sweep, in priority order (lower wins).
 enum OpClass : uint8_t { kClsCompute = 0, kClsComm = 1, kClsCopyInput = 2, kClsCopyOther = 3 };
 
@@ -361,6 +372,12 @@ struct StepAccountant::Impl {
     if (call.correlation_id != 0 &&
         (call.kind == HostApiKind::kLaunch || call.kind == HostApiKind::kCopy)) {
       CorrEntry& e = corr[call.correlation_id];
+      // Correlation ids should be unique; when a bad source repeats one, the earliest call
+      // wins, so the result does not depend on the order the calls were delivered in.
+      if (e.has_api && std::tie(e.api_start, e.thread, e.api_name) <=
+                           std::tie(call.start, call.thread, call.name)) {
+        return;
+      }
       e.api_start = call.start;
       e.thread = call.thread;
       e.api_name = call.name;
@@ -381,9 +398,7 @@ struct StepAccountant::Impl {
           stats.add(Stat::late_steps_dropped);
           return;
         }
-        PendingStep s{r.start, r.end, r.number, r.thread, r.name};
-        if (!steps.empty() && s.begin < steps.back().begin) steps_sorted = false;
-        steps.push_back(s);
+        push_step(PendingStep{r.start, r.end, r.number, r.thread, r.name});
         break;
       }
       case RangeKind::kData: {
@@ -425,8 +440,7 @@ struct StepAccountant::Impl {
 
   void convert_boundaries(bool at_end) {
     if (boundaries.empty()) return;
-    std::sort(boundaries.begin(), boundaries.end(),
-              [](const Marker& a, const Marker& b) { return a.ts < b.ts; });
+    std::sort(boundaries.begin(), boundaries.end(), marker_before);
     size_t used = 0;
     for (size_t i = 0; i + 1 < boundaries.size(); ++i) {
       if (!at_end && boundaries[i + 1].ts > watermark) break;
@@ -456,14 +470,13 @@ struct StepAccountant::Impl {
   }
 
   void push_step(const PendingStep& s) {
-    if (!steps.empty() && s.begin < steps.back().begin) steps_sorted = false;
+    if (!steps.empty() && step_before(s, steps.back())) steps_sorted = false;
     steps.push_back(s);
   }
 
   void sort_steps() {
     if (steps_sorted) return;
-    std::stable_sort(steps.begin(), steps.end(),
-                     [](const PendingStep& a, const PendingStep& b) { return a.begin < b.begin; });
+    std::sort(steps.begin(), steps.end(), step_before);
     steps_sorted = true;
   }
 

@@ -529,6 +529,30 @@ TEST(StepAccountant, TimestampsNearInt64LimitsAreSkipped) {
   EXPECT_EQ(acc.stats().get(Stat::invalid_events_skipped), 4);
 }
 
+// Bad input whose rows must not depend on the order events were delivered in: a correlation id
+// used by two launch calls (the earliest call is the launch), and two step ranges that begin
+// at the same instant (the shorter one is the step; the other overlaps it and is skipped).
+TEST(StepAccountant, TiesInBadInputDoNotDependOnDeliveryOrder) {
+  Trace t;
+  t.step(us(0), us(100), 0);
+  t.step(us(0), us(300), 7);
+  t.step(us(100), us(200), 1);
+  t.kernel(us(10), us(11), us(150), us(160));
+  t.b.api_calls.push_back(HostApiCall{us(120), us(121), 1, 1, 1, HostApiKind::kLaunch, {}});
+  for (int order = 0; order < 2; ++order) {
+    if (order == 1) {
+      std::reverse(t.b.api_calls.begin(), t.b.api_calls.end());
+      std::reverse(t.b.ranges.begin(), t.b.ranges.end());
+    }
+    const auto rows = run(t);
+    ASSERT_EQ(rows.size(), 2u) << "order " << order;
+    EXPECT_EQ(rows[0].step_number, 0) << "order " << order;
+    EXPECT_EQ(rows[0].kernels, 1u) << "order " << order;  // launched at 10 us, in step 0
+    EXPECT_EQ(rows[0].window_end, us(160)) << "order " << order;
+    EXPECT_EQ(rows[1].kernels, 0u) << "order " << order;
+  }
+}
+
 TEST(StepAccountant, KernelExposureSumsToComputeAndComm) {
   Trace t;
   t.step(0, us(1000));
