@@ -610,24 +610,31 @@ struct StepAccountant::Impl {
     steps.erase(steps.begin(), steps.begin() + static_cast<ptrdiff_t>(k));
   }
 
-  // For each pending step (sorted, possibly overlapping), the ops it owns per device.
+  // For each pending step (sorted, possibly overlapping), the ops it owns per device.  Only the
+  // steps try_finalize will keep can own ops: a step that overlaps the one before it is
+  // skipped, and an op launched inside it belongs to the earlier step that contains it.
   std::vector<std::map<uint16_t, OwnedStats>> owned_by_step() {
     std::vector<std::map<uint16_t, OwnedStats>> out(steps.size());
+    std::vector<size_t> kept;  // indices of the steps that will be finalised: disjoint, sorted
+    TimeNs last_end = last_step_end;
+    for (size_t k = 0; k < steps.size(); ++k) {
+      if (steps[k].begin < last_end) continue;
+      kept.push_back(k);
+      last_end = steps[k].end;
+    }
+    auto owner = [&](TimeNs lt) -> std::map<uint16_t, OwnedStats>* {
+      auto it = std::upper_bound(kept.begin(), kept.end(), lt,
+                                 [&](TimeNs t, size_t k) { return t < steps[k].begin; });
+      if (it == kept.begin()) return nullptr;
+      const size_t idx = *std::prev(it);
+      return lt < steps[idx].end ? &out[idx] : nullptr;
+    };
     for (auto& [id, dev] : devices) {
       for (size_t i = dev.head; i < dev.pending.size(); ++i) {
-        const TimeNs lt = pending_launch_time(dev.pending[i]);
-        auto it = std::upper_bound(steps.begin(), steps.end(), lt,
-                                   [](TimeNs t, const PendingStep& st) { return t < st.begin; });
-        if (it == steps.begin()) continue;
-        const auto idx = static_cast<size_t>(std::prev(it) - steps.begin());
-        if (lt < steps[idx].end) out[idx][id].add(dev.pending[i].op);
+        if (auto* o = owner(pending_launch_time(dev.pending[i]))) (*o)[id].add(dev.pending[i].op);
       }
       for (const PendingOp& p : dev.consumed_early) {
-        auto it = std::upper_bound(steps.begin(), steps.end(), p.launch,
-                                   [](TimeNs t, const PendingStep& st) { return t < st.begin; });
-        if (it == steps.begin()) continue;
-        const auto idx = static_cast<size_t>(std::prev(it) - steps.begin());
-        if (p.launch < steps[idx].end) out[idx][id].add(p.op);
+        if (auto* o = owner(p.launch)) (*o)[id].add(p.op);
       }
     }
     return out;

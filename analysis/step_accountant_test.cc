@@ -553,6 +553,32 @@ TEST(StepAccountant, TiesInBadInputDoNotDependOnDeliveryOrder) {
   }
 }
 
+// A step range nested in another is skipped; the ops launched inside it belong to the outer
+// step, whether the steps are finalised one by one or many at once at the end.
+TEST(StepAccountant, OpsInsideASkippedNestedStepStayWithTheOuterStep) {
+  Trace t;
+  for (int i = 0; i < 6; ++i) {
+    const TimeNs b = us(1000 * i);
+    t.step(b, b + us(1000), i);
+    t.kernel(b + us(10), b + us(12), b + us(20), b + us(100));
+  }
+  t.step(us(1400), us(1600), 99);                   // nested in step 1: skipped
+  t.kernel(us(1500), us(1501), us(1510), us(1900));  // launched in step 1, inside the nested one
+  for (bool incremental : {false, true}) {
+    StepAccountant acc(no_warmup());
+    acc.add(t.b);
+    if (incremental) {
+      for (int i = 1; i <= 7; ++i) acc.advance_watermark(us(1000 * i));
+    }
+    acc.finish();
+    const auto& rows = acc.rows();
+    ASSERT_EQ(rows.size(), 6u) << "incremental " << incremental;
+    EXPECT_EQ(rows[1].kernels, 2u) << "incremental " << incremental;
+    EXPECT_EQ(rows[1].window_end, us(1900)) << "incremental " << incremental;
+    EXPECT_EQ(acc.stats().get(Stat::overlapping_steps_skipped), 1);
+  }
+}
+
 TEST(StepAccountant, KernelExposureSumsToComputeAndComm) {
   Trace t;
   t.step(0, us(1000));
