@@ -117,24 +117,50 @@ struct CorrEntry {
 struct ThreadHost {
   std::vector<HostApiCall> calls;  // sorted by start up to `calls_sorted`
   size_t calls_sorted = 0;
+  size_t calls_stale = 0;       // calls[0, calls_stale) ended before the host cutoff
   std::vector<HostRange> data;  // data ranges, sorted by start up to `data_sorted`
   size_t data_sorted = 0;
+  size_t data_stale = 0;
 
   // Events arrive mostly in order: sort only the new tail and merge it into the sorted prefix.
+  // A merged event that lands inside the known-stale prefix shortens it.
   template <typename V>
-  static void sort_tail(V& v, size_t& sorted) {
+  static void sort_tail(V& v, size_t& sorted, size_t& stale) {
     if (sorted == v.size()) return;
     auto by_start = [](const auto& a, const auto& b) { return a.start < b.start; };
     const auto mid = v.begin() + static_cast<ptrdiff_t>(sorted);
     if (!std::is_sorted(mid, v.end(), by_start)) std::sort(mid, v.end(), by_start);
-    if (sorted > 0 && by_start(*mid, *std::prev(mid)))
+    if (sorted > 0 && by_start(*mid, *std::prev(mid))) {
+      const auto at = std::upper_bound(v.begin(), mid, *mid, by_start);
+      stale = std::min(stale, static_cast<size_t>(at - v.begin()));
       std::inplace_merge(v.begin(), mid, v.end(), by_start);
+    }
     sorted = v.size();
   }
   void sort_all() {
-    sort_tail(calls, calls_sorted);
-    sort_tail(data, data_sorted);
+    sort_tail(calls, calls_sorted, calls_stale);
+    sort_tail(data, data_sorted, data_stale);
   }
+  // Drops the prefix of `v` that ended before `cutoff`.  The scan resumes where the last one
+  // stopped (the cutoff only grows), so a backlog of many steps stays linear; stale entries
+  // are erased only once they are the larger part, so erasing is amortised O(1).
+  template <typename V>
+  static void prune(V& v, size_t& sorted, size_t& stale, TimeNs cutoff) {
+    auto c = std::find_if(v.begin() + static_cast<ptrdiff_t>(stale), v.end(),
+                          [&](const auto& x) { return x.end >= cutoff || x.start >= cutoff; });
+    stale = static_cast<size_t>(c - v.begin());
+    if (stale * 2 > v.size()) {
+      v.erase(v.begin(), c);
+      sorted = v.size();
+      stale = 0;
+    }
+  }
+  void prune_before(TimeNs cutoff) {
+    sort_all();
+    prune(calls, calls_sorted, calls_stale, cutoff);
+    prune(data, data_sorted, data_stale, cutoff);
+  }
+  bool empty() const { return calls.empty() && data.empty(); }
 };
 
 struct PendingOp {
@@ -719,25 +745,16 @@ struct StepAccountant::Impl {
     if (devices.empty()) cutoff = host_only_until;
     if (cutoff > host_cutoff) {
       host_cutoff = cutoff;
-      // Both lists are sorted by start: drop the prefix that ended before the cutoff (O(what is
-      // dropped), so a backlog of many steps does not make this quadratic).
-      for (auto& [tid, th] : threads) {
-        th.sort_all();
-        auto c = std::find_if(th.calls.begin(), th.calls.end(), [&](const HostApiCall& x) {
-          return x.end >= cutoff || x.start >= cutoff;
-        });
-        // Stale entries before the cutoff are harmless (every lookup starts at or after it):
-        // erase only when they are the larger part, so erasing stays amortised O(1).
-        if ((c - th.calls.begin()) * 2 > static_cast<ptrdiff_t>(th.calls.size())) {
-          th.calls.erase(th.calls.begin(), c);
-          th.calls_sorted = th.calls.size();
-        }
-        auto d = std::find_if(th.data.begin(), th.data.end(), [&](const HostRange& x) {
-          return x.end >= cutoff || x.start >= cutoff;
-        });
-        if ((d - th.data.begin()) * 2 > static_cast<ptrdiff_t>(th.data.size())) {
-          th.data.erase(th.data.begin(), d);
-          th.data_sorted = th.data.size();
+      // Both lists are sorted by start: drop the prefix that ended before the cutoff.  A thread
+      // left with nothing is forgotten, so runs that start many short-lived threads keep
+      // neither memory nor per-step work for them.
+      for (auto it = threads.begin(); it != threads.end();) {
+        it->second.prune_before(cutoff);
+        if (it->second.empty()) {
+          if (last_thread == &it->second) last_thread = nullptr;
+          it = threads.erase(it);
+        } else {
+          ++it;
         }
       }
     }
@@ -1195,7 +1212,8 @@ size_t StepAccountant::retained_events() const {
   size_t n = impl_->corr.size() + impl_->steps.size() + impl_->boundaries.size() +
              impl_->flops_markers.size();
   for (const auto& [id, dev] : impl_->devices) n += dev.live();
-  for (const auto& [tid, th] : impl_->threads) n += th.calls.size() + th.data.size();
+  // Each known thread holds state of its own, even with no event left.
+  for (const auto& [tid, th] : impl_->threads) n += 1 + th.calls.size() + th.data.size();
   return n;
 }
 

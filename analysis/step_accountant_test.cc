@@ -399,6 +399,25 @@ TEST(StepAccountant, FinalisesIncrementallyAndFreesState) {
 }
 
 // A GPU op arriving after its step was finalised is dropped and counted, never silent.
+// A run whose launches come from ever new threads (thread pools, short-lived workers, or a
+// recording with garbage thread ids) keeps no state for threads whose events are all done.
+TEST(StepAccountant, StateForFinishedThreadsIsFreed) {
+  StepAccountant acc(no_warmup());
+  for (int i = 0; i < 10000; ++i) {
+    Trace t;
+    t.next_corr = static_cast<uint64_t>(i) + 1;
+    const TimeNs b = us(100 * i);
+    t.step(b, b + us(100), i);
+    t.kernel(b + us(10), b + us(12), b + us(20), b + us(60), 0, 7, 1000 + i);
+    acc.add(t.b);
+    acc.advance_watermark(b + us(100));
+  }
+  // Correlation ids are pruned in batches (at most a few thousand kept); threads are not kept.
+  EXPECT_LT(acc.retained_events(), 6000u);
+  acc.finish();
+  EXPECT_EQ(acc.rows().size(), 10000u);
+}
+
 TEST(StepAccountant, LateOpIsCountedAsDataLoss) {
   Trace t = two_step_trace();
   StepAccountant acc(no_warmup());
