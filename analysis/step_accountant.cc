@@ -362,7 +362,7 @@ struct StepAccountant::Impl {
 
   void add_gpu_op(const GpuOp& op) {
     stats.add(Stat::gpu_ops_received);
-    if (!valid_interval(op.start, op.end)) {
+    if (!valid_interval(op.start, op.end) || op.device == kHostOnlyDevice) {
       stats.add(Stat::invalid_events_skipped);
       return;
     }

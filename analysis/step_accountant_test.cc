@@ -598,6 +598,20 @@ TEST(StepAccountant, OpsInsideASkippedNestedStepStayWithTheOuterStep) {
   }
 }
 
+// Device id 65535 is the host-only rows' marker (device -1 in reports): an op claiming it is
+// a corrupt record, skipped, not a GPU whose rows would read as host-only.
+TEST(StepAccountant, DeviceIdOfHostOnlyRowsIsInvalid) {
+  Trace t;
+  t.step(us(0), us(100));
+  t.kernel(us(10), us(12), us(20), us(50), /*device=*/0xFFFF);
+  StepAccountant acc(no_warmup());
+  acc.add(t.b);
+  acc.finish();
+  ASSERT_EQ(acc.rows().size(), 1u);
+  EXPECT_EQ(acc.rows()[0].cat.compute, 0);
+  EXPECT_EQ(acc.stats().get(Stat::invalid_events_skipped), 1);
+}
+
 TEST(StepAccountant, KernelExposureSumsToComputeAndComm) {
   Trace t;
   t.step(0, us(1000));
