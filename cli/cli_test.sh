@@ -69,6 +69,15 @@ expect 0 "communication-bound" "$bin" analyze "$tmp/c.gpuacct" --no-files
 # run/plot are handed to the Python package (found in the source tree).
 expect 0 "program" "$bin" run --help
 
+# Inputs with the same file name (one per rank) each keep their own report.
+mkdir -p "$tmp/r0" "$tmp/r1"
+cp "$tmp/l.gpuacct" "$tmp/r0/run.gpuacct"
+cp "$tmp/c.gpuacct" "$tmp/r1/run.gpuacct"
+expect 0 "run-2.report.json" "$bin" analyze "$tmp/r0/run.gpuacct" "$tmp/r1/run.gpuacct" --out "$tmp/o5"
+grep -q '"bound": "launch"' "$tmp/o5/run.report.json" 2>/dev/null &&
+  grep -q '"bound": "communication"' "$tmp/o5/run-2.report.json" 2>/dev/null ||
+  { echo "FAIL: same-named inputs overwrote each other: $(ls "$tmp/o5")"; fails=$((fails + 1)); }
+
 # Golden: the sample's full report is exactly the reviewed one (scripts/update_goldens.sh).
 "$bin" analyze "$root/examples/data/sample.gpuacct" --no-files --json |
   python3 "$root/scripts/normalize_report.py" - >"$tmp/sample.json"

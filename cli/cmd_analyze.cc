@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <string>
 
 #include "analysis/recording.h"
@@ -91,8 +92,19 @@ int run_analyze(int argc, char** argv) {
     }
   }
 
+  // One output name per input: inputs with the same file name (rank0/trace.json,
+  // rank1/trace.json) get -2, -3... instead of overwriting each other's report.
+  std::set<std::string> stems_used;
+  auto unique_stem = [&](const std::string& input) {
+    const std::string stem = stem_of(input);
+    std::string name = stem;
+    for (int n = 2; !stems_used.insert(name).second; ++n) name = stem + "-" + std::to_string(n);
+    return name;
+  };
+
   int rc = 0;
   for (const std::string& input : args.positional()) {
+    const std::string stem = unique_stem(input);
     auto analysed = analyze_input(input, cfg, /*progress=*/isatty(2) != 0);
     if (!analysed.ok()) {
       std::fprintf(stderr, "gpuacct analyze: %s\n", analysed.status().message().c_str());
@@ -101,7 +113,7 @@ int run_analyze(int argc, char** argv) {
     }
     const nlohmann::json& report = analysed->report;
     if (write_files) {
-      const std::string base = out_dir + "/" + stem_of(input);
+      const std::string base = out_dir + "/" + stem;
       Status st = write_file_atomic(base + ".report.json", report.dump(2) + "\n");
       if (st.ok()) st = write_file_atomic(base + ".steps.csv", step_rows_csv(analysed->rows));
       if (!st.ok()) {
