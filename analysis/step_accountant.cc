@@ -804,8 +804,12 @@ struct StepAccountant::Impl {
         } else {
           window_ops.push_back(op);
         }
-        if (pending_launch_time(dev->pending[i]) >= s.end) {
-          dev->consumed_early.push_back(dev->pending[i]);
+        if (const TimeNs lt = pending_launch_time(dev->pending[i]); lt >= s.end) {
+          // Keep the launch time it was owned by (an op with no known launch call has it
+          // resolved to its own start only on the fly, not cached).
+          PendingOp early = dev->pending[i];
+          early.launch = lt;
+          dev->consumed_early.push_back(early);
         }
       }
       std::reverse(window_ops.begin(), window_ops.end());  // back to start order

@@ -304,6 +304,31 @@ TEST(StepAccountant, OwnedOpThatRanInsidePreviousWindow) {
 }
 
 // Rule 1: a step that launched nothing on a device: its window ends at the step's host end.
+// The same with an op whose launch call is unknown (no correlation id): its launch time is
+// its own start, which lies in step 1, so step 1 still owns it.
+TEST(StepAccountant, UncorrelatedOpThatRanInsidePreviousWindow) {
+  for (const bool live : {false, true}) {
+    Trace t;
+    t.step(0, us(1000), 0);
+    t.step(us(1000), us(1200), 1);
+    t.kernel(us(10), us(15), us(20), us(3000), 0, 7);  // step 0, long
+    GpuOp op = t.kernel(us(1100), us(1105), us(1110), us(1500), 0, 8);
+    t.b.gpu_ops.pop_back();
+    t.b.api_calls.pop_back();
+    op.correlation_id = 0;  // launched at its start, 1110 us: step 1
+    t.b.gpu_ops.push_back(op);
+    StepAccountant acc(no_warmup());
+    acc.add(t.b);
+    if (live) acc.advance_watermark(us(5000));
+    acc.finish();
+    const auto& rows = acc.rows();
+    ASSERT_EQ(rows.size(), 2u);
+    EXPECT_EQ(rows[0].kernels, 1u) << (live ? "live" : "finish");
+    EXPECT_EQ(rows[1].kernels, 1u) << (live ? "live" : "finish");
+    EXPECT_EQ(rows[1].window_end, us(3000)) << (live ? "live" : "finish");
+  }
+}
+
 TEST(StepAccountant, StepWithoutWorkOnADevice) {
   Trace t;
   t.step(0, us(1000), 0);
