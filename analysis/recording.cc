@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -214,6 +216,9 @@ StatusOr<RecordingContents> read_recording(const std::string& path, NameTable& n
     stats.add(Stat::unknown_names);
     return kNoName;
   };
+  // The file size bounds every chunk: a corrupt length must not make us allocate it.
+  std::error_code size_ec;
+  const uint64_t file_size = std::filesystem::file_size(path, size_ec);
   std::vector<char> buf;
   uint64_t offset = 16;
   while (true) {
@@ -222,6 +227,14 @@ StatusOr<RecordingContents> read_recording(const std::string& path, NameTable& n
     if (got == 0) break;
     if (got != sizeof h) {
       return Status::Error(path + ": truncated chunk header at byte " + std::to_string(offset));
+    }
+    const uint64_t left =
+        size_ec ? kMaxChunkBytes : file_size - std::min(file_size, offset + sizeof h);
+    if (h.bytes <= kMaxChunkBytes && h.bytes > left) {
+      return Status::Error(path + ": truncated chunk at byte " + std::to_string(offset) +
+                           " (it claims " + std::to_string(h.bytes) + " bytes, " +
+                           std::to_string(left) +
+                           " are left: the writer was killed or the file was cut)");
     }
     if (h.bytes > kMaxChunkBytes) {
       return Status::Error(path + ": chunk at byte " + std::to_string(offset) + " claims " +
@@ -268,7 +281,9 @@ StatusOr<RecordingContents> read_recording(const std::string& path, NameTable& n
           }
           const NameId ours = names.intern(std::string_view(buf.data() + pos, rec[1]));
           pos += rec[1];
-          if (rec[0] >= (1u << 28)) {
+          // Writer ids are dense (0..n): an id far beyond what this file could hold is corrupt,
+          // and would otherwise make the remap table huge.
+          if (rec[0] >= (1u << 28) || rec[0] > remap.size() + h.count + 1024) {
             return Status::Error(path + ": name id out of range at byte " + std::to_string(offset));
           }
           if (remap.size() <= rec[0]) remap.resize(rec[0] + 1, kNoName);
@@ -321,7 +336,11 @@ StatusOr<RecordingContents> read_recording(const std::string& path, NameTable& n
         for (size_t i = 0; i < kStatCount; ++i) {
           const auto s = static_cast<Stat>(i);
           auto it = j.find(std::string(stat_info(s).name));
-          if (it != j.end() && it->is_number_integer()) stats.add(s, it->get<int64_t>());
+          // Counters are non-negative; a negative or non-integer value is corrupt and ignored.
+          if (it != j.end() && it->is_number_unsigned()) {
+            stats.add(s,
+                      static_cast<int64_t>(std::min<uint64_t>(it->get<uint64_t>(), INT64_MAX / 4)));
+          }
         }
         break;
       }

@@ -1,6 +1,7 @@
 #include "analysis/recording.h"
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -113,7 +114,56 @@ TEST(Recording, BrokenFilesGiveClearErrors) {
   huge[16 + 8 + 7] = '\x7f';
   EXPECT_NE(try_read(huge).find("corrupt length"), std::string::npos);
   EXPECT_EQ(try_read(bytes), "");
+
+  // A chunk header claiming almost 1 GiB in a small file: an error, not a 1 GiB allocation.
+  auto chunk = [](uint32_t type, uint32_t count, uint64_t nbytes, const std::string& payload) {
+    std::string c(16, '\0');
+    std::memcpy(c.data(), &type, 4);
+    std::memcpy(c.data() + 4, &count, 4);
+    std::memcpy(c.data() + 8, &nbytes, 8);
+    return c + payload;
+  };
+  const std::string header = bytes.substr(0, 16);
+  EXPECT_NE(try_read(header + chunk(2, 1, (1u << 30) - 8, "")).find("truncated chunk"),
+            std::string::npos);
+  // A name id far beyond anything the file could hold is corrupt (no huge remap table).
+  std::string name_rec(8, '\0');
+  const uint32_t id = (1u << 28) - 1, len = 0;
+  std::memcpy(name_rec.data(), &id, 4);
+  std::memcpy(name_rec.data() + 4, &len, 4);
+  EXPECT_NE(try_read(header + chunk(1, 1, 8, name_rec) + chunk(9, 0, 0, "")).find("name id"),
+            std::string::npos);
   std::remove(good.c_str());
+}
+
+TEST(Recording, CorruptStatsValuesAreIgnored) {
+  const std::string path = tmp_path("gpuacct_stats.gpuacct");
+  {
+    RecordingWriter w;
+    ASSERT_TRUE(w.open(path).ok());
+    ASSERT_TRUE(w.close().ok());
+  }
+  // Rewrite: header + a STATS chunk with a negative and a non-integer value + END.
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  in.close();
+  const std::string text = R"({"cupti_records_dropped": -5, "unknown_names": 2.5, "steps_finalized": 3})";
+  std::string c(16, '\0');
+  const uint32_t type = 8, count = 1;
+  const uint64_t n = text.size();
+  std::memcpy(c.data(), &type, 4);
+  std::memcpy(c.data() + 4, &count, 4);
+  std::memcpy(c.data() + 8, &n, 8);
+  std::ofstream(path, std::ios::binary) << bytes.substr(0, 16) + c + text + bytes.substr(16);
+  NameTable names;
+  Collect sink;
+  Stats st;
+  auto r = read_recording(path, names, sink, st);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(st.get(Stat::cupti_records_dropped), 0);
+  EXPECT_EQ(st.get(Stat::unknown_names), 0);
+  EXPECT_EQ(st.get(Stat::steps_finalized), 3);
+  std::remove(path.c_str());
 }
 
 TEST(Recording, AbandonedWriterLeavesNothing) {

@@ -31,6 +31,7 @@ expect 2 "unknown command 'frobnicate'" "$bin" frobnicate
 expect 2 "unknown option '--bogus'" "$bin" analyze --bogus x
 expect 2 "no input given" "$bin" analyze
 expect 2 "is not a number" "$bin" analyze --warmup abc "$root/examples/data/sample.gpuacct"
+expect 2 "is not a whole number" "$bin" analyze --warmup 2.5 "$root/examples/data/sample.gpuacct"
 expect 2 "needs a value" "$bin" analyze "$root/examples/data/sample.gpuacct" --out
 expect 1 "no such file" "$bin" analyze "$tmp/missing.gpuacct" --out "$tmp/o1"
 expect 0 "usage: gpuacct analyze" "$bin" analyze --help

@@ -70,6 +70,11 @@ int run_analyze(int argc, char** argv) {
   const auto warmup = args.get_number("warmup", cfg.warmup_steps, 0, 1e6);
   const auto latency = args.get_number("launch-latency-us", 30, 0, 1e9);
   const auto pause = args.get_number("host-pause-us", 100, 0, 1e9);
+  if (warmup && *warmup != static_cast<double>(static_cast<int64_t>(*warmup))) {
+    std::fprintf(stderr, "gpuacct analyze: option '--warmup': '%s' is not a whole number\n",
+                 args.get("warmup").c_str());
+    return 2;
+  }
   if (!warmup || !latency || !pause) {
     std::fprintf(stderr, "gpuacct analyze: %s\n", args.error().c_str());
     return 2;
@@ -114,8 +119,13 @@ int run_analyze(int argc, char** argv) {
     const nlohmann::json& report = analysed->report;
     if (write_files) {
       const std::string base = out_dir + "/" + stem;
-      Status st = write_file_atomic(base + ".report.json", report.dump(2) + "\n");
-      if (st.ok()) st = write_file_atomic(base + ".steps.csv", step_rows_csv(analysed->rows));
+      // The pair is written CSV first, report last, and the CSV removed if the report fails:
+      // a report file on disk always has its CSV beside it, never half a result.
+      Status st = write_file_atomic(base + ".steps.csv", step_rows_csv(analysed->rows));
+      if (st.ok()) {
+        st = write_file_atomic(base + ".report.json", report.dump(2) + "\n");
+        if (!st.ok()) std::remove((base + ".steps.csv").c_str());
+      }
       if (!st.ok()) {
         std::fprintf(stderr, "gpuacct analyze: %s\n", st.message().c_str());
         rc = 1;
