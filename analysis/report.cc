@@ -269,16 +269,26 @@ StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
   const int64_t steps = get_or<int64_t>(summary, "steps", 0);
   const int64_t warm = get_or<int64_t>(summary, "warmup_steps", 0);
   const json st = summary.value("step_time_ms", json::object());
-  size_t ndev = 0;
-  std::vector<int> seen;
+  std::vector<int> seen;  // GPU devices with rows; -1 = host-only rows
   for (const json& r : report.value("steps", json::array())) {
     const int d = get_or<int>(r, "device", 0);
     if (std::find(seen.begin(), seen.end(), d) == seen.end()) seen.push_back(d);
   }
-  ndev = seen.size();
+  const bool host_only = seen.size() == 1 && seen.front() == -1;
   o << bold << "gpuacct" << reset << " - " << steps << " steps";
   if (warm > 0) o << " (+" << warm << " warm-up left out)";
-  o << " on " << ndev << (ndev == 1 ? " device" : " devices");
+  if (host_only) {
+    o << " on the host only (no GPU activity)";
+  } else {
+    const size_t ndev = seen.size();
+    o << " on " << ndev << (ndev == 1 ? " device" : " devices");
+    // Name the hardware when the source knew it (first device; they are usually alike).
+    const json devs = run.value("devices", json::array());
+    if (!devs.empty() && devs.front().is_object()) {
+      const std::string name = get_or<std::string>(devs.front(), "name", "");
+      if (!name.empty()) o << " (" << name << ")";
+    }
+  }
   const std::string src = get_or<std::string>(run, "source_path", "");
   if (!src.empty()) o << " - " << src;
   const int rank = get_or<int>(run, "rank", -1);

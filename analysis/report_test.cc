@@ -59,6 +59,28 @@ TEST(Report, TerminalSummaryNamesVerdictAndWalls) {
   EXPECT_FALSE(render_terminal_summary(nlohmann::json::array()).ok());
 }
 
+TEST(Report, HeadlineNamesDevicesOrHostOnly) {
+  NameTable names;
+  StepAccountant acc;
+  auto spec = SyntheticSpec::preset("balanced");
+  spec->steps = 4;
+  generate_synthetic(*spec, names, acc);
+  acc.finish();
+  RunMetadata meta;
+  meta.devices.push_back(DeviceInfo{0, "NVIDIA H200", 132, 9, 0, 0});
+  auto text = render_terminal_summary(build_report(acc, meta, names));
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text->find("on 1 device (NVIDIA H200)"), std::string::npos) << *text;
+
+  StepAccountant host;  // steps and data ranges, no GPU op
+  host.add_range(HostRange{0, 1'000'000, 0, 1, 0, RangeKind::kStep, {}});
+  host.add_range(HostRange{0, 400'000, -1, 1, 0, RangeKind::kData, {}});
+  host.finish();
+  text = render_terminal_summary(build_report(host, RunMetadata{}, names));
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text->find("on the host only (no GPU activity)"), std::string::npos) << *text;
+}
+
 TEST(Report, DataLossIsPrinted) {
   NameTable names;
   StepAccountant acc;

@@ -69,7 +69,11 @@ int run_python_command(const char* command, int argc, char** argv) {
   return 1;
 }
 
-int run_run(int argc, char** argv) { return run_python_command("run", argc, argv); }
-int run_plot(int argc, char** argv) { return run_python_command("plot", argc, argv); }
+int run_run(int argc, char** argv) {
+  return run_python_command("run", argc, argv);
+}
+int run_plot(int argc, char** argv) {
+  return run_python_command("plot", argc, argv);
+}
 
 }  // namespace gpuacct::cli
