@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   cmake g++ make clang libclang-rt-14-dev pkg-config
   nlohmann-json3-dev libunwind-dev googletest libgtest-dev libgmock-dev libbenchmark-dev
-  zlib1g-dev libsimdjson-dev
+  zlib1g-dev
   python3 python3-pytest python3-numpy python3-pandas python3-matplotlib python3-pil
   python3-torch python3-pip python3-venv python3-setuptools
 )
