@@ -279,7 +279,7 @@ StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
   if (warm > 0) o << " (+" << warm << " warm-up left out)";
   if (host_only) {
     o << " on the host only (no GPU activity)";
-  } else {
+  } else if (!seen.empty()) {
     const size_t ndev = seen.size();
     o << " on " << ndev << (ndev == 1 ? " device" : " devices");
     // Name the hardware when the source knew it (first device; they are usually alike).
@@ -294,6 +294,17 @@ StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
   const int rank = get_or<int>(run, "rank", -1);
   if (rank >= 0) o << " - rank " << rank;
   o << "\n";
+  const json detection = report.value("step_detection", json::object());
+  if (!detection.empty()) {
+    if (get_or<bool>(detection, "locked", false)) {
+      o << "steps detected automatically (the input marks none): "
+        << get_or<int64_t>(detection, "period_ops", 0)
+        << " operations per step, each step ending at "
+        << get_or<std::string>(detection, "step_end", "?").substr(0, 60) << "\n";
+    } else {
+      o << "the input marks no steps and no repeating step was found\n";
+    }
+  }
   o << "step time  p50 " << fmt("%.2f", get_or<double>(st, "p50", 0)) << " ms   p90 "
     << fmt("%.2f", get_or<double>(st, "p90", 0)) << " ms   p99 "
     << fmt("%.2f", get_or<double>(st, "p99", 0)) << " ms\n\n";

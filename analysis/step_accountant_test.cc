@@ -433,7 +433,7 @@ TEST(StepAccountant, StateForFinishedThreadsIsFreed) {
     t.next_corr = static_cast<uint64_t>(i) + 1;
     const TimeNs b = us(100 * i);
     t.step(b, b + us(100), i);
-    t.kernel(b + us(10), b + us(12), b + us(20), b + us(60), 0, 7, 1000 + i);
+    t.kernel(b + us(10), b + us(12), b + us(20), b + us(60), 0, 7, static_cast<uint32_t>(1000 + i));
     acc.add(t.b);
     acc.advance_watermark(b + us(100));
   }
@@ -606,7 +606,7 @@ TEST(StepAccountant, OpsInsideASkippedNestedStepStayWithTheOuterStep) {
     t.step(b, b + us(1000), i);
     t.kernel(b + us(10), b + us(12), b + us(20), b + us(100));
   }
-  t.step(us(1400), us(1600), 99);                   // nested in step 1: skipped
+  t.step(us(1400), us(1600), 99);                    // nested in step 1: skipped
   t.kernel(us(1500), us(1501), us(1510), us(1900));  // launched in step 1, inside the nested one
   for (bool incremental : {false, true}) {
     StepAccountant acc(no_warmup());

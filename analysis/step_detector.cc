@@ -162,8 +162,12 @@ bool StepDetector::try_lock(std::vector<DetectorToken>& ready, std::vector<Marke
         break;
       }
     }
+    // A one-token period is a burst of one op, not a loop iteration; a period whose repeats
+    // cover less than half of the run is a sub-pattern (a layer), not the step.
+    if (cand.mode_len < 2) continue;
     const double explained =
         static_cast<double>(mode_n) * static_cast<double>(cand.mode_len) / static_cast<double>(n);
+    if (explained < opt_.min_explained) continue;
     cand.explained_pct = static_cast<int>(explained * 50.0);
     if (best.count == 0 || rank(cand) > rank(best)) best = cand;
   }

@@ -39,6 +39,7 @@ struct DetectorToken {
 struct StepDetectorOptions {
   int min_repeats = 3;            // identical segments needed to lock
   double match_threshold = 0.75;  // share of segments equal to the most common one
+  double min_explained = 0.5;     // share of all tokens inside segments equal to it
   size_t max_tokens = 4'000'000;  // give up (no steps) beyond this many tokens without a lock
   // A period without a blocking sync is accepted only after this many tokens (or at the end).
   size_t min_tokens_without_sync = 4096;

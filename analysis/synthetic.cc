@@ -236,7 +236,7 @@ uint64_t generate_synthetic(const SyntheticSpec& spec, NameTable& names, EventSi
 
   for (int step = 0; step < spec.steps; ++step) {
     const TimeNs step_begin = t;
-    if (spec.use_markers) {
+    if (spec.emit_steps && spec.use_markers) {
       Marker m;
       m.ts = step_begin;
       m.kind = MarkerKind::kStepBoundary;
@@ -291,7 +291,7 @@ uint64_t generate_synthetic(const SyntheticSpec& spec, NameTable& names, EventSi
     }
     if (spec.host_pause_ns > 0) t += jit(spec.host_pause_ns);
     sync_all();
-    if (!spec.use_markers) {
+    if (spec.emit_steps && !spec.use_markers) {
       HostRange r;
       r.start = step_begin;
       r.end = t;
@@ -303,7 +303,7 @@ uint64_t generate_synthetic(const SyntheticSpec& spec, NameTable& names, EventSi
       ++events;
     }
   }
-  if (spec.use_markers) {
+  if (spec.emit_steps && spec.use_markers) {
     Marker m;  // closes the last step
     m.ts = t;
     m.kind = MarkerKind::kStepBoundary;

@@ -35,6 +35,7 @@ struct SyntheticSpec {
   double jitter = 0.05;      // relative, uniform, deterministic from seed
   uint64_t seed = 1;
   bool use_markers = false;  // step boundaries as markers instead of ranges
+  bool emit_steps = true;    // false: no step ranges or markers (steps must be detected)
   // Deliver events in batches of this many, with watermarks, the way CUPTI buffers arrive:
   // API calls and each stream's ops in order, the sources interleaved at random (0 = plain
   // order, no watermarks).

@@ -7,6 +7,7 @@
 #include "analysis/recording.h"
 #include "analysis/report.h"
 #include "analysis/step_accountant.h"
+#include "analysis/step_detection.h"
 #include "analysis/trace_totals.h"
 
 namespace gpuacct::cli {
@@ -23,15 +24,19 @@ StatusOr<AnalyzedInput> analyze_input(const std::string& path, AccountingConfig 
   StepAccountant acc(cfg);
   RunMetadata meta;
   nlohmann::json extra = nlohmann::json::object();
+  // Inputs that mark no steps (on-demand profiler traces have no ProfilerStep#N) get them
+  // from the repeating kernel sequence, like a live run without markers.
+  OfflineStepDetection detection;
   if (is_recording) {
-    auto contents = read_recording(path, names, acc, acc.mutable_stats());
+    TeeSink tee({&acc, &detection});
+    auto contents = read_recording(path, names, tee, acc.mutable_stats());
     if (!contents.ok()) return contents.status();
     meta = contents->metadata;
     if (meta.source.empty()) meta.source = "recording";
   } else {
     // One pass feeds the per-step accounting and HTA's whole-trace totals.
     TraceTotals totals(names);
-    TeeSink tee({&acc, &totals});
+    TeeSink tee({&acc, &totals, &detection});
     KinetoImportOptions opts;
     opts.progress = progress;
     auto imported = import_kineto_trace(path, names, tee, acc.mutable_stats(), opts);
@@ -42,6 +47,17 @@ StatusOr<AnalyzedInput> analyze_input(const std::string& path, AccountingConfig 
     extra["hta_totals"] = totals.to_json();
   }
   meta.source_path = path;
+  if (!detection.input_marks_steps()) {
+    const std::vector<Marker> boundaries = detection.detect();
+    for (const Marker& m : boundaries) acc.add_marker(m);
+    const StepDetector& d = detection.detector();
+    extra["step_detection"] = {{"source", "detected"},
+                               {"locked", d.locked()},
+                               {"period_ops", d.period_tokens()},
+                               {"step_end", std::string(names.text(d.step_end_name()))},
+                               {"step_end_is_sync", d.step_end_is_sync()},
+                               {"boundaries", boundaries.size()}};
+  }
   acc.finish();
   AnalyzedInput out;
   out.report = build_report(acc, meta, names, extra);

@@ -67,6 +67,11 @@ expect 0 "launch-bound" "$bin" analyze "$tmp/l.gpuacct" --no-files
 "$bin" synth --preset comm_bound --steps 6 -o "$tmp/c.gpuacct" 2>/dev/null
 expect 0 "communication-bound" "$bin" analyze "$tmp/c.gpuacct" --no-files
 
+# A recording that marks no steps gets them detected.
+"$bin" synth --preset balanced --steps 9 --no-steps -o "$tmp/ns.gpuacct" 2>/dev/null
+expect 0 "steps detected automatically" "$bin" analyze "$tmp/ns.gpuacct" --no-files
+expect 0 "gpuacct - 9 steps" "$bin" analyze "$tmp/ns.gpuacct" --no-files --warmup 0
+
 # run/plot are handed to the Python package (found in the source tree).
 expect 0 "program" "$bin" run --help
 

@@ -40,7 +40,7 @@ class RecordingSink final : public EventSink {
 }  // namespace
 
 int run_synth(int argc, char** argv) {
-  Args args({"preset", "out", "steps", "seed", "devices"}, {"help", "markers"},
+  Args args({"preset", "out", "steps", "seed", "devices"}, {"help", "markers", "no-steps"},
             {{'o', "out"}, {'h', "help"}});
   if (!args.parse(argc, argv)) {
     std::fprintf(stderr, "gpuacct synth: %s\n", args.error().c_str());
@@ -49,7 +49,7 @@ int run_synth(int argc, char** argv) {
   if (args.has("help") || !args.has("out")) {
     std::fputs(
         "usage: gpuacct synth --preset NAME -o FILE.gpuacct [--steps N] [--seed S]\n"
-        "                     [--devices N] [--markers]\n\n"
+        "                     [--devices N] [--markers | --no-steps]\n\n"
         "Simulates a training loop whose bottleneck is designed by the preset and writes\n"
         "it as a gpuacct recording.  Presets: demo, data_bound, launch_bound, comm_bound,\n"
         "copy_bound, balanced, bench.\n",
@@ -72,6 +72,7 @@ int run_synth(int argc, char** argv) {
   spec->seed = static_cast<uint64_t>(*seed);
   spec->devices = static_cast<int>(*devices);
   spec->use_markers = args.has("markers");
+  spec->emit_steps = !args.has("no-steps");
 
   const std::string out = args.get("out");
   RecordingWriter writer;

@@ -28,6 +28,7 @@
 #include "analysis/report.h"
 #include "analysis/run_metadata.h"
 #include "analysis/step_accountant.h"
+#include "analysis/step_detection.h"
 #include "analysis/step_detector.h"
 #include "cupti_hooks/activity_parser.h"
 #include "cupti_hooks/collector.h"
@@ -165,8 +166,7 @@ struct Runtime::Impl {
   std::vector<ThreadState*> threads;
   std::unordered_map<ThreadState*, uint64_t> dropped_seen;
   std::deque<int64_t> now_history;
-  std::unordered_map<uint64_t, std::pair<TimeNs, TimeNs>> launch_times;
-  std::deque<uint64_t> launch_order;
+  std::unique_ptr<DetectorFeeder> feeder;  // joins ops to their launch calls for the detector
   bool auto_steps = true;
   bool auto_stood_down = false;
   bool have_boundary = false;
@@ -233,6 +233,7 @@ bool Runtime::ensure_started() {
   m.host = std::make_unique<HostEventProcessor>(*m.names, NamePatterns(m.cfg.step_patterns),
                                                 NamePatterns(m.cfg.data_patterns));
   m.detector = std::make_unique<StepDetector>();
+  m.feeder = std::make_unique<DetectorFeeder>(*m.detector);
   m.base = m.cfg.output_base();
 
   if (pipe2(m.wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || pipe2(m.done_pipe, O_CLOEXEC) != 0 ||
@@ -458,42 +459,9 @@ void Runtime::Impl::drain_rings() {
 }
 
 void Runtime::Impl::feed_detector() {
-  // Host launch times by correlation id, for op tokens (bounded FIFO).
-  for (const HostApiCall& c : batch.api_calls) {
-    if (c.kind != HostApiKind::kLaunch && c.kind != HostApiKind::kCopy) continue;
-    if (launch_times.emplace(c.correlation_id, std::make_pair(c.start, c.end)).second) {
-      launch_order.push_back(c.correlation_id);
-      if (launch_order.size() > (1u << 20)) {
-        launch_times.erase(launch_order.front());
-        launch_order.pop_front();
-      }
-    }
-  }
-  for (const GpuOp& op : batch.gpu_ops) {
-    DetectorToken t;
-    auto it = launch_times.find(op.correlation_id);
-    if (it != launch_times.end()) {
-      t.start = it->second.first;
-      t.end = std::max(it->second.second, op.end);
-    } else {
-      t.start = op.start;
-      t.end = op.end;
-    }
-    t.order = op.correlation_id;
-    t.name = op.name;
-    detector->add(t);
-  }
-  for (const HostApiCall& c : batch.api_calls) {
-    if (c.kind != HostApiKind::kSync) continue;
-    DetectorToken t;
-    t.start = c.start;
-    t.end = c.end;
-    t.order = c.correlation_id;
-    t.name = c.name;
-    t.thread = c.thread;
-    t.is_sync = true;
-    detector->add(t);
-  }
+  // Calls first, so each op of the batch finds its launch call's host time.
+  for (const HostApiCall& c : batch.api_calls) feeder->add_api_call(c);
+  for (const GpuOp& op : batch.gpu_ops) feeder->add_gpu_op(op);
 }
 
 void Runtime::Impl::parse_buffers() {
