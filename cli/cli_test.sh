@@ -72,6 +72,12 @@ expect 0 "communication-bound" "$bin" analyze "$tmp/c.gpuacct" --no-files
 expect 0 "steps detected automatically" "$bin" analyze "$tmp/ns.gpuacct" --no-files
 expect 0 "gpuacct - 9 steps" "$bin" analyze "$tmp/ns.gpuacct" --no-files --warmup 0
 
+# Several ranks: one report each, plus the cross-rank comparison.
+"$bin" synth --preset comm_bound --steps 8 --seed 3 -o "$tmp/r0.gpuacct" 2>/dev/null
+"$bin" synth --preset comm_bound --steps 8 --seed 4 -o "$tmp/r1.gpuacct" 2>/dev/null
+expect 0 "across 2 ranks, 6 common steps" "$bin" analyze "$tmp/r0.gpuacct" "$tmp/r1.gpuacct" --out "$tmp/ranks"
+[ -s "$tmp/ranks/ranks.json" ] || { echo "FAIL: no ranks.json"; fails=$((fails + 1)); }
+
 # run/plot are handed to the Python package (found in the source tree).
 expect 0 "program" "$bin" run --help
 

@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "analysis/cross_rank.h"
 #include "analysis/recording.h"
 #include "analysis/report.h"
 #include "analysis/step_accountant.h"
@@ -108,6 +109,7 @@ int run_analyze(int argc, char** argv) {
   };
 
   int rc = 0;
+  std::vector<RankRows> ranks;  // for the cross-rank comparison of several inputs
   for (const std::string& input : args.positional()) {
     const std::string stem = unique_stem(input);
     auto analysed = analyze_input(input, cfg, /*progress=*/isatty(2) != 0);
@@ -139,6 +141,20 @@ int run_analyze(int argc, char** argv) {
     } else {
       auto text = render_terminal_summary(report, args.has("color"));
       std::cout << (text.ok() ? text.value() : text.status().message()) << "\n";
+    }
+    ranks.push_back(RankRows{report.value("run", nlohmann::json::object()).value("rank", -1), stem,
+                             analysed->rows});
+  }
+  if (ranks.size() > 1) {
+    const RankComparison cmp = compare_ranks(ranks);
+    if (!args.has("json")) std::cout << render_rank_comparison(cmp);
+    if (write_files) {
+      const Status st =
+          write_file_atomic(out_dir + "/ranks.json", rank_comparison_to_json(cmp).dump(2) + "\n");
+      if (!st.ok()) {
+        std::fprintf(stderr, "gpuacct analyze: %s\n", st.message().c_str());
+        rc = 1;
+      }
     }
   }
   return rc;
