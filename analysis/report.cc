@@ -48,6 +48,30 @@ std::string name_of(const NameTable* names, NameId id) {
   return json_safe_utf8(names->text(id));
 }
 
+// Declared model FLOPs -> achieved TFLOP/s and MFU against the GPUs' bf16 dense peak.
+json model_flops_json(const RunSummary& s, const RunMetadata* meta) {
+  if (s.steps_with_flops == 0) return nullptr;
+  json out = {{"steps_with_flops", s.steps_with_flops},
+              {"flops_per_step", s.flops_per_step},
+              {"achieved_tflops", s.achieved_tflops}};
+  double peak = 0;
+  if (meta != nullptr && !meta->devices.empty()) {
+    for (const DeviceInfo& d : meta->devices) {
+      const double p = peak_bf16_tflops(d.name);
+      if (p <= 0) {
+        peak = 0;  // one unknown device: no honest peak for the process
+        break;
+      }
+      peak += p;
+    }
+  }
+  if (peak > 0) {
+    out["peak_tflops_bf16_dense"] = peak;
+    out["mfu"] = s.achieved_tflops / peak;
+  }
+  return out;
+}
+
 }  // namespace
 
 json step_row_to_json(const StepRow& r) {
@@ -130,6 +154,7 @@ json report_to_json(const ReportInputs& in) {
         {"gpu_busy_ns", s.gpu_busy_ns},
         {"gpu_busy_share", s.gpu_busy_share},
         {"compute_share", s.compute_share},
+        {"model_flops", model_flops_json(s, in.metadata)},
         {"kernels", s.kernels},
         {"launches", s.launches},
         {"warmup", {{"walls", shares_json(s.warmup_walls)}}},
@@ -321,6 +346,16 @@ StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
     char line[128];
     std::snprintf(line, sizeof line, "  %-14s %6.1f%%  %8.2f  ", w, share * 100, ms);
     o << line << bar(share, 30) << "\n";
+  }
+  const json mf = summary.value("model_flops", json());
+  if (mf.is_object()) {
+    o << "  model FLOPs: " << fmt("%.1f", get_or<double>(mf, "achieved_tflops", 0)) << " TFLOP/s";
+    if (mf.contains("mfu")) {
+      o << ", MFU " << fmt("%.1f%%", get_or<double>(mf, "mfu", 0) * 100)
+        << " of the bf16 dense peak ("
+        << fmt("%.0f", get_or<double>(mf, "peak_tflops_bf16_dense", 0)) << " TFLOP/s)";
+    }
+    o << "\n";
   }
   const json comm = summary.value("communication", json::object());
   if (get_or<int64_t>(comm, "total_ns", 0) > 0) {

@@ -71,6 +71,22 @@ TEST(Report, HeadlineNamesDevicesOrHostOnly) {
   auto text = render_terminal_summary(build_report(acc, meta, names));
   ASSERT_TRUE(text.ok());
   EXPECT_NE(text->find("on 1 device (NVIDIA H200)"), std::string::npos) << *text;
+  EXPECT_EQ(text->find("model FLOPs"), std::string::npos) << "no FLOPs declared";
+
+  // Declared FLOPs: achieved TFLOP/s and MFU against the H200's bf16 dense peak.
+  NameTable names2;
+  StepAccountant flops;
+  spec->flops_per_step = 1e12;
+  generate_synthetic(*spec, names2, flops);
+  flops.finish();
+  const nlohmann::json j = build_report(flops, meta, names2);
+  const auto& mf = j["summary"]["model_flops"];
+  ASSERT_TRUE(mf.is_object());
+  EXPECT_DOUBLE_EQ(mf["peak_tflops_bf16_dense"].get<double>(), 989);
+  EXPECT_NEAR(mf["mfu"].get<double>(), mf["achieved_tflops"].get<double>() / 989, 1e-12);
+  text = render_terminal_summary(j);
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text->find("of the bf16 dense peak (989 TFLOP/s)"), std::string::npos) << *text;
 
   StepAccountant host;  // steps and data ranges, no GPU op
   host.add_range(HostRange{0, 1'000'000, 0, 1, 0, RangeKind::kStep, {}});

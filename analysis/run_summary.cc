@@ -19,6 +19,19 @@ const char* to_string(Severity s) {
   return "none";
 }
 
+double peak_bf16_tflops(const std::string& device_name) {
+  // Dense (no sparsity) bf16 Tensor Core peaks from NVIDIA's data sheets; most specific first.
+  static const std::pair<const char*, double> kPeaks[] = {
+      {"GB200", 2500}, {"B200", 2250}, {"H200", 989}, {"H100 PCIe", 756}, {"H100", 989},
+      {"H800", 989},   {"GH200", 989}, {"L40S", 362}, {"A100", 312},      {"A800", 312},
+      {"A10G", 70},    {"L4", 121},    {"A10", 125},
+  };
+  for (const auto& [needle, peak] : kPeaks) {
+    if (device_name.find(needle) != std::string::npos) return peak;
+  }
+  return 0;
+}
+
 double percentile(std::vector<double> values, double p) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
@@ -82,6 +95,23 @@ RunSummary summarize(const std::vector<StepRow>& rows, const Stats& stats,
     const bool first_row_of_step = ms == 0.0;
     ms = std::max(ms, static_cast<double>(r.duration()) / 1e6);
     if (first_row_of_step) out.launches += r.launches;
+  }
+  {
+    std::map<int64_t, std::pair<double, double>> flops;  // step -> (flops, slowest ms)
+    for (const StepRow& r : rows) {
+      if (r.warmup || r.flops <= 0) continue;
+      auto& f = flops[r.step_index];
+      f.first = r.flops;
+      f.second = std::max(f.second, static_cast<double>(r.duration()) / 1e6);
+    }
+    double total_flops = 0, total_ms = 0;
+    for (const auto& [idx, f] : flops) {
+      total_flops += f.first;
+      total_ms += f.second;
+    }
+    out.steps_with_flops = static_cast<int64_t>(flops.size());
+    if (!flops.empty()) out.flops_per_step = total_flops / static_cast<double>(flops.size());
+    if (total_ms > 0) out.achieved_tflops = total_flops / (total_ms / 1e3) / 1e12;
   }
   out.steps = static_cast<int64_t>(step_ms.size());
   out.warmup_steps = static_cast<int64_t>(warm.size());

@@ -53,14 +53,22 @@ struct RunSummary {
   WallShares warmup_walls;
   int64_t comm_total_ns = 0, comm_overlapped_ns = 0, gpu_busy_ns = 0;
   int64_t kernels = 0, launches = 0;
-  double gpu_busy_share = 0;      // union of ops / window: nvidia-smi's view
-  double compute_share = 0;       // the real compute share
+  double gpu_busy_share = 0;  // union of ops / window: nvidia-smi's view
+  double compute_share = 0;   // the real compute share
+  // Model FLOPs the user declared (gpuacct_set_step_flops), over the steps that declared them.
+  int64_t steps_with_flops = 0;
+  double flops_per_step = 0;      // mean
+  double achieved_tflops = 0;     // declared FLOPs / step time (slowest device), per process
   double comm_overlap_share = 0;  // overlapped / total communication
   Verdict verdict;
 };
 
 RunSummary summarize(const std::vector<StepRow>& rows, const Stats& stats,
                      const VerdictBands& bands = {});
+
+// Dense bf16 Tensor Core peak of a GPU known by name (TFLOP/s), 0 when unknown.  Used for MFU;
+// the table is in run_summary.cc (public data-sheet numbers).
+double peak_bf16_tflops(const std::string& device_name);
 
 // Percentile with linear interpolation over sorted values (p in [0, 100]).
 double percentile(std::vector<double> values, double p);

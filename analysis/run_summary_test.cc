@@ -91,5 +91,23 @@ TEST(RunSummary, NoGpuAndDataLossNotes) {
   EXPECT_NE(s.verdict.notes.back().find("lost"), std::string::npos);
 }
 
+TEST(RunSummary, ModelFlopsGiveAchievedThroughput) {
+  CategoryNs c;
+  c.compute = 8'000'000;
+  c.data_wait = 2'000'000;  // 10 ms steps
+  StepRow a = row(0, c), b = row(1, c), warm = row(2, c, true);
+  a.flops = 5e12;
+  b.flops = 5e12;
+  warm.flops = 1e15;  // left out
+  const RunSummary s = summarize({a, b, warm}, Stats{});
+  EXPECT_EQ(s.steps_with_flops, 2);
+  EXPECT_NEAR(s.flops_per_step, 5e12, 1);
+  EXPECT_NEAR(s.achieved_tflops, 500.0, 1e-6);  // 5e12 FLOP per 10 ms
+  EXPECT_DOUBLE_EQ(peak_bf16_tflops("NVIDIA H200"), 989);
+  EXPECT_DOUBLE_EQ(peak_bf16_tflops("NVIDIA H100 PCIe"), 756);
+  EXPECT_DOUBLE_EQ(peak_bf16_tflops("NVIDIA A100-SXM4-80GB"), 312);
+  EXPECT_DOUBLE_EQ(peak_bf16_tflops("simulated GPU"), 0);
+}
+
 }  // namespace
 }  // namespace gpuacct

@@ -24,6 +24,7 @@ StatusOr<SyntheticSpec> SyntheticSpec::preset(const std::string& name) {
     s.tiny_kernels_per_step = 150;
     s.tiny_kernel_ns = 3'000;
     s.host_pause_ns = 400'000;
+    s.flops_per_step = 4.2e12;  // what the model declares with gpuacct_set_step_flops
   } else if (name == "data_bound") {
     s.data_wait_ns = 30'000'000;
     s.kernels_per_step = 50;
@@ -246,6 +247,15 @@ uint64_t generate_synthetic(const SyntheticSpec& spec, NameTable& names, EventSi
       out.marker(m);
       ++events;
     }
+    if (spec.flops_per_step > 0) {
+      Marker m;
+      m.ts = t;
+      m.kind = MarkerKind::kStepFlops;
+      m.value = spec.flops_per_step;
+      m.thread = thread;
+      out.marker(m);
+      ++events;
+    }
     if (spec.data_wait_ns > 0) {
       HostRange r;
       r.start = t;
@@ -285,8 +295,8 @@ uint64_t generate_synthetic(const SyntheticSpec& spec, NameTable& names, EventSi
     }
     for (int k = 0; k < spec.tiny_kernels_per_step; ++k) {
       for (int dev = 0; dev < ndev; ++dev) {
-        launch(dev, 7, free0, GpuOpKind::kKernel, n_tiny, jit(spec.tiny_kernel_ns),
-               CopyDir::kNone, CollectiveType::kNone, false);
+        launch(dev, 7, free0, GpuOpKind::kKernel, n_tiny, jit(spec.tiny_kernel_ns), CopyDir::kNone,
+               CollectiveType::kNone, false);
       }
     }
     if (spec.host_pause_ns > 0) t += jit(spec.host_pause_ns);
