@@ -36,6 +36,20 @@ inline TimeNs ts(uint64_t v) {
   return static_cast<TimeNs>(v);
 }
 
+// The fields every GPU-op record (kernel, memcpy, P2P memcpy, memset) shares.
+template <typename Record>
+GpuOp op_from(const Record* r, GpuOpKind kind) {
+  GpuOp op;
+  op.start = ts(r->start);
+  op.end = ts(r->end);
+  op.correlation_id = r->correlationId;
+  op.stream = r->streamId;
+  op.graph_id = r->graphId;
+  op.device = static_cast<uint16_t>(r->deviceId);
+  op.kind = kind;
+  return op;
+}
+
 }  // namespace
 
 ActivityParser::ActivityParser(NameTable& names) : names_(names) {
@@ -96,14 +110,7 @@ void ActivityParser::parse_record(const void* record, EventBatch& out, Stats& st
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
     case CUPTI_ACTIVITY_KIND_KERNEL: {
       const auto* k = static_cast<const KernelRecord*>(record);
-      GpuOp op;
-      op.start = ts(k->start);
-      op.end = ts(k->end);
-      op.correlation_id = k->correlationId;
-      op.stream = k->streamId;
-      op.graph_id = k->graphId;
-      op.device = static_cast<uint16_t>(k->deviceId);
-      op.kind = GpuOpKind::kKernel;
+      GpuOp op = op_from(k, GpuOpKind::kKernel);
       op.name = kernel_name(k->name, &op.collective);
       note_device(k->deviceId);
       out.gpu_ops.push_back(op);
@@ -112,15 +119,8 @@ void ActivityParser::parse_record(const void* record, EventBatch& out, Stats& st
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto* m = static_cast<const MemcpyRecord*>(record);
-      GpuOp op;
-      op.start = ts(m->start);
-      op.end = ts(m->end);
-      op.correlation_id = m->correlationId;
+      GpuOp op = op_from(m, GpuOpKind::kMemcpy);
       op.bytes = m->bytes;
-      op.stream = m->streamId;
-      op.graph_id = m->graphId;
-      op.device = static_cast<uint16_t>(m->deviceId);
-      op.kind = GpuOpKind::kMemcpy;
       op.copy_dir = copy_dir_of(m->copyKind);
       op.name = copy_names_[static_cast<size_t>(op.copy_dir)];
       if (m->srcKind == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE ||
@@ -134,15 +134,8 @@ void ActivityParser::parse_record(const void* record, EventBatch& out, Stats& st
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY2: {
       const auto* m = static_cast<const MemcpyPtoPRecord*>(record);
-      GpuOp op;
-      op.start = ts(m->start);
-      op.end = ts(m->end);
-      op.correlation_id = m->correlationId;
+      GpuOp op = op_from(m, GpuOpKind::kMemcpy);
       op.bytes = m->bytes;
-      op.stream = m->streamId;
-      op.graph_id = m->graphId;
-      op.device = static_cast<uint16_t>(m->deviceId);
-      op.kind = GpuOpKind::kMemcpy;
       op.copy_dir = CopyDir::kP2P;
       op.name = copy_names_[static_cast<size_t>(CopyDir::kP2P)];
       note_device(m->deviceId);
@@ -152,15 +145,8 @@ void ActivityParser::parse_record(const void* record, EventBatch& out, Stats& st
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto* m = static_cast<const MemsetRecord*>(record);
-      GpuOp op;
-      op.start = ts(m->start);
-      op.end = ts(m->end);
-      op.correlation_id = m->correlationId;
+      GpuOp op = op_from(m, GpuOpKind::kMemset);
       op.bytes = m->bytes;
-      op.stream = m->streamId;
-      op.graph_id = m->graphId;
-      op.device = static_cast<uint16_t>(m->deviceId);
-      op.kind = GpuOpKind::kMemset;
       op.name = memset_name_;
       note_device(m->deviceId);
       out.gpu_ops.push_back(op);
