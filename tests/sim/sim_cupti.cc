@@ -362,6 +362,21 @@ void HookApiEnter(SimApiCall* call) {
   InvokeApiCallback(call, CUPTI_API_ENTER);
 }
 
+// The fields CUPTI's memcpy and peer-to-peer memcpy records share.
+template <typename CopyRecord>
+void FillCopyCommon(CopyRecord& m, const SimGpuOp& op) {
+  m.copyKind = op.copy_kind;
+  m.srcKind = op.src_kind;
+  m.dstKind = op.dst_kind;
+  m.flags = op.async ? CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC : 0;
+  m.bytes = op.bytes;
+  m.start = op.start;
+  m.end = op.end;
+  m.deviceId = op.device;
+  m.contextId = op.context_id;
+  m.streamId = op.stream_id;
+}
+
 void HookApiExit(SimApiCall* call, const SimGpuOp* ops, size_t num_ops) {
   State& s = S();
   // SYNCHRONIZE domain: the sync finished, before the API returns.
@@ -463,16 +478,7 @@ void HookApiExit(SimApiCall* call, const SimGpuOp* ops, size_t num_ops) {
         if (p2p && KindOn(s, CUPTI_ACTIVITY_KIND_MEMCPY2)) {
           CUpti_ActivityMemcpyPtoP4& m = r.p2p;
           m.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
-          m.copyKind = op.copy_kind;
-          m.srcKind = op.src_kind;
-          m.dstKind = op.dst_kind;
-          m.flags = op.async ? CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC : 0;
-          m.bytes = op.bytes;
-          m.start = op.start;
-          m.end = op.end;
-          m.deviceId = op.device;
-          m.contextId = op.context_id;
-          m.streamId = op.stream_id;
+          FillCopyCommon(m, op);
           m.srcDeviceId = op.src_device;
           m.srcContextId = op.src_context_id;
           m.dstDeviceId = op.dst_device;
@@ -482,16 +488,7 @@ void HookApiExit(SimApiCall* call, const SimGpuOp* ops, size_t num_ops) {
         } else if (KindOn(s, CUPTI_ACTIVITY_KIND_MEMCPY)) {
           CUpti_ActivityMemcpy6& m = r.memcpy;
           m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
-          m.copyKind = op.copy_kind;
-          m.srcKind = op.src_kind;
-          m.dstKind = op.dst_kind;
-          m.flags = op.async ? CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC : 0;
-          m.bytes = op.bytes;
-          m.start = op.start;
-          m.end = op.end;
-          m.deviceId = op.device;
-          m.contextId = op.context_id;
-          m.streamId = op.stream_id;
+          FillCopyCommon(m, op);
           m.correlationId = op.correlation_id;
           m.runtimeCorrelationId = runtime ? op.correlation_id : 0;
           m.graphNodeId = op.graph_node_id;
