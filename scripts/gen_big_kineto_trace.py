@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generate a synthetic PyTorch-profiler (Kineto) Chrome trace of any size, streamed to disk.
 
-The event mix and field layout follow real Kineto traces (shared/traces/kineto/): per launched
+The event mix and field layout follow real Kineto traces (tests/data/kineto/): per launched
 op a cpu_op, a cuda_runtime launch, an ac2g flow pair and the kernel (with the usual args), plus
 ProfilerStep#N / DataLoader user annotations, memcpys, memsets and NCCL all-reduce kernels on a
 second stream.  Used by bench/kineto_import_bench.cc and docs/kineto_import.md for throughput and

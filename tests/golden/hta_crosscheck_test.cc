@@ -1,7 +1,6 @@
 // Cross-check: gpuacct's whole-trace totals (analysis/trace_totals.h) against HTA's numbers on
-// the real Kineto traces in shared/traces/kineto/.  The expected values are copied from
-// shared/traces/kineto/README.md, section "HTA's numbers on these files (HTA 0.6.1, default
-// configuration)".  Tolerance: 0.5% of the span (kernel_time), as the issue asks.
+// the real Kineto traces in tests/data/kineto/ (provenance and licence there).  The expected
+// values are HTA 0.6.1's numbers on these files with its default configuration.  Tolerance: 0.5% of the span (kernel_time), as the issue asks.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,7 +12,7 @@
 #include "analysis/trace_totals.h"
 
 #ifndef GPUACCT_KINETO_TRACE_DIR
-#define GPUACCT_KINETO_TRACE_DIR "../shared/traces/kineto"
+#define GPUACCT_KINETO_TRACE_DIR "tests/data/kineto"
 #endif
 
 namespace gpuacct {
@@ -26,7 +25,7 @@ struct Expected {
   double overlap_pct;
 };
 
-// shared/traces/kineto/README.md: nccl_data rank 0; sampled_rank-0/1 ("loaded together": the
+// HTA 0.6.1: nccl_data rank 0; sampled_rank-0/1 ("loaded together": the
 // per-rank numbers do not depend on the other rank).
 constexpr Expected kExpected[] = {
     {"nccl_data.json.gz", 0, 338781, 75169, 21636, 435586, 14.31},
@@ -51,7 +50,7 @@ TEST_P(HtaCrossCheck, TotalsMatchHtaWithinHalfAPercentOfSpan) {
   if (!std::filesystem::exists(path))
     GTEST_FAIL()
         << "trace not found: " << path
-        << " (shared/traces/kineto must sit beside the clone, or set GPUACCT_KINETO_TRACE_DIR)";
+        << " (tests/data/kineto is part of the repository; or set GPUACCT_KINETO_TRACE_DIR)";
   NameTable names;
   Stats stats;
   TraceTotals totals(names);
@@ -96,7 +95,7 @@ TEST(HtaCrossCheckIdle, NcclDataIdleBreakdownPerStream) {
   if (!std::filesystem::exists(path))
     GTEST_FAIL()
         << "trace not found: " << path
-        << " (shared/traces/kineto must sit beside the clone, or set GPUACCT_KINETO_TRACE_DIR)";
+        << " (tests/data/kineto is part of the repository; or set GPUACCT_KINETO_TRACE_DIR)";
   NameTable names;
   Stats stats;
   TraceTotals totals(names);
@@ -124,7 +123,7 @@ TEST(HtaCrossCheckIdle, NcclDataIdleBreakdownPerStream) {
 TEST(HtaCrossCheckAll, EveryTraceInTheDirectoryImports) {
   const std::filesystem::path dir(GPUACCT_KINETO_TRACE_DIR);
   if (!std::filesystem::is_directory(dir))
-    GTEST_FAIL() << "no trace dir: " << dir << " (shared/traces/kineto must sit beside the clone)";
+    GTEST_FAIL() << "no trace dir: " << dir << " (tests/data/kineto is part of the repository)";
   int n = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     const std::string p = entry.path().string();
