@@ -107,6 +107,7 @@ bool valid_interval(TimeNs start, TimeNs end) {
 // least one GPU op for it has arrived.
 struct CorrEntry {
   TimeNs api_start = 0;
+  TimeNs api_end = 0;
   uint32_t thread = 0;
   NameId api_name = kNoName;
   bool has_api = false;
@@ -325,6 +326,7 @@ struct StepAccountant::Impl {
     TimeNs start;
     TimeNs end;
     uint64_t corr;
+    uint32_t thread;
   };
   std::vector<PendingLaunch> pending_launches;
   size_t pending_head = 0;
@@ -405,10 +407,13 @@ struct StepAccountant::Impl {
         return;
       }
       e.api_start = call.start;
+      e.api_end = call.end;
       e.thread = call.thread;
       e.api_name = call.name;
       e.has_api = true;
-      if (!e.has_op) pending_launches.push_back({call.start, call.end, call.correlation_id});
+      if (!e.has_op) {
+        pending_launches.push_back({call.start, call.end, call.correlation_id, call.thread});
+      }
     }
   }
 
@@ -535,7 +540,92 @@ struct StepAccountant::Impl {
     return op.start;
   }
 
-  // Launch calls inside [begin, end) on any thread; `unmatched` counts those with no op yet.
+  // ---- nested calls ----------------------------------------------------------------------
+  // Calls on one thread never overlap except by nesting: a runtime call wraps the driver calls
+  // it makes (CUPTI reports both when both API domains are traced, with one correlation id or
+  // two; Kineto traces hold cuda_runtime and cuda_driver rows alike).  A call and every call
+  // inside it form one *nest*: one launch, and host time in CUDA from the outer call's entry to
+  // its exit.  Two calls are in one nest when one starts inside the other (or both start at the
+  // same instant: clocks are coarse).  Thread call lists are sorted by start, so a nest is a run
+  // of consecutive calls; the walks below look at most kNestScan calls away from a position (a
+  // call wrapping more traced calls than that is not a pattern CUDA produces).
+  static constexpr int kNestScan = 16;
+
+  using CallIter = std::vector<HostApiCall>::const_iterator;
+
+  static bool in_nest(const HostApiCall& c, TimeNs nest_start, TimeNs nest_end) {
+    return c.start < nest_end || c.start == nest_start;
+  }
+
+  // The first call at or before `it` that is still running at `t` (a call that started before
+  // `t` and wraps it), or `it` when there is none.
+  static CallIter first_covering(const ThreadHost& th, CallIter it, TimeNs t) {
+    CallIter found = it;
+    for (int back = 0; back < kNestScan && it != th.calls.begin(); ++back) {
+      --it;
+      if (it->end > t) found = it;
+    }
+    return found;
+  }
+
+  // The outermost call of the nest holding the call [start, end) on `th` (the call itself when
+  // nothing wraps it); *nest_start / *nest_end: that nest's extent.
+  static CallIter nest_of(const ThreadHost& th, TimeNs start, TimeNs end, TimeNs* nest_start,
+                          TimeNs* nest_end) {
+    CallIter it = std::lower_bound(th.calls.begin(), th.calls.end(), start,
+                                   [](const HostApiCall& c, TimeNs t) { return c.start < t; });
+    CallIter outer = it;
+    *nest_start = start;
+    *nest_end = end;
+    for (int back = 0; back < kNestScan && it != th.calls.begin(); ++back) {
+      --it;
+      if (it->end > start || it->start == start) {  // wraps the call (else: an earlier sibling)
+        outer = it;
+        *nest_start = std::min(*nest_start, it->start);
+        *nest_end = std::max(*nest_end, it->end);
+      }
+    }
+    return outer;
+  }
+
+  // When the host actually submitted the op of launch call `e`: the start of the last launch or
+  // copy call nested inside it (the driver call that a runtime call makes), or its own start.
+  // The call the op's correlation id names may be either of the two.
+  TimeNs submission_time(const CorrEntry& e, const ThreadHost* th) const {
+    TimeNs t = e.api_start;
+    if (th == nullptr) return t;
+    auto it = std::lower_bound(th->calls.begin(), th->calls.end(), e.api_start,
+                               [](const HostApiCall& c, TimeNs x) { return c.start < x; });
+    for (int n = 0; n < kNestScan && it != th->calls.end() && in_nest(*it, e.api_start, e.api_end);
+         ++n, ++it) {
+      if (it->end <= e.api_end &&
+          (it->kind == HostApiKind::kLaunch || it->kind == HostApiKind::kCopy))
+        t = std::max(t, it->start);
+    }
+    return t;
+  }
+
+  // True when some call of the nest holding the call [start, end) on `thread` has its op: the op
+  // of a nested launch carries the correlation id of only one of the calls.
+  bool nest_has_op(uint32_t thread, TimeNs start, TimeNs end) {
+    auto tit = threads.find(thread);
+    if (tit == threads.end()) return false;
+    ThreadHost& th = tit->second;
+    th.sort_all();
+    TimeNs ns = 0, ne = 0;
+    CallIter it = nest_of(th, start, end, &ns, &ne);
+    for (int n = 0; n < 2 * kNestScan && it != th.calls.end() && in_nest(*it, ns, ne); ++n, ++it) {
+      if (it->correlation_id == 0) continue;
+      const CorrEntry* e = corr.find(it->correlation_id);
+      if (e != nullptr && e->has_op) return true;
+    }
+    return false;
+  }
+
+  // Launches made inside [begin, end) on any thread: one per nest holding a launch call (a
+  // runtime launch and the driver launch inside it are one).  `unmatched` counts the nests with
+  // a launch or copy call none of whose ops arrived.  A nest whose outer call began before
+  // `begin` was counted with the step it began in.
   uint32_t count_launches(TimeNs begin, TimeNs end, uint32_t* unmatched) {
     uint32_t launches = 0;
     uint32_t missing = 0;
@@ -543,14 +633,43 @@ struct StepAccountant::Impl {
       th.sort_all();
       auto it = std::lower_bound(th.calls.begin(), th.calls.end(), begin,
                                  [](const HostApiCall& c, TimeNs t) { return c.start < t; });
-      for (; it != th.calls.end() && it->start < end; ++it) {
-        if (it->kind != HostApiKind::kLaunch && it->kind != HostApiKind::kCopy) continue;
-        if (it->kind == HostApiKind::kLaunch) ++launches;
-        if (it->correlation_id != 0) {
-          const CorrEntry* e = corr.find(it->correlation_id);
-          if (e == nullptr || !e->has_op) ++missing;
+      // The nest running at `begin`, if any.
+      TimeNs nest_start = kMinTime;
+      TimeNs nest_end = kMinTime;
+      for (CallIter c = first_covering(th, it, begin); c != it; ++c) {
+        if (c->end > begin) {
+          nest_start = nest_start == kMinTime ? c->start : nest_start;
+          nest_end = std::max(nest_end, c->end);
         }
       }
+      bool counting = false;  // the current nest began inside [begin, end)
+      bool has_launch = false, wants_op = false, has_op = false;
+      auto close_nest = [&] {
+        if (!counting) return;
+        if (has_launch) ++launches;
+        if (wants_op && !has_op) ++missing;
+      };
+      for (; it != th.calls.end() && it->start < end; ++it) {
+        const HostApiCall& c = *it;
+        if (!in_nest(c, nest_start, nest_end)) {
+          close_nest();
+          counting = true;
+          has_launch = wants_op = has_op = false;
+          nest_start = c.start;
+          nest_end = c.end;
+        } else {
+          nest_end = std::max(nest_end, c.end);
+          if (!counting) continue;
+        }
+        if (c.kind != HostApiKind::kLaunch && c.kind != HostApiKind::kCopy) continue;
+        has_launch = has_launch || c.kind == HostApiKind::kLaunch;
+        if (c.correlation_id != 0) {
+          wants_op = true;
+          const CorrEntry* e = corr.find(c.correlation_id);
+          has_op = has_op || (e != nullptr && e->has_op);
+        }
+      }
+      close_nest();
     }
     if (unmatched) *unmatched = missing;
     return launches;
@@ -602,7 +721,7 @@ struct StepAccountant::Impl {
     while (pending_head < pl.size()) {
       const PendingLaunch& p = pl[pending_head];
       const CorrEntry* e = corr.find(p.corr);
-      const bool done = e == nullptr || e->has_op;
+      const bool done = e == nullptr || e->has_op || nest_has_op(p.thread, p.start, p.end);
       const bool timed_out = watermark >= p.end + cfg.pending_launch_timeout_ns;
       if (!done && !timed_out) break;
       ++pending_head;
@@ -1035,16 +1154,11 @@ struct StepAccountant::Impl {
         }
       };
       if (th != nullptr) {
-        auto it = std::lower_bound(th->calls.begin(), th->calls.end(), a,
-                                   [](const HostApiCall& c, TimeNs t) { return c.start < t; });
-        // Calls that began before `a` may still cover it (runtime calls wrap driver calls).
-        for (int back = 0; back < 16 && it != th->calls.begin(); ++back) {
-          if (std::prev(it)->end > a) {
-            --it;
-          } else {
-            break;
-          }
-        }
+        CallIter it = std::lower_bound(th->calls.cbegin(), th->calls.cend(), a,
+                                       [](const HostApiCall& c, TimeNs t) { return c.start < t; });
+        // A call that began before `a` may still run at `a`: a runtime call whose nested driver
+        // call returned before `a` (the runtime's tail is host time in CUDA too).
+        it = first_covering(*th, it, a);
         for (; it != th->calls.end() && it->start < b; ++it) {
           const TimeNs cs = std::max(it->start, a);
           const TimeNs ce = std::min(it->end, b);
@@ -1060,7 +1174,9 @@ struct StepAccountant::Impl {
 
     bool queued = false;
     if (launch != nullptr) {
-      if (launch->api_start <= g0) {
+      // The op was submitted in the launch call, or in the launch nested inside it (a runtime
+      // launch submits through its driver launch); the call before that is host time in CUDA.
+      if (submission_time(*launch, th) <= g0) {
         // Already submitted when the GPU went idle: launch latency if short, otherwise the op
         // waited on a dependency (another device, an event) - not the launch wall.
         queued = true;
@@ -1071,11 +1187,10 @@ struct StepAccountant::Impl {
           other_ns += rest;
         }
       } else {
-        by_pauses(g0, std::min(launch->api_start, g1));
-        if (launch->api_start < g1) {
-          const int64_t tail = (g1 - launch->api_start) - data_in(launch->api_start, g1);
-          launch_ns += tail;  // the launch call itself and its latency
-        }
+        const TimeNs call_start = std::clamp(launch->api_start, g0, g1);
+        by_pauses(g0, call_start);
+        // The launch call itself (and the call it is nested in) and its latency.
+        launch_ns += (g1 - call_start) - data_in(call_start, g1);
         if (context == kNoName) context = launch->api_name;
       }
     } else if (th != nullptr && !th->calls.empty()) {

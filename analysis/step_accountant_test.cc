@@ -4,6 +4,7 @@
 #include "analysis/step_accountant.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <random>
 
@@ -217,6 +218,161 @@ TEST(StepAccountant, ShortPausesBetweenCallsAreLaunchGap) {
   expect_exact(r);
   EXPECT_EQ(r.cat.host_other, 0);
   EXPECT_EQ(r.cat.launch_gap, us(10) + us(390));
+}
+
+// ---- Nested CUDA calls (docs/accounting.md, "Nested calls") ----------------------------------
+// With both CUPTI API domains traced, a runtime launch (cudaLaunchKernel) reports the driver
+// launch it makes (cuLaunchKernel) as a second call on the same thread, inside the first, with
+// the same correlation id or its own; the kernel carries one of the two.  Kineto traces hold
+// cuda_runtime and cuda_driver rows alike.  One call is one launch, and the whole outer call is
+// host time in CUDA.
+
+enum class NestIds { kShared, kOpCarriesRuntime, kOpCarriesDriver };
+
+// A runtime launch [rs, re) on thread 1 that makes a driver launch [ds, de), and the kernel
+// [ks, ke) they launched.
+void nested_launch(EventBatch& b, uint64_t& corr, NestIds ids, TimeNs rs, TimeNs re, TimeNs ds,
+                   TimeNs de, TimeNs ks, TimeNs ke) {
+  const uint64_t rt = corr++;
+  const uint64_t drv = ids == NestIds::kShared ? rt : corr++;
+  b.api_calls.push_back(HostApiCall{rs, re, rt, 1, 1, HostApiKind::kLaunch, {}});
+  b.api_calls.push_back(HostApiCall{ds, de, drv, 1, 7, HostApiKind::kLaunch, {}});
+  GpuOp op;
+  op.start = ks;
+  op.end = ke;
+  op.correlation_id = ids == NestIds::kOpCarriesDriver ? drv : rt;
+  op.stream = 7;
+  op.name = 2;
+  b.gpu_ops.push_back(op);
+}
+
+// Delivers every event of `b` one at a time in a random order (seeded), then finishes.
+StepAccountant& deliver_shuffled(StepAccountant& acc, const EventBatch& b, uint32_t seed) {
+  std::vector<std::function<void()>> events;
+  for (const auto& e : b.gpu_ops) events.push_back([&acc, e] { acc.add_gpu_op(e); });
+  for (const auto& e : b.api_calls) events.push_back([&acc, e] { acc.add_api_call(e); });
+  for (const auto& e : b.ranges) events.push_back([&acc, e] { acc.add_range(e); });
+  std::mt19937 rng(seed);
+  std::shuffle(events.begin(), events.end(), rng);
+  for (auto& f : events) f();
+  acc.finish();
+  return acc;
+}
+
+const char* to_string(NestIds ids) {
+  switch (ids) {
+    case NestIds::kShared:
+      return "shared id";
+    case NestIds::kOpCarriesRuntime:
+      return "own ids, op carries the runtime's";
+    case NestIds::kOpCarriesDriver:
+      return "own ids, op carries the driver's";
+  }
+  return "";
+}
+
+// Two runtime launches, each stalling 234 us after its driver launch returned.  The GPU idles
+// in [67, 257) while the host is still inside launch A (until 250), then in launch B: all of it
+// is host time in CUDA (launch wall), and there are two launches, not four.
+//   [0, 17)    launch A issued (pause 0-10 < 100 us, then the call): launch_gap 17
+//   [17, 67)   kernel A: compute 50
+//   [67, 257)  host in launch A's runtime tail, then in launch B: launch_gap 190
+//   [257, 307) kernel B: compute 50
+TEST(StepAccountant, NestedDriverLaunchIsPartOfItsRuntimeLaunch) {
+  for (NestIds ids : {NestIds::kShared, NestIds::kOpCarriesRuntime, NestIds::kOpCarriesDriver}) {
+    for (bool driver_at_entry : {false, true}) {  // the driver call may start with the runtime's
+      for (uint32_t seed = 0; seed < 24; ++seed) {
+        SCOPED_TRACE(testing::Message() << to_string(ids) << ", driver at entry " << driver_at_entry
+                                        << ", delivery order " << seed);
+        EventBatch b;
+        uint64_t corr = 1;
+        b.ranges.push_back(HostRange{0, us(1000), -1, 1, 4, RangeKind::kStep, {}});
+        const TimeNs da = driver_at_entry ? us(10) : us(12);
+        const TimeNs db = driver_at_entry ? us(250) : us(252);
+        nested_launch(b, corr, ids, us(10), us(250), da, da + us(4), us(17), us(67));
+        nested_launch(b, corr, ids, us(250), us(490), db, db + us(4), us(257), us(307));
+        b.api_calls.push_back(HostApiCall{us(490), us(500), 0, 1, 6, HostApiKind::kSync, {}});
+        StepAccountant acc(no_warmup());
+        deliver_shuffled(acc, b, seed);
+        ASSERT_EQ(acc.rows().size(), 1u);
+        const StepRow& r = acc.rows()[0];
+        expect_exact(r);
+        EXPECT_EQ(r.window_end, us(307));
+        EXPECT_EQ(r.launches, 2u);
+        EXPECT_EQ(r.kernels, 2u);
+        EXPECT_EQ(r.cat.compute, us(100));
+        EXPECT_EQ(r.cat.launch_gap, us(207));
+        EXPECT_EQ(r.cat.host_other, 0);
+        EXPECT_EQ(acc.stats().get(Stat::unmatched_launches), 0);
+      }
+    }
+  }
+}
+
+// The GPU goes idle while the host is inside a runtime launch whose nested driver launch has
+// not submitted the op yet (it does at 150 us): the GPU waits for the host, launch wall -- not
+// an op queued behind a dependency, whichever call the op's correlation id names.
+//   [0, 5) launch P: 5;  [5, 100) kernel P;  [100, 159) host in the runtime call: launch 59;
+//   [159, 259) the nested launch's kernel.
+TEST(StepAccountant, GapBeforeTheNestedSubmissionIsLaunchGap) {
+  for (NestIds ids : {NestIds::kShared, NestIds::kOpCarriesRuntime, NestIds::kOpCarriesDriver}) {
+    SCOPED_TRACE(to_string(ids));
+    Trace t;
+    t.step(0, us(1000));
+    t.kernel(0, us(5), us(5), us(100));
+    t.next_corr = 100;
+    nested_launch(t.b, t.next_corr, ids, us(10), us(400), us(150), us(154), us(159), us(259));
+    const auto rows = run(t);
+    ASSERT_EQ(rows.size(), 1u);
+    const StepRow& r = rows[0];
+    expect_exact(r);
+    EXPECT_EQ(r.window_end, us(259));
+    EXPECT_EQ(r.cat.launch_gap, us(5 + 59));
+    EXPECT_EQ(r.cat.host_other, 0);
+    EXPECT_EQ(r.launches, 2u);
+  }
+}
+
+// A nested call whose own correlation id never gets an op (the op carries the other call's id)
+// is no pending launch: the step is finalised as soon as the watermark passes, not after the
+// pending-launch timeout, and nothing is counted as unmatched.
+TEST(StepAccountant, NestedCallWithoutItsOwnOpDoesNotHoldTheStep) {
+  for (NestIds ids : {NestIds::kOpCarriesRuntime, NestIds::kOpCarriesDriver}) {
+    SCOPED_TRACE(to_string(ids));
+    EventBatch b;
+    uint64_t corr = 1;
+    b.ranges.push_back(HostRange{0, us(1000), 0, 1, 4, RangeKind::kStep, {}});
+    b.ranges.push_back(HostRange{us(1000), us(2000), 1, 1, 4, RangeKind::kStep, {}});
+    nested_launch(b, corr, ids, us(10), us(250), us(12), us(16), us(17), us(67));
+    nested_launch(b, corr, ids, us(1010), us(1250), us(1012), us(1016), us(1017), us(1067));
+    StepAccountant acc(no_warmup());
+    acc.add(b);
+    acc.advance_watermark(us(3000));  // far less than the 2 s pending-launch timeout
+    ASSERT_EQ(acc.rows().size(), 2u);
+    EXPECT_EQ(acc.rows()[0].launches, 1u);
+    EXPECT_EQ(acc.rows()[1].launches, 1u);
+    acc.finish();
+    EXPECT_EQ(acc.stats().get(Stat::unmatched_launches), 0);
+  }
+}
+
+// A launch whose op never arrives is still counted once, as one unmatched launch, whether the
+// runtime call comes alone or with its nested driver call.
+TEST(StepAccountant, UnmatchedNestedLaunchCountsOnce) {
+  for (bool nested : {false, true}) {
+    SCOPED_TRACE(nested ? "runtime + driver" : "runtime only");
+    EventBatch b;
+    b.ranges.push_back(HostRange{0, us(1000), 0, 1, 4, RangeKind::kStep, {}});
+    b.api_calls.push_back(HostApiCall{us(10), us(50), 1, 1, 1, HostApiKind::kLaunch, {}});
+    if (nested)
+      b.api_calls.push_back(HostApiCall{us(12), us(16), 2, 1, 7, HostApiKind::kLaunch, {}});
+    StepAccountant acc(no_warmup());
+    acc.add(b);
+    acc.finish();
+    ASSERT_EQ(acc.rows().size(), 1u);
+    EXPECT_EQ(acc.rows()[0].launches, 1u);
+    EXPECT_EQ(acc.stats().get(Stat::unmatched_launches), 1);
+  }
 }
 
 // Rule 2: an op submitted long before it could run waited on a dependency: host-other.
