@@ -175,7 +175,9 @@ def test_sim_device_loop_is_data_bound(venv: Path, real_lib: str, tmp_path: Path
     script = tmp_path / "train_sim.py"
     script.write_text(SIM_LOOP)
     out = tmp_path / "out"
-    env = venv_env(GPUACCT_SIM_CLOCK="hybrid",
+    # Preloaded, the sim's libcuda is the process's CLOCK_REALTIME (tests/sim/README.md): the
+    # host records of the library and the simulated GPU share the hybrid clock.
+    env = venv_env(GPUACCT_SIM_CLOCK="hybrid", LD_PRELOAD=str(sim_cuda),
                    LD_LIBRARY_PATH=os.pathsep.join(
                        [str(sim_dir)] + [p for p in os.environ.get("LD_LIBRARY_PATH", "")
                                          .split(os.pathsep) if p]))
@@ -217,6 +219,7 @@ def test_sim_library_imports_auto_itself(real_lib: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     env = clean_env(CUDA_INJECTION64_PATH=real_lib, GPUACCT_SIM_CLOCK="hybrid",
+                    LD_PRELOAD=str(sim_cuda),
                     GPUACCT_OUTPUT_DIR=str(out), GPUACCT_WARMUP_STEPS=str(WARMUP),
                     LD_LIBRARY_PATH=str(sim_dir))
     res = subprocess.run([sys.executable, str(script), str(sim_cuda), str(BATCHES),

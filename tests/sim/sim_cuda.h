@@ -7,6 +7,9 @@
  *
  * Time model (see README.md): one nanosecond clock shared by the host and the GPU.  In the
  * default `virtual` mode it only moves through sim calls, so a scenario's timeline is exact.
+ * It is the process's CLOCK_REALTIME: this library interposes clock_gettime(CLOCK_REALTIME) for
+ * every object that resolves it through the global scope (the program and the libraries it, or
+ * the driver, loads), so host-side timestamps taken with the ordinary clock are sim times.
  *   - an API call takes `launch_cost` ns of host time (default 4000);
  *   - a GPU op starts at max(stream free time, API start + launch_latency (default 5000));
  *   - ops on one stream run in order, streams run concurrently (no SM / copy-engine contention);
@@ -71,6 +74,24 @@ SIM_EXPORT int simStreamDevice(simStream_t stream);  /* -1 on a bad handle */
 SIM_EXPORT int simLaunchKernel(simStream_t stream, const char* name, uint64_t gpu_ns);
 /* Same, reported as the driver API cuLaunchKernel (CUPTI_CB_DOMAIN_DRIVER_API). */
 SIM_EXPORT int simCuLaunchKernel(simStream_t stream, const char* name, uint64_t gpu_ns);
+/* cudaLaunchKernel as the real runtime does it: the runtime call (entered at t) makes a driver
+ * call cuLaunchKernel [t + pre_ns, t + pre_ns + launch_cost) that submits the kernel (it starts
+ * at max(stream free, driver call start + latency)), then the runtime returns tail_ns after the
+ * driver call did.  CUPTI sees both: RUNTIME and DRIVER callbacks (runtime ENTER, driver ENTER,
+ * driver EXIT, runtime EXIT) and records, with correlation ids as simSetNestedIds says. */
+SIM_EXPORT int simLaunchKernelNested(simStream_t stream, const char* name, uint64_t gpu_ns,
+                                     uint64_t pre_ns, uint64_t tail_ns);
+
+/* Correlation ids of a nested launch (env GPUACCT_SIM_NESTED_IDS = shared | runtime | driver):
+ * one id shared by the runtime and the driver call, or an id each with the kernel carrying the
+ * runtime call's or the driver call's. */
+typedef enum {
+  SIM_NESTED_SHARED_ID = 0,
+  SIM_NESTED_OP_CARRIES_RUNTIME_ID = 1,
+  SIM_NESTED_OP_CARRIES_DRIVER_ID = 2,
+} simNestedIds;
+SIM_EXPORT void simSetNestedIds(simNestedIds mode);
+
 /* An NCCL-style collective: a kernel named ncclDevKernel_AllReduce_Sum_f32_RING_LL. */
 SIM_EXPORT int simNcclAllReduce(simStream_t stream, uint64_t gpu_ns);
 
@@ -109,6 +130,12 @@ SIM_EXPORT uint64_t simGetLaunchLatency(void);
 
 /* Totals since the last simReset (for tests and scenario sanity checks). */
 SIM_EXPORT uint64_t simKernelsLaunched(void);
+/* Launch calls made by the program (kernel, collective and graph launches; a nested launch is
+ * one): what a profiler should count as launches. */
+SIM_EXPORT uint64_t simLaunchCalls(void);
+
+/* Device memory cuDeviceTotalMem reports (env GPUACCT_SIM_DEVICE_MEMORY, default 80 GiB). */
+SIM_EXPORT uint64_t simDeviceMemory(void);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -195,6 +195,23 @@ struct Faults {
   }
 };
 
+// GPUACCT_SIM_CUPTI_CLOCK: how far CUPTI's clock is from the sim clock (the host's
+// CLOCK_REALTIME).  "host" (default): the same clock, as CUPTI's default on Linux;
+// "monotonic": CLOCK_MONOTONIC's reading (what CUPTI uses under WSL); "offset:<ns>": a signed
+// constant.
+int64_t ParseCuptiClock(const char* spec) {
+  if (spec == nullptr || *spec == '\0' || std::strcmp(spec, "host") == 0) return 0;
+  if (std::strcmp(spec, "monotonic") == 0) {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    const int64_t mono = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+    return mono - static_cast<int64_t>(simNow());
+  }
+  if (std::strncmp(spec, "offset:", 7) == 0) return std::strtoll(spec + 7, nullptr, 10);
+  std::fprintf(stderr, "[sim libcupti] unknown GPUACCT_SIM_CUPTI_CLOCK '%s'; using host\n", spec);
+  return 0;
+}
+
 struct ClientBuffer {
   uint8_t* buf = nullptr;
   size_t size = 0;
@@ -238,6 +255,10 @@ struct State {
   std::atomic<uint8_t> driver_api[kMaxCbid] = {};
   std::atomic<int> thread_id_type{CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT};
   std::atomic<bool> latency_timestamps{false};
+  // CUPTI's clock: sim time + clock_shift (GPUACCT_SIM_CUPTI_CLOCK), or the client's timestamp
+  // callback once one is registered.
+  std::atomic<int64_t> clock_shift{0};
+  std::atomic<CUpti_TimestampCallbackFunc> timestamp_cb{nullptr};
   uint64_t attrs[16] = {};
   CUpti_BuffersCallbackRequestFunc request = nullptr;
   CUpti_BuffersCallbackCompleteFunc complete = nullptr;
@@ -267,6 +288,8 @@ struct State {
     shuffle = EnvU64("GPUACCT_SIM_SHUFFLE", 1) != 0;
     const char* inc = std::getenv("GPUACCT_SIM_FORCED_INCOMPLETE");
     forced_zero_incomplete = !(inc != nullptr && std::strcmp(inc, "keep") == 0);
+    clock_shift.store(ParseCuptiClock(std::getenv("GPUACCT_SIM_CUPTI_CLOCK")));
+    timestamp_cb.store(nullptr);
     std::fill(std::begin(attrs), std::end(attrs), 0);
     attrs[CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE] = 3u * 1024 * 1024;
     attrs[CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE_CDP] = 3u * 1024 * 1024;
@@ -333,6 +356,14 @@ void PushLocked(State& s, const AnyRecord& rec, uint64_t complete_at, uint64_t l
   s.pending.push_back(p);
 }
 
+// The distance from the sim clock to CUPTI's clock now.  With a client timestamp callback it is
+// measured now, as real CUPTI reads the callback at a host activity and maps GPU times onto it.
+int64_t CuptiClockShift(State& s) {
+  const CUpti_TimestampCallbackFunc cb = s.timestamp_cb.load(std::memory_order_acquire);
+  if (cb != nullptr) return static_cast<int64_t>(cb()) - static_cast<int64_t>(simNow());
+  return s.clock_shift.load(std::memory_order_relaxed);
+}
+
 bool KindOn(State& s, CUpti_ActivityKind k) {
   return s.kind_enabled[k].load(std::memory_order_relaxed) != 0;
 }
@@ -364,14 +395,14 @@ void HookApiEnter(SimApiCall* call) {
 
 // The fields CUPTI's memcpy and peer-to-peer memcpy records share.
 template <typename CopyRecord>
-void FillCopyCommon(CopyRecord& m, const SimGpuOp& op) {
+void FillCopyCommon(CopyRecord& m, const SimGpuOp& op, int64_t clock_shift) {
   m.copyKind = op.copy_kind;
   m.srcKind = op.src_kind;
   m.dstKind = op.dst_kind;
   m.flags = op.async ? CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC : 0;
   m.bytes = op.bytes;
-  m.start = op.start;
-  m.end = op.end;
+  m.start = static_cast<uint64_t>(static_cast<int64_t>(op.start) + clock_shift);
+  m.end = static_cast<uint64_t>(static_cast<int64_t>(op.end) + clock_shift);
   m.deviceId = op.device;
   m.contextId = op.context_id;
   m.streamId = op.stream_id;
@@ -395,6 +426,10 @@ void HookApiExit(SimApiCall* call, const SimGpuOp* ops, size_t num_ops) {
   const int tid_type = s.thread_id_type.load(std::memory_order_relaxed);
   const uint32_t tid = ThreadIdFor(tid_type);
   const uint64_t host_lane = kHostLaneBit | tid;
+  const int64_t shift = CuptiClockShift(s);
+  auto at = [shift](uint64_t sim_time) {  // a record timestamp on CUPTI's clock
+    return static_cast<uint64_t>(static_cast<int64_t>(sim_time) + shift);
+  };
   bool place = false;
   {
     std::lock_guard<std::mutex> lock(s.mu);
@@ -420,8 +455,8 @@ void HookApiExit(SimApiCall* call, const SimGpuOp* ops, size_t num_ops) {
       AnyRecord r{};
       r.api.kind = api_kind;
       r.api.cbid = call->cbid;
-      r.api.start = call->start;
-      r.api.end = call->end;
+      r.api.start = at(call->start);
+      r.api.end = at(call->end);
       r.api.processId = static_cast<uint32_t>(getpid());
       r.api.threadId = tid;
       r.api.correlationId = call->correlation_id;
@@ -432,8 +467,8 @@ void HookApiExit(SimApiCall* call, const SimGpuOp* ops, size_t num_ops) {
       AnyRecord r{};
       r.sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
       r.sync.type = static_cast<CUpti_ActivitySynchronizationType>(call->sync_type);
-      r.sync.start = call->start;
-      r.sync.end = call->end;
+      r.sync.start = at(call->start);
+      r.sync.end = at(call->end);
       r.sync.correlationId = call->correlation_id;
       r.sync.contextId = call->context_id;
       r.sync.streamId = call->sync_stream_id;
@@ -452,9 +487,9 @@ void HookApiExit(SimApiCall* call, const SimGpuOp* ops, size_t num_ops) {
         if (!conc && !serial) continue;
         CUpti_ActivityKernel10& k = r.kernel;
         k.kind = conc ? CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL : CUPTI_ACTIVITY_KIND_KERNEL;
-        k.start = op.start;
-        k.end = op.end;
-        k.completed = op.end;
+        k.start = at(op.start);
+        k.end = at(op.end);
+        k.completed = at(op.end);
         k.deviceId = op.device;
         k.contextId = op.context_id;
         k.streamId = op.stream_id;
@@ -465,8 +500,8 @@ void HookApiExit(SimApiCall* call, const SimGpuOp* ops, size_t num_ops) {
         k.gridId = static_cast<int64_t>(op.correlation_id);
         k.name = op.name;
         if (latency) {
-          k.queued = op.queued;
-          k.submitted = op.queued;
+          k.queued = at(op.queued);
+          k.submitted = at(op.queued);
         }
         k.launchType = CUPTI_ACTIVITY_LAUNCH_TYPE_REGULAR;
         k.graphNodeId = op.graph_node_id;
@@ -478,7 +513,7 @@ void HookApiExit(SimApiCall* call, const SimGpuOp* ops, size_t num_ops) {
         if (p2p && KindOn(s, CUPTI_ACTIVITY_KIND_MEMCPY2)) {
           CUpti_ActivityMemcpyPtoP4& m = r.p2p;
           m.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
-          FillCopyCommon(m, op);
+          FillCopyCommon(m, op, shift);
           m.srcDeviceId = op.src_device;
           m.srcContextId = op.src_context_id;
           m.dstDeviceId = op.dst_device;
@@ -488,7 +523,7 @@ void HookApiExit(SimApiCall* call, const SimGpuOp* ops, size_t num_ops) {
         } else if (KindOn(s, CUPTI_ACTIVITY_KIND_MEMCPY)) {
           CUpti_ActivityMemcpy6& m = r.memcpy;
           m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
-          FillCopyCommon(m, op);
+          FillCopyCommon(m, op, shift);
           m.correlationId = op.correlation_id;
           m.runtimeCorrelationId = runtime ? op.correlation_id : 0;
           m.graphNodeId = op.graph_node_id;
@@ -504,8 +539,8 @@ void HookApiExit(SimApiCall* call, const SimGpuOp* ops, size_t num_ops) {
         m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
         m.value = 0;
         m.bytes = op.bytes;
-        m.start = op.start;
-        m.end = op.end;
+        m.start = at(op.start);
+        m.end = at(op.end);
         m.deviceId = op.device;
         m.contextId = op.context_id;
         m.streamId = op.stream_id;
@@ -893,7 +928,7 @@ CUPTI_EXPORT CUptiResult cuptiGetLastError(void) {
 CUPTI_EXPORT CUptiResult cuptiGetTimestamp(uint64_t* timestamp) {
   SIM_FAULT_POINT();
   if (timestamp == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
-  *timestamp = simNow();
+  *timestamp = static_cast<uint64_t>(static_cast<int64_t>(simNow()) + CuptiClockShift(S()));
   return CUPTI_SUCCESS;
 }
 
@@ -1344,9 +1379,14 @@ CUPTI_EXPORT CUptiResult cuptiActivityEnableCudaEventDeviceTimestamps(uint8_t) {
 CUPTI_EXPORT CUptiResult cuptiActivityEnableHWTrace(uint8_t enable) {
   return enable != 0 ? CUPTI_ERROR_NOT_SUPPORTED : CUPTI_SUCCESS;
 }
-// Records use the sim clock; a client clock cannot be honoured, so say so instead of lying.
-CUPTI_EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc) {
-  return CUPTI_ERROR_NOT_SUPPORTED;
+// From now on every timestamp (records made from here on, cuptiGetTimestamp) is on the client's
+// clock: the sim clock shifted by (callback() - sim clock), measured at each record, which is
+// exact when the callback reads the host clock (the sim clock, sim_cuda.h).
+CUPTI_EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc fn) {
+  SIM_FAULT_POINT();
+  if (fn == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  S().timestamp_cb.store(fn, std::memory_order_release);
+  return CUPTI_SUCCESS;
 }
 
 CUPTI_EXPORT CUptiResult cuptiFinalize(void) {

@@ -13,7 +13,9 @@
 #include <dlfcn.h>
 #include <generated_cuda_runtime_api_meta.h>
 #include <pthread.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -80,9 +82,17 @@ uint64_t EnvU64(const char* name, uint64_t fallback) {
   return static_cast<uint64_t>(x);
 }
 
+// The C library's clock_gettime (this library interposes the symbol, see the end of the file).
+int RealClockGettime(clockid_t clock, timespec* ts) {
+  using ClockFn = int (*)(clockid_t, timespec*);
+  static const ClockFn real = reinterpret_cast<ClockFn>(dlsym(RTLD_NEXT, "clock_gettime"));
+  if (real != nullptr) return real(clock, ts);
+  return static_cast<int>(syscall(SYS_clock_gettime, clock, ts));
+}
+
 uint64_t RealtimeNs() {
   timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
+  RealClockGettime(CLOCK_REALTIME, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
@@ -134,14 +144,25 @@ struct Engine {
   std::atomic<uint64_t> launch_cost{4000};
   std::atomic<uint64_t> latency{5000};
   std::atomic<uint64_t> kernels{0};
+  std::atomic<uint64_t> launch_calls{0};
   std::atomic<uint32_t> next_correlation{1};
+  std::atomic<int> nested_ids{SIM_NESTED_SHARED_ID};
+  std::atomic<uint64_t> device_memory{kDefaultDeviceMemory};
   std::atomic<const SimTracer*> tracer{nullptr};
+
+  static constexpr uint64_t kDefaultDeviceMemory = 80ull << 30;
 
   Engine() { Configure(); }
   void Configure() {
     clock.Configure();
     launch_cost.store(EnvU64("GPUACCT_SIM_LAUNCH_COST_NS", 4000));
     latency.store(EnvU64("GPUACCT_SIM_LAUNCH_LATENCY_NS", 5000));
+    device_memory.store(EnvU64("GPUACCT_SIM_DEVICE_MEMORY", kDefaultDeviceMemory));
+    const char* ids = std::getenv("GPUACCT_SIM_NESTED_IDS");
+    int mode = SIM_NESTED_SHARED_ID;
+    if (ids != nullptr && std::strcmp(ids, "runtime") == 0) mode = SIM_NESTED_OP_CARRIES_RUNTIME_ID;
+    if (ids != nullptr && std::strcmp(ids, "driver") == 0) mode = SIM_NESTED_OP_CARRIES_DRIVER_ID;
+    nested_ids.store(mode);
   }
 };
 
@@ -201,30 +222,39 @@ CUstream StreamHandle(simStream_st* s) {
 // Runs one traced API call: correlation id, ENTER callback, the timeline `body` under the engine
 // lock (which sets host/GPU times and appends GPU ops), EXIT callback + records.
 // `body(Engine&, SimApiCall&, std::vector<SimGpuOp>&) -> int` returns a SIM_* code.
+// Fills a call's identity and context (of the stream's device, or of `device`).  SIM_OK or the
+// error the call fails with before it starts.
+int BindCall(Engine& e, SimApiCall& call, CUpti_CallbackDomain domain, uint32_t cbid,
+             simStream_t stream, int device, const char* symbol, const void* params,
+             int* api_result) {
+  call.domain = domain;
+  call.cbid = cbid;
+  call.symbol_name = symbol;
+  call.params = params;
+  *api_result = 0;  // cudaSuccess / CUDA_SUCCESS
+  call.return_value = api_result;
+  std::lock_guard<std::mutex> lock(e.mu);
+  if (!e.initialized) return SIM_ERR_NOT_INITIALIZED;
+  if (stream != nullptr) {
+    simStream_st* s = FindStream(e, stream);
+    if (s == nullptr) return SIM_ERR_INVALID;
+    device = s->device;
+  }
+  if (device < 0 || device >= e.num_devices) return SIM_ERR_INVALID;
+  SimContext* ctx = e.contexts[static_cast<size_t>(device)].get();
+  call.context = CtxHandle(ctx);
+  call.context_id = ctx->id;
+  return SIM_OK;
+}
+
 template <typename Body>
 int RunApi(CUpti_CallbackDomain domain, uint32_t cbid, simStream_t stream, int device,
            const char* symbol, const void* params, Body&& body) {
   Engine& e = E();
   SimApiCall call{};
-  call.domain = domain;
-  call.cbid = cbid;
-  call.symbol_name = symbol;
-  call.params = params;
-  int api_result = 0;  // cudaSuccess / CUDA_SUCCESS
-  call.return_value = &api_result;
-  {
-    std::lock_guard<std::mutex> lock(e.mu);
-    if (!e.initialized) return SIM_ERR_NOT_INITIALIZED;
-    if (stream != nullptr) {
-      simStream_st* s = FindStream(e, stream);
-      if (s == nullptr) return SIM_ERR_INVALID;
-      device = s->device;
-    }
-    if (device < 0 || device >= e.num_devices) return SIM_ERR_INVALID;
-    SimContext* ctx = e.contexts[static_cast<size_t>(device)].get();
-    call.context = CtxHandle(ctx);
-    call.context_id = ctx->id;
-  }
+  int api_result = 0;
+  const int bound = BindCall(e, call, domain, cbid, stream, device, symbol, params, &api_result);
+  if (bound != SIM_OK) return bound;
   call.correlation_id = e.next_correlation.fetch_add(1, std::memory_order_relaxed);
   const SimTracer* tracer = e.tracer.load(std::memory_order_acquire);
   if (tracer != nullptr) tracer->api_enter(&call);
@@ -295,9 +325,87 @@ int LaunchImpl(CUpti_CallbackDomain domain, simStream_t stream, const char* name
                   Schedule(e, call, *s, ns, op);
                   ops.push_back(op);
                   e.kernels.fetch_add(1, std::memory_order_relaxed);
+                  e.launch_calls.fetch_add(1, std::memory_order_relaxed);
                   e.clock.Advance(e.launch_cost.load(std::memory_order_relaxed));
                   return static_cast<int>(SIM_OK);
                 });
+}
+
+// cudaLaunchKernel making its cuLaunchKernel (sim_cuda.h): two calls, one nested in the other,
+// each with its ENTER / EXIT callbacks and API record, the kernel submitted by the inner one.
+int LaunchNestedImpl(simStream_t stream, const char* name, uint64_t ns, uint64_t pre,
+                     uint64_t tail) {
+  Engine& e = E();
+  const char* interned = Intern(name);
+  cudaLaunchKernel_v7000_params rt_params{};
+  rt_params.func = interned;
+  rt_params.gridDim = dim3(1, 1, 1);
+  rt_params.blockDim = dim3(1, 1, 1);
+  rt_params.stream = reinterpret_cast<cudaStream_t>(stream);
+  CuLaunchKernelParams drv_params{};
+  drv_params.gridDimX = drv_params.gridDimY = drv_params.gridDimZ = 1;
+  drv_params.blockDimX = drv_params.blockDimY = drv_params.blockDimZ = 1;
+  drv_params.hStream = StreamHandle(stream);
+  SimApiCall rt{};
+  SimApiCall drv{};
+  int rt_result = 0;
+  int drv_result = 0;
+  int rc =
+      BindCall(e, rt, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+               stream, -1, interned, &rt_params, &rt_result);
+  if (rc == SIM_OK) {
+    rc = BindCall(e, drv, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+                  stream, -1, interned, &drv_params, &drv_result);
+  }
+  if (rc != SIM_OK) return rc;
+  const int ids = e.nested_ids.load(std::memory_order_relaxed);
+  rt.correlation_id = e.next_correlation.fetch_add(1, std::memory_order_relaxed);
+  drv.correlation_id = ids == SIM_NESTED_SHARED_ID
+                           ? rt.correlation_id
+                           : e.next_correlation.fetch_add(1, std::memory_order_relaxed);
+  const bool op_on_runtime = ids == SIM_NESTED_OP_CARRIES_RUNTIME_ID;
+
+  const SimTracer* tracer = e.tracer.load(std::memory_order_acquire);
+  if (tracer != nullptr) tracer->api_enter(&rt);
+  {
+    std::lock_guard<std::mutex> lock(e.mu);
+    rt.start = e.clock.Now();
+    e.clock.Advance(pre);
+  }
+  tracer = e.tracer.load(std::memory_order_acquire);
+  if (tracer != nullptr) tracer->api_enter(&drv);
+  std::vector<SimGpuOp> ops;
+  {
+    std::lock_guard<std::mutex> lock(e.mu);
+    drv.start = e.clock.Now();
+    simStream_st* s = e.initialized ? FindStream(e, stream) : nullptr;
+    if (s == nullptr) {
+      rc = SIM_ERR_INVALID;
+    } else {
+      SimGpuOp op = BaseOp(e, drv, *s, SIM_OP_KERNEL);  // submitted by the driver call
+      op.correlation_id = op_on_runtime ? rt.correlation_id : drv.correlation_id;
+      op.name = interned;
+      Schedule(e, drv, *s, ns, op);
+      ops.push_back(op);
+      e.kernels.fetch_add(1, std::memory_order_relaxed);
+      e.launch_calls.fetch_add(1, std::memory_order_relaxed);
+      e.clock.Advance(e.launch_cost.load(std::memory_order_relaxed));
+    }
+    drv.end = e.clock.Now();
+  }
+  if (rc != SIM_OK) drv_result = rt_result = 1;
+  tracer = e.tracer.load(std::memory_order_acquire);
+  if (tracer != nullptr)
+    tracer->api_exit(&drv, op_on_runtime ? nullptr : ops.data(), op_on_runtime ? 0 : ops.size());
+  {
+    std::lock_guard<std::mutex> lock(e.mu);
+    e.clock.Advance(tail);
+    rt.end = e.clock.Now();
+  }
+  tracer = e.tracer.load(std::memory_order_acquire);
+  if (tracer != nullptr)
+    tracer->api_exit(&rt, op_on_runtime ? ops.data() : nullptr, op_on_runtime ? ops.size() : 0);
+  return rc;
 }
 
 int CopyImpl(simStream_t stream, simMemcpyKind kind, uint64_t bytes, uint64_t ns, int pageable,
@@ -508,6 +616,32 @@ SIM_EXPORT CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
+// An H100-like device: 132 SMs, compute capability 9.0; other attributes are not simulated.
+SIM_EXPORT CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice dev) {
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (dev < 0 || dev >= DevicesKnown()) return CUDA_ERROR_INVALID_DEVICE;
+  switch (attribute) {
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+      *value = 132;
+      return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+      *value = 9;
+      return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+      *value = 0;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+SIM_EXPORT CUresult cuDeviceTotalMem(size_t* bytes, CUdevice dev) {  // cuDeviceTotalMem_v2
+  if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (dev < 0 || dev >= DevicesKnown()) return CUDA_ERROR_INVALID_DEVICE;
+  *bytes = static_cast<size_t>(E().device_memory.load());
+  return CUDA_SUCCESS;
+}
+
 // The sim has no per-thread current context: every thread sees device 0's primary context.
 SIM_EXPORT CUresult cuCtxGetCurrent(CUcontext* ctx) {
   if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -588,6 +722,7 @@ SIM_EXPORT void simReset(void) {
     e.next_graph_id = 1;
     e.next_node_id = 1;
     e.kernels.store(0);
+    e.launch_calls.store(0);
     e.next_correlation.store(1);
     e.Configure();
   }
@@ -653,6 +788,16 @@ SIM_EXPORT int simLaunchKernel(simStream_t stream, const char* name, uint64_t gp
 SIM_EXPORT int simCuLaunchKernel(simStream_t stream, const char* name, uint64_t gpu_ns) {
   if (stream == nullptr) return SIM_ERR_INVALID;
   return LaunchImpl(CUPTI_CB_DOMAIN_DRIVER_API, stream, name, gpu_ns);
+}
+
+SIM_EXPORT int simLaunchKernelNested(simStream_t stream, const char* name, uint64_t gpu_ns,
+                                     uint64_t pre_ns, uint64_t tail_ns) {
+  if (stream == nullptr) return SIM_ERR_INVALID;
+  return LaunchNestedImpl(stream, name, gpu_ns, pre_ns, tail_ns);
+}
+
+SIM_EXPORT void simSetNestedIds(simNestedIds mode) {
+  E().nested_ids.store(static_cast<int>(mode));
 }
 
 SIM_EXPORT int simNcclAllReduce(simStream_t stream, uint64_t gpu_ns) {
@@ -753,6 +898,7 @@ SIM_EXPORT int simGraphLaunch(simStream_t stream, simGraph_t graph) {
                     ops.push_back(op);
                   }
                   e.kernels.fetch_add(graph->nodes.size(), std::memory_order_relaxed);
+                  e.launch_calls.fetch_add(1, std::memory_order_relaxed);
                   e.clock.Advance(e.launch_cost.load(std::memory_order_relaxed));
                   return static_cast<int>(SIM_OK);
                 });
@@ -786,6 +932,24 @@ SIM_EXPORT uint64_t simGetLaunchLatency(void) {
 }
 SIM_EXPORT uint64_t simKernelsLaunched(void) {
   return E().kernels.load();
+}
+SIM_EXPORT uint64_t simLaunchCalls(void) {
+  return E().launch_calls.load();
+}
+SIM_EXPORT uint64_t simDeviceMemory(void) {
+  return E().device_memory.load();
+}
+
+// The process's CLOCK_REALTIME is the sim clock (sim_cuda.h): host-side code that takes its
+// timestamps with the ordinary clock (a profiler's host records, a program's own timing) lives on
+// the same timeline as the simulated GPU and the fake CUPTI, as on a real machine.  Every other
+// clock is the real one.  gettimeofday() and time() are not interposed.
+SIM_EXPORT int clock_gettime(clockid_t clock, struct timespec* ts) noexcept {
+  if (clock != CLOCK_REALTIME) return RealClockGettime(clock, ts);
+  const uint64_t now = E().clock.Now();
+  ts->tv_sec = static_cast<time_t>(now / 1000000000ull);
+  ts->tv_nsec = static_cast<long>(now % 1000000000ull);
+  return 0;
 }
 
 }  // extern "C"

@@ -61,6 +61,7 @@ struct Cupti {
   SIM_FN(cuptiFinalize);
   SIM_FN(cuptiGetContextId);
   SIM_FN(cuptiGetDeviceId);
+  SIM_FN(cuptiActivityRegisterTimestampCallback);
 #undef SIM_FN
 };
 
@@ -94,6 +95,7 @@ Cupti& C() {
     SIM_LOAD(cuptiFinalize);
     SIM_LOAD(cuptiGetContextId);
     SIM_LOAD(cuptiGetDeviceId);
+    SIM_LOAD(cuptiActivityRegisterTimestampCallback);
 #undef SIM_LOAD
     return x;
   }();
@@ -227,7 +229,8 @@ class SimTest : public ::testing::Test {
     ASSERT_NE(C().handle, nullptr) << dlerror();
     for (const char* v :
          {"GPUACCT_SIM_FAULTS", "GPUACCT_SIM_SEED", "GPUACCT_SIM_DELAY_PCT", "GPUACCT_SIM_SHUFFLE",
-          "GPUACCT_SIM_CLOCK", "GPUACCT_SIM_FORCED_INCOMPLETE"}) {
+          "GPUACCT_SIM_CLOCK", "GPUACCT_SIM_FORCED_INCOMPLETE", "GPUACCT_SIM_CUPTI_CLOCK",
+          "GPUACCT_SIM_NESTED_IDS", "GPUACCT_SIM_DEVICE_MEMORY"}) {
       unsetenv(v);
     }
     setenv("GPUACCT_SIM_DELAY_PCT", "0", 1);  // tests opt into late records explicitly
@@ -464,6 +467,82 @@ TEST_F(SimTest, ApiRecordsCallbacksAndKernelsShareCorrelationIds) {
                                      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &name),
             CUPTI_SUCCESS);
   EXPECT_STREQ(name, "cudaLaunchKernel_v7000");
+}
+
+// cudaLaunchKernel making its cuLaunchKernel: both domains' callbacks, properly nested, and both
+// records, with the correlation ids each mode promises; the kernel is submitted by the driver
+// call; one launch call.
+TEST_F(SimTest, NestedLaunchReportsRuntimeAndDriverCalls) {
+  for (simNestedIds ids :
+       {SIM_NESTED_SHARED_ID, SIM_NESTED_OP_CARRIES_RUNTIME_ID, SIM_NESTED_OP_CARRIES_DRIVER_ID}) {
+    SCOPED_TRACE(static_cast<int>(ids));
+    ResetAll(1);
+    Attach();
+    ASSERT_EQ(C().cuptiEnableDomain(1, sub_, CUPTI_CB_DOMAIN_DRIVER_API), CUPTI_SUCCESS);
+    simSetNestedIds(ids);
+    simSetLaunchCost(4 * kUs);
+    simSetLaunchLatency(5 * kUs);
+    simStream_t s = simStreamCreate(0);
+    const uint64_t calls = simLaunchCalls();
+    const uint64_t t0 = simNow();
+    ASSERT_EQ(simLaunchKernelNested(s, "nested_k", 50 * kUs, 2 * kUs, 200 * kUs), SIM_OK);
+    EXPECT_EQ(simNow(), t0 + 206 * kUs) << "runtime returns 200 us after the driver call";
+    EXPECT_EQ(simLaunchCalls(), calls + 1);
+    ASSERT_EQ(simStreamSynchronize(s), SIM_OK);
+    ASSERT_EQ(C().cuptiActivityFlushAll(0), CUPTI_SUCCESS);
+    C().cuptiUnsubscribe(sub_);
+
+    auto rt = Records(CUPTI_ACTIVITY_KIND_RUNTIME);
+    auto drv = Records(CUPTI_ACTIVITY_KIND_DRIVER);
+    auto kernels = Records(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    const CUpti_ActivityAPI* r = nullptr;
+    for (auto& x : rt) {
+      if (x.as<CUpti_ActivityAPI>().cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000)
+        r = &x.as<CUpti_ActivityAPI>();
+    }
+    ASSERT_NE(r, nullptr);
+    ASSERT_EQ(drv.size(), 1u);
+    ASSERT_EQ(kernels.size(), 1u);
+    const auto& d = drv[0].as<CUpti_ActivityAPI>();
+    const auto& k = kernels[0].as<CUpti_ActivityKernel10>();
+    EXPECT_EQ(d.cbid, static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
+    EXPECT_EQ(r->start, t0);
+    EXPECT_EQ(r->end, t0 + 206 * kUs);
+    EXPECT_EQ(d.start, t0 + 2 * kUs);
+    EXPECT_EQ(d.end, t0 + 6 * kUs);
+    EXPECT_EQ(d.threadId, r->threadId);
+    EXPECT_EQ(k.start, d.start + 5 * kUs) << "submitted by the driver call";
+    if (ids == SIM_NESTED_SHARED_ID) {
+      EXPECT_EQ(d.correlationId, r->correlationId);
+      EXPECT_EQ(k.correlationId, r->correlationId);
+    } else {
+      EXPECT_NE(d.correlationId, r->correlationId);
+      EXPECT_EQ(k.correlationId,
+                ids == SIM_NESTED_OP_CARRIES_RUNTIME_ID ? r->correlationId : d.correlationId);
+    }
+    // Callbacks: runtime ENTER, driver ENTER, driver EXIT, runtime EXIT.
+    std::vector<CallbackEvent> api;
+    {
+      std::lock_guard<std::mutex> lock(g.mu);
+      for (const auto& c : g.callbacks) {
+        if (c.site >= 0 && (c.cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000 ||
+                            c.domain == CUPTI_CB_DOMAIN_DRIVER_API))
+          api.push_back(c);
+      }
+    }
+    ASSERT_EQ(api.size(), 4u);
+    EXPECT_EQ(api[0].domain, CUPTI_CB_DOMAIN_RUNTIME_API);
+    EXPECT_EQ(api[0].site, CUPTI_API_ENTER);
+    EXPECT_EQ(api[1].domain, CUPTI_CB_DOMAIN_DRIVER_API);
+    EXPECT_EQ(api[1].site, CUPTI_API_ENTER);
+    EXPECT_EQ(api[1].function, "cuLaunchKernel");
+    EXPECT_EQ(api[2].domain, CUPTI_CB_DOMAIN_DRIVER_API);
+    EXPECT_EQ(api[2].site, CUPTI_API_EXIT);
+    EXPECT_EQ(api[3].domain, CUPTI_CB_DOMAIN_RUNTIME_API);
+    EXPECT_EQ(api[3].site, CUPTI_API_EXIT);
+    EXPECT_EQ(api[0].correlation_id, r->correlationId);
+    EXPECT_EQ(api[1].correlation_id, d.correlationId);
+  }
 }
 
 TEST_F(SimTest, ResourceCallbacksAndContextIds) {
@@ -920,6 +999,108 @@ TEST_F(SimTest, ClockModes) {
   EXPECT_GE(simNow(), b + 20 * 1000 * 1000ull + 1000 * 1000 * 1000ull);
 }
 
+// The sim clock is the process's CLOCK_REALTIME (the library interposes clock_gettime); the
+// other clocks are the real ones.
+TEST_F(SimTest, HostRealtimeIsTheSimClock) {
+  auto read = [](clockid_t c) {
+    timespec ts{};
+    clock_gettime(c, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  };
+  const uint64_t a = read(CLOCK_REALTIME);
+  EXPECT_EQ(a, simNow());
+  const uint64_t m = read(CLOCK_MONOTONIC);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(read(CLOCK_REALTIME), a) << "virtual: real time passing does not move it";
+  EXPECT_GE(read(CLOCK_MONOTONIC), m + 5 * 1000 * 1000ull) << "CLOCK_MONOTONIC is real";
+  simHostWork(1234);
+  EXPECT_EQ(read(CLOCK_REALTIME), a + 1234);
+}
+
+uint64_t g_client_clock_shift = 0;
+uint64_t CUPTIAPI ClientClock() {
+  return simNow() - g_client_clock_shift;
+}
+
+// CUPTI on another clock than the host's (GPUACCT_SIM_CUPTI_CLOCK), and a client timestamp
+// callback taking over: records and cuptiGetTimestamp follow the clock in force when made.
+TEST_F(SimTest, CuptiClockAndTimestampCallback) {
+  setenv("GPUACCT_SIM_CUPTI_CLOCK", "offset:1000000", 1);
+  ResetAll(1);
+  Attach();
+  uint64_t ts = 0;
+  ASSERT_EQ(C().cuptiGetTimestamp(&ts), CUPTI_SUCCESS);
+  EXPECT_EQ(ts, simNow() + 1000000);
+  simStream_t s = simStreamCreate(0);
+  const uint64_t t0 = simNow();
+  ASSERT_EQ(simLaunchKernel(s, "clocked", 10 * kUs), SIM_OK);
+  ASSERT_EQ(simStreamSynchronize(s), SIM_OK);
+  g_client_clock_shift = 777;
+  ASSERT_EQ(C().cuptiActivityRegisterTimestampCallback(nullptr), CUPTI_ERROR_INVALID_PARAMETER);
+  ASSERT_EQ(C().cuptiActivityRegisterTimestampCallback(ClientClock), CUPTI_SUCCESS);
+  ASSERT_EQ(C().cuptiGetTimestamp(&ts), CUPTI_SUCCESS);
+  EXPECT_EQ(ts, simNow() - 777);
+  const uint64_t t1 = simNow();
+  ASSERT_EQ(simLaunchKernel(s, "clocked", 10 * kUs), SIM_OK);
+  ASSERT_EQ(simStreamSynchronize(s), SIM_OK);
+  ASSERT_EQ(C().cuptiActivityFlushAll(0), CUPTI_SUCCESS);
+  std::map<uint64_t, uint64_t> api_start_by_corr;
+  for (auto& r : Records(CUPTI_ACTIVITY_KIND_RUNTIME)) {
+    const auto& a = r.as<CUpti_ActivityAPI>();
+    if (a.cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000)
+      api_start_by_corr[a.correlationId] = a.start;
+  }
+  ASSERT_EQ(api_start_by_corr.size(), 2u);
+  EXPECT_EQ(api_start_by_corr.begin()->second, t0 + 1000000) << "before: the offset clock";
+  EXPECT_EQ(api_start_by_corr.rbegin()->second, t1 - 777) << "after: the client's clock";
+  for (auto& r : Records(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) {
+    const auto& k = r.as<CUpti_ActivityKernel10>();
+    const uint64_t api = api_start_by_corr[k.correlationId];
+    EXPECT_EQ(k.start - api, 5 * kUs) << "GPU and API times move together";
+  }
+  C().cuptiUnsubscribe(sub_);
+
+  setenv("GPUACCT_SIM_CUPTI_CLOCK", "monotonic", 1);
+  ResetAll(1);
+  timespec m{};
+  clock_gettime(CLOCK_MONOTONIC, &m);
+  ASSERT_EQ(C().cuptiGetTimestamp(&ts), CUPTI_SUCCESS);
+  const uint64_t mono =
+      static_cast<uint64_t>(m.tv_sec) * 1000000000ull + static_cast<uint64_t>(m.tv_nsec);
+  EXPECT_LT(ts > mono ? ts - mono : mono - ts, 1000000000ull) << "CLOCK_MONOTONIC's reading";
+  EXPECT_GT(simNow() > ts ? simNow() - ts : ts - simNow(), 1000000000ull) << "not the host's";
+}
+
+TEST_F(SimTest, DeviceQueries) {
+  size_t bytes = 0;
+  ASSERT_EQ(cuDeviceTotalMem(&bytes, 0), CUDA_SUCCESS);
+  EXPECT_EQ(bytes, 80ull << 30);
+  EXPECT_EQ(simDeviceMemory(), 80ull << 30);
+  EXPECT_EQ(cuDeviceTotalMem(&bytes, 7), CUDA_ERROR_INVALID_DEVICE);
+  int v = 0;
+  ASSERT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0), CUDA_SUCCESS);
+  EXPECT_EQ(v, 132);
+  setenv("GPUACCT_SIM_DEVICE_MEMORY", "1234", 1);
+  ResetAll(1);
+  ASSERT_EQ(cuDeviceTotalMem(&bytes, 0), CUDA_SUCCESS);
+  EXPECT_EQ(bytes, 1234u);
+}
+
+// simLaunchCalls: what a profiler should count as launches -- one per call, whatever it runs.
+TEST_F(SimTest, LaunchCallsCountEachLaunchOnce) {
+  simStream_t s = simStreamCreate(0);
+  simGraph_t graph = simGraphCreate();
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(simGraphAddKernel(graph, "g", kUs), SIM_OK);
+  const uint64_t before = simLaunchCalls();
+  ASSERT_EQ(simLaunchKernel(s, "a", kUs), SIM_OK);
+  ASSERT_EQ(simCuLaunchKernel(s, "b", kUs), SIM_OK);
+  ASSERT_EQ(simNcclAllReduce(s, kUs), SIM_OK);
+  ASSERT_EQ(simGraphLaunch(s, graph), SIM_OK);
+  ASSERT_EQ(simLaunchKernelNested(s, "c", kUs, kUs, kUs), SIM_OK);
+  ASSERT_EQ(simMemsetAsync(s, 64, kUs), SIM_OK);
+  EXPECT_EQ(simLaunchCalls() - before, 5u);
+}
+
 TEST_F(SimTest, ThreadsLaunchConcurrently) {
   Attach();
   std::vector<std::thread> threads;
@@ -988,7 +1169,8 @@ TEST_P(ScenarioTest, PlantedTruthMatchesEngine) {
 
 INSTANTIATE_TEST_SUITE_P(All, ScenarioTest,
                          ::testing::Values("data_bound", "launch_bound", "comm_bound", "copy_bound",
-                                           "balanced", "graphs", "multithread", "million"));
+                                           "balanced", "graphs", "multithread", "million",
+                                           "nested_launch", "early_init"));
 
 TEST(ScenarioTruth, DataBoundNumbers) {
   RunResult r = RunScenario("data_bound", "--marks=none --steps=3");

@@ -45,6 +45,8 @@ struct Expect {
 struct StepRecord {
   uint64_t host_begin = 0;
   uint64_t host_end = 0;
+  uint64_t launch_calls_at_begin = 0;
+  uint64_t launches = 0;  // launch calls the program made in the step (simLaunchCalls)
   uint64_t window_begin = 0;
   uint64_t window_end = 0;  // designed (= measured under the virtual clock)
   uint64_t measured_end = 0;
@@ -88,8 +90,9 @@ class Harness {
     }
     simSetLaunchCost(launch_cost);
     simSetLaunchLatency(latency);
-    // gpuacct_dyn() resolves once; the injected library is loaded by now (cuInit ran).
-    api_ = gpuacct_dyn();
+    // gpuacct_dyn() resolves once; the injected library is loaded by now (cuInit ran), unless
+    // a step opened before Init (the library was preloaded then).
+    if (api_ == nullptr) api_ = gpuacct_dyn();
     Param("launch_cost_ns", launch_cost);
     Param("launch_latency_ns", latency);
     Param("num_devices", static_cast<uint64_t>(devices));
@@ -101,9 +104,10 @@ class Harness {
     StepRecord r;
     r.host_begin = simNow();
     r.window_begin = records_.empty() ? r.host_begin : records_.back().measured_end;
+    r.launch_calls_at_begin = simLaunchCalls();
     records_.push_back(r);
     if (marks_ == Marks::kCapi) {
-      api_->step_begin(index);
+      Api()->step_begin(index);
     } else if (marks_ == Marks::kNvtx) {
       nvtxRangePushA("train_step");
     }
@@ -113,6 +117,7 @@ class Harness {
   void StepEnd(const Expect& e) {
     StepRecord& r = records_.back();
     r.measured_end = simNow();
+    r.launches = simLaunchCalls() - r.launch_calls_at_begin;
     r.expect = e;
     r.window_end = r.window_begin + e.Total();
     if (simGetClockMode() == SIM_CLOCK_VIRTUAL && r.measured_end != r.window_end) {
@@ -124,7 +129,7 @@ class Harness {
       mismatch_ = true;
     }
     if (marks_ == Marks::kCapi) {
-      api_->step_end();
+      Api()->step_end();
     } else if (marks_ == Marks::kNvtx) {
       nvtxRangePop();
     }
@@ -133,14 +138,14 @@ class Harness {
 
   void DataPush() {
     if (marks_ == Marks::kCapi) {
-      api_->data_push("dataloader");
+      Api()->data_push("dataloader");
     } else if (marks_ == Marks::kNvtx) {
       nvtxRangePushA("dataloader");
     }
   }
   void DataPop() {
     if (marks_ == Marks::kCapi) {
-      api_->data_pop();
+      Api()->data_pop();
     } else if (marks_ == Marks::kNvtx) {
       nvtxRangePop();
     }
@@ -148,7 +153,7 @@ class Harness {
 
   // Writes the truth (when GPUACCT_SIM_TRUTH is set), flushes the library, shuts the sim down.
   int Finish(const char* dominant) {
-    if (marks_ == Marks::kCapi) api_->flush();
+    if (marks_ == Marks::kCapi) Api()->flush();
     const char* path = std::getenv("GPUACCT_SIM_TRUTH");
     if (path != nullptr && *path != '\0' && !WriteTruth(path, dominant)) {
       std::fprintf(stderr, "%s: cannot write truth to %s\n", name_, path);
@@ -160,6 +165,12 @@ class Harness {
   }
 
  private:
+  // The C API; resolved on first use (before Init only when a step opens before cuInit).
+  const gpuacct_dyn_api* Api() {
+    if (api_ == nullptr) api_ = gpuacct_dyn();
+    return api_;
+  }
+
   [[noreturn]] void Usage() const {
     std::fprintf(stderr, "usage: sim_scenario_%s [--marks=capi|nvtx|none] [--steps=N]\n", name_);
     std::exit(2);
@@ -206,8 +217,9 @@ class Harness {
       std::fprintf(f,
                    "    {\"index\": %zu, \"host_begin_ns\": %" PRIu64 ", \"host_end_ns\": %" PRIu64
                    ", \"gpu_window_begin_ns\": %" PRIu64 ", \"gpu_window_end_ns\": %" PRIu64
-                   ", \"wall_ns\": %" PRIu64 ", \"expected_ns\": ",
-                   i, r.host_begin, r.host_end, r.window_begin, r.window_end, r.expect.Total());
+                   ", \"wall_ns\": %" PRIu64 ", \"launches\": %" PRIu64 ", \"expected_ns\": ",
+                   i, r.host_begin, r.host_end, r.window_begin, r.window_end, r.expect.Total(),
+                   r.launches);
       WriteExpect(f, r.expect);
       std::fprintf(f, "}%s\n", i + 1 < records_.size() ? "," : "");
     }
