@@ -32,16 +32,17 @@ CopyDir copy_dir_of(uint8_t kind) {
   }
 }
 
-inline TimeNs ts(uint64_t v) {
-  return static_cast<TimeNs>(v);
+// A CUPTI timestamp on the host clock (`offset`: CUPTI's clock minus the host's); 0 = unknown.
+inline TimeNs host_time(uint64_t v, int64_t offset) {
+  return v == 0 ? 0 : static_cast<TimeNs>(v) - offset;
 }
 
 // The fields every GPU-op record (kernel, memcpy, P2P memcpy, memset) shares.
 template <typename Record>
-GpuOp op_from(const Record* r, GpuOpKind kind) {
+GpuOp op_from(const Record* r, GpuOpKind kind, int64_t clock_offset) {
   GpuOp op;
-  op.start = ts(r->start);
-  op.end = ts(r->end);
+  op.start = host_time(r->start, clock_offset);
+  op.end = host_time(r->end, clock_offset);
   op.correlation_id = r->correlationId;
   op.stream = r->streamId;
   op.graph_id = r->graphId;
@@ -110,7 +111,7 @@ void ActivityParser::parse_record(const void* record, EventBatch& out, Stats& st
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
     case CUPTI_ACTIVITY_KIND_KERNEL: {
       const auto* k = static_cast<const KernelRecord*>(record);
-      GpuOp op = op_from(k, GpuOpKind::kKernel);
+      GpuOp op = op_from(k, GpuOpKind::kKernel, clock_offset_);
       op.name = kernel_name(k->name, &op.collective);
       note_device(k->deviceId);
       out.gpu_ops.push_back(op);
@@ -119,7 +120,7 @@ void ActivityParser::parse_record(const void* record, EventBatch& out, Stats& st
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto* m = static_cast<const MemcpyRecord*>(record);
-      GpuOp op = op_from(m, GpuOpKind::kMemcpy);
+      GpuOp op = op_from(m, GpuOpKind::kMemcpy, clock_offset_);
       op.bytes = m->bytes;
       op.copy_dir = copy_dir_of(m->copyKind);
       op.name = copy_names_[static_cast<size_t>(op.copy_dir)];
@@ -134,7 +135,7 @@ void ActivityParser::parse_record(const void* record, EventBatch& out, Stats& st
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY2: {
       const auto* m = static_cast<const MemcpyPtoPRecord*>(record);
-      GpuOp op = op_from(m, GpuOpKind::kMemcpy);
+      GpuOp op = op_from(m, GpuOpKind::kMemcpy, clock_offset_);
       op.bytes = m->bytes;
       op.copy_dir = CopyDir::kP2P;
       op.name = copy_names_[static_cast<size_t>(CopyDir::kP2P)];
@@ -145,7 +146,7 @@ void ActivityParser::parse_record(const void* record, EventBatch& out, Stats& st
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto* m = static_cast<const MemsetRecord*>(record);
-      GpuOp op = op_from(m, GpuOpKind::kMemset);
+      GpuOp op = op_from(m, GpuOpKind::kMemset, clock_offset_);
       op.bytes = m->bytes;
       op.name = memset_name_;
       note_device(m->deviceId);
@@ -163,9 +164,11 @@ void ActivityParser::parse_record(const void* record, EventBatch& out, Stats& st
       size_t n = 0;
       const TracedApi* first = traced_apis(&n);
       HostApiCall call;
-      call.start = ts(a->start);
-      call.end = ts(a->end);
-      call.correlation_id = a->correlationId;
+      call.start = host_time(a->start, clock_offset_);
+      call.end = host_time(a->end, clock_offset_);
+      // A call that failed submitted nothing: no op will come for its id (it is still host
+      // time in CUDA).
+      call.correlation_id = a->returnValue == 0 ? a->correlationId : 0;
       call.thread = a->threadId;
       if (!thread_alias_.empty()) {
         auto it = thread_alias_.find(a->threadId);
@@ -182,13 +185,10 @@ void ActivityParser::parse_record(const void* record, EventBatch& out, Stats& st
       const auto type = static_cast<size_t>(s->type);
       if (type < totals_.sync.count.size()) {
         ++totals_.sync.count[type];
-        if (s->end > s->start) totals_.sync.ns[type] += ts(s->end - s->start);
+        if (s->end > s->start) totals_.sync.ns[type] += static_cast<int64_t>(s->end - s->start);
       }
       return;
     }
-    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
-      ++totals_.external_correlations;
-      return;
     default:
       stats.add(Stat::cupti_records_unparsed);
       return;

@@ -27,7 +27,6 @@ struct SyncTotals {
 
 struct ParseTotals {
   SyncTotals sync;
-  int64_t external_correlations = 0;
   int64_t kernels = 0, memcpys = 0, memsets = 0, api_calls = 0;
   std::vector<uint16_t> devices;  // distinct device ids seen, in first-seen order
 };
@@ -51,6 +50,11 @@ class ActivityParser {
   void set_thread_alias(uint32_t cupti_thread_id, uint32_t tid) {
     thread_alias_[cupti_thread_id] = tid;
   }
+
+  // CUPTI's clock minus the host clock (Collector::clock_offset_ns): every record timestamp is
+  // moved onto the host clock by subtracting it.  0 (the default) when CUPTI reads the host
+  // clock itself.  A 0 timestamp (unknown, or an unfinished op of a forced flush) stays 0.
+  void set_clock_offset(int64_t cupti_minus_host_ns) { clock_offset_ = cupti_minus_host_ns; }
 
   const ParseTotals& totals() const { return totals_; }
   ParseTotals& mutable_totals() { return totals_; }
@@ -80,6 +84,7 @@ class ActivityParser {
   std::vector<NameId> api_names_;  // by traced-api index
   std::unordered_map<uint32_t, uint32_t> thread_alias_;
   uint64_t devices_seen_mask_ = 0;
+  int64_t clock_offset_ = 0;
   ParseTotals totals_;
 };
 

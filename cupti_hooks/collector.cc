@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -33,6 +34,18 @@ const char* to_string(CollectorState s) {
       return "stopped";
   }
   return "unknown";
+}
+
+const char* to_string(ClockSource s) {
+  switch (s) {
+    case ClockSource::kNone:
+      return "none";
+    case ClockSource::kTimestampCallback:
+      return "cupti_timestamp_callback";
+    case ClockSource::kMeasuredOffset:
+      return "measured_offset";
+  }
+  return "none";
 }
 
 struct Collector::Impl {
@@ -82,9 +95,6 @@ void CUPTIAPI callback_trampoline(void* /*userdata*/, CUpti_CallbackDomain domai
   }
 }
 
-// Set once by load(); read by the hot path without a lock.
-std::atomic<Collector::TimestampFn> g_timestamp{nullptr};
-
 }  // namespace
 
 Collector::Collector() : impl_(new Impl()) {}
@@ -103,20 +113,7 @@ bool Collector::load(const std::string& library, std::string* why) {
   }
   if (!impl_->api.load(library, why)) return false;
   loaded_ = true;
-  g_timestamp.store(reinterpret_cast<TimestampFn>(impl_->api.cuptiGetTimestamp),
-                    std::memory_order_release);
   return true;
-}
-
-Collector::TimestampFn Collector::timestamp_fn() const {
-  return g_timestamp.load(std::memory_order_acquire);
-}
-
-int64_t Collector::timestamp() {
-  TimestampFn f = g_timestamp.load(std::memory_order_acquire);
-  uint64_t t = 0;
-  if (f == nullptr || f(&t) != 0) return 0;
-  return static_cast<int64_t>(t);
 }
 
 uint32_t Collector::version() const {
@@ -167,6 +164,9 @@ CollectorState Collector::start(const CollectorOptions& options, std::string* me
                                              std::to_string(static_cast<int>(sr)) + ")");
   }
   m.subscribed = true;
+  // Before any activity kind is enabled (CUPTI's rule for the timestamp callback), and only
+  // once CUPTI is ours: the callback would change the clock of another subscriber's records.
+  sync_clocks(options.host_clock);
 
   if (GPUACCT_CUPTI_CALL(api, cuptiActivityRegisterCallbacks, buffer_requested_trampoline,
                          buffer_completed_trampoline) != CUPTI_SUCCESS) {
@@ -194,10 +194,12 @@ CollectorState Collector::start(const CollectorOptions& options, std::string* me
   }
 
   // Activity kinds.  CONCURRENT_KERNEL, never KERNEL (which serialises kernels).
+  // No EXTERNAL_CORRELATION: gpuacct pushes no external ids and attributes nothing to
+  // framework ops; the kind would only cost a record per API call whenever a library pushes
+  // ids of its own.
   const CUpti_ActivityKind kinds[] = {
       CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-      CUPTI_ACTIVITY_KIND_MEMCPY2,           CUPTI_ACTIVITY_KIND_MEMSET,
-      CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+      CUPTI_ACTIVITY_KIND_MEMCPY2, CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION};
   for (CUpti_ActivityKind k : kinds) {
     const CUptiResult r = GPUACCT_CUPTI_CALL(api, cuptiActivityEnable, k);
     if (r == CUPTI_SUCCESS) {
@@ -233,6 +235,45 @@ CollectorState Collector::start(const CollectorOptions& options, std::string* me
   }
   state_.store(CollectorState::kActive, std::memory_order_release);
   return CollectorState::kActive;
+}
+
+// One clock for every record: host records are stamped with the host clock from the process's
+// first record on, which can be long before CUDA loads CUPTI, and CUPTI's own clock may differ
+// (cuptiGetTimestamp is CLOCK_REALTIME on Linux, CLOCK_MONOTONIC_RAW under WSL, per
+// cupti_activity.h).  CUPTI is asked to read the host clock: with a timestamp callback it takes
+// every host-side timestamp from it and maps GPU timestamps onto it.  When it cannot (an older
+// CUPTI without the function, an error), the offset between the two clocks is measured here,
+// best of several back-to-back readings, and the parser moves every record by it.
+void Collector::sync_clocks(uint64_t (*host_clock)()) {
+  CuptiApi& api = impl_->api;
+  if (host_clock == nullptr) return;
+  if (GPUACCT_CUPTI_TRY(api, cuptiActivityRegisterTimestampCallback, host_clock) == CUPTI_SUCCESS) {
+    clock_source_.store(ClockSource::kTimestampCallback, std::memory_order_release);
+    return;
+  }
+  int64_t offset = 0;
+  int64_t uncertainty = -1;  // no reading
+  int64_t best_width = std::numeric_limits<int64_t>::max();
+  for (int i = 0; i < 9; ++i) {
+    const uint64_t h0 = host_clock();
+    uint64_t c = 0;
+    if (api.cuptiGetTimestamp(&c) != CUPTI_SUCCESS) break;
+    const uint64_t h1 = host_clock();
+    const int64_t width = static_cast<int64_t>(h1 - h0);
+    if (width >= 0 && width < best_width) {
+      best_width = width;
+      offset = static_cast<int64_t>(c) - static_cast<int64_t>(h0 + (h1 - h0) / 2);
+      uncertainty = (width + 1) / 2;
+    }
+  }
+  clock_offset_ns_.store(offset, std::memory_order_release);
+  clock_offset_uncertainty_ns_.store(uncertainty, std::memory_order_release);
+  clock_source_.store(ClockSource::kMeasuredOffset, std::memory_order_release);
+  if (uncertainty < 0) {
+    std::fprintf(stderr,
+                 "gpuacct: cannot read CUPTI's clock; GPU records are assumed to be on the host "
+                 "clock\n");
+  }
 }
 
 void Collector::on_buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
@@ -361,6 +402,7 @@ void Collector::flush(bool forced) {
 size_t Collector::consume(ActivityParser& parser, EventBatch& out, Stats& stats) {
   Impl& m = *impl_;
   size_t records = 0;
+  parser.set_clock_offset(clock_offset_ns_.load(std::memory_order_acquire));
   for (;;) {
     Impl::Completed c{};
     {
@@ -417,6 +459,10 @@ void Collector::invoke_api_callback_for_testing(bool runtime_domain, uint32_t cb
 
 uint32_t Collector::cbid_cuda_launch_kernel() {
   return CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+}
+
+uint32_t Collector::cbid_cu_launch_kernel() {
+  return CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
 }
 
 void Collector::disable_in_child() {

@@ -36,8 +36,20 @@ struct CollectorHooks {
   void (*buffer_ready)() = nullptr;
 };
 
+// Where CUPTI's timestamps come from, relative to the host clock (CollectorOptions::host_clock).
+enum class ClockSource : uint8_t {
+  kNone,               // not started
+  kTimestampCallback,  // CUPTI reads the host clock (cuptiActivityRegisterTimestampCallback)
+  kMeasuredOffset,     // CUPTI keeps its own clock; records are moved by a measured offset
+};
+const char* to_string(ClockSource s);
+
 struct CollectorOptions {
   std::string library = "libcupti.so.13";
+  // The clock of every host record (nanoseconds).  CUPTI is made to read it, or, when it
+  // cannot be (an older CUPTI, an error), its offset from CUPTI's clock is measured so records
+  // can be moved onto it (ActivityParser::set_clock_offset).  Required for start().
+  uint64_t (*host_clock)() = nullptr;
   size_t buffer_bytes = 4u << 20;
   int buffer_count = 8;
   uint32_t flush_period_ms = 100;
@@ -64,21 +76,25 @@ class Collector {
   // dlopens CUPTI (idempotent).  False if it cannot be used; *why explains (one line).
   bool load(const std::string& library, std::string* why);
   bool loaded() const { return loaded_; }
-  // cuptiGetTimestamp, or 0 when not loaded.  The event model's clock.
-  static int64_t timestamp();
-  // The raw function pointer of cuptiGetTimestamp (nullptr when not loaded): for the hot path.
-  using TimestampFn = int (*)(uint64_t*);
-  TimestampFn timestamp_fn() const;
   uint32_t version() const;
 
   // Subscribes and enables collection.  Prints at most one line on stderr when it cannot.
   CollectorState start(const CollectorOptions& options, std::string* message);
   CollectorState state() const { return state_.load(std::memory_order_acquire); }
   bool thread_ids_are_system() const { return system_thread_ids_; }
+  // Set by start(): how CUPTI's timestamps relate to the host clock.  With kMeasuredOffset,
+  // CUPTI time - clock_offset_ns() = host time (to within clock_offset_uncertainty_ns()).
+  // consume() hands the offset to the parser.
+  ClockSource clock_source() const { return clock_source_.load(std::memory_order_acquire); }
+  int64_t clock_offset_ns() const { return clock_offset_ns_.load(std::memory_order_acquire); }
+  int64_t clock_offset_uncertainty_ns() const {
+    return clock_offset_uncertainty_ns_.load(std::memory_order_acquire);
+  }
 
   // cuptiActivityFlushAll(forced ? FORCED : 0), then reads the dropped-record count.
   void flush(bool forced);
-  // Parses every completed buffer into `out` and returns the buffers to the pool.
+  // Parses every completed buffer into `out` (timestamps moved onto the host clock) and returns
+  // the buffers to the pool.
   size_t consume(ActivityParser& parser, EventBatch& out, Stats& stats);
   // Disables activity, forces a final flush, unsubscribes.  Idempotent.
   void stop();
@@ -102,13 +118,21 @@ class Collector {
   void invoke_api_callback_for_testing(bool runtime_domain, uint32_t cbid, bool enter,
                                        uint64_t* scratch, uint32_t correlation_id);
   static uint32_t cbid_cuda_launch_kernel();
+  static uint32_t cbid_cu_launch_kernel();
 
  private:
   Collector();
   struct Impl;
+  void sync_clocks(uint64_t (*host_clock)());
+
   Impl* impl_;  // never freed: CUPTI may call back during exit
   bool loaded_ = false;
   bool system_thread_ids_ = false;
+  // Written by start() before any activity kind is enabled (so before any buffer can complete),
+  // read by the worker.
+  std::atomic<ClockSource> clock_source_{ClockSource::kNone};
+  std::atomic<int64_t> clock_offset_ns_{0};
+  std::atomic<int64_t> clock_offset_uncertainty_ns_{0};
   std::atomic<CollectorState> state_{CollectorState::kNotStarted};
   std::atomic<bool> child_{false};
   std::atomic<int64_t> records_dropped_{0};

@@ -25,13 +25,14 @@ struct CuptiApi {
   X(cuptiActivityFlushAll)          \
   X(cuptiActivityGetNextRecord)     \
   X(cuptiActivityGetNumDroppedRecords)
-#define GPUACCT_CUPTI_OPTIONAL(X)  \
-  X(cuptiEnableDomain)             \
-  X(cuptiActivityFlushPeriod)      \
-  X(cuptiActivityEnableRuntimeApi) \
-  X(cuptiActivityEnableDriverApi)  \
-  X(cuptiSetThreadIdType)          \
-  X(cuptiFinalize)                 \
+#define GPUACCT_CUPTI_OPTIONAL(X)           \
+  X(cuptiEnableDomain)                      \
+  X(cuptiActivityFlushPeriod)               \
+  X(cuptiActivityEnableRuntimeApi)          \
+  X(cuptiActivityEnableDriverApi)           \
+  X(cuptiActivityRegisterTimestampCallback) \
+  X(cuptiSetThreadIdType)                   \
+  X(cuptiFinalize)                          \
   X(cuptiGetLastError)
 
 #define GPUACCT_CUPTI_MEMBER(name) decltype(&::name) name = nullptr;

@@ -22,7 +22,6 @@ using MemcpyPtoPRecord = CUpti_ActivityMemcpyPtoP4;  // MEMCPY2
 using MemsetRecord = CUpti_ActivityMemset4;          // MEMSET
 using ApiRecord = CUpti_ActivityAPI;                 // RUNTIME, DRIVER
 using SyncRecord = CUpti_ActivitySynchronization2;   // SYNCHRONIZATION
-using ExternalCorrelationRecord = CUpti_ActivityExternalCorrelation;  // EXTERNAL_CORRELATION
 
 inline constexpr uint32_t kBuiltCuptiApiVersion = CUPTI_API_VERSION;
 inline constexpr uint32_t kMinCuptiApiVersion = 130000;

@@ -1,32 +1,27 @@
-// The event model's clock, readable from the hot path.  Once CUPTI is loaded every timestamp
-// comes from cuptiGetTimestamp, so host records and activity records share one clock (CUPTI's
-// default is CLOCK_REALTIME; a simulated or re-clocked CUPTI stays consistent too).  Before
-// that, CLOCK_REALTIME.
+// The host clock: every host record (C API, NVTX, Python through the C API, CUPTI API
+// callbacks) is stamped with it, from the process's first record on -- with the library
+// preloaded (LD_PRELOAD, `import gpuacct`) that is long before CUDA loads CUPTI.  It is
+// CLOCK_REALTIME, CUPTI's default clock on Linux, so timelines of ranks on different hosts can
+// be lined up.  It never switches: CUPTI is made to use it (a timestamp callback), or CUPTI's
+// records are moved onto it by a measured offset (cupti::Collector::sync_clocks), so host and
+// GPU records share one timeline whatever clock CUPTI has.
 #pragma once
 
 #include <time.h>
 
-#include <atomic>
 #include <cstdint>
 
 namespace gpuacct::inject {
 
-using TimestampFn = int (*)(uint64_t*);
-inline std::atomic<TimestampFn> g_timestamp_fn{nullptr};
-
-inline int64_t realtime_ns() {
+inline int64_t now_ns() {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-inline int64_t now_ns() {
-  const TimestampFn f = g_timestamp_fn.load(std::memory_order_relaxed);
-  if (f != nullptr) {
-    uint64_t t = 0;
-    if (f(&t) == 0) return static_cast<int64_t>(t);
-  }
-  return realtime_ns();
+// The same clock with the signature of CUPTI's timestamp callback.
+inline uint64_t host_clock_for_cupti() {
+  return static_cast<uint64_t>(now_ns());
 }
 
 }  // namespace gpuacct::inject

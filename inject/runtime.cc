@@ -314,8 +314,6 @@ void Runtime::attach_cupti() {
                  why.c_str());
     return;
   }
-  g_timestamp_fn.store(reinterpret_cast<TimestampFn>(col.timestamp_fn()),
-                       std::memory_order_release);
   // CUPTI (and the CUDA runtime) may register exit handlers of their own when they load.  Exit
   // handlers run last-registered-first: registering ours again now makes the final flush run
   // while CUPTI is still intact.  on_exit is idempotent.
@@ -326,6 +324,7 @@ void Runtime::attach_cupti() {
   opt.buffer_count = m.cfg.buffer_count;
   opt.flush_period_ms = static_cast<uint32_t>(m.cfg.flush_ms);
   opt.api_callbacks = m.cfg.stacks;
+  opt.host_clock = &host_clock_for_cupti;
   opt.hooks.api_enter = &hook_api_enter;
   opt.hooks.api_exit = &hook_api_exit;
   opt.hooks.buffer_ready = &buffer_ready_hook;
@@ -490,22 +489,28 @@ void Runtime::Impl::drop_incomplete_ops() {
 
 namespace {
 
-// Fills name, SM count and compute capability from the CUDA driver already loaded in this
-// process (the driver is what loaded us).  Never loads it: RTLD_NOLOAD; any failure leaves the
-// fields empty.  The driver API's device ordinal equals CUPTI's deviceId for visible devices.
+// Fills name, SM count, compute capability and memory size from the CUDA driver already loaded
+// in this process (the driver is what loaded us).  Never loads it: RTLD_NOLOAD; any failure
+// leaves the fields empty.  The driver API's device ordinal equals CUPTI's deviceId for visible
+// devices.
 void describe_device(DeviceInfo& info) {
   void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   if (cuda == nullptr) return;
   using GetFn = int (*)(int*, int);
   using NameFn = int (*)(char*, int, int);
   using AttrFn = int (*)(int*, int, int);
+  using MemFn = int (*)(size_t*, int);
   auto get = reinterpret_cast<GetFn>(dlsym(cuda, "cuDeviceGet"));
   auto name = reinterpret_cast<NameFn>(dlsym(cuda, "cuDeviceGetName"));
   auto attr = reinterpret_cast<AttrFn>(dlsym(cuda, "cuDeviceGetAttribute"));
+  // cuda.h maps cuDeviceTotalMem to the _v2 entry point (size_t bytes) since CUDA 3.2.
+  auto total_mem = reinterpret_cast<MemFn>(dlsym(cuda, "cuDeviceTotalMem_v2"));
   int dev = 0;
   if (get != nullptr && get(&dev, info.id) == 0) {
     char buf[256] = {};
     if (name != nullptr && name(buf, sizeof buf - 1, dev) == 0) info.name = buf;
+    size_t bytes = 0;
+    if (total_mem != nullptr && total_mem(&bytes, dev) == 0) info.total_memory = bytes;
     // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16, COMPUTE_CAPABILITY_MAJOR/MINOR = 75/76.
     if (attr != nullptr) {
       attr(&info.sm_count, 16, dev);
@@ -662,9 +667,13 @@ nlohmann::json Runtime::Impl::collection_json() {
        {{"kernels", t.kernels},
         {"memcpys", t.memcpys},
         {"memsets", t.memsets},
-        {"api_calls", t.api_calls},
-        {"external_correlations", t.external_correlations}}},
+        {"api_calls", t.api_calls}}},
   };
+  if (col.clock_source() != cupti::ClockSource::kNone) {
+    c["clock"] = {{"source", cupti::to_string(col.clock_source())},
+                  {"offset_ns", col.clock_offset_ns()},
+                  {"offset_uncertainty_ns", col.clock_offset_uncertainty_ns()}};
+  }
   if (auto_steps && !host->explicit_steps()) {
     c["step_detection"] = {{"locked", detector->locked()},
                            {"period_ops", detector->period_tokens()},

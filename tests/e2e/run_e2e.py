@@ -3,9 +3,12 @@
 
 Each ctest runs one case:  run_e2e.py --build <build dir> <case>
 
-  scenario:<name>:<capi|nvtx|none>  the scenario's report against its planted truth: exact step
+  scenario:<name>:<capi|nvtx|none>[:VAR=VALUE[,VAR=VALUE...]]
+                                    the scenario's report against its planted truth: exact step
                                     count, every category of every step within 1% of the step
-                                    time, the verdict the truth implies
+                                    time, launches per step, the verdict the truth implies; the
+                                    optional variables go into the scenario's environment (e.g.
+                                    GPUACCT_SIM_CUPTI_CLOCK=monotonic)
   subscribe_refused, drop, buffer_refused, pool_cap, fork, sigterm, sigkill, busy, bad_env,
   no_cupti, real_cupti, nocuda, record, enable_off     fault and lifecycle cases
 """
@@ -23,7 +26,12 @@ import tempfile
 import time
 
 BUILD = ""
+LIBRARY = ""  # --library: another libgpuacct.so (e.g. an older build, for before/after numbers)
 TOL = 0.01  # of the step time
+SIM_DEVICE_MEMORY = 80 << 30  # what the sim's cuDeviceTotalMem reports (tests/sim/README.md)
+
+# Scenarios that need the library loaded before cuInit (tests/sim/scenarios/early_init.cc).
+PRELOADED_SCENARIOS = {"early_init"}
 
 
 class Fail(Exception):
@@ -36,7 +44,7 @@ def check(cond: bool, msg: str) -> None:
 
 
 def paths():
-    lib = os.path.join(BUILD, "inject", "libgpuacct.so")
+    lib = LIBRARY or os.path.join(BUILD, "inject", "libgpuacct.so")
     sim_lib = os.path.join(BUILD, "sim", "lib")
     sim_bin = os.path.join(BUILD, "sim", "bin")
     driver = os.path.join(BUILD, "tests", "e2e", "e2e_driver")
@@ -104,11 +112,13 @@ def expected_verdict(truth: dict, marks: str) -> str:
     return best[2] if best else "compute"
 
 
-def case_scenario(name: str, marks: str) -> None:
-    _, _, sim_bin, _ = paths()
+def case_scenario(name: str, marks: str, extra_env: dict) -> None:
+    lib, _, sim_bin, _ = paths()
     with tempfile.TemporaryDirectory(prefix="gpuacct_e2e_") as out:
         truth_path = os.path.join(out, "truth.json")
-        env = base_env(out, GPUACCT_SIM_TRUTH=truth_path)
+        env = base_env(out, GPUACCT_SIM_TRUTH=truth_path, **extra_env)
+        if name in PRELOADED_SCENARIOS:
+            env["LD_PRELOAD"] = lib
         if name == "million":
             # The sim issues a million kernels in ~0.2 s of real time (a GPU needs >= 4 s for
             # them); on a loaded 2-core box the default pool (8 x 4 MiB) can fill before the
@@ -137,6 +147,10 @@ def case_scenario(name: str, marks: str) -> None:
             wall = ts["wall_ns"]
             check(abs(row["duration_ns"] - wall) <= TOL * wall,
                   f"step {row['step_index']}: window {row['duration_ns']} ns, planted {wall} ns")
+            if "launches" in ts and marks != "none":  # detected steps may cut elsewhere
+                check(row["launches"] == ts["launches"],
+                      f"step {row['step_index']}: {row['launches']} launches, the program made "
+                      f"{ts['launches']}")
             for k in got:
                 d = abs(got[k] - exp[k]) / wall
                 if d > worst[0]:
@@ -147,9 +161,19 @@ def case_scenario(name: str, marks: str) -> None:
         check(rep["verdict"]["bound"] == want,
               f"verdict {rep['verdict']['bound']!r}, the truth implies {want!r}")
         check(not rep["data_loss"], f"data loss reported: {rep['stats']}")
+        check(stat(rep, "unmatched_launches") == 0,
+              f"{stat(rep, 'unmatched_launches')} unmatched launches: every launch got its op")
         devs = rep["run"]["devices"]
         check(devs and all(d["name"].startswith("gpuacct simulated GPU") for d in devs),
               f"device names read from the driver: {devs}")
+        check(all(d["total_memory"] == SIM_DEVICE_MEMORY and d["sm_count"] == 132
+                  and d["compute_capability"] == "9.0" for d in devs),
+              f"device memory, SMs, compute capability read from the driver: {devs}")
+        clock = rep["collection"]["clock"]
+        refused = "error:cuptiActivityRegisterTimestampCallback" in extra_env.get(
+            "GPUACCT_SIM_FAULTS", "")
+        want_clock = "measured_offset" if refused else "cupti_timestamp_callback"
+        check(clock["source"] == want_clock, f"clock {clock}, expected {want_clock}")
         src = rep["collection"]["step_source"]
         check(src == {"capi": "capi", "nvtx": "nvtx", "none": "detected"}[marks],
               f"step source {src}")
@@ -362,7 +386,9 @@ def case_real_cupti() -> None:
 def case_nocuda() -> None:
     lib, _, _, driver = paths()
     with tempfile.TemporaryDirectory() as out:
-        env = base_env(out, LD_PRELOAD=lib)
+        # The driver links the sim's libcuda, whose clock is the process's CLOCK_REALTIME: the
+        # hybrid clock lets the real sleeps count.
+        env = base_env(out, LD_PRELOAD=lib, GPUACCT_SIM_CLOCK="hybrid")
         del env["CUDA_INJECTION64_PATH"]  # the library sets it itself at load
         res = run([driver, "--mode=nocuda", "--steps=6", "--sleep-ms=5"], env)
         check("loaded=1" in res.stdout, res.stdout)
@@ -417,16 +443,19 @@ CASES = {
 
 
 def main() -> int:
-    global BUILD
+    global BUILD, LIBRARY
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
+    ap.add_argument("--library", default="", help="libgpuacct.so to test (default: the build's)")
     ap.add_argument("case")
     a = ap.parse_args()
     BUILD = os.path.abspath(a.build)  # the library records its own path only when absolute
+    LIBRARY = os.path.abspath(a.library) if a.library else ""
     try:
         if a.case.startswith("scenario:"):
-            _, name, marks = a.case.split(":")
-            case_scenario(name, marks)
+            _, name, marks, *rest = a.case.split(":", 3)
+            extra = dict(kv.split("=", 1) for kv in rest[0].split(",")) if rest else {}
+            case_scenario(name, marks, extra)
         else:
             CASES[a.case]()
     except Fail as e:
