@@ -1,6 +1,9 @@
 // Hot paths of the injected library (targets in docs/injection.md):
 //   BM_LaunchCallback  - one traced launch as CUPTI delivers it: ENTER + EXIT callbacks through
 //                        the collector's dispatch into the per-thread hooks (target <= 100 ns)
+//   BM_LaunchCallbackNested - one cudaLaunchKernel with both API domains' callbacks on: runtime
+//                        ENTER, the nested cuLaunchKernel's ENTER + EXIT (ignored by the
+//                        per-thread nesting depth), runtime EXIT
 //   BM_CApiStepMark    - one C API call into the per-thread ring (drained every 4096 calls)
 //   BM_NvtxPushPop     - an NVTX push + pop pair through the same ring
 //   BM_ActivityParse   - CUPTI activity records -> event model, one core (target >= 10 M/s)
@@ -50,6 +53,29 @@ void BM_LaunchCallback(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_LaunchCallback);
+
+void BM_LaunchCallbackNested(benchmark::State& state) {
+  make_recording();
+  auto& col = gpuacct::cupti::Collector::instance();
+  gpuacct::cupti::CollectorHooks hooks;
+  hooks.api_enter = &gpuacct::inject::hook_api_enter;
+  hooks.api_exit = &gpuacct::inject::hook_api_exit;
+  col.set_hooks_for_testing(hooks);
+  const uint32_t rt = gpuacct::cupti::Collector::cbid_cuda_launch_kernel();
+  const uint32_t drv = gpuacct::cupti::Collector::cbid_cu_launch_kernel();
+  uint32_t corr = 1;
+  for (auto _ : state) {
+    uint64_t rt_scratch = 0, drv_scratch = 0;
+    col.invoke_api_callback_for_testing(true, rt, true, &rt_scratch, corr);
+    col.invoke_api_callback_for_testing(false, drv, true, &drv_scratch, corr);
+    col.invoke_api_callback_for_testing(false, drv, false, &drv_scratch, corr);
+    col.invoke_api_callback_for_testing(true, rt, false, &rt_scratch, corr);
+    ++corr;
+    benchmark::DoNotOptimize(rt_scratch);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_LaunchCallbackNested);
 
 void BM_CApiStepMark(benchmark::State& state) {
   make_recording();

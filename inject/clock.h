@@ -13,14 +13,14 @@
 
 namespace gpuacct::inject {
 
-inline int64_t now_ns() {
+inline int64_t now_ns() noexcept {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
 // The same clock with the signature of CUPTI's timestamp callback.
-inline uint64_t host_clock_for_cupti() {
+inline uint64_t host_clock_for_cupti() noexcept {
   return static_cast<uint64_t>(now_ns());
 }
 
