@@ -75,7 +75,14 @@ constexpr TracedApi kApis[] = {
     RT(cudaStreamSynchronize_ptsz_v7000, kSync),
     RT(cudaEventSynchronize_v3020, kSync),
 
-    // Driver API: what NCCL, Triton and other runtime-less launchers call.
+    // Driver API: what NCCL, Triton and other runtime-less launchers call.  A runtime call is
+    // implemented with driver calls, and with both domains traced CUPTI can report the driver
+    // call too: on the same thread, inside the runtime call, with the runtime call's correlation
+    // id or its own (the op carries one of the two; CUpti_ActivityKernel10.correlationId names
+    // "the driver or runtime API activity record", CUpti_ActivityMemcpy6 has both ids).  The
+    // accountant counts such a nest as one call (docs/accounting.md, "Nested calls"); the
+    // callback hooks skip the inner call by the thread's nesting depth.  The domain stays on:
+    // without it, launches that never pass through the runtime would have no launch call.
     DRV(cuLaunchKernel, kLaunch),
     DRV(cuLaunchKernel_ptsz, kLaunch),
     DRV(cuLaunchKernelEx, kLaunch),
