@@ -55,22 +55,53 @@ def _best_ns(stmt: str, ns: dict, number: int = 20000, repeat: int = 7) -> float
     return min(timeit.repeat(stmt, globals=ns, number=number, repeat=repeat)) / number * 1e9
 
 
-def test_noop_cost_under_one_microsecond() -> None:
-    """Without the library a mark costs well under 1 us (median of a loaded 2-core box is noisy,
-    so take the best of several repeats)."""
+class _MinimalContext:
+    """The cheapest context manager Python can run: the yardstick for the no-op path."""
+
+    def __enter__(self) -> "_MinimalContext":
+        return self
+
+    def __exit__(self, *exc: object) -> bool:
+        return False
+
+
+def _trivial_call(*args: object) -> None:
+    return None
+
+
+def _forwarding_call(*args: object) -> None:
+    # A public function forwarding to a binding: the shape of every gpuacct call.
+    return _trivial_call(*args)
+
+
+def _make_minimal(*args: object) -> _MinimalContext:
+    return _MinimalContext()
+
+
+def test_noop_cost_is_that_of_a_plain_python_call() -> None:
+    """Without the library a mark costs about what the cheapest Python context manager (or
+    function call) costs.  Compared as a ratio measured in the same run, so a loaded machine
+    slows both sides alike; the absolute numbers are printed (0.1-0.3 us on an idle core).  Real
+    work on this path (a foreign call, a lock, logging) costs 10x and more; the 5x bound leaves
+    room for timing noise between the two measurements."""
     if gpuacct.is_loaded():
         pytest.fail("this test process must not have a library bound")
-    ns = {"gpuacct": gpuacct}
+    ns = {"gpuacct": gpuacct, "make": _make_minimal, "call": _forwarding_call}
+    yard_with = _best_ns("with make(): pass", ns)
+    yard_named = _best_ns("with make('fwd'): pass", ns)
+    yard_call = _best_ns("call(1.0)", ns)
     costs = {
-        "with step()": _best_ns("with gpuacct.step(): pass", ns),
-        "mark_step()": _best_ns("gpuacct.mark_step()", ns),
-        "with data()": _best_ns("with gpuacct.data(): pass", ns),
-        "with range(name)": _best_ns("with gpuacct.range('fwd'): pass", ns),
-        "set_step_flops()": _best_ns("gpuacct.set_step_flops(1.0)", ns),
+        "with step()": (_best_ns("with gpuacct.step(): pass", ns), yard_with),
+        "with data()": (_best_ns("with gpuacct.data(): pass", ns), yard_with),
+        "with range(name)": (_best_ns("with gpuacct.range('fwd'): pass", ns), yard_named),
+        "mark_step()": (_best_ns("gpuacct.mark_step()", ns), yard_call),
+        "set_step_flops()": (_best_ns("gpuacct.set_step_flops(1.0)", ns), yard_call),
     }
-    print("no-op cost (ns):", json.dumps({k: round(v) for k, v in costs.items()}))
-    for name, ns_ in costs.items():
-        assert ns_ < 1000, f"{name} costs {ns_:.0f} ns without the library"
+    print("no-op cost (ns):", json.dumps({k: round(v) for k, (v, _) in costs.items()}),
+          "yardsticks (ns):", round(yard_with), round(yard_named), round(yard_call))
+    for name, (cost, yard) in costs.items():
+        assert cost < 5 * yard, (f"{name} costs {cost:.0f} ns without the library, "
+                                 f"{cost / yard:.1f}x a plain Python equivalent ({yard:.0f} ns)")
 
 
 def test_calls_reach_library(fake_lib: str, tmp_path: Path) -> None:
