@@ -33,9 +33,18 @@ bool starts_with(std::string_view s, std::string_view p) {
 // ---------------------------------------------------------------------------------------------
 // Exact decimal -> integer conversion.
 
-// Parses a JSON number into round(value * 10^scale) as int64, exactly.  Returns false on a
-// syntax error or overflow.  `exact` (optional) is set when no non-zero digit was rounded away.
-bool parse_scaled(std::string_view t, int scale, int64_t* out, bool* exact) {
+// 128-bit integers (GCC/Clang) hold a timestamp at 1e-9 ns resolution: enough to add `ts` and
+// `dur` exactly before rounding their sum to whole nanoseconds.
+__extension__ typedef __int128 Int128;
+__extension__ typedef unsigned __int128 UInt128;
+
+// Parses a JSON number into round(value * 10^scale), exactly (no binary floating point),
+// rounding half away from zero.  Returns false on a syntax error or when the integer part has
+// more than `max_digits` digits (the caller's integer type could overflow).  `exact`
+// (optional) is set when no non-zero digit was rounded away.
+template <typename Unsigned>
+bool parse_scaled_digits(std::string_view t, int scale, int max_digits, Unsigned* magnitude,
+                         bool* negative, bool* exact) {
   size_t i = 0;
   bool neg = false;
   if (i < t.size() && (t[i] == '-' || t[i] == '+')) {
@@ -85,18 +94,18 @@ bool parse_scaled(std::string_view t, int scale, int64_t* out, bool* exact) {
     point += static_cast<int>(eneg ? -e : e);
   }
   if (i != t.size()) return false;
+  *negative = neg;
   // value = 0.d1d2d3... * 10^point; we want the integer part of value * 10^scale.
   const int64_t int_digits = int64_t{point} + scale;
   if (nd == 0) {
-    *out = 0;
+    *magnitude = 0;
     if (exact) *exact = true;
     return true;
   }
-  if (int_digits > 19) return false;
-  // At most 19 digits: fits in uint64 (< 1.8e19) even after rounding up.
-  uint64_t v = 0;
+  if (int_digits > max_digits) return false;
+  Unsigned v = 0;
   for (int64_t k = 0; k < int_digits; ++k) {
-    v = v * 10 + static_cast<uint64_t>(k < nd ? digits[k] - '0' : 0);
+    v = v * 10 + static_cast<Unsigned>(k < nd ? digits[k] - '0' : 0);
   }
   // Round half away from zero on the first dropped digit.
   bool rest_nz = dropped_nz != 0;
@@ -109,8 +118,56 @@ bool parse_scaled(std::string_view t, int scale, int64_t* out, bool* exact) {
   }
   if (round_digit >= 5) v += 1;
   if (exact) *exact = round_digit == 0 && !rest_nz;
+  *magnitude = v;
+  return true;
+}
+
+// round(value * 10^scale) as int64.  At most 19 integer digits: fits in uint64 (< 1.8e19)
+// even after rounding up.
+bool parse_scaled(std::string_view t, int scale, int64_t* out, bool* exact) {
+  uint64_t v = 0;
+  bool neg = false;
+  if (!parse_scaled_digits(t, scale, 19, &v, &neg, exact)) return false;
   if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;
   *out = neg ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
+  return true;
+}
+
+// Microseconds at 1e-9 ns resolution (scale 10^12): at most 37 integer digits, far inside the
+// 128-bit range, so two of them add without overflow.
+bool parse_us_fine(std::string_view t, Int128* out) {
+  UInt128 v = 0;
+  bool neg = false;
+  if (!parse_scaled_digits(t, 12, 37, &v, &neg, nullptr)) return false;
+  *out = neg ? -static_cast<Int128>(v) : static_cast<Int128>(v);
+  return true;
+}
+
+// Fine units (1e-9 ns) -> whole ns, half away from zero; false outside int64.
+bool fine_to_ns(Int128 fine, int64_t* ns) {
+  constexpr Int128 kPerNs = 1'000'000'000;
+  const Int128 half = kPerNs / 2;
+  const Int128 q = fine >= 0 ? (fine + half) / kPerNs : -((-fine + half) / kPerNs);
+  if (q > std::numeric_limits<int64_t>::max() || q < std::numeric_limits<int64_t>::min())
+    return false;
+  *ns = static_cast<int64_t>(q);
+  return true;
+}
+
+// An X event's [start, end) in ns.  The end is ts + dur rounded once, not round(ts) +
+// round(dur): two consecutive events that Kineto wrote touching (ProfilerStep#N ends where #N+1
+// begins) must not overlap by a rounding nanosecond.  The start is round(ts), exactly as
+// parse_us_to_ns (flows are matched on it).  False on bad syntax, a negative dur or overflow.
+bool parse_span_ns(std::string_view ts_text, std::string_view dur_text, int64_t* start,
+                   int64_t* end) {
+  Int128 ts_fine = 0, dur_fine = 0;
+  if (!parse_scaled(ts_text, 3, start, nullptr) || !parse_us_fine(ts_text, &ts_fine) ||
+      !parse_us_fine(dur_text, &dur_fine) || dur_fine < 0 || !fine_to_ns(ts_fine + dur_fine, end)) {
+    return false;
+  }
+  // Rounding at 1e-9 ns first can move the end of a zero-length event by a nanosecond
+  // against the exactly rounded start only for 13+ decimals; never let it end first.
+  *end = std::max(*end, *start);
   return true;
 }
 
@@ -911,9 +968,8 @@ void Importer::map_x_event(CatKind kind) {
     skip_event();
     return;
   }
-  int64_t ts = 0, dur = 0;
-  if (!parse_us_to_ns(ev_.ts.text, &ts) || !parse_us_to_ns(ev_.dur.text, &dur) || dur < 0 ||
-      ts > std::numeric_limits<int64_t>::max() - dur) {
+  int64_t ts = 0, end = 0;
+  if (!parse_span_ns(ev_.ts.text, ev_.dur.text, &ts, &end)) {
     skip_event();
     return;
   }
@@ -957,7 +1013,7 @@ void Importer::map_x_event(CatKind kind) {
       if (num_i64(ev_.graph_id, &graph) && (graph < 0 || graph > 0xFFFFFFFFll)) graph = 0;
       GpuOp op;
       op.start = ts;
-      op.end = ts + dur;
+      op.end = end;
       op.correlation_id = has_corr ? static_cast<uint64_t>(corr) : 0;
       op.bytes = static_cast<uint64_t>(bytes);
       op.stream = static_cast<uint32_t>(stream);
@@ -995,7 +1051,7 @@ void Importer::map_x_event(CatKind kind) {
       if (host_pid_ == 0 && pid_ok) host_pid_ = pid;
       HostApiCall call;
       call.start = ts;
-      call.end = ts + dur;
+      call.end = end;
       call.correlation_id = has_corr ? static_cast<uint64_t>(corr) : 0;
       call.thread = tid_ok ? static_cast<uint32_t>(static_cast<uint64_t>(tid)) : 0;
       call.name = names_.intern(name);
@@ -1018,7 +1074,7 @@ void Importer::map_x_event(CatKind kind) {
         return;  // ordinary operators are not ranges gpuacct uses
       }
       r.start = ts;
-      r.end = ts + dur;
+      r.end = end;
       r.thread = tid_ok ? static_cast<uint32_t>(static_cast<uint64_t>(tid)) : 0;
       r.name = names_.intern(name);
       sink_.on_range(r);

@@ -103,6 +103,36 @@ TEST(ParseUsToNs, ExactDecimal) {
   EXPECT_EQ(v, 0);
 }
 
+// Issue 8, item 1: Kineto's ts and dur are decimal microseconds.  Rounded to ns one by one,
+// ts=1000.0006 dur=1.0006 ends at 1,001,002 ns while the next step (ts=1001.0012) begins at
+// 1,001,001 ns: the steps overlapped by a rounding nanosecond and one was dropped.  The end
+// is ts + dur rounded once: 1001.0012 us -> 1,001,001 ns, exactly where the next one begins.
+TEST(KinetoImporter, EndIsTsPlusDurRoundedOnceSoTouchingEventsTouch) {
+  const std::string ev = R"J(
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
+     "ts": 1000.0006, "dur": 1.0006},
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 1, "tid": 1,
+     "ts": 1001.0012, "dur": 1},
+    {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 0.0004, "dur": 0.0004,
+     "args": {"device": 0, "stream": 7}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+     "ts": 4458676522690.6554, "dur": 2.0002, "args": {"correlation": 3}})J";
+  Result r;
+  run(trace(ev), r);
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_EQ(r.cap.ranges.size(), 2u);
+  EXPECT_EQ(r.cap.ranges[0].start, 1'000'001);
+  EXPECT_EQ(r.cap.ranges[0].end, 1'001'001);  // not 1,001,002
+  EXPECT_EQ(r.cap.ranges[1].start, 1'001'001);
+  EXPECT_EQ(r.cap.ranges[0].end, r.cap.ranges[1].start);
+  ASSERT_EQ(r.cap.ops.size(), 1u);
+  EXPECT_EQ(r.cap.ops[0].start, 0);  // 0.4 ns
+  EXPECT_EQ(r.cap.ops[0].end, 1);    // 0.8 ns
+  ASSERT_EQ(r.cap.calls.size(), 1u);
+  EXPECT_EQ(r.cap.calls[0].start, 4458676522690655);  // 0.4 ns rounds down
+  EXPECT_EQ(r.cap.calls[0].end, 4458676522692656);    // 0.6 ns rounds up
+}
+
 TEST(KinetoImporter, MapsKernelAndLaunch) {
   Result r;
   run(trace(std::string(kKernel) + "," + kLaunch), r);
