@@ -515,7 +515,18 @@ enum class CatKind : uint8_t {
   kUserAnnotation,
   kCpuOp,
   kFlow,
+  kOtherAccelerator,  // another accelerator's activity (MTIA, XPU, HPU, ...): not supported
 };
+
+// Kineto's activity categories of accelerators other than CUDA GPUs (libkineto ActivityType
+// names: mtia_runtime, mtia_ccp_events, mtia_insight, xpu_runtime, xpu_driver, hpu_op,
+// privateuse1_runtime, glow_runtime, and vendor forks' mlu_* / gcu_*).
+bool is_other_accelerator_cat(std::string_view cat) {
+  for (std::string_view p : {"mtia_", "xpu_", "hpu_", "mlu_", "gcu_", "privateuse1_", "glow_"}) {
+    if (starts_with(cat, p)) return true;
+  }
+  return false;
+}
 
 CatKind classify_cat(std::string_view cat) {
   if (cat == "kernel" || cat == "Kernel") return CatKind::kKernel;
@@ -532,6 +543,7 @@ CatKind classify_cat(std::string_view cat) {
   for (std::string_view k : kIgnored) {
     if (cat == k) return CatKind::kIgnored;
   }
+  if (is_other_accelerator_cat(cat)) return CatKind::kOtherAccelerator;
   return CatKind::kUnknown;
 }
 
@@ -544,9 +556,11 @@ HostApiKind classify_api(std::string_view n) {
   if (starts_with(n, "cudaMemcpy") || starts_with(n, "cudaMemset") || starts_with(n, "cuMemcpy") ||
       starts_with(n, "cuMemset"))
     return HostApiKind::kCopy;
-  if (n.find("Synchronize") != std::string_view::npos || n == "cudaStreamWaitEvent" ||
-      n == "cuStreamWaitEvent")
-    return HostApiKind::kSync;
+  // Blocking syncs: the calls that make the host wait for the GPU (cudaDeviceSynchronize,
+  // cudaStreamSynchronize, cudaEventSynchronize, cuCtxSynchronize, ...).  cudaStreamWaitEvent /
+  // cuStreamWaitEvent are not: they make a stream wait on the device and return at once
+  // (cuda_runtime_api.h: "performed efficiently on the device").
+  if (n.find("Synchronize") != std::string_view::npos) return HostApiKind::kSync;
   return HostApiKind::kOther;
 }
 
@@ -737,6 +751,17 @@ class Importer {
   void emit_api(HostApiCall call, const FlowKey& key, bool need_corr);
   void skip_event() { stats_.add(Stat::importer_events_skipped); }
   void apply_metadata(const std::string& key, const nlohmann::json& v, RunMetadata* meta);
+  // Counts another accelerator's events by category; at most kMaxAcceleratorCategories names
+  // are kept (crafted input could invent endless ones), the rest are counted together.
+  void count_other_accelerator(std::string_view cat) {
+    constexpr size_t kMaxAcceleratorCategories = 32;
+    auto it = other_accelerator_.find(std::string(cat));
+    if (it == other_accelerator_.end()) {
+      const bool room = other_accelerator_.size() < kMaxAcceleratorCategories;
+      it = other_accelerator_.emplace(room ? std::string(cat) : "(other categories)", 0).first;
+    }
+    ++it->second;
+  }
   void flush_pending();
 
   ByteSource& src_;
@@ -772,6 +797,7 @@ class Importer {
   };
   std::unordered_map<FlowKey, Pending, FlowKeyHash> pending_;
   std::deque<FlowKey> pending_order_;
+  std::unordered_map<std::string, int64_t> other_accelerator_;
 };
 
 PR Importer::parse_args(Cur& c) {
@@ -1099,6 +1125,11 @@ void Importer::handle_event() {
     stats_.add(Stat::importer_unknown_categories);
     return;
   }
+  if (kind == CatKind::kOtherAccelerator) {
+    stats_.add(Stat::importer_unknown_categories);  // not handled either, and named below
+    count_other_accelerator(ev_.cat.text);
+    return;
+  }
   if (ev_.ph.type == VType::kNone) {
     // Events without a phase are meaningless in Chrome traces; count the ones we would use.
     if (kind != CatKind::kIgnored) skip_event();
@@ -1307,6 +1338,11 @@ Status Importer::run(RunMetadata* meta) {
   flush_pending();
   progress(true);
   meta->pid = host_pid_;
+  meta->other_accelerator_events.assign(other_accelerator_.begin(), other_accelerator_.end());
+  std::sort(meta->other_accelerator_events.begin(), meta->other_accelerator_events.end(),
+            [](const auto& a, const auto& b) {
+              return a.second != b.second ? a.second > b.second : a.first < b.first;
+            });
   return Status::Ok();
 }
 

@@ -214,7 +214,7 @@ TEST(KinetoImporter, MapsEveryCategory) {
   ASSERT_EQ(r.cap.calls.size(), 6u);
   EXPECT_EQ(r.cap.calls[0].kind, HostApiKind::kCopy);
   EXPECT_EQ(r.cap.calls[1].kind, HostApiKind::kSync);
-  EXPECT_EQ(r.cap.calls[2].kind, HostApiKind::kSync);
+  EXPECT_EQ(r.cap.calls[2].kind, HostApiKind::kOther);  // cudaStreamWaitEvent: host goes on
   EXPECT_EQ(r.cap.calls[3].kind, HostApiKind::kLaunch);
   EXPECT_EQ(r.cap.calls[4].kind, HostApiKind::kLaunch);
   EXPECT_EQ(r.cap.calls[5].kind, HostApiKind::kOther);
@@ -383,6 +383,28 @@ TEST(KinetoImporter, UnknownCategoriesAreCounted) {
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_EQ(r.stats.get(Stat::importer_unknown_categories), 2);
   EXPECT_EQ(r.stats.get(Stat::importer_events_skipped), 0);
+}
+
+// Issue 8, item 7: a trace of another accelerator (MTIA) is not silently "no GPU activity":
+// the importer says what it found, by category.
+TEST(KinetoImporter, OtherAcceleratorEventsAreCountedByCategory) {
+  const std::string ev = R"J(
+    {"ph": "X", "cat": "mtia_ccp_events", "name": "job", "pid": 2, "tid": 3, "ts": 160, "dur": 50,
+     "args": {"correlation": 1, "stream": 3}},
+    {"ph": "X", "cat": "mtia_ccp_events", "name": "job", "pid": 2, "tid": 3, "ts": 260, "dur": 50},
+    {"ph": "X", "cat": "mtia_runtime", "name": "launch", "pid": 1, "tid": 1, "ts": 150, "dur": 5},
+    {"ph": "X", "cat": "xpu_runtime", "name": "urEnqueueKernelLaunch", "pid": 1, "tid": 1,
+     "ts": 150, "dur": 5},
+    {"ph": "X", "cat": "no_such_category", "name": "x", "pid": 1, "tid": 1, "ts": 1, "dur": 1})J";
+  Result r;
+  run(trace(ev), r);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_TRUE(r.cap.ops.empty());
+  EXPECT_TRUE(r.cap.calls.empty());
+  const std::vector<std::pair<std::string, int64_t>> want = {
+      {"mtia_ccp_events", 2}, {"mtia_runtime", 1}, {"xpu_runtime", 1}};
+  EXPECT_EQ(r.meta.other_accelerator_events, want);
+  EXPECT_EQ(r.stats.get(Stat::importer_unknown_categories), 5);
 }
 
 TEST(KinetoImporter, NonKinetoJsonIsRejected) {
