@@ -39,6 +39,8 @@ StatusOr<AnalyzedInput> analyze_input(const std::string& path, AccountingConfig 
     TeeSink tee({&acc, &totals, &detection});
     KinetoImportOptions opts;
     opts.progress = progress;
+    // cuda_sync rows count in HTA's temporal breakdown; they are not GPU work for the steps.
+    opts.on_cuda_sync = [&totals](const GpuOp& row) { totals.on_cuda_sync(row); };
     auto imported = import_kineto_trace(path, names, tee, acc.mutable_stats(), opts);
     if (!imported.ok()) return imported.status();
     meta = imported.value();

@@ -515,6 +515,7 @@ enum class CatKind : uint8_t {
   kUserAnnotation,
   kCpuOp,
   kFlow,
+  kCudaSync,          // when a host or stream waited: only for KinetoImportOptions::on_cuda_sync
   kOtherAccelerator,  // another accelerator's activity (MTIA, XPU, HPU, ...): not supported
 };
 
@@ -536,9 +537,11 @@ CatKind classify_cat(std::string_view cat) {
   if (cat == "gpu_memset" || cat == "Memset") return CatKind::kMemset;
   if (cat == "user_annotation") return CatKind::kUserAnnotation;
   if (cat == "ac2g" || cat == "async_cpu_to_gpu") return CatKind::kFlow;
+  if (cat == "cuda_sync") return CatKind::kCudaSync;
   static constexpr std::string_view kIgnored[] = {
-      "gpu_user_annotation", "python_function", "fwdbwd", "Trace", "cuda_sync", "cpu_instant_event",
-      "cuda_profiler_range", "overhead",        "Python", "Mark",  "gpu_op",    "ProfilerStep",
+      "gpu_user_annotation", "python_function", "fwdbwd", "Trace", "cpu_instant_event",
+      "cuda_profiler_range", "overhead",        "Python", "Mark",  "gpu_op",
+      "ProfilerStep",
   };
   for (std::string_view k : kIgnored) {
     if (cat == k) return CatKind::kIgnored;
@@ -1067,6 +1070,30 @@ void Importer::map_x_event(CatKind kind) {
       emit_gpu(op, FlowKey{pid, tid, ts}, !has_corr && pid_ok && tid_ok);
       return;
     }
+    case CatKind::kCudaSync: {
+      // HTA's GPU rows are the events with a stream: Context / Event Sync (stream -1) are not.
+      int64_t stream = -1, device = -1, corr = -1;
+      if (!num_i64(ev_.stream, &stream) || stream < 0 || stream > 0xFFFFFFFFll) return;
+      if (!num_i64(ev_.device, &device) && !(ev_.device.type == VType::kNone && pid_ok)) {
+        skip_event();
+        return;
+      }
+      if (ev_.device.type == VType::kNone) device = pid;
+      if (device < 0 || device > 0xFFFF) {
+        skip_event();
+        return;
+      }
+      GpuOp row;
+      row.start = ts;
+      row.end = end;
+      row.correlation_id =
+          num_i64(ev_.correlation, &corr) && corr > 0 ? static_cast<uint64_t>(corr) : 0;
+      row.stream = static_cast<uint32_t>(stream);
+      row.device = static_cast<uint16_t>(device);
+      row.name = names_.intern(name);
+      opts_.on_cuda_sync(row);
+      return;
+    }
     case CatKind::kRuntime: {
       int64_t corr = -1;
       const bool has_corr = num_i64(ev_.correlation, &corr) && corr >= 0;
@@ -1144,6 +1171,7 @@ void Importer::handle_event() {
     return;
   }
   if (ph != "X" || kind == CatKind::kIgnored) return;
+  if (kind == CatKind::kCudaSync && !opts_.on_cuda_sync) return;
   map_x_event(kind);
 }
 
