@@ -752,6 +752,7 @@ class Importer {
   void handle_flow();
   void emit_gpu(GpuOp op, const FlowKey& key, bool need_corr);
   void emit_api(HostApiCall call, const FlowKey& key, bool need_corr);
+  void emit_cuda_sync(int64_t ts, int64_t end, std::string_view name, int64_t pid, bool pid_ok);
   void skip_event() { stats_.add(Stat::importer_events_skipped); }
   void apply_metadata(const std::string& key, const nlohmann::json& v, RunMetadata* meta);
   // Counts another accelerator's events by category; at most kMaxAcceleratorCategories names
@@ -1070,30 +1071,9 @@ void Importer::map_x_event(CatKind kind) {
       emit_gpu(op, FlowKey{pid, tid, ts}, !has_corr && pid_ok && tid_ok);
       return;
     }
-    case CatKind::kCudaSync: {
-      // HTA's GPU rows are the events with a stream: Context / Event Sync (stream -1) are not.
-      int64_t stream = -1, device = -1, corr = -1;
-      if (!num_i64(ev_.stream, &stream) || stream < 0 || stream > 0xFFFFFFFFll) return;
-      if (!num_i64(ev_.device, &device) && !(ev_.device.type == VType::kNone && pid_ok)) {
-        skip_event();
-        return;
-      }
-      if (ev_.device.type == VType::kNone) device = pid;
-      if (device < 0 || device > 0xFFFF) {
-        skip_event();
-        return;
-      }
-      GpuOp row;
-      row.start = ts;
-      row.end = end;
-      row.correlation_id =
-          num_i64(ev_.correlation, &corr) && corr > 0 ? static_cast<uint64_t>(corr) : 0;
-      row.stream = static_cast<uint32_t>(stream);
-      row.device = static_cast<uint16_t>(device);
-      row.name = names_.intern(name);
-      opts_.on_cuda_sync(row);
+    case CatKind::kCudaSync:
+      emit_cuda_sync(ts, end, name, pid, pid_ok);
       return;
-    }
     case CatKind::kRuntime: {
       int64_t corr = -1;
       const bool has_corr = num_i64(ev_.correlation, &corr) && corr >= 0;
@@ -1136,6 +1116,33 @@ void Importer::map_x_event(CatKind kind) {
     default:
       return;
   }
+}
+
+// A cuda_sync row with a stream, to KinetoImportOptions::on_cuda_sync (the caller checked it
+// is set).  HTA's GPU rows are the events with a stream: Context / Event Sync (stream -1) are
+// not.
+void Importer::emit_cuda_sync(int64_t ts, int64_t end, std::string_view name, int64_t pid,
+                              bool pid_ok) {
+  int64_t stream = -1, device = -1, corr = -1;
+  if (!num_i64(ev_.stream, &stream) || stream < 0 || stream > 0xFFFFFFFFll) return;
+  if (!num_i64(ev_.device, &device) && !(ev_.device.type == VType::kNone && pid_ok)) {
+    skip_event();
+    return;
+  }
+  if (ev_.device.type == VType::kNone) device = pid;
+  if (device < 0 || device > 0xFFFF) {
+    skip_event();
+    return;
+  }
+  GpuOp row;
+  row.start = ts;
+  row.end = end;
+  row.correlation_id =
+      num_i64(ev_.correlation, &corr) && corr > 0 ? static_cast<uint64_t>(corr) : 0;
+  row.stream = static_cast<uint32_t>(stream);
+  row.device = static_cast<uint16_t>(device);
+  row.name = names_.intern(name);
+  opts_.on_cuda_sync(row);
 }
 
 void Importer::handle_event() {
