@@ -20,6 +20,15 @@ struct AccountingConfig {
   // between launches, so the default sits above that.  100 us = HTA's launch_delay_cutoff.
   TimeNs host_pause_threshold_ns = 100'000;
 
+  // A step range that begins at most this long before the previous step ends touches it: it
+  // begins where the previous one ends (never nested, never skipped).  Trace writers round ts
+  // and dur separately; at any resolution of 1 us or finer that makes consecutive steps
+  // overlap by at most 1 us (integer-us writers: ts 0.6 -> 1, dur 1.6 -> 2 ends at 3 while
+  // the next step, at 2.2, begins at 2).  A real overlap of two steps (a nested or
+  // concurrent step range) spans at least a CUDA call, several us, so it stays a skipped and
+  // counted step (overlapping_steps_skipped).
+  TimeNs step_touch_tolerance_ns = 1'000;
+
   // Steps left out of the run summary and reported apart.
   int warmup_steps = 2;
 

@@ -122,6 +122,10 @@ json report_to_json(const ReportInputs& in) {
                       {"total_memory", d.total_memory}});
     }
     run["devices"] = devs;
+    json other = json::object();
+    for (const auto& [category, n] : m.other_accelerator_events)
+      other[json_safe_utf8(category)] = n;
+    run["other_accelerator_events"] = other;
   }
   out["run"] = run;
 
@@ -129,6 +133,7 @@ json report_to_json(const ReportInputs& in) {
     const AccountingConfig& c = *in.config;
     out["config"] = {{"launch_latency_threshold_ns", c.launch_latency_threshold_ns},
                      {"host_pause_threshold_ns", c.host_pause_threshold_ns},
+                     {"step_touch_tolerance_ns", c.step_touch_tolerance_ns},
                      {"warmup_steps", c.warmup_steps},
                      {"pending_launch_timeout_ns", c.pending_launch_timeout_ns}};
   }
@@ -161,6 +166,7 @@ json report_to_json(const ReportInputs& in) {
     };
     const Verdict& v = s.verdict;
     out["verdict"] = {{"bound", v.bound},
+                      {"reason", v.reason},
                       {"severity", to_string(v.severity)},
                       {"share", v.share},
                       {"headline", v.headline},
@@ -234,7 +240,7 @@ json report_to_json(const ReportInputs& in) {
 
 json build_report(const StepAccountant& acc, const RunMetadata& meta, const NameTable& names,
                   const json& extra) {
-  const RunSummary summary = summarize(acc.rows(), acc.stats());
+  const RunSummary summary = summarize(acc.rows(), acc.stats(), VerdictBands{}, &meta);
   ReportInputs in;
   in.metadata = &meta;
   in.config = &acc.config();
@@ -371,7 +377,8 @@ StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
   const std::string bound = get_or<std::string>(verdict, "bound", "");
   const double mean = get_or<double>(verdict, "mean_step_ms", 0);
   const double what_if = get_or<double>(verdict, "what_if_step_ms", 0);
-  if ((bound == "data" || bound == "launch" || bound == "communication") && mean > 0) {
+  if ((bound == "data" || bound == "launch" || bound == "communication" || bound == "other") &&
+      mean > 0) {
     o << "  what if: without the " << bound << " wall a step would take ~" << fmt("%.2f", what_if)
       << " ms instead of " << fmt("%.2f", mean) << " ms ("
       << fmt("%.2f", what_if > 0 ? mean / what_if : 0) << "x)\n";
@@ -419,8 +426,10 @@ StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
     if (get_or<std::string>(s, "severity", "") == "info") continue;
     const int64_t value = get_or<int64_t>(s, "value", 0);
     if (value == 0) continue;
+    // Severity first: "error" = bad input skipped (the rest is exact), "data loss" = events
+    // never seen or dropped (numbers may be incomplete).
     const bool loss = get_or<std::string>(s, "severity", "") == "data_loss";
-    o << "  " << red << (loss ? "! data loss: " : "! skipped: ") << reset
+    o << "  " << red << (loss ? "! data loss: " : "! error (input skipped): ") << reset
       << get_or<std::string>(s, "description", "") << ": " << value << "\n";
   }
   return o.str();

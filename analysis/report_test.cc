@@ -109,6 +109,24 @@ TEST(Report, DataLossIsPrinted) {
   EXPECT_NE(text->find("42"), std::string::npos);
 }
 
+// Issue 8, item 1: a skipped (nested or overlapping) step is never silent: the terminal
+// summary names it with its severity and count.
+TEST(Report, SkippedStepsArePrintedWithTheirSeverity) {
+  NameTable names;
+  StepAccountant acc;
+  acc.add_range(HostRange{0, 1'000'000, 0, 1, 0, RangeKind::kStep, {}});
+  acc.add_range(HostRange{200'000, 300'000, 1, 1, 0, RangeKind::kStep, {}});  // nested
+  acc.add_range(HostRange{1'000'000, 2'000'000, 2, 1, 0, RangeKind::kStep, {}});
+  acc.finish();
+  auto text = render_terminal_summary(build_report(acc, RunMetadata{}, names));
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text->find("! error (input skipped): step ranges that overlapped an earlier step "
+                       "(nested or concurrent), skipped: their time is in the neighbouring "
+                       "rows: 1"),
+            std::string::npos)
+      << *text;
+}
+
 TEST(Report, CsvHasOneLinePerRow) {
   NameTable names;
   StepAccountant acc;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gpuacct {
@@ -26,6 +27,10 @@ struct RunMetadata {
   std::string command;  // argv of the profiled process, if known
   std::vector<DeviceInfo> devices;
   std::string gpuacct_version;
+  // Events of accelerators gpuacct does not account (a Kineto trace's "mtia_ccp_events",
+  // "mtia_runtime", "xpu_runtime", "hpu_op", ...), by category, most frequent first: the
+  // verdict names them when there is no CUDA GPU work to account.
+  std::vector<std::pair<std::string, int64_t>> other_accelerator_events;
 };
 
 }  // namespace gpuacct

@@ -64,17 +64,226 @@ std::string pct(double share) {
   return buf;
 }
 
-struct Candidate {
+// A wall's verdict band: the bound it names and its moderate / high thresholds.
+struct WallBand {
   const char* bound;
   Wall wall;
-  double high;
   double moderate;
+  double high;
 };
+
+Severity severity_of(double share, const WallBand& b) {
+  if (share >= b.high) return Severity::kHigh;
+  if (share >= b.moderate) return Severity::kModerate;
+  return Severity::kNone;
+}
+
+// Headline and recommendation for a verdict on one of the non-compute walls.
+void describe_wall(Verdict& v, const WallBand& b, const RunSummary& out) {
+  const std::string level = v.severity == Severity::kHigh ? "HIGHLY" : "MODERATELY";
+  const std::string share = pct(v.share);
+  switch (b.wall) {
+    case Wall::kData: {
+      v.headline = level + " data-bound: " + share +
+                   " of step time the GPU waits for input (data-wait + exposed input copies).";
+      const bool copies = out.categories.copy_input > out.categories.data_wait;
+      v.recommendation =
+          copies ? "Host-to-device copies are exposed: use pinned memory (DataLoader "
+                   "pin_memory=True, tensor.to(device, non_blocking=True)) and prefetch the "
+                   "next batch on a side stream."
+                 : "Raise DataLoader num_workers (with persistent_workers=True and "
+                   "prefetch_factor), set pin_memory=True, and pack many small files into "
+                   "large sequential shards.";
+      return;
+    }
+    case Wall::kLaunch:
+      v.headline = level + " launch-bound: " + share +
+                   " of step time the GPU waits for the host to submit work.";
+      v.recommendation =
+          "Cut per-kernel host overhead: capture the step in CUDA graphs "
+          "(torch.compile(mode=\"reduce-overhead\") or torch.cuda.graphs), fuse small ops "
+          "(torch.compile), or raise the batch size so each kernel does more work.";
+      return;
+    case Wall::kCommunication:
+      v.headline = level + " communication-bound: " + share +
+                   " of step time collectives run with no compute to hide them.";
+      v.recommendation =
+          "Overlap collectives with compute (DDP bucket_cap_mb / gradient_as_bucket_view, "
+          "FSDP prefetching), use a smaller tensor-parallel degree, and check the "
+          "interconnect topology (nvidia-smi topo -m, NCCL_DEBUG=INFO).";
+      return;
+    case Wall::kOther: {
+      const bool copies = out.categories.copy_other > out.categories.host_other;
+      if (copies) {
+        v.headline = level + " host-bound: " + share +
+                     " of step time goes to exposed device-to-host / device-to-device copies "
+                     "and memsets (the other wall).";
+        v.recommendation =
+            "Keep tensors on the GPU inside the step: avoid .cpu(), .item(), .tolist() and "
+            "printing GPU tensors every step; copy results with non_blocking=True into pinned "
+            "memory, and only every N steps.";
+      } else {
+        v.headline = level + " host-bound: " + share +
+                     " of step time the GPU is idle while the host does other work outside "
+                     "CUDA calls and data ranges (Python, logging, checkpointing, syncs), or "
+                     "waits on a dependency (the other wall).";
+        v.recommendation =
+            "Profile the Python side (py-spy record, or torch.profiler with with_stack=True) "
+            "and take per-step host work out of the loop: logging and metrics every step, "
+            "checkpointing, garbage collection (gc.freeze() after setup), host syncs such as "
+            ".item() / .cpu() / torch.cuda.synchronize(); the largest idle gaps below show "
+            "where the GPU waited.";
+      }
+      return;
+    }
+    case Wall::kCompute:
+      return;
+  }
+}
+
+// "mtia_ccp_events: 1200, mtia_runtime: 340"
+std::string events_text(const std::vector<std::pair<std::string, int64_t>>& events) {
+  std::string out;
+  for (const auto& [category, n] : events) {
+    out += (out.empty() ? "" : ", ") + category + ": " + std::to_string(n);
+  }
+  return out;
+}
+
+// bound == "none": why nothing could be accounted, in words a person acts on.
+void explain_nothing(Verdict& v, const RunSummary& out, const Stats& stats,
+                     const RunMetadata* meta) {
+  v.bound = "none";
+  const int64_t ops = stats.get(Stat::gpu_ops_received);
+  if (ops == 0 && meta != nullptr && !meta->other_accelerator_events.empty()) {
+    v.reason = "unsupported_device";
+    v.headline =
+        "Not supported: the input holds no CUDA GPU work, only events of another "
+        "accelerator (" +
+        events_text(meta->other_accelerator_events) + ").";
+    v.recommendation =
+        "gpuacct accounts NVIDIA CUDA GPUs (a live run, or a PyTorch-profiler trace of a CUDA "
+        "run); traces of other accelerators (MTIA, ...) are not supported.";
+    return;
+  }
+  if (out.steps == 0) {
+    v.reason = "no_steps";
+    v.headline = "No complete step was seen: nothing to account.";
+    v.recommendation =
+        "Mark steps (gpuacct_step_mark, an NVTX range named 'step', or torch's optimizer step) "
+        "or run more iterations.";
+    return;
+  }
+  if (ops > 0) {
+    v.reason = "gpu_work_outside_steps";
+    const int64_t outside = stats.get(Stat::ops_outside_steps);
+    v.headline = std::to_string(ops) +
+                 " GPU operations were recorded, but no step holds any GPU time" +
+                 (outside > 0 ? " (" + std::to_string(outside) + " ran outside every step)." : ".");
+    v.recommendation =
+        "Check where the steps begin and end (the step marks or ranges, or the detected "
+        "steps): the GPU work lies outside them (stat ops_outside_steps).";
+    return;
+  }
+  v.reason = "no_gpu_activity";
+  v.headline = "No GPU activity was recorded: steps were timed on the host only.";
+  v.recommendation =
+      "Run on a machine with a GPU; for a live run check that CUPTI loaded (gpuacct prints why "
+      "at start-up when it cannot), for a trace that the profiler recorded CUDA activity "
+      "(ProfilerActivity.CUDA).";
+}
+
+// The verdict (docs/accounting.md §5): the wall with the highest band, or compute, or none.
+void decide_verdict(RunSummary& out, const std::vector<StepRow>& rows, const Stats& stats,
+                    const VerdictBands& bands, const RunMetadata* meta) {
+  Verdict& v = out.verdict;
+  v.mean_step_ms = out.step_ms_mean;
+  if (out.steps == 0 || out.gpu_busy_ns == 0) {
+    explain_nothing(v, out, stats, meta);
+  } else {
+    const WallBand walls[] = {
+        {"data", Wall::kData, bands.data_moderate, bands.data_high},
+        {"launch", Wall::kLaunch, bands.launch_moderate, bands.launch_high},
+        {"communication", Wall::kCommunication, bands.comm_moderate, bands.comm_high},
+        {"other", Wall::kOther, bands.other_moderate, bands.other_high},
+    };
+    const WallBand* best = nullptr;
+    Severity best_sev = Severity::kNone;
+    double best_share = 0;
+    for (const WallBand& b : walls) {
+      const double share = out.walls.share[static_cast<size_t>(b.wall)];
+      const Severity sev = severity_of(share, b);
+      if (sev == Severity::kNone) continue;
+      if (best == nullptr || sev > best_sev || (sev == best_sev && share > best_share)) {
+        best = &b;
+        best_sev = sev;
+        best_share = share;
+      }
+    }
+    if (best != nullptr) {
+      v.bound = best->bound;
+      v.severity = best_sev;
+      v.share = best_share;
+      describe_wall(v, *best, out);
+      double removed_ms = 0;
+      for (const StepRow& r : rows) {
+        if (!r.warmup) removed_ms += static_cast<double>(wall_ns(r.walls(), best->wall)) / 1e6;
+      }
+      const double per_step = removed_ms / static_cast<double>(std::max<int64_t>(out.rows, 1));
+      v.what_if_step_ms = std::max(0.0, out.step_ms_mean - per_step);
+    } else {
+      v.bound = "compute";
+      v.share = out.compute_share;
+      v.severity = out.compute_share >= bands.compute_high ? Severity::kHigh : Severity::kModerate;
+      v.headline = "Compute-bound: no data, launch, communication or host wall reaches its band; " +
+                   pct(out.compute_share) + " of step time the GPU computes.";
+      v.recommendation =
+          "The GPU is the bottleneck: look at kernel efficiency next (MFU, mixed precision and "
+          "Tensor Cores, the top kernels below).";
+      v.what_if_step_ms = out.step_ms_mean;
+    }
+    // The walls that reach their band but lost to the verdict, in the verdict's order.
+    std::vector<const WallBand*> runners_up;
+    for (const WallBand& b : walls) {
+      const double share = out.walls.share[static_cast<size_t>(b.wall)];
+      if (&b != best && severity_of(share, b) != Severity::kNone) runners_up.push_back(&b);
+    }
+    auto rank = [&](const WallBand* b) {
+      const double share = out.walls.share[static_cast<size_t>(b->wall)];
+      return std::make_pair(severity_of(share, *b), share);
+    };
+    std::sort(runners_up.begin(), runners_up.end(),
+              [&](const WallBand* a, const WallBand* b) { return rank(a) > rank(b); });
+    for (const WallBand* bp : runners_up) {
+      const WallBand& b = *bp;
+      const double share = out.walls.share[static_cast<size_t>(b.wall)];
+      const Severity sev = severity_of(share, b);
+      std::string note = "Also " + std::string(to_string(sev)) + ": the " + to_string(b.wall) +
+                         " wall takes " + pct(share) + " of step time";
+      if (b.wall == Wall::kOther) {
+        note +=
+            " (host work outside CUDA calls and data ranges: Python, logging, "
+            "checkpointing; or the GPU waited on a dependency): profile the host side "
+            "(e.g. py-spy)";
+      }
+      v.notes.push_back(note + ".");
+    }
+    if (out.gpu_busy_share > 0) {
+      v.notes.push_back("nvidia-smi would show the GPU " + pct(out.gpu_busy_share) +
+                        " busy; it computed " + pct(out.compute_share) + " of step time.");
+    }
+    if (meta != nullptr && !meta->other_accelerator_events.empty()) {
+      v.notes.push_back("The input also holds events of another accelerator (" +
+                        events_text(meta->other_accelerator_events) +
+                        "): not supported, left out of every number.");
+    }
+  }
+}
 
 }  // namespace
 
 RunSummary summarize(const std::vector<StepRow>& rows, const Stats& stats,
-                     const VerdictBands& bands) {
+                     const VerdictBands& bands, const RunMetadata* meta) {
   RunSummary out;
   std::map<int64_t, double> step_ms;  // step index -> slowest device's window (ms)
   std::map<int64_t, bool> warm;
@@ -135,111 +344,9 @@ RunSummary summarize(const std::vector<StepRow>& rows, const Stats& stats,
                                                        static_cast<double>(out.comm_total_ns)
                                                  : 0;
 
-  // ---- verdict ---------------------------------------------------------------------------
-  Verdict& v = out.verdict;
-  v.mean_step_ms = out.step_ms_mean;
-  if (out.steps == 0) {
-    v.bound = "none";
-    v.headline = "No complete step was seen: nothing to account.";
-    v.recommendation =
-        "Mark steps (gpuacct_step_mark, an NVTX range named 'step', or torch's optimizer step) "
-        "or run more iterations.";
-  } else if (out.gpu_busy_ns == 0) {
-    v.bound = "none";
-    v.headline = "No GPU activity was recorded: steps were timed on the host only.";
-    v.recommendation =
-        "Run on a machine with a GPU (or check that CUPTI loaded: see the warnings above).";
-  } else {
-    const Candidate candidates[] = {
-        {"data", Wall::kData, bands.data_high, bands.data_moderate},
-        {"launch", Wall::kLaunch, bands.launch_high, bands.launch_moderate},
-        {"communication", Wall::kCommunication, bands.comm_high, bands.comm_moderate},
-    };
-    const Candidate* best = nullptr;
-    Severity best_sev = Severity::kNone;
-    double best_share = 0;
-    for (const Candidate& c : candidates) {
-      const double share = out.walls.share[static_cast<size_t>(c.wall)];
-      Severity sev = Severity::kNone;
-      if (share >= c.high) {
-        sev = Severity::kHigh;
-      } else if (share >= c.moderate) {
-        sev = Severity::kModerate;
-      }
-      if (sev == Severity::kNone) continue;
-      if (best == nullptr || sev > best_sev || (sev == best_sev && share > best_share)) {
-        best = &c;
-        best_sev = sev;
-        best_share = share;
-      }
-    }
-    Wall wall = Wall::kCompute;
-    if (best != nullptr) {
-      v.bound = best->bound;
-      v.severity = best_sev;
-      v.share = best_share;
-      wall = best->wall;
-      const char* level = best_sev == Severity::kHigh ? "HIGHLY" : "MODERATELY";
-      if (wall == Wall::kData) {
-        v.headline = std::string(level) + " data-bound: " + pct(best_share) +
-                     " of step time the GPU waits for input (data-wait + exposed input copies).";
-        const bool copies = out.categories.copy_input > out.categories.data_wait;
-        v.recommendation =
-            copies ? "Host-to-device copies are exposed: use pinned memory (DataLoader "
-                     "pin_memory=True, tensor.to(device, non_blocking=True)) and prefetch the "
-                     "next batch on a side stream."
-                   : "Raise DataLoader num_workers (with persistent_workers=True and "
-                     "prefetch_factor), set pin_memory=True, and pack many small files into "
-                     "large sequential shards.";
-      } else if (wall == Wall::kLaunch) {
-        v.headline = std::string(level) + " launch-bound: " + pct(best_share) +
-                     " of step time the GPU waits for the host to submit work.";
-        v.recommendation =
-            "Cut per-kernel host overhead: capture the step in CUDA graphs "
-            "(torch.compile(mode=\"reduce-overhead\") or torch.cuda.graphs), fuse small ops "
-            "(torch.compile), or raise the batch size so each kernel does more work.";
-      } else {
-        v.headline = std::string(level) + " communication-bound: " + pct(best_share) +
-                     " of step time collectives run with no compute to hide them.";
-        v.recommendation =
-            "Overlap collectives with compute (DDP bucket_cap_mb / gradient_as_bucket_view, "
-            "FSDP prefetching), use a smaller tensor-parallel degree, and check the "
-            "interconnect topology (nvidia-smi topo -m, NCCL_DEBUG=INFO).";
-      }
-    } else {
-      v.bound = "compute";
-      v.share = out.compute_share;
-      wall = Wall::kCompute;
-      v.headline = "Compute-bound: no input, launch or communication wall reaches its band; " +
-                   pct(out.compute_share) + " of step time the GPU computes.";
-      v.recommendation =
-          "The GPU is the bottleneck: look at kernel efficiency next (MFU, mixed precision and "
-          "Tensor Cores, the top kernels below).";
-    }
-    if (best != nullptr) {
-      double removed_ms = 0;
-      for (const StepRow& r : rows) {
-        if (!r.warmup) removed_ms += static_cast<double>(wall_ns(r.walls(), wall)) / 1e6;
-      }
-      const double per_step = removed_ms / static_cast<double>(std::max<int64_t>(out.rows, 1));
-      v.what_if_step_ms = std::max(0.0, out.step_ms_mean - per_step);
-    } else {
-      v.what_if_step_ms = out.step_ms_mean;
-    }
-    const double other = out.walls.share[static_cast<size_t>(Wall::kOther)];
-    if (other >= bands.other_high) {
-      v.notes.push_back(pct(other) +
-                        " of step time the host did other work outside CUDA calls and data "
-                        "ranges (Python, logging, checkpointing) or the GPU waited on a "
-                        "dependency: profile the host side (e.g. py-spy).");
-    }
-    if (out.gpu_busy_share > 0) {
-      v.notes.push_back("nvidia-smi would show the GPU " + pct(out.gpu_busy_share) +
-                        " busy; it computed " + pct(out.compute_share) + " of step time.");
-    }
-  }
+  decide_verdict(out, rows, stats, bands, meta);
   if (stats.has_data_loss()) {
-    v.notes.push_back(
+    out.verdict.notes.push_back(
         "Some events were lost (see the data-loss counters): numbers may be incomplete.");
   }
   return out;

@@ -8,26 +8,40 @@
 #include <vector>
 
 #include "analysis/accounting_config.h"
+#include "analysis/run_metadata.h"
 #include "analysis/step_accountant.h"
 #include "analysis/step_row.h"
 
 namespace gpuacct {
 
-// Verdict bands (docs/accounting.md, after XProf's input-pipeline analyzer).
+// Verdict bands (docs/accounting.md §5; data, launch and communication after XProf's
+// input-pipeline analyzer).  Every wall can be the verdict: the one of data, launch,
+// communication and other with the highest band wins (ties: the larger share); compute wins
+// when none of them reaches its moderate band.
 struct VerdictBands {
   double data_high = 0.20, data_moderate = 0.05;
   double launch_high = 0.15, launch_moderate = 0.03;
   double comm_high = 0.15, comm_moderate = 0.03;
-  double other_high = 0.15;  // "other" is never the verdict, but is called out above this
+  // Host work outside CUDA calls and data ranges (Python, logging, checkpointing, GC, .item()
+  // syncs) and dependency waits.  Every loop has some (the optimizer's Python, the loop
+  // itself): a few percent is healthy, so the bands sit above data's.
+  double other_high = 0.25, other_moderate = 0.10;
+  // A compute verdict is "high" when the GPU computes at least this share of the step (it can
+  // only be below it by a hair: the other walls are all under their moderate bands).
+  double compute_high = 0.80;
 };
 
 enum class Severity : uint8_t { kNone, kModerate, kHigh };
 const char* to_string(Severity s);
 
 struct Verdict {
-  // "data", "launch", "communication" when one of those walls reaches its moderate band,
-  // else "compute" (the GPU is busy; look at kernel efficiency next) or "none" (no steps).
+  // The wall named by the verdict: "data", "launch", "communication", "other" (host-bound)
+  // when one of those reaches its moderate band, else "compute" (the GPU is busy; look at
+  // kernel efficiency next), or "none" when nothing could be accounted (`reason` says why).
   std::string bound;
+  // For bound == "none": "no_steps", "no_gpu_activity", "gpu_work_outside_steps",
+  // "unsupported_device" (the input holds only another accelerator's events).  Else empty.
+  std::string reason;
   Severity severity = Severity::kNone;
   double share = 0;            // that wall's share of summary step time
   std::string headline;        // one line a person reads first
@@ -63,8 +77,10 @@ struct RunSummary {
   Verdict verdict;
 };
 
+// `meta` (optional) lets the verdict name what an input held when nothing could be accounted
+// (RunMetadata::other_accelerator_events).
 RunSummary summarize(const std::vector<StepRow>& rows, const Stats& stats,
-                     const VerdictBands& bands = {});
+                     const VerdictBands& bands = {}, const RunMetadata* meta = nullptr);
 
 // Dense bf16 Tensor Core peak of a GPU known by name (TFLOP/s), 0 when unknown.  Used for MFU;
 // the table is in run_summary.cc (public data-sheet numbers).

@@ -25,7 +25,12 @@ enum class StatSeverity : uint8_t { kInfo, kError, kDataLoss };
   X(unmatched_launches, kInfo, "launch calls whose GPU op never arrived")                       \
   X(incomplete_trailing_step, kInfo, "open step at the end of the run that was dropped")        \
   X(invalid_events_skipped, kError, "events skipped: end before start or out of range")         \
-  X(overlapping_steps_skipped, kError, "step ranges that overlapped an earlier step, skipped")  \
+  X(step_boundaries_aligned, kInfo,                                                             \
+    "step ranges that began within the touch tolerance (rounding) before the previous step "    \
+    "ended; they begin where it ends")                                                          \
+  X(overlapping_steps_skipped, kError,                                                          \
+    "step ranges that overlapped an earlier step (nested or concurrent), skipped: their time "  \
+    "is in the neighbouring rows")                                                              \
   X(unknown_names, kError, "events naming an unknown string id")                                \
   X(late_gpu_ops_dropped, kDataLoss, "GPU ops that arrived after their step was finalised")     \
   X(late_host_events_dropped, kDataLoss,                                                        \

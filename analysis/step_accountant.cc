@@ -425,11 +425,14 @@ struct StepAccountant::Impl {
     }
     switch (r.kind) {
       case RangeKind::kStep: {
-        if (r.start < last_step_end) {
+        const PendingStep s{r.start, r.end, r.number, r.thread, r.name};
+        // A step that merely touches the last finalised one (a rounding overlap) is kept:
+        // try_finalize makes it begin where that one ended, as it does all at once.
+        if (fit_after(last_step_begin, last_step_end, s) == StepFit::kOverlaps) {
           stats.add(Stat::late_steps_dropped);
           return;
         }
-        push_step(PendingStep{r.start, r.end, r.number, r.thread, r.name});
+        push_step(s);
         break;
       }
       case RangeKind::kData: {
@@ -498,6 +501,23 @@ struct StepAccountant::Impl {
       used = boundaries.size();
     }
     boundaries.erase(boundaries.begin(), boundaries.begin() + static_cast<ptrdiff_t>(used));
+  }
+
+  // How step `s` (sorted after it) relates to the last kept step [prev_begin, prev_end)
+  // (docs/accounting.md §1): after it; touching it (it begins at most the touch tolerance
+  // before prev_end, later than prev_begin, and ends after prev_end: a rounding overlap, so it
+  // begins at prev_end); or overlapping it (nested or concurrent: skipped, counted).  The
+  // later step moves, not the earlier one, because a live source may have finalised the
+  // earlier step before the later one arrives: both paths make the same choice.
+  enum class StepFit : uint8_t { kAfter, kTouches, kOverlaps };
+  StepFit fit_after(TimeNs prev_begin, TimeNs prev_end, const PendingStep& s) const {
+    if (s.begin >= prev_end) return StepFit::kAfter;
+    // Valid times lie in [-2^62, 2^62): the difference cannot overflow.
+    if (prev_end - s.begin <= cfg.step_touch_tolerance_ns && s.begin > prev_begin &&
+        s.end > prev_end) {
+      return StepFit::kTouches;
+    }
+    return StepFit::kOverlaps;
   }
 
   void push_step(const PendingStep& s) {
@@ -742,14 +762,18 @@ struct StepAccountant::Impl {
     if (force && steps.size() > 4) owned = owned_by_step();
     size_t k = 0;
     for (; k < steps.size(); ++k) {
-      const PendingStep s = steps[k];
+      PendingStep s = steps[k];
       // Steps that overlap the previous one are bad input: skip them, counted.  (A later step
-      // that overlaps this one is skipped when its turn comes.)
-      if (s.begin < last_step_end) {
+      // that overlaps this one is skipped when its turn comes.)  One that only touches it
+      // after rounding begins where it ends.
+      const StepFit fit = fit_after(last_step_begin, last_step_end, s);
+      if (fit == StepFit::kOverlaps) {
         stats.add(Stat::overlapping_steps_skipped);
         continue;
       }
+      if (fit == StepFit::kTouches) s.begin = last_step_end;
       if (!force && !ready_to_finalize(s)) break;
+      if (fit == StepFit::kTouches) stats.add(Stat::step_boundaries_aligned);
       finalize_step(s, owned.empty() ? nullptr : &owned[k]);
     }
     steps.erase(steps.begin(), steps.begin() + static_cast<ptrdiff_t>(k));
@@ -760,19 +784,28 @@ struct StepAccountant::Impl {
   // skipped, and an op launched inside it belongs to the earlier step that contains it.
   std::vector<std::map<uint16_t, OwnedStats>> owned_by_step() {
     std::vector<std::map<uint16_t, OwnedStats>> out(steps.size());
-    std::vector<size_t> kept;  // indices of the steps that will be finalised: disjoint, sorted
+    struct Kept {
+      TimeNs begin;  // after aligning a touching step to the one before it
+      TimeNs end;
+      size_t index;
+    };
+    std::vector<Kept> kept;  // the steps that will be finalised: disjoint, sorted
+    TimeNs last_begin = last_step_begin;
     TimeNs last_end = last_step_end;
     for (size_t k = 0; k < steps.size(); ++k) {
-      if (steps[k].begin < last_end) continue;
-      kept.push_back(k);
+      const StepFit fit = fit_after(last_begin, last_end, steps[k]);
+      if (fit == StepFit::kOverlaps) continue;
+      const TimeNs begin = fit == StepFit::kTouches ? last_end : steps[k].begin;
+      kept.push_back(Kept{begin, steps[k].end, k});
+      last_begin = begin;
       last_end = steps[k].end;
     }
     auto owner = [&](TimeNs lt) -> std::map<uint16_t, OwnedStats>* {
       auto it = std::upper_bound(kept.begin(), kept.end(), lt,
-                                 [&](TimeNs t, size_t k) { return t < steps[k].begin; });
+                                 [](TimeNs t, const Kept& k) { return t < k.begin; });
       if (it == kept.begin()) return nullptr;
-      const size_t idx = *std::prev(it);
-      return lt < steps[idx].end ? &out[idx] : nullptr;
+      const Kept& k = *std::prev(it);
+      return lt < k.end ? &out[k.index] : nullptr;
     };
     for (auto& [id, dev] : devices) {
       for (size_t i = dev.head; i < dev.pending.size(); ++i) {

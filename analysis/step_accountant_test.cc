@@ -779,6 +779,62 @@ TEST(StepAccountant, OpsInsideASkippedNestedStepStayWithTheOuterStep) {
   }
 }
 
+// Issue 8, item 1: a step range that begins up to the touch tolerance (1 us: rounding by the
+// trace writer) before the previous one ends touches it -- it begins where that one ends --
+// instead of being skipped (which merged two steps into one row).  Beyond the tolerance, or
+// nested, it is still skipped and counted.  All at once, and live with the next step arriving
+// before or after the previous one is finalised, give the same rows.
+TEST(StepAccountant, StepsOverlappingByRoundingTouch) {
+  const TimeNs tol = AccountingConfig{}.step_touch_tolerance_ns;
+  ASSERT_EQ(tol, 1000);
+  // Nominal boundaries every 1000 us; each step's recorded begin is moved earlier by `early`.
+  const TimeNs early[] = {0, 1, tol, tol + 1, 0, 500};
+  Trace t;
+  for (int i = 0; i < 6; ++i) {
+    const TimeNs b = us(1000 * i);
+    t.step(b - early[i], b + us(1000), i);
+    t.kernel(b + us(10), b + us(11), b + us(20), b + us(100));
+  }
+  t.step(us(6000) - 500, us(6000) - 100, 99);  // nested at step 5's end: not touching
+  for (int mode = 0; mode < 3; ++mode) {
+    StepAccountant acc(no_warmup());
+    if (mode == 0) {  // all at once
+      acc.add(t.b);
+    } else {
+      // Live: step i's events, then (mode 2) a watermark that finalises it before step i+1
+      // arrives; mode 1 delivers everything first and finalises step by step.
+      if (mode == 1) acc.add(t.b);
+      for (int i = 0; i < 6; ++i) {
+        if (mode == 2) {
+          acc.add_range(t.b.ranges[static_cast<size_t>(i)]);
+          acc.add_api_call(t.b.api_calls[static_cast<size_t>(i)]);
+          acc.add_gpu_op(t.b.gpu_ops[static_cast<size_t>(i)]);
+          if (i == 5) acc.add_range(t.b.ranges[6]);
+        }
+        acc.advance_watermark(us(1000 * (i + 1)) + 1);
+      }
+    }
+    acc.finish();
+    const auto& rows = acc.rows();
+    ASSERT_EQ(rows.size(), 5u) << "mode " << mode;
+    const int64_t numbers[] = {0, 1, 2, 4, 5};
+    for (size_t r = 0; r < rows.size(); ++r) {
+      EXPECT_EQ(rows[r].step_number, numbers[r]) << "mode " << mode << " row " << r;
+      EXPECT_EQ(rows[r].host_begin, us(1000 * numbers[r])) << "mode " << mode << " row " << r;
+      expect_exact(rows[r]);
+    }
+    EXPECT_EQ(rows[1].kernels, 1u);
+    EXPECT_EQ(rows[1].duration(), us(1000)) << "mode " << mode;  // not two steps long
+    EXPECT_EQ(acc.stats().get(Stat::step_boundaries_aligned), 3) << "mode " << mode;
+    // Step 3 (1 ns beyond the tolerance) and the nested range: skipped all at once; live,
+    // step 3 arrives once step 2 is final (late, data loss) in mode 2.
+    const int64_t skipped = acc.stats().get(Stat::overlapping_steps_skipped);
+    const int64_t late = acc.stats().get(Stat::late_steps_dropped);
+    EXPECT_EQ(skipped + late, 2) << "mode " << mode;
+    if (mode < 2) EXPECT_EQ(skipped, 2) << "mode " << mode;
+  }
+}
+
 // Device id 65535 is the host-only rows' marker (device -1 in reports): an op claiming it is
 // a corrupt record, skipped, not a GPU whose rows would read as host-only.
 TEST(StepAccountant, DeviceIdOfHostOnlyRowsIsInvalid) {

@@ -6,12 +6,17 @@
 // uses its own start.
 //
 // OfflineStepDetection: an EventSink for a whole trace or recording.  If the input marks no
-// steps (no step range, no step-boundary marker) detect() returns the boundaries the detector
-// finds, which the caller hands to the StepAccountant before finish().  This is what gives
-// on-demand profiler traces (no ProfilerStep#N) per-step rows.
+// steps (no step range, no step-boundary marker) detect() returns the steps the detector
+// finds, as step ranges between consecutive boundaries (as the live library makes them), which
+// the caller hands to the StepAccountant before finish().  This is what gives on-demand
+// profiler traces (no ProfilerStep#N) per-step rows.  Work after the last boundary is a step
+// the capture cut off: it is not a step (counted in Stat::incomplete_trailing_step by the
+// caller), and neither is work before the first one when the capture began inside a step.
 #pragma once
 
+#include <algorithm>
 #include <deque>
+#include <limits>
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -22,6 +27,11 @@
 
 namespace gpuacct {
 
+// Which host calls are blocking synchronisations (DetectorToken::is_sync): the calls that make
+// the host wait for the GPU -- cudaDeviceSynchronize, cudaStreamSynchronize,
+// cudaEventSynchronize, cuCtxSynchronize, cuStreamSynchronize, cuEventSynchronize (any name
+// holding "Synchronize", as the importer maps them).  cudaStreamWaitEvent / cuStreamWaitEvent
+// make a *stream* wait for an event and return at once: not a sync (HostApiKind::kOther).
 class DetectorFeeder {
  public:
   // Remembers at most `max_launches` launch calls (oldest forgotten first); 0 = no limit.
@@ -34,7 +44,12 @@ class DetectorFeeder {
  private:
   StepDetector& detector_;
   size_t max_launches_;
-  std::unordered_map<uint64_t, std::pair<TimeNs, TimeNs>> launch_times_;
+  struct Launch {
+    TimeNs start;
+    TimeNs end;
+    uint32_t thread;
+  };
+  std::unordered_map<uint64_t, Launch> launch_times_;
   std::deque<uint64_t> launch_order_;
 };
 
@@ -48,17 +63,26 @@ class OfflineStepDetection final : public EventSink {
   void on_marker(const Marker& marker) override;
 
   bool input_marks_steps() const { return explicit_steps_; }
-  // Step boundaries for an input that marks none (empty otherwise, or if no period was found).
-  std::vector<Marker> detect();
+
+  struct Result {
+    std::vector<HostRange> steps;  // kStep ranges named `step_name`, numbered from 0
+    size_t boundaries = 0;
+    bool leading_partial = false;   // the capture began inside a step: its work is outside
+    bool trailing_partial = false;  // work after the last boundary: a step the capture cut off
+  };
+  // Steps for an input that marks none (none otherwise, or if no period was found).
+  Result detect(NameId step_name);
   const StepDetector& detector() const { return detector_; }
 
  private:
   void input_has_steps();
+  void saw(TimeNs t) { earliest_ = std::min(earliest_, t); }
 
   StepDetector detector_;
   bool explicit_steps_ = false;
   std::vector<HostApiCall> calls_;  // launch, copy and sync calls
   std::vector<GpuOp> ops_;
+  TimeNs earliest_ = std::numeric_limits<TimeNs>::max();  // the input's first event
 };
 
 }  // namespace gpuacct

@@ -25,11 +25,50 @@ TimeNs median(std::vector<TimeNs> v) {
   return v[mid];
 }
 
-bool by_order(const DetectorToken& a, const DetectorToken& b) {
-  return a.order != b.order ? a.order < b.order : a.start < b.start;
+// Puts tokens in launch order: those with an order (correlation id) by it, and those without
+// (order 0: an uncorrelated sync call or op) where their host time places them among the
+// others -- before the first ordered token that started later.  Sorting order-0 tokens by
+// their order would put every one of them first: a loop whose syncs carry no correlation id
+// would then look like a burst of syncs followed by a run of kernels.
+void sort_launch_order(std::vector<DetectorToken>& v) {
+  auto by_order = [](const DetectorToken& a, const DetectorToken& b) {
+    return std::tie(a.order, a.start, a.end, a.name) < std::tie(b.order, b.start, b.end, b.name);
+  };
+  auto by_time = [](const DetectorToken& a, const DetectorToken& b) {
+    return std::tie(a.start, a.end, a.name) < std::tie(b.start, b.end, b.name);
+  };
+  const auto unordered_end =
+      std::partition(v.begin(), v.end(), [](const DetectorToken& t) { return t.order == 0; });
+  if (unordered_end == v.begin()) {
+    std::sort(v.begin(), v.end(), by_order);
+    return;
+  }
+  std::vector<DetectorToken> timed(v.begin(), unordered_end);
+  std::vector<DetectorToken> ordered(unordered_end, v.end());
+  std::sort(timed.begin(), timed.end(), by_time);
+  std::sort(ordered.begin(), ordered.end(), by_order);
+  v.clear();
+  size_t j = 0;
+  for (const DetectorToken& t : ordered) {
+    while (j < timed.size() && timed[j].start < t.start) v.push_back(timed[j++]);
+    v.push_back(t);
+  }
+  v.insert(v.end(), timed.begin() + static_cast<std::ptrdiff_t>(j), timed.end());
 }
 
 }  // namespace
+
+bool StepDetector::after_last_end(const DetectorToken& t) const {
+  if (!have_last_end_) return true;
+  if (t.order != 0 && last_order_ != 0) return t.order > last_order_;
+  return t.start > last_start_;
+}
+
+void StepDetector::consumed_end(const DetectorToken& t) {
+  have_last_end_ = true;
+  last_order_ = t.order;
+  last_start_ = t.start;
+}
 
 StepDetector::StepDetector(StepDetectorOptions options) : opt_(options) {}
 
@@ -37,7 +76,7 @@ void StepDetector::add(const DetectorToken& token) {
   if (gave_up_) return;
   if (locked_) {
     if (token.name != end_name_ || token.is_sync != end_is_sync_) return;
-    if (token.order <= last_order_ && emitted_ > 0) return;
+    if (!after_last_end(token)) return;
   }
   tokens_.push_back(token);
 }
@@ -68,7 +107,7 @@ std::vector<Marker> StepDetector::poll(TimeNs watermark, bool final) {
       later.push_back(t);
     }
   }
-  std::sort(ready.begin(), ready.end(), by_order);
+  sort_launch_order(ready);
   if (!locked_) {
     if (!try_lock(ready, out, final)) {
       if (final || tokens_.size() > opt_.max_tokens) {
@@ -81,16 +120,16 @@ std::vector<Marker> StepDetector::poll(TimeNs watermark, bool final) {
     // Locked: keep only future step-ending tokens.
     tokens_.clear();
     for (const DetectorToken& t : later) {
-      if (t.name == end_name_ && t.is_sync == end_is_sync_ && t.order > last_order_) {
+      if (t.name == end_name_ && t.is_sync == end_is_sync_ && after_last_end(t)) {
         tokens_.push_back(t);
       }
     }
     return out;
   }
   for (const DetectorToken& t : ready) {
-    if (t.order <= last_order_) continue;
+    if (!after_last_end(t)) continue;
     emit(t.end, t.thread, out);
-    last_order_ = t.order;
+    consumed_end(t);
   }
   tokens_ = std::move(later);
   return out;
@@ -239,15 +278,21 @@ bool StepDetector::try_lock(std::vector<DetectorToken>& ready, std::vector<Marke
   end_is_sync_ = chosen.sync;
   period_ = seg_len;
 
-  // 3. Boundaries.  Step 0 = the period of tokens ending with the first b.
+  // 3. Boundaries.  Step 0 = the period of tokens ending with the first b, beginning one
+  // typical host pause before its first token -- but not before the input began.  With less
+  // than a period before the first b the input began inside step 0: no boundary opens it.
   const size_t p0 = bpos.front();
-  size_t first = p0 + 1 >= seg_len ? p0 + 1 - seg_len : 0;
-  TimeNs b0 = ready[first].start - chosen.gap;
-  if (first > 0) b0 = std::max(b0, ready[first - 1].end);
-  emit(b0, ready[p0].thread, out);
+  leading_partial_ = p0 + 1 < seg_len;
+  if (!leading_partial_) {
+    const size_t first = p0 + 1 - seg_len;
+    TimeNs b0 = ready[first].start - chosen.gap;
+    if (first > 0) b0 = std::max(b0, ready[first - 1].end);
+    if (has_input_start_) b0 = std::max(b0, input_start_);
+    emit(b0, ready[p0].thread, out);
+  }
   for (uint32_t p : bpos) {
     emit(ready[p].end, ready[p].thread, out);
-    last_order_ = ready[p].order;
+    consumed_end(ready[p]);
   }
   return true;
 }

@@ -106,6 +106,26 @@ TEST(StepDetector, InterleavedThreadsStillLock) {
   for (size_t i = 0; i < 10; ++i) EXPECT_EQ(m[i].ts, l.step_begin[i]) << i;
 }
 
+// Issue 8, item 4: sync calls without a correlation id (order 0) used to sort before every
+// launch, and once locked every later sync was "older" than the last one consumed: fed live,
+// in chunks, every step after the lock was lost.  They take their place by host time.
+TEST(StepDetector, UncorrelatedSyncsEndEveryStepLive) {
+  Loop l;
+  const NameId k = 1, sync = 2;
+  for (int s = 0; s < 20; ++s) {
+    l.step_begin.push_back(l.t);
+    for (int i = 0; i < 5; ++i) l.op(k + static_cast<NameId>(i) * 10);
+    l.sync(sync, 10'000);
+    l.tokens.back().order = 0;  // the source could not correlate the sync call
+    l.host(200'000);
+  }
+  for (size_t chunks : {1u, 7u}) {
+    auto m = run(l.tokens, chunks, false);
+    ASSERT_EQ(m.size(), 21u) << chunks;  // 20 steps
+    for (size_t i = 1; i < 20; ++i) EXPECT_EQ(m[i].ts, l.step_begin[i] - 200'000) << i;
+  }
+}
+
 TEST(StepDetector, NoRepetitionGivesUp) {
   Loop l;
   for (int i = 0; i < 200; ++i) l.op(static_cast<NameId>(i + 1));

@@ -15,14 +15,24 @@ bool contains(std::string_view s, std::string_view p) {
   return s.find(p) != std::string_view::npos;
 }
 
-// HTA rounds float µs: ts up, ts + dur down.
-int64_t ceil_us(TimeNs ns) {
-  int64_t q = ns / 1000, r = ns % 1000;
-  return (r > 0) ? q + 1 : q;
+// HTA's rounding, as pandas computes it: ts and dur are float64 microseconds (the JSON
+// parser's nearest double to the decimal text); start = ceil(ts), end = floor(ts + dur) with
+// the sum in float64.  For a decimal with at most 3 digits after the point (Kineto's ns
+// resolution) the nearest double to ns / 1000 *is* the parsed text when |ns| < 2^53 (one
+// correctly rounded division of two exact doubles); beyond that (microsecond epochs), long
+// double division gets within an ulp.  The float64 sum can land just below a whole
+// microsecond that the exact sum reaches: HTA's end is then 1 µs earlier, and so is ours.
+double us_as_pandas_reads_it(TimeNs ns) {
+  constexpr TimeNs kExact = TimeNs{1} << 53;
+  if (ns > -kExact && ns < kExact) return static_cast<double>(ns) / 1000.0;
+  return static_cast<double>(static_cast<long double>(ns) / 1000.0L);
 }
-int64_t floor_us(TimeNs ns) {
-  int64_t q = ns / 1000, r = ns % 1000;
-  return (r < 0) ? q - 1 : q;
+int64_t ceil_us(TimeNs ns) {
+  return static_cast<int64_t>(std::ceil(us_as_pandas_reads_it(ns)));
+}
+int64_t floor_end_us(TimeNs start_ns, TimeNs end_ns) {
+  const double sum = us_as_pandas_reads_it(start_ns) + us_as_pandas_reads_it(end_ns - start_ns);
+  return static_cast<int64_t>(std::floor(sum));
 }
 
 struct Iv {
@@ -92,18 +102,28 @@ bool hta_is_computation(std::string_view n) {
 TraceTotals::TraceTotals(const NameTable& names, HtaTotalsOptions opts)
     : names_(names), opts_(opts) {}
 
-void TraceTotals::on_gpu_op(const GpuOp& op) {
-  if (op.name >= class_cache_.size()) class_cache_.resize(op.name + 1u, -1);
-  int8_t& cls = class_cache_[op.name];
+uint8_t TraceTotals::name_class(NameId name) {
+  if (name >= class_cache_.size()) class_cache_.resize(name + 1u, -1);
+  int8_t& cls = class_cache_[name];
   if (cls < 0) {
-    std::string_view n = names_.text(op.name);
+    std::string_view n = names_.text(name);
     cls = static_cast<int8_t>((hta_is_communication(n) ? 1 : 0) | (hta_is_computation(n) ? 2 : 0));
   }
-  uint8_t c = static_cast<uint8_t>(cls);
+  return static_cast<uint8_t>(cls);
+}
+
+void TraceTotals::on_gpu_op(const GpuOp& op) {
+  uint8_t c = name_class(op.name);
   // Sources without Kineto's names (recordings) still know kinds and collectives.
   if (op.is_communication()) c = 1;
   if (op.kind != GpuOpKind::kKernel) c = static_cast<uint8_t>(c & ~2u);
   ops_.push_back(Op{op.start, op.end, op.correlation_id, op.stream, op.device, c});
+}
+
+void TraceTotals::on_cuda_sync(const GpuOp& row) {
+  // HTA classes every row by its name ("Stream Sync", "Stream Wait Event": OTHER).
+  const uint8_t c = static_cast<uint8_t>(name_class(row.name) | 4u);
+  ops_.push_back(Op{row.start, row.end, row.correlation_id, row.stream, row.device, c});
 }
 
 void TraceTotals::on_api_call(const HostApiCall& call) {
@@ -119,6 +139,7 @@ void TraceTotals::on_range(const HostRange& range) {
 HtaTotals TraceTotals::compute() const {
   HtaTotals t;
   t.gpu_ops = static_cast<int64_t>(ops_.size());
+  for (const Op& op : ops_) t.cuda_sync_rows += (op.cls & 4) ? 1 : 0;
   t.profiler_steps = steps_;
 
   // Correlation -> launch call start (µs, rounded up like every HTA start).
@@ -151,9 +172,16 @@ HtaTotals TraceTotals::compute() const {
   for (const Op& op : ops_) {
     int64_t lts = std::numeric_limits<int64_t>::min();
     const bool has_launch = op.correlation != 0 && launch_of(op.correlation, &lts);
-    if (filter && (!has_launch || lts >= last_step_us)) continue;
-    Iv iv{ceil_us(op.start), floor_us(op.end)};
-    if (iv.e < iv.s) iv.e = iv.s;  // sub-µs op: empty after rounding
+    Iv iv{ceil_us(op.start), floor_end_us(op.start, op.end)};
+    if (filter) {
+      // A row with a correlation id is one of HTA's GPU rows: kept when its launching call
+      // is; one without is one of its CPU rows: kept when it starts before the last step.
+      const bool in_traced_steps =
+          op.correlation != 0 ? has_launch && lts < last_step_us : iv.s < last_step_us;
+      if (!in_traced_steps) continue;
+    }
+    // A sub-µs op can end before it starts after rounding (ts 100.5, dur 0.4: [101, 100]);
+    // HTA keeps that negative length in its unions and gaps, and so do we.
     kept.push_back(K{iv, has_launch ? lts : std::numeric_limits<int64_t>::min(), op.stream,
                      op.device, op.cls});
   }
@@ -180,9 +208,13 @@ HtaTotals TraceTotals::compute() const {
                                                 static_cast<double>(t.comm_us)
                                           : 0.0;
 
-  // Idle breakdown per stream, ops in start order (stable: file order breaks ties).
+  // Idle breakdown per stream, GPU ops only (no cuda_sync row), in start order (stable: file
+  // order breaks ties; HTA's sort is not stable, so tied starts are the one case that can
+  // differ).
   std::map<std::pair<uint16_t, uint32_t>, std::vector<const K*>> by_stream;
-  for (const K& k : kept) by_stream[{k.device, k.stream}].push_back(&k);
+  for (const K& k : kept) {
+    if (!(k.cls & 4)) by_stream[{k.device, k.stream}].push_back(&k);
+  }
   for (auto& [key, list] : by_stream) {
     std::stable_sort(list.begin(), list.end(),
                      [](const K* a, const K* b) { return a->iv.s < b->iv.s; });
@@ -190,9 +222,11 @@ HtaTotals TraceTotals::compute() const {
     s.device = key.first;
     s.stream = key.second;
     for (size_t i = 1; i < list.size(); ++i) {
+      // The previous op's end, not the latest end so far: an op overlapping the one before it
+      // has a negative gap, which HTA adds to kernel_wait (its launch call started before the
+      // previous op ended) like any short gap.
       const int64_t prev_end = list[i - 1]->iv.e;
       const int64_t gap = list[i]->iv.s - prev_end;
-      if (gap <= 0) continue;
       if (list[i]->launch_us != std::numeric_limits<int64_t>::min() &&
           list[i]->launch_us > prev_end) {
         s.host_wait_us += gap;
@@ -229,15 +263,17 @@ nlohmann::json TraceTotals::to_json() const {
                        {"kernel_wait_ratio", ratio(s.kernel_wait_us)},
                        {"other_ratio", ratio(s.other_us)}});
   }
-  return nlohmann::json{
+  nlohmann::json out{
       {"definition",
-       "HTA 0.6.1 temporal breakdown, comm/compute overlap and idle-time breakdown over the whole "
-       "trace; whole microseconds"},
+       "HTA 0.6.1 temporal breakdown (GPU ops and cuda_sync rows with a stream), comm/compute "
+       "overlap and idle-time breakdown (GPU ops) over the whole trace; whole microseconds, "
+       "rounded from float64 as pandas does"},
       {"rank", rank_},
       {"last_profiler_step_dropped", t.last_step_dropped},
       {"profiler_steps", t.profiler_steps},
       {"gpu_ops", t.gpu_ops},
       {"gpu_ops_kept", t.gpu_ops_kept},
+      {"cuda_sync_rows", t.cuda_sync_rows},
       {"kernel_time_us", t.kernel_time_us},
       {"idle_us", t.idle_us},
       {"compute_us", t.compute_us},
@@ -251,6 +287,9 @@ nlohmann::json TraceTotals::to_json() const {
       {"consecutive_kernel_delay_us", opts_.consecutive_kernel_delay_us},
       {"idle_by_stream", streams},
   };
+  // All zeros would read as a result: say there was nothing to compare.
+  if (t.gpu_ops == 0) out["note"] = "no CUDA GPU operation in the input: nothing to compute";
+  return out;
 }
 
 }  // namespace gpuacct

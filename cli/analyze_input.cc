@@ -39,6 +39,8 @@ StatusOr<AnalyzedInput> analyze_input(const std::string& path, AccountingConfig 
     TeeSink tee({&acc, &totals, &detection});
     KinetoImportOptions opts;
     opts.progress = progress;
+    // cuda_sync rows count in HTA's temporal breakdown; they are not GPU work for the steps.
+    opts.on_cuda_sync = [&totals](const GpuOp& row) { totals.on_cuda_sync(row); };
     auto imported = import_kineto_trace(path, names, tee, acc.mutable_stats(), opts);
     if (!imported.ok()) return imported.status();
     meta = imported.value();
@@ -48,15 +50,18 @@ StatusOr<AnalyzedInput> analyze_input(const std::string& path, AccountingConfig 
   }
   meta.source_path = path;
   if (!detection.input_marks_steps()) {
-    const std::vector<Marker> boundaries = detection.detect();
-    for (const Marker& m : boundaries) acc.add_marker(m);
+    const OfflineStepDetection::Result detected = detection.detect(names.intern("step (detected)"));
+    for (const HostRange& r : detected.steps) acc.add_range(r);
+    if (detected.trailing_partial) acc.mutable_stats().add(Stat::incomplete_trailing_step);
     const StepDetector& d = detection.detector();
     extra["step_detection"] = {{"source", "detected"},
                                {"locked", d.locked()},
                                {"period_ops", d.period_tokens()},
                                {"step_end", std::string(names.text(d.step_end_name()))},
                                {"step_end_is_sync", d.step_end_is_sync()},
-                               {"boundaries", boundaries.size()}};
+                               {"boundaries", detected.boundaries},
+                               {"leading_partial_step_dropped", detected.leading_partial},
+                               {"trailing_partial_step_dropped", detected.trailing_partial}};
   }
   acc.finish();
   AnalyzedInput out;

@@ -90,6 +90,38 @@ grep -q '"bound": "launch"' "$tmp/o5/run.report.json" 2>/dev/null &&
   grep -q '"bound": "communication"' "$tmp/o5/run-2.report.json" 2>/dev/null ||
   { echo "FAIL: same-named inputs overwrote each other: $(ls "$tmp/o5")"; fails=$((fails + 1)); }
 
+# Issue 8: profiler steps written touching (ts and dur in decimal us) stay two steps: the first
+# ends at 1,001,001 ns, where the second begins (it used to end 1 ns later and be merged).
+cat >"$tmp/touch.json" <<'EOF_TRACE'
+{"traceEvents": [
+ {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 1000.0006, "dur": 1.0006},
+ {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 1, "tid": 1, "ts": 1001.0012, "dur": 1},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1000.1, "dur": 0.1, "args": {"correlation": 1}},
+ {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1000.3, "dur": 0.5, "args": {"device": 0, "stream": 7, "correlation": 1}},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1001.1, "dur": 0.1, "args": {"correlation": 2}},
+ {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1001.3, "dur": 0.5, "args": {"device": 0, "stream": 7, "correlation": 2}}
+]}
+EOF_TRACE
+expect 0 "gpuacct - 2 steps on 1 device" "$bin" analyze "$tmp/touch.json" --no-files
+
+# Issue 8: a trace of another accelerator says what it holds, that it is not supported, and
+# exits non-zero (the report is still written, verdict "none", reason "unsupported_device").
+cat >"$tmp/mtia.json" <<'EOF_TRACE'
+{"traceEvents": [
+ {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 100, "dur": 1000},
+ {"ph": "X", "cat": "mtia_runtime", "name": "launch", "pid": 1, "tid": 1, "ts": 150, "dur": 5},
+ {"ph": "X", "cat": "mtia_ccp_events", "name": "job", "pid": 2, "tid": 3, "ts": 160, "dur": 50},
+ {"ph": "X", "cat": "mtia_ccp_events", "name": "job", "pid": 2, "tid": 3, "ts": 260, "dur": 50}
+]}
+EOF_TRACE
+expect 1 "only events of another accelerator (mtia_ccp_events: 2, mtia_runtime: 1)" "$bin" analyze "$tmp/mtia.json" --out "$tmp/o6"
+grep -q '"reason": "unsupported_device"' "$tmp/o6/mtia.report.json" 2>/dev/null ||
+  { echo "FAIL: no report with reason unsupported_device for the MTIA trace"; fails=$((fails + 1)); }
+if grep -q "warnings above" "$tmp/o6/mtia.report.json" 2>/dev/null; then
+  echo "FAIL: the MTIA verdict points at warnings that were never printed"
+  fails=$((fails + 1))
+fi
+
 # Golden: the sample's full report is exactly the reviewed one (scripts/update_goldens.sh).
 "$bin" analyze "$root/examples/data/sample.gpuacct" --no-files --json |
   python3 "$root/scripts/normalize_report.py" - >"$tmp/sample.json"

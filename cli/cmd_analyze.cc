@@ -119,6 +119,14 @@ int run_analyze(int argc, char** argv) {
       continue;
     }
     const nlohmann::json& report = analysed->report;
+    // Nothing gpuacct supports in the input (another accelerator's trace): the report says
+    // what was found, and the exit status says the input could not be accounted.
+    const nlohmann::json verdict = report.value("verdict", nlohmann::json::object());
+    if (verdict.value("reason", "") == "unsupported_device") {
+      std::fprintf(stderr, "gpuacct analyze: %s: %s\n", input.c_str(),
+                   verdict.value("headline", "").c_str());
+      rc = 1;
+    }
     if (write_files) {
       const std::string base = out_dir + "/" + stem;
       // The pair is written CSV first, report last, and the CSV removed if the report fails:

@@ -33,9 +33,18 @@ bool starts_with(std::string_view s, std::string_view p) {
 // ---------------------------------------------------------------------------------------------
 // Exact decimal -> integer conversion.
 
-// Parses a JSON number into round(value * 10^scale) as int64, exactly.  Returns false on a
-// syntax error or overflow.  `exact` (optional) is set when no non-zero digit was rounded away.
-bool parse_scaled(std::string_view t, int scale, int64_t* out, bool* exact) {
+// 128-bit integers (GCC/Clang) hold a timestamp at 1e-9 ns resolution: enough to add `ts` and
+// `dur` exactly before rounding their sum to whole nanoseconds.
+__extension__ typedef __int128 Int128;
+__extension__ typedef unsigned __int128 UInt128;
+
+// Parses a JSON number into round(value * 10^scale), exactly (no binary floating point),
+// rounding half away from zero.  Returns false on a syntax error or when the integer part has
+// more than `max_digits` digits (the caller's integer type could overflow).  `exact`
+// (optional) is set when no non-zero digit was rounded away.
+template <typename Unsigned>
+bool parse_scaled_digits(std::string_view t, int scale, int max_digits, Unsigned* magnitude,
+                         bool* negative, bool* exact) {
   size_t i = 0;
   bool neg = false;
   if (i < t.size() && (t[i] == '-' || t[i] == '+')) {
@@ -85,18 +94,18 @@ bool parse_scaled(std::string_view t, int scale, int64_t* out, bool* exact) {
     point += static_cast<int>(eneg ? -e : e);
   }
   if (i != t.size()) return false;
+  *negative = neg;
   // value = 0.d1d2d3... * 10^point; we want the integer part of value * 10^scale.
   const int64_t int_digits = int64_t{point} + scale;
   if (nd == 0) {
-    *out = 0;
+    *magnitude = 0;
     if (exact) *exact = true;
     return true;
   }
-  if (int_digits > 19) return false;
-  // At most 19 digits: fits in uint64 (< 1.8e19) even after rounding up.
-  uint64_t v = 0;
+  if (int_digits > max_digits) return false;
+  Unsigned v = 0;
   for (int64_t k = 0; k < int_digits; ++k) {
-    v = v * 10 + static_cast<uint64_t>(k < nd ? digits[k] - '0' : 0);
+    v = v * 10 + static_cast<Unsigned>(k < nd ? digits[k] - '0' : 0);
   }
   // Round half away from zero on the first dropped digit.
   bool rest_nz = dropped_nz != 0;
@@ -109,8 +118,56 @@ bool parse_scaled(std::string_view t, int scale, int64_t* out, bool* exact) {
   }
   if (round_digit >= 5) v += 1;
   if (exact) *exact = round_digit == 0 && !rest_nz;
+  *magnitude = v;
+  return true;
+}
+
+// round(value * 10^scale) as int64.  At most 19 integer digits: fits in uint64 (< 1.8e19)
+// even after rounding up.
+bool parse_scaled(std::string_view t, int scale, int64_t* out, bool* exact) {
+  uint64_t v = 0;
+  bool neg = false;
+  if (!parse_scaled_digits(t, scale, 19, &v, &neg, exact)) return false;
   if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;
   *out = neg ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
+  return true;
+}
+
+// Microseconds at 1e-9 ns resolution (scale 10^12): at most 37 integer digits, far inside the
+// 128-bit range, so two of them add without overflow.
+bool parse_us_fine(std::string_view t, Int128* out) {
+  UInt128 v = 0;
+  bool neg = false;
+  if (!parse_scaled_digits(t, 12, 37, &v, &neg, nullptr)) return false;
+  *out = neg ? -static_cast<Int128>(v) : static_cast<Int128>(v);
+  return true;
+}
+
+// Fine units (1e-9 ns) -> whole ns, half away from zero; false outside int64.
+bool fine_to_ns(Int128 fine, int64_t* ns) {
+  constexpr Int128 kPerNs = 1'000'000'000;
+  const Int128 half = kPerNs / 2;
+  const Int128 q = fine >= 0 ? (fine + half) / kPerNs : -((-fine + half) / kPerNs);
+  if (q > std::numeric_limits<int64_t>::max() || q < std::numeric_limits<int64_t>::min())
+    return false;
+  *ns = static_cast<int64_t>(q);
+  return true;
+}
+
+// An X event's [start, end) in ns.  The end is ts + dur rounded once, not round(ts) +
+// round(dur): two consecutive events that Kineto wrote touching (ProfilerStep#N ends where #N+1
+// begins) must not overlap by a rounding nanosecond.  The start is round(ts), exactly as
+// parse_us_to_ns (flows are matched on it).  False on bad syntax, a negative dur or overflow.
+bool parse_span_ns(std::string_view ts_text, std::string_view dur_text, int64_t* start,
+                   int64_t* end) {
+  Int128 ts_fine = 0, dur_fine = 0;
+  if (!parse_scaled(ts_text, 3, start, nullptr) || !parse_us_fine(ts_text, &ts_fine) ||
+      !parse_us_fine(dur_text, &dur_fine) || dur_fine < 0 || !fine_to_ns(ts_fine + dur_fine, end)) {
+    return false;
+  }
+  // Rounding at 1e-9 ns first can move the end of a zero-length event by a nanosecond
+  // against the exactly rounded start only for 13+ decimals; never let it end first.
+  *end = std::max(*end, *start);
   return true;
 }
 
@@ -458,7 +515,19 @@ enum class CatKind : uint8_t {
   kUserAnnotation,
   kCpuOp,
   kFlow,
+  kCudaSync,          // when a host or stream waited: only for KinetoImportOptions::on_cuda_sync
+  kOtherAccelerator,  // another accelerator's activity (MTIA, XPU, HPU, ...): not supported
 };
+
+// Kineto's activity categories of accelerators other than CUDA GPUs (libkineto ActivityType
+// names: mtia_runtime, mtia_ccp_events, mtia_insight, xpu_runtime, xpu_driver, hpu_op,
+// privateuse1_runtime, glow_runtime, and vendor forks' mlu_* / gcu_*).
+bool is_other_accelerator_cat(std::string_view cat) {
+  for (std::string_view p : {"mtia_", "xpu_", "hpu_", "mlu_", "gcu_", "privateuse1_", "glow_"}) {
+    if (starts_with(cat, p)) return true;
+  }
+  return false;
+}
 
 CatKind classify_cat(std::string_view cat) {
   if (cat == "kernel" || cat == "Kernel") return CatKind::kKernel;
@@ -468,13 +537,16 @@ CatKind classify_cat(std::string_view cat) {
   if (cat == "gpu_memset" || cat == "Memset") return CatKind::kMemset;
   if (cat == "user_annotation") return CatKind::kUserAnnotation;
   if (cat == "ac2g" || cat == "async_cpu_to_gpu") return CatKind::kFlow;
+  if (cat == "cuda_sync") return CatKind::kCudaSync;
   static constexpr std::string_view kIgnored[] = {
-      "gpu_user_annotation", "python_function", "fwdbwd", "Trace", "cuda_sync", "cpu_instant_event",
-      "cuda_profiler_range", "overhead",        "Python", "Mark",  "gpu_op",    "ProfilerStep",
+      "gpu_user_annotation", "python_function", "fwdbwd", "Trace", "cpu_instant_event",
+      "cuda_profiler_range", "overhead",        "Python", "Mark",  "gpu_op",
+      "ProfilerStep",
   };
   for (std::string_view k : kIgnored) {
     if (cat == k) return CatKind::kIgnored;
   }
+  if (is_other_accelerator_cat(cat)) return CatKind::kOtherAccelerator;
   return CatKind::kUnknown;
 }
 
@@ -487,9 +559,11 @@ HostApiKind classify_api(std::string_view n) {
   if (starts_with(n, "cudaMemcpy") || starts_with(n, "cudaMemset") || starts_with(n, "cuMemcpy") ||
       starts_with(n, "cuMemset"))
     return HostApiKind::kCopy;
-  if (n.find("Synchronize") != std::string_view::npos || n == "cudaStreamWaitEvent" ||
-      n == "cuStreamWaitEvent")
-    return HostApiKind::kSync;
+  // Blocking syncs: the calls that make the host wait for the GPU (cudaDeviceSynchronize,
+  // cudaStreamSynchronize, cudaEventSynchronize, cuCtxSynchronize, ...).  cudaStreamWaitEvent /
+  // cuStreamWaitEvent are not: they make a stream wait on the device and return at once
+  // (cuda_runtime_api.h: "performed efficiently on the device").
+  if (n.find("Synchronize") != std::string_view::npos) return HostApiKind::kSync;
   return HostApiKind::kOther;
 }
 
@@ -678,8 +752,20 @@ class Importer {
   void handle_flow();
   void emit_gpu(GpuOp op, const FlowKey& key, bool need_corr);
   void emit_api(HostApiCall call, const FlowKey& key, bool need_corr);
+  void emit_cuda_sync(int64_t ts, int64_t end, std::string_view name, int64_t pid, bool pid_ok);
   void skip_event() { stats_.add(Stat::importer_events_skipped); }
   void apply_metadata(const std::string& key, const nlohmann::json& v, RunMetadata* meta);
+  // Counts another accelerator's events by category; at most kMaxAcceleratorCategories names
+  // are kept (crafted input could invent endless ones), the rest are counted together.
+  void count_other_accelerator(std::string_view cat) {
+    constexpr size_t kMaxAcceleratorCategories = 32;
+    auto it = other_accelerator_.find(std::string(cat));
+    if (it == other_accelerator_.end()) {
+      const bool room = other_accelerator_.size() < kMaxAcceleratorCategories;
+      it = other_accelerator_.emplace(room ? std::string(cat) : "(other categories)", 0).first;
+    }
+    ++it->second;
+  }
   void flush_pending();
 
   ByteSource& src_;
@@ -715,6 +801,7 @@ class Importer {
   };
   std::unordered_map<FlowKey, Pending, FlowKeyHash> pending_;
   std::deque<FlowKey> pending_order_;
+  std::unordered_map<std::string, int64_t> other_accelerator_;
 };
 
 PR Importer::parse_args(Cur& c) {
@@ -911,9 +998,8 @@ void Importer::map_x_event(CatKind kind) {
     skip_event();
     return;
   }
-  int64_t ts = 0, dur = 0;
-  if (!parse_us_to_ns(ev_.ts.text, &ts) || !parse_us_to_ns(ev_.dur.text, &dur) || dur < 0 ||
-      ts > std::numeric_limits<int64_t>::max() - dur) {
+  int64_t ts = 0, end = 0;
+  if (!parse_span_ns(ev_.ts.text, ev_.dur.text, &ts, &end)) {
     skip_event();
     return;
   }
@@ -957,7 +1043,7 @@ void Importer::map_x_event(CatKind kind) {
       if (num_i64(ev_.graph_id, &graph) && (graph < 0 || graph > 0xFFFFFFFFll)) graph = 0;
       GpuOp op;
       op.start = ts;
-      op.end = ts + dur;
+      op.end = end;
       op.correlation_id = has_corr ? static_cast<uint64_t>(corr) : 0;
       op.bytes = static_cast<uint64_t>(bytes);
       op.stream = static_cast<uint32_t>(stream);
@@ -985,6 +1071,9 @@ void Importer::map_x_event(CatKind kind) {
       emit_gpu(op, FlowKey{pid, tid, ts}, !has_corr && pid_ok && tid_ok);
       return;
     }
+    case CatKind::kCudaSync:
+      emit_cuda_sync(ts, end, name, pid, pid_ok);
+      return;
     case CatKind::kRuntime: {
       int64_t corr = -1;
       const bool has_corr = num_i64(ev_.correlation, &corr) && corr >= 0;
@@ -995,7 +1084,7 @@ void Importer::map_x_event(CatKind kind) {
       if (host_pid_ == 0 && pid_ok) host_pid_ = pid;
       HostApiCall call;
       call.start = ts;
-      call.end = ts + dur;
+      call.end = end;
       call.correlation_id = has_corr ? static_cast<uint64_t>(corr) : 0;
       call.thread = tid_ok ? static_cast<uint32_t>(static_cast<uint64_t>(tid)) : 0;
       call.name = names_.intern(name);
@@ -1018,7 +1107,7 @@ void Importer::map_x_event(CatKind kind) {
         return;  // ordinary operators are not ranges gpuacct uses
       }
       r.start = ts;
-      r.end = ts + dur;
+      r.end = end;
       r.thread = tid_ok ? static_cast<uint32_t>(static_cast<uint64_t>(tid)) : 0;
       r.name = names_.intern(name);
       sink_.on_range(r);
@@ -1027,6 +1116,33 @@ void Importer::map_x_event(CatKind kind) {
     default:
       return;
   }
+}
+
+// A cuda_sync row with a stream, to KinetoImportOptions::on_cuda_sync (the caller checked it
+// is set).  HTA's GPU rows are the events with a stream: Context / Event Sync (stream -1) are
+// not.
+void Importer::emit_cuda_sync(int64_t ts, int64_t end, std::string_view name, int64_t pid,
+                              bool pid_ok) {
+  int64_t stream = -1, device = -1, corr = -1;
+  if (!num_i64(ev_.stream, &stream) || stream < 0 || stream > 0xFFFFFFFFll) return;
+  if (!num_i64(ev_.device, &device) && !(ev_.device.type == VType::kNone && pid_ok)) {
+    skip_event();
+    return;
+  }
+  if (ev_.device.type == VType::kNone) device = pid;
+  if (device < 0 || device > 0xFFFF) {
+    skip_event();
+    return;
+  }
+  GpuOp row;
+  row.start = ts;
+  row.end = end;
+  row.correlation_id =
+      num_i64(ev_.correlation, &corr) && corr > 0 ? static_cast<uint64_t>(corr) : 0;
+  row.stream = static_cast<uint32_t>(stream);
+  row.device = static_cast<uint16_t>(device);
+  row.name = names_.intern(name);
+  opts_.on_cuda_sync(row);
 }
 
 void Importer::handle_event() {
@@ -1043,6 +1159,11 @@ void Importer::handle_event() {
     stats_.add(Stat::importer_unknown_categories);
     return;
   }
+  if (kind == CatKind::kOtherAccelerator) {
+    stats_.add(Stat::importer_unknown_categories);  // not handled either, and named below
+    count_other_accelerator(ev_.cat.text);
+    return;
+  }
   if (ev_.ph.type == VType::kNone) {
     // Events without a phase are meaningless in Chrome traces; count the ones we would use.
     if (kind != CatKind::kIgnored) skip_event();
@@ -1057,6 +1178,7 @@ void Importer::handle_event() {
     return;
   }
   if (ph != "X" || kind == CatKind::kIgnored) return;
+  if (kind == CatKind::kCudaSync && !opts_.on_cuda_sync) return;
   map_x_event(kind);
 }
 
@@ -1251,6 +1373,11 @@ Status Importer::run(RunMetadata* meta) {
   flush_pending();
   progress(true);
   meta->pid = host_pid_;
+  meta->other_accelerator_events.assign(other_accelerator_.begin(), other_accelerator_.end());
+  std::sort(meta->other_accelerator_events.begin(), meta->other_accelerator_events.end(),
+            [](const auto& a, const auto& b) {
+              return a.second != b.second ? a.second > b.second : a.first < b.first;
+            });
   return Status::Ok();
 }
 

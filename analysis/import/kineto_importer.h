@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -27,6 +28,12 @@ namespace gpuacct {
 
 struct KinetoImportOptions {
   bool progress = false;  // progress on stderr (only when stderr is a terminal)
+  // Optional: receives every `cuda_sync` row that has a stream (Stream Sync, Stream Wait Event;
+  // not Context / Event Sync, whose stream is -1) as a GpuOp: start, end, stream, device
+  // (args.device, else pid), correlation (0 when absent or negative), name (the sync kind).
+  // They are not GPU work -- the time the host or a stream waited -- so they never reach
+  // `sink`; HTA's temporal breakdown counts them (TraceTotals::on_cuda_sync).
+  std::function<void(const GpuOp&)> on_cuda_sync;
 };
 
 StatusOr<RunMetadata> import_kineto_trace(const std::string& path, NameTable& names,

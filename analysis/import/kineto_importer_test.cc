@@ -103,6 +103,36 @@ TEST(ParseUsToNs, ExactDecimal) {
   EXPECT_EQ(v, 0);
 }
 
+// Issue 8, item 1: Kineto's ts and dur are decimal microseconds.  Rounded to ns one by one,
+// ts=1000.0006 dur=1.0006 ends at 1,001,002 ns while the next step (ts=1001.0012) begins at
+// 1,001,001 ns: the steps overlapped by a rounding nanosecond and one was dropped.  The end
+// is ts + dur rounded once: 1001.0012 us -> 1,001,001 ns, exactly where the next one begins.
+TEST(KinetoImporter, EndIsTsPlusDurRoundedOnceSoTouchingEventsTouch) {
+  const std::string ev = R"J(
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
+     "ts": 1000.0006, "dur": 1.0006},
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 1, "tid": 1,
+     "ts": 1001.0012, "dur": 1},
+    {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 0.0004, "dur": 0.0004,
+     "args": {"device": 0, "stream": 7}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+     "ts": 4458676522690.6554, "dur": 2.0002, "args": {"correlation": 3}})J";
+  Result r;
+  run(trace(ev), r);
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_EQ(r.cap.ranges.size(), 2u);
+  EXPECT_EQ(r.cap.ranges[0].start, 1'000'001);
+  EXPECT_EQ(r.cap.ranges[0].end, 1'001'001);  // not 1,001,002
+  EXPECT_EQ(r.cap.ranges[1].start, 1'001'001);
+  EXPECT_EQ(r.cap.ranges[0].end, r.cap.ranges[1].start);
+  ASSERT_EQ(r.cap.ops.size(), 1u);
+  EXPECT_EQ(r.cap.ops[0].start, 0);  // 0.4 ns
+  EXPECT_EQ(r.cap.ops[0].end, 1);    // 0.8 ns
+  ASSERT_EQ(r.cap.calls.size(), 1u);
+  EXPECT_EQ(r.cap.calls[0].start, 4458676522690655);  // 0.4 ns rounds down
+  EXPECT_EQ(r.cap.calls[0].end, 4458676522692656);    // 0.6 ns rounds up
+}
+
 TEST(KinetoImporter, MapsKernelAndLaunch) {
   Result r;
   run(trace(std::string(kKernel) + "," + kLaunch), r);
@@ -184,7 +214,7 @@ TEST(KinetoImporter, MapsEveryCategory) {
   ASSERT_EQ(r.cap.calls.size(), 6u);
   EXPECT_EQ(r.cap.calls[0].kind, HostApiKind::kCopy);
   EXPECT_EQ(r.cap.calls[1].kind, HostApiKind::kSync);
-  EXPECT_EQ(r.cap.calls[2].kind, HostApiKind::kSync);
+  EXPECT_EQ(r.cap.calls[2].kind, HostApiKind::kOther);  // cudaStreamWaitEvent: host goes on
   EXPECT_EQ(r.cap.calls[3].kind, HostApiKind::kLaunch);
   EXPECT_EQ(r.cap.calls[4].kind, HostApiKind::kLaunch);
   EXPECT_EQ(r.cap.calls[5].kind, HostApiKind::kOther);
@@ -353,6 +383,28 @@ TEST(KinetoImporter, UnknownCategoriesAreCounted) {
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_EQ(r.stats.get(Stat::importer_unknown_categories), 2);
   EXPECT_EQ(r.stats.get(Stat::importer_events_skipped), 0);
+}
+
+// Issue 8, item 7: a trace of another accelerator (MTIA) is not silently "no GPU activity":
+// the importer says what it found, by category.
+TEST(KinetoImporter, OtherAcceleratorEventsAreCountedByCategory) {
+  const std::string ev = R"J(
+    {"ph": "X", "cat": "mtia_ccp_events", "name": "job", "pid": 2, "tid": 3, "ts": 160, "dur": 50,
+     "args": {"correlation": 1, "stream": 3}},
+    {"ph": "X", "cat": "mtia_ccp_events", "name": "job", "pid": 2, "tid": 3, "ts": 260, "dur": 50},
+    {"ph": "X", "cat": "mtia_runtime", "name": "launch", "pid": 1, "tid": 1, "ts": 150, "dur": 5},
+    {"ph": "X", "cat": "xpu_runtime", "name": "urEnqueueKernelLaunch", "pid": 1, "tid": 1,
+     "ts": 150, "dur": 5},
+    {"ph": "X", "cat": "no_such_category", "name": "x", "pid": 1, "tid": 1, "ts": 1, "dur": 1})J";
+  Result r;
+  run(trace(ev), r);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_TRUE(r.cap.ops.empty());
+  EXPECT_TRUE(r.cap.calls.empty());
+  const std::vector<std::pair<std::string, int64_t>> want = {
+      {"mtia_ccp_events", 2}, {"mtia_runtime", 1}, {"xpu_runtime", 1}};
+  EXPECT_EQ(r.meta.other_accelerator_events, want);
+  EXPECT_EQ(r.stats.get(Stat::importer_unknown_categories), 5);
 }
 
 TEST(KinetoImporter, NonKinetoJsonIsRejected) {

@@ -30,13 +30,19 @@ CATEGORY_WALL: Dict[str, str] = {
     "compute": "compute", "comm_exposed": "communication", "copy_input": "data",
     "data_wait": "data", "launch_gap": "launch", "host_other": "other", "copy_other": "other",
 }
-# Verdict bands (run_summary.h VerdictBands): (bound, wall, high, moderate).
+# Verdict bands (run_summary.h VerdictBands, docs/accounting.md section 5): (bound, wall,
+# high, moderate).  Every wall can be the verdict; compute wins when none of these reaches its
+# moderate band, and is "high" from COMPUTE_HIGH on.
 BANDS: Tuple[Tuple[str, str, float, float], ...] = (
     ("data", "data", 0.20, 0.05),
     ("launch", "launch", 0.15, 0.03),
     ("communication", "communication", 0.15, 0.03),
+    ("other", "other", 0.25, 0.10),
 )
-OTHER_HIGH = 0.15
+COMPUTE_HIGH = 0.80
+# The word a headline uses for each bound ("HIGHLY host-bound").
+BOUND_WORD: Dict[str, str] = {"data": "data", "launch": "launch",
+                              "communication": "communication", "other": "host"}
 
 
 class ReportError(ValueError):
@@ -155,7 +161,7 @@ def _percentile(values: List[float], p: float) -> float:
 def summarize_rows(rows: Iterable[Dict[str, Any]]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """(summary, verdict) of raw step rows, following the library's rules: warm-up rows apart,
     a step's time is its slowest device's window, wall shares over summed rows, verdict from
-    the data / launch / communication bands (severity first, then share)."""
+    the data / launch / communication / other bands (severity first, then share)."""
     rows = list(rows)
     step_ms: Dict[int, float] = {}
     warm = set()
@@ -214,6 +220,7 @@ def summarize_rows(rows: Iterable[Dict[str, Any]]) -> Tuple[Dict[str, Any], Dict
                 best = (sev, s, bound, wall)
         if best is None:
             verdict.update(bound="compute", share=shares["compute"], what_if_step_ms=mean,
+                           severity="high" if shares["compute"] >= COMPUTE_HIGH else "moderate",
                            headline=f"Compute-bound: {shares['compute']:.1%} of step time the "
                                     "GPU computes.")
         else:
@@ -222,10 +229,13 @@ def summarize_rows(rows: Iterable[Dict[str, Any]]) -> Tuple[Dict[str, Any], Dict
             level = "HIGHLY" if sev == 2 else "MODERATELY"
             verdict.update(bound=bound, severity="high" if sev == 2 else "moderate", share=s,
                            what_if_step_ms=max(0.0, mean - per_step),
-                           headline=f"{level} {bound}-bound: {s:.1%} of step time.")
-        if shares["other"] >= OTHER_HIGH:
-            verdict["notes"].append(f"{shares['other']:.1%} of step time is 'other' (host work "
-                                    "outside CUDA calls and data ranges).")
+                           headline=f"{level} {BOUND_WORD[bound]}-bound: {s:.1%} of step time.")
+        for bound, wall, high, moderate in BANDS:
+            s = shares[wall]
+            if (best is None or bound != best[2]) and s >= moderate:
+                level = "high" if s >= high else "moderate"
+                verdict["notes"].append(f"Also {level}: the {wall} wall takes {s:.1%} of step "
+                                        "time.")
     return summary, verdict
 
 

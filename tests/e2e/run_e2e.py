@@ -92,7 +92,8 @@ def stat(report: dict, name: str) -> int:
 
 # ---- scenarios against the planted truth -----------------------------------------------------
 
-BANDS = {"data": (0.05, 0.20), "launch": (0.03, 0.15), "communication": (0.03, 0.15)}
+BANDS = {"data": (0.05, 0.20), "launch": (0.03, 0.15), "communication": (0.03, 0.15),
+         "other": (0.10, 0.25)}
 
 
 def expected_verdict(truth: dict, marks: str) -> str:
@@ -101,8 +102,9 @@ def expected_verdict(truth: dict, marks: str) -> str:
     t = truth["totals_ns"]
     total = sum(t[c] for c in truth["categories"])
     data = t["copy"] + (t["data_wait"] if marks != "none" else 0)
+    other = t["host_other"] + (t["data_wait"] if marks == "none" else 0)
     walls = {"data": data, "launch": t["launch_gap"],
-             "communication": t["communication_exposed"]}
+             "communication": t["communication_exposed"], "other": other}
     best = None
     for bound, (moderate, high) in BANDS.items():
         share = walls[bound] / total

@@ -1,12 +1,19 @@
 // Cross-check: gpuacct's whole-trace totals (analysis/trace_totals.h) against HTA's numbers on
-// the real Kineto traces in tests/data/kineto/ (provenance and licence there).  The expected
-// values are HTA 0.6.1's numbers on these files with its default configuration.  Tolerance: 0.5% of the span (kernel_time), as the issue asks.
+// the Kineto traces in tests/data/kineto/ (provenance and licence there): exactly, every number.
+//
+//  - the three real traces: HTA 0.6.1's published temporal breakdown and overlap; the idle
+//    breakdown per stream as HTA 0.5.0 (PyPI) computes it -- its temporal numbers on these
+//    traces are 0.6.1's to the microsecond;
+//  - two small hand-made traces with what real ones rarely show side by side: cuda_sync rows
+//    (Stream Sync, Stream Wait Event, Context Sync) and ops of one stream that overlap.  Their
+//    expected values are computed by hand below, with the arithmetic; HTA 0.5.0 gives the same.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "analysis/import/kineto_importer.h"
 #include "analysis/trace_totals.h"
@@ -18,20 +25,112 @@
 namespace gpuacct {
 namespace {
 
+struct StreamIdle {
+  uint32_t stream;
+  int64_t host_wait_us, kernel_wait_us, other_us;
+};
+
 struct Expected {
   const char* file;
   int rank;
   int64_t idle_us, compute_us, non_compute_us, kernel_time_us;
   double overlap_pct;
+  std::vector<StreamIdle> idle_by_stream;  // sorted by stream
+  int64_t cuda_sync_rows;
 };
 
-// HTA 0.6.1: nccl_data rank 0; sampled_rank-0/1 ("loaded together": the
-// per-rank numbers do not depend on the other rank).
-constexpr Expected kExpected[] = {
-    {"nccl_data.json.gz", 0, 338781, 75169, 21636, 435586, 14.31},
-    {"sampled_rank-0.json.gz", 0, 321378, 106252, 172428, 600058, 11.81},
-    {"sampled_rank-1.json.gz", 1, 328671, 135548, 136455, 600674, 20.05},
-};
+// Hand computation of handmade_cuda_sync.json.  HTA rounds start up and end down:
+//   K1 gemm  s7  [ceil 1020.4, floor 1119.6] = [1021, 1119]  launch 1010.2 -> 1011
+//   WE "Stream Wait Event" s7 [1031, floor 1033.1 = 1033]    call 1030
+//   K2 relu  s7  [ceil 1129.7, floor 1159.7] = [1130, 1159]  launch 1040
+//   SS "Stream Sync" s7 [ceil 1050.3, floor 1159.8] = [1051, 1159]  call 1050
+//   K3 gemm  s7  [ceil 1310.5, floor 1360.5] = [1311, 1360]  launch 1300
+//   CS "Context Sync": stream -1, not a GPU row for HTA's breakdowns
+//   K4 nccl  s13 [ceil 2020.2, floor 2120.2] = [2021, 2120]  launch 2010
+//   K5 gemm  s7  [2050, 2090]                                launch 2015
+//   SS s13   [ceil 2030.4, floor 2120.3] = [2031, 2120]      call 2030
+//   K6 and its SS (step 3, the last: launched at 3010 / 3040 >= 3000) are dropped.
+// Temporal: union = [1021, 1159] (K1 + WE + SS + K2: the sync row covers K1..K2's 11 us gap)
+//   + [1311, 1360] + [2021, 2120] = 138 + 49 + 99 = 286; kernel_time = 2120 - 1021 = 1099;
+//   idle = 1099 - 286 = 813; compute = K1 98 + K2 29 + K3 49 + K5 40 = 216;
+//   non_compute = 1099 - 216 - 813 = 70 (without the sync rows: idle 824, non_compute 59).
+//   Overlap = |[2021,2120] ∩ [2050,2090]| / 99 = 40 / 99 = 40.40 %.
+// Idle breakdown (GPU ops only): stream 7: K2 1130 - 1119 = 11, launch 1040 < 1119: kernel
+//   wait; K3 1311 - 1159 = 152, launch 1300 > 1159: host wait; K5 2050 - 1360 = 690, launch
+//   2015 > 1360: host wait -> host 842, kernel 11.  Stream 13: K4 alone, nothing.
+//
+// Hand computation of handmade_stream_overlap.json (one ProfilerStep: nothing is dropped):
+//   s7: K1 [ceil 110.3, floor 190.3] = [111, 190] launch 100; K2 [171, floor 220.6 = 220]
+//   launch 105; M3 memcpy [201, floor 210.2 = 210] launch 107; K4 [ceil 212.5 = 213,
+//   floor 232.5 = 232] launch 108; K5 [260, 270] no correlation; K6 [410, 420] launch 400;
+//   K7 [470, 480] launch 405.  s20: nccl C1 [150, 250] launch 101.
+// Temporal: union = [111, 250] + [260, 270] + [410, 420] + [470, 480] = 139 + 30 = 169;
+//   kernel_time = 480 - 111 = 369; idle = 200; compute = [111, 232] 121 + 3 x 10 = 151;
+//   non_compute = 369 - 151 - 200 = 18; overlap = |[150, 250] ∩ [111, 232]| / 100 = 82 %.
+// Idle breakdown, stream 7 (gap = start - the previous op's end):
+//   K2 171 - 190 = -19 kernel wait (launch 105 < 190); M3 201 - 220 = -19 kernel wait;
+//   K4 213 - 210 = 3 kernel wait (the previous op is M3, ending at 210, not K2 at 220);
+//   K5 260 - 232 = 28 kernel wait (no launch call, < 30); K6 410 - 270 = 140 host wait
+//   (launch 400 > 270); K7 470 - 420 = 50 other (launch 405 < 420, >= 30).
+//   -> host 140, kernel -19 - 19 + 3 + 28 = -7, other 50.
+const std::vector<Expected>& expected() {
+  static const std::vector<Expected> kExpected = {
+      {"nccl_data.json.gz",
+       0,
+       338781,
+       75169,
+       21636,
+       435586,
+       14.31,
+       {{7, 357247, 2155, 0}, {40, 381499, 0, 0}},
+       0},
+      {"sampled_rank-0.json.gz",
+       0,
+       321378,
+       106252,
+       172428,
+       600058,
+       11.81,
+       {{7, 213825, 1985, 261740},
+        {23, 596037, 70, 34},
+        {25, 0, 9, 47865},
+        {84, 148934, 6, 0},
+        {203, 0, 0, 0}},
+       0},
+      {"sampled_rank-1.json.gz",
+       1,
+       328671,
+       135548,
+       136455,
+       600674,
+       20.05,
+       {{7, 156827, 1816, 281064},
+        {23, 596313, 100, 0},
+        {25, 0, 9, 53028},
+        {84, 251860, 0, 23247},
+        {203, 0, 0, 0}},
+       0},
+      {"handmade_cuda_sync.json",
+       0,
+       813,
+       216,
+       70,
+       1099,
+       40.40,
+       {{7, 842, 11, 0}, {13, 0, 0, 0}},
+       4},
+      {"handmade_stream_overlap.json",
+       0,
+       200,
+       151,
+       18,
+       369,
+       82.00,
+       {{7, 140, -7, 50}, {20, 0, 0, 0}},
+       0},
+  };
+  return kExpected;
+}
 
 // Readable test names in ctest instead of a byte dump.
 void PrintTo(const Expected& e, std::ostream* os) {
@@ -42,9 +141,17 @@ std::string trace_path(const char* file) {
   return std::string(GPUACCT_KINETO_TRACE_DIR) + "/" + file;
 }
 
+// Imports a trace the way `gpuacct analyze` does for its hta_totals: GPU work and cuda_sync rows.
+StatusOr<RunMetadata> import_for_totals(const std::string& path, NameTable& names,
+                                        TraceTotals& totals, Stats& stats) {
+  KinetoImportOptions opts;
+  opts.on_cuda_sync = [&totals](const GpuOp& row) { totals.on_cuda_sync(row); };
+  return import_kineto_trace(path, names, totals, stats, opts);
+}
+
 class HtaCrossCheck : public ::testing::TestWithParam<Expected> {};
 
-TEST_P(HtaCrossCheck, TotalsMatchHtaWithinHalfAPercentOfSpan) {
+TEST_P(HtaCrossCheck, TotalsEqualHta) {
   const Expected& e = GetParam();
   const std::string path = trace_path(e.file);
   if (!std::filesystem::exists(path))
@@ -54,20 +161,27 @@ TEST_P(HtaCrossCheck, TotalsMatchHtaWithinHalfAPercentOfSpan) {
   NameTable names;
   Stats stats;
   TraceTotals totals(names);
-  auto meta = import_kineto_trace(path, names, totals, stats);
+  auto meta = import_for_totals(path, names, totals, stats);
   ASSERT_TRUE(meta.ok()) << meta.status().message();
   EXPECT_EQ(meta->rank, e.rank);
   const HtaTotals t = totals.compute();
-  const double tol = 0.005 * static_cast<double>(e.kernel_time_us);
-  EXPECT_NEAR(static_cast<double>(t.kernel_time_us), static_cast<double>(e.kernel_time_us), tol);
-  EXPECT_NEAR(static_cast<double>(t.idle_us), static_cast<double>(e.idle_us), tol);
-  EXPECT_NEAR(static_cast<double>(t.compute_us), static_cast<double>(e.compute_us), tol);
-  EXPECT_NEAR(static_cast<double>(t.non_compute_us), static_cast<double>(e.non_compute_us), tol);
-  // Overlap is a share of communication time: hold it to 0.5 percentage points.
-  EXPECT_NEAR(t.comm_comp_overlap_pct, e.overlap_pct, 0.5);
-  EXPECT_TRUE(t.last_step_dropped);
+  EXPECT_EQ(t.kernel_time_us, e.kernel_time_us);
+  EXPECT_EQ(t.idle_us, e.idle_us);
+  EXPECT_EQ(t.compute_us, e.compute_us);
+  EXPECT_EQ(t.non_compute_us, e.non_compute_us);
+  // HTA prints the overlap rounded to 2 decimals; so does the report.
+  EXPECT_DOUBLE_EQ(totals.to_json()["comm_compute_overlap_pct"].get<double>(), e.overlap_pct);
+  EXPECT_EQ(t.cuda_sync_rows, e.cuda_sync_rows);
+  ASSERT_EQ(t.idle_by_stream.size(), e.idle_by_stream.size());
+  for (size_t i = 0; i < e.idle_by_stream.size(); ++i) {
+    const HtaStreamIdle& got = t.idle_by_stream[i];
+    const StreamIdle& want = e.idle_by_stream[i];
+    EXPECT_EQ(got.stream, want.stream) << i;
+    EXPECT_EQ(got.host_wait_us, want.host_wait_us) << "stream " << want.stream;
+    EXPECT_EQ(got.kernel_wait_us, want.kernel_wait_us) << "stream " << want.stream;
+    EXPECT_EQ(got.other_us, want.other_us) << "stream " << want.stream;
+  }
   EXPECT_EQ(stats.get(Stat::importer_events_skipped), 0);
-  // Record the exact deltas in the test log (docs/kineto_import.md quotes them).
   std::printf(
       "[hta] %s: kernel_time %lld (HTA %lld) idle %lld (%lld) compute %lld (%lld) "
       "non_compute %lld (%lld) overlap %.2f%% (%.2f%%)\n",
@@ -78,7 +192,7 @@ TEST_P(HtaCrossCheck, TotalsMatchHtaWithinHalfAPercentOfSpan) {
       t.comm_comp_overlap_pct, e.overlap_pct);
 }
 
-INSTANTIATE_TEST_SUITE_P(KinetoTraces, HtaCrossCheck, ::testing::ValuesIn(kExpected),
+INSTANTIATE_TEST_SUITE_P(KinetoTraces, HtaCrossCheck, ::testing::ValuesIn(expected()),
                          [](const ::testing::TestParamInfo<Expected>& info) {
                            std::string n = info.param.file;
                            n = n.substr(0, n.find('.'));
@@ -88,35 +202,30 @@ INSTANTIATE_TEST_SUITE_P(KinetoTraces, HtaCrossCheck, ::testing::ValuesIn(kExpec
                            return n;
                          });
 
-// README: "Idle breakdown (per stream ...)": nccl_data stream 7 host_wait 357247,
-// kernel_wait 2155, other 0; stream 40 host_wait 381499, other 0.
-TEST(HtaCrossCheckIdle, NcclDataIdleBreakdownPerStream) {
-  const std::string path = trace_path("nccl_data.json.gz");
-  if (!std::filesystem::exists(path))
-    GTEST_FAIL()
-        << "trace not found: " << path
-        << " (tests/data/kineto is part of the repository; or set GPUACCT_KINETO_TRACE_DIR)";
+// cuda_sync rows are HTA's, not GPU work: the step accounting never sees them.
+TEST(HtaCrossCheckSync, CudaSyncRowsOnlyReachTheTotals) {
+  const std::string path = trace_path("handmade_cuda_sync.json");
   NameTable names;
   Stats stats;
   TraceTotals totals(names);
-  auto meta = import_kineto_trace(path, names, totals, stats);
-  ASSERT_TRUE(meta.ok()) << meta.status().message();
-  const HtaTotals t = totals.compute();
-  bool saw7 = false, saw40 = false;
-  for (const auto& s : t.idle_by_stream) {
-    if (s.stream == 7) {
-      saw7 = true;
-      EXPECT_NEAR(static_cast<double>(s.host_wait_us), 357247, 0.005 * 435586);
-      EXPECT_NEAR(static_cast<double>(s.kernel_wait_us), 2155, 0.005 * 435586);
-      EXPECT_EQ(s.other_us, 0);
-    } else if (s.stream == 40) {
-      saw40 = true;
-      EXPECT_NEAR(static_cast<double>(s.host_wait_us), 381499, 0.005 * 435586);
-      EXPECT_EQ(s.other_us, 0);
-    }
-  }
-  EXPECT_TRUE(saw7);
-  EXPECT_TRUE(saw40);
+  struct Count : EventSink {
+    int ops = 0;
+    void on_gpu_op(const GpuOp&) override { ++ops; }
+    void on_api_call(const HostApiCall&) override {}
+    void on_range(const HostRange&) override {}
+    void on_marker(const Marker&) override {}
+  } count;
+  TeeSink tee({&totals, &count});
+  KinetoImportOptions opts;
+  int syncs = 0;
+  opts.on_cuda_sync = [&](const GpuOp& row) {
+    ++syncs;
+    totals.on_cuda_sync(row);
+  };
+  ASSERT_TRUE(import_kineto_trace(path, names, tee, stats, opts).ok());
+  EXPECT_EQ(count.ops, 6);  // kernels only
+  EXPECT_EQ(syncs, 4);      // the Context Sync row (stream -1) is not one of HTA's GPU rows
+  EXPECT_EQ(totals.compute().gpu_ops, 10);
 }
 
 // Every trace in the directory (including any added later) imports without error.
@@ -132,12 +241,12 @@ TEST(HtaCrossCheckAll, EveryTraceInTheDirectoryImports) {
     NameTable names;
     Stats stats;
     TraceTotals totals(names);
-    auto meta = import_kineto_trace(p, names, totals, stats);
+    auto meta = import_for_totals(p, names, totals, stats);
     ASSERT_TRUE(meta.ok()) << p << ": " << meta.status().message();
     EXPECT_GT(totals.compute().kernel_time_us, 0) << p;
     ++n;
   }
-  EXPECT_GE(n, 1);
+  EXPECT_GE(n, 5);
 }
 
 }  // namespace

@@ -92,6 +92,12 @@ def test_stream_verdicts(tmp_path: Path) -> None:
     assert verdict({"compute": 10, "launch": 0.5})["severity"] == "moderate"
     assert verdict({"compute": 10, "communication": 4, "data": 0.1})["bound"] == "communication"
     assert verdict({"compute": 10, "other": 0.1})["bound"] == "compute"
+    # The host (other wall) can be the verdict too, as in run_summary.cc.
+    host = verdict({"compute": 37, "other": 63})
+    assert host["bound"] == "other" and host["severity"] == "high"
+    assert "host-bound" in host["headline"]
+    assert verdict({"compute": 85, "other": 11, "launch": 4})["bound"] == "other"
+    assert verdict({"compute": 95, "other": 5})["severity"] == "high"
     # Host-only timing (no GPU activity): no verdict.
     v = verdict({"other": 5}, gpu_busy=0)
     assert v["bound"] == "none" and "No GPU activity" in v["headline"]
