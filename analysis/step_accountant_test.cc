@@ -820,7 +820,7 @@ TEST(StepAccountant, StepsOverlappingByRoundingTouch) {
     const int64_t numbers[] = {0, 1, 2, 4, 5};
     for (size_t r = 0; r < rows.size(); ++r) {
       EXPECT_EQ(rows[r].step_number, numbers[r]) << "mode " << mode << " row " << r;
-      EXPECT_EQ(rows[r].host_begin, us(1000 * numbers[r])) << "mode " << mode << " row " << r;
+      EXPECT_EQ(rows[r].host_begin, us(static_cast<double>(1000 * numbers[r]))) << "mode " << mode << " row " << r;
       expect_exact(rows[r]);
     }
     EXPECT_EQ(rows[1].kernels, 1u);
@@ -831,7 +831,9 @@ TEST(StepAccountant, StepsOverlappingByRoundingTouch) {
     const int64_t skipped = acc.stats().get(Stat::overlapping_steps_skipped);
     const int64_t late = acc.stats().get(Stat::late_steps_dropped);
     EXPECT_EQ(skipped + late, 2) << "mode " << mode;
-    if (mode < 2) EXPECT_EQ(skipped, 2) << "mode " << mode;
+    if (mode < 2) {
+      EXPECT_EQ(skipped, 2) << "mode " << mode;
+    }
   }
 }
 
