@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "analysis/json_text.h"
-#include "analysis/report.h"
+#include "analysis/file_io.h"
 
 namespace gpuacct {
 

@@ -36,6 +36,32 @@ expect 2 "needs a value" "$bin" analyze "$root/examples/data/sample.gpuacct" --o
 expect 1 "no such file" "$bin" analyze "$tmp/missing.gpuacct" --out "$tmp/o1"
 expect 0 "usage: gpuacct analyze" "$bin" analyze --help
 
+# An input that is not a regular file says what it is (not "no such file").
+mkdir -p "$tmp/adir"
+mkfifo "$tmp/afifo"
+ln -s "$tmp/loop_b" "$tmp/loop_a"
+ln -s "$tmp/loop_a" "$tmp/loop_b"
+expect 1 "adir: is a directory" "$bin" analyze "$tmp/adir" --no-files
+expect 1 "afifo: is a named pipe (FIFO)" "$bin" analyze "$tmp/afifo" --no-files
+expect 1 "/dev/zero: is a character device" "$bin" analyze /dev/zero --no-files
+expect 1 "symbolic link loop" "$bin" analyze "$tmp/loop_a" --no-files
+expect 1 "afifo: is a named pipe (FIFO)" "$bin" timeline "$tmp/afifo" -o "$tmp/t.json"
+expect 1 "adir: is a directory" "$bin" report "$tmp/adir"
+
+# Outputs never replace what is not a regular file: a character device is written in place, a
+# symbolic link keeps pointing at the file it names, a directory is refused.
+"$bin" synth --preset demo --steps 4 -o "$tmp/small.gpuacct" 2>/dev/null
+if [ "$(id -u)" = 0 ]; then mknod "$tmp/null" c 1 3; else ln -s /dev/null "$tmp/null"; fi
+expect 0 "wrote" "$bin" timeline "$tmp/small.gpuacct" -o "$tmp/null"
+[ -c "$tmp/null" ] || { echo "FAIL: timeline -o replaced a character device"; fails=$((fails + 1)); }
+echo old >"$tmp/real.json"
+ln -s real.json "$tmp/link.json"
+expect 0 "wrote" "$bin" timeline "$tmp/small.gpuacct" -o "$tmp/link.json"
+{ [ -L "$tmp/link.json" ] && grep -q traceEvents "$tmp/real.json"; } ||
+  { echo "FAIL: timeline -o replaced a symbolic link"; fails=$((fails + 1)); }
+expect 1 "is a directory" "$bin" timeline "$tmp/small.gpuacct" -o "$tmp/adir"
+ls "$tmp" | grep -q '\.tmp\.' && { echo "FAIL: temporary file left: $(ls "$tmp")"; fails=$((fails + 1)); }
+
 # A broken input: clear error, non-zero exit, and no report files left behind.
 printf '{"traceEvents": [ {"ph": "X", "cat": "kernel", "ts": 1' >"$tmp/broken.json"
 expect 1 "broken.json" "$bin" analyze "$tmp/broken.json" --out "$tmp/o2"

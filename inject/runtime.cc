@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "analysis/file_io.h"
 #include "analysis/name_table.h"
 #include "analysis/recording.h"
 #include "analysis/report.h"
