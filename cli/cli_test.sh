@@ -73,6 +73,23 @@ fi
 expect 1 "empty.gpuacct" "$bin" analyze "$tmp/empty.gpuacct" --out "$tmp/o3"
 head -c 1000 "$root/examples/data/sample.gpuacct" >"$tmp/cut.gpuacct"
 expect 1 "truncated" "$bin" analyze "$tmp/cut.gpuacct" --out "$tmp/o4"
+# Crafted recordings: a WATERMARK chunk without its value (48 bytes; SIGSEGV before), metadata
+# numbers out of range (a pid of -2^63 before).  Version-1 layout: no checksums to forge.
+python3 - "$tmp" <<'PY'
+import json, struct, sys
+head = b"GPUACCT\x01" + struct.pack("<II", 1, 0)
+chunk = lambda t, n, p=b"": struct.pack("<IIQ", t, n, len(p)) + p
+open(sys.argv[1] + "/wm0.gpuacct", "wb").write(head + chunk(6, 0) + chunk(9, 0))
+meta = json.dumps({"rank": 1e300, "pid": 1e300}).encode()
+open(sys.argv[1] + "/meta.gpuacct", "wb").write(head + chunk(7, 1, meta) + chunk(9, 0))
+PY
+expect 1 "malformed watermark chunk at byte 16" "$bin" analyze "$tmp/wm0.gpuacct" --no-files
+expect 1 "malformed watermark chunk at byte 16" "$bin" timeline "$tmp/wm0.gpuacct" -o "$tmp/wm0.json"
+expect 1 "metadata field 'pid' is not an integer in range" "$bin" analyze "$tmp/meta.gpuacct" --no-files
+# A flipped bit in a chunk is caught by its checksum.
+cp "$root/examples/data/sample.gpuacct" "$tmp/flip.gpuacct"
+printf '\x55' | dd of="$tmp/flip.gpuacct" bs=1 seek=5000 conv=notrunc 2>/dev/null
+expect 1 "fails its checksum" "$bin" analyze "$tmp/flip.gpuacct" --no-files
 
 # The main job on the bundled sample.
 expect 0 "verdict: HIGHLY data-bound" "$bin" analyze "$root/examples/data/sample.gpuacct" --out "$tmp/out"
