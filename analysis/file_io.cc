@@ -46,11 +46,12 @@ std::string stat_failure(const std::string& path, int err) {
   }
 }
 
-// write(2) until everything is written; false with errno set otherwise.  A write that makes
-// no progress without an error (it should not happen on a file) is taken as a full disk.
-bool write_all(int fd, const char* data, size_t bytes) {
+}  // namespace
+
+bool write_fully(int fd, const void* data, size_t bytes) {
+  const char* p = static_cast<const char*>(data);
   while (bytes > 0) {
-    const ssize_t n = ::write(fd, data, bytes);
+    const ssize_t n = ::write(fd, p, bytes);
     if (n < 0) {
       if (errno == EINTR) continue;
       return false;
@@ -59,13 +60,11 @@ bool write_all(int fd, const char* data, size_t bytes) {
       errno = ENOSPC;
       return false;
     }
-    data += n;
+    p += n;
     bytes -= static_cast<size_t>(n);
   }
   return true;
 }
-
-}  // namespace
 
 Status check_input_file(const std::string& path) {
   struct stat st {};
@@ -152,8 +151,8 @@ Status OutputFile::open(const std::string& path) {
 
 Status OutputFile::flush_buffer() {
   if (buffer_.empty()) return Status::Ok();
-  if (!write_all(fd_, buffer_.data(), buffer_.size())) {
-    return fail("cannot write " + (temp_path_.empty() ? path_ : temp_path_), errno);
+  if (!write_fully(fd_, buffer_.data(), buffer_.size())) {
+    return fail("cannot write " + path_, errno);
   }
   bytes_written_ += buffer_.size();
   buffer_.clear();
@@ -170,8 +169,8 @@ Status OutputFile::write(const void* data, size_t bytes) {
   }
   GPUACCT_RETURN_IF_ERROR(flush_buffer());
   if (bytes >= kBufferBytes) {  // large blocks go straight out, without a copy
-    if (!write_all(fd_, p, bytes)) {
-      return fail("cannot write " + (temp_path_.empty() ? path_ : temp_path_), errno);
+    if (!write_fully(fd_, p, bytes)) {
+      return fail("cannot write " + path_, errno);
     }
     bytes_written_ += bytes;
     return Status::Ok();

@@ -67,6 +67,10 @@ class OutputFile {
   Status error_;  // the first failure
 };
 
+// write(2) until all `bytes` are out (EINTR and short writes retried); false with errno set
+// otherwise.  A write that makes no progress without an error counts as ENOSPC.
+bool write_fully(int fd, const void* data, size_t bytes);
+
 // Writes `content` to `path` through an OutputFile.
 Status write_file_atomic(const std::string& path, std::string_view content);
 
