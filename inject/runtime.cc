@@ -552,12 +552,6 @@ void Runtime::Impl::tick(bool final) {
   }
   if (auto_steps && !auto_stood_down && !detector->gave_up()) feed_detector();
 
-  if (cfg.record && !recording_ok) {
-    mkdir_p(cfg.output_dir);
-    cfg.record = false;  // one attempt
-    recording_ok = true;
-    record([&] { return recording.open(base + ".gpuacct"); });
-  }
   if (!batch.empty()) record([&] { return recording.write_batch(batch); });
   acc->add(batch);
   batch.clear();
@@ -606,13 +600,21 @@ void Runtime::Impl::write_row(const StepRow& row) {
   stream.write_row(step_row_to_json(row).dump(), row.step_index);
 }
 
-// Every recording write goes through here: names first (events refer to them), then `write`.
-// The first failure abandons the recording -- one with a hole would mislead -- says so once,
-// and counts it; nothing appears under the final name.
+// Every recording write goes through here: the first one opens the file (with GPUACCT_RECORD=1),
+// then names (events refer to them), then `write`.  The first failure abandons the recording --
+// one with a hole would mislead -- says so once, and counts it; nothing appears under the final
+// name.
 template <typename Write>
 void Runtime::Impl::record(Write write) {
+  Status st;
+  if (cfg.record) {  // one attempt
+    cfg.record = false;
+    mkdir_p(cfg.output_dir);
+    recording_ok = true;
+    st = recording.open(base + ".gpuacct");
+  }
   if (!recording_ok) return;
-  Status st = recording.is_open() ? recording.write_new_names(*names) : Status::Ok();
+  if (st.ok()) st = recording.write_new_names(*names);
   if (st.ok()) st = write();
   if (st.ok()) return;
   recording_ok = false;
