@@ -200,7 +200,9 @@ bool StepDetector::try_lock(std::vector<DetectorToken>& ready, std::vector<Marke
     std::vector<TimeNs> gaps;
     gaps.reserve(pos.size());
     for (uint32_t p : pos) {
-      if (p + 1 < n) gaps.push_back(std::max<TimeNs>(0, ready[p + 1].start - ready[p].end));
+      if (p + 1 < n) {
+        gaps.push_back(std::max<TimeNs>(0, saturating_sub(ready[p + 1].start, ready[p].end)));
+      }
     }
     cands.push_back(Cand{name, sync_of[name], median(std::move(gaps)), pos.front()});
   }
@@ -242,7 +244,7 @@ bool StepDetector::try_lock(std::vector<DetectorToken>& ready, std::vector<Marke
   // 3. Boundaries.  Step 0 = the period of tokens ending with the first b.
   const size_t p0 = bpos.front();
   size_t first = p0 + 1 >= seg_len ? p0 + 1 - seg_len : 0;
-  TimeNs b0 = ready[first].start - chosen.gap;
+  TimeNs b0 = saturating_sub(ready[first].start, chosen.gap);
   if (first > 0) b0 = std::max(b0, ready[first - 1].end);
   emit(b0, ready[p0].thread, out);
   for (uint32_t p : bpos) {

@@ -8,16 +8,6 @@
 
 namespace gpuacct {
 
-// a + b, clamped to the int64 range.  Sums over many rows (a run summary over steps and
-// devices) can exceed int64 only for garbage input (every window is below 2^63 ns: the
-// accountant's valid times), but must never overflow: undefined behaviour, found by the
-// recording fuzzer.
-inline int64_t saturating_add(int64_t a, int64_t b) {
-  int64_t out = 0;
-  if (!__builtin_add_overflow(a, b, &out)) return out;
-  return b > 0 ? INT64_MAX : INT64_MIN;
-}
-
 // Exclusive categories of one step window on one device.  Invariant (tested):
 //   sum() == window_end - window_begin, every field >= 0.
 struct CategoryNs {
