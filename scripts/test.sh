@@ -51,15 +51,20 @@ if [ -n "$sanitize" ]; then
       # makes the process exit non-zero.  verify_asan_link_order=0: the e2e and disk-full tests
       # LD_PRELOAD the library / the ENOSPC shim into sanitized programs, which still have the
       # runtime ahead of libc (it is their first DT_NEEDED).
-      export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:verify_asan_link_order=0:detect_stack_use_after_return=1"
+      asan="halt_on_error=1:verify_asan_link_order=0:detect_stack_use_after_return=1"
+      export ASAN_OPTIONS="detect_leaks=1:$asan"
       export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
       cd "$dir"
-      ctest --output-on-failure -j "$jobs" --timeout 900 -LE python
+      ctest --output-on-failure -j "$jobs" --timeout 900 -LE python -E '^e2e_fork$'
+      # e2e_fork without the leak check: the forked child of a multithreaded parent can hang in
+      # LeakSanitizer's exit-time check (an allocator lock another thread held at fork; GCC 12's
+      # runtime has no fork handler for it).
+      ASAN_OPTIONS="detect_leaks=0:$asan" ctest --output-on-failure --timeout 900 -R '^e2e_fork$'
       # The Python tests load the sanitized library into the system interpreter, which is not
       # sanitized: the runtime must be preloaded, and the interpreter's own allocations at exit
       # are not ours to report (no leak check there).
       LD_PRELOAD="$(${CC:-gcc} -print-file-name=libasan.so)" \
-        ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:verify_asan_link_order=0" \
+        ASAN_OPTIONS="detect_leaks=0:$asan" \
         ctest --output-on-failure -j "$jobs" --timeout 900 -L python
       ;;
     thread)
