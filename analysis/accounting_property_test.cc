@@ -417,22 +417,28 @@ EventBatch adversarial_events(std::mt19937_64& rng, const AdversarialOptions& o)
     for (size_t i = 0; i < n; ++i) {
       const HostRange r = b.ranges[i];
       if (r.kind != RangeKind::kStep || r.end <= r.start) continue;
+      // The span of an extreme range does not fit int64 (nor does twice it): taken in uint64
+      // and capped, so the generator itself never overflows (UBSan found it did).
+      const auto span = static_cast<TimeNs>(
+          std::min(static_cast<uint64_t>(r.end) - static_cast<uint64_t>(r.start),
+                   static_cast<uint64_t>(kMax / 4)));
       if (uni(0, 2) == 0) {  // nested inside, or overlapping the end
-        const TimeNs a = r.start + uni(0, r.end - r.start);
-        b.ranges.push_back(
-            HostRange{a, a + uni(0, 2 * (r.end - r.start)), r.number, 1, 0, RangeKind::kStep, {}});
+        const TimeNs a = r.start + uni(0, span);
+        TimeNs end = kMax;
+        if (__builtin_add_overflow(a, uni(0, 2 * span), &end)) end = kMax;
+        b.ranges.push_back(HostRange{a, end, r.number, 1, 0, RangeKind::kStep, {}});
       }
       if (uni(0, 2) == 0) {  // markers inside the step, any order
         Marker m;
         m.kind = MarkerKind::kStepBoundary;
-        m.ts = r.start + uni(0, r.end - r.start);
+        m.ts = r.start + uni(0, span);
         m.thread = static_cast<uint32_t>(uni(1, 2));
         b.markers.insert(b.markers.begin() + uni(0, static_cast<int64_t>(b.markers.size())), m);
       }
       if (uni(0, 3) == 0) {
         Marker m;
         m.kind = MarkerKind::kStepFlops;
-        m.ts = r.start + uni(0, r.end - r.start);
+        m.ts = r.start + uni(0, span);
         m.value = 1e12;
         b.markers.push_back(m);
       }

@@ -18,6 +18,21 @@ namespace gpuacct {
 
 using TimeNs = int64_t;
 using NameId = uint32_t;
+
+// a + b and a - b clamped to the int64 range.  Times come from files and other processes: a
+// corrupt record can hold any value, and sums and differences of them must never overflow
+// (undefined behaviour; the recording fuzzer found such sums in the run summary and such
+// differences in the step detector).
+inline int64_t saturating_add(int64_t a, int64_t b) {
+  int64_t out = 0;
+  if (!__builtin_add_overflow(a, b, &out)) return out;
+  return b > 0 ? INT64_MAX : INT64_MIN;
+}
+inline int64_t saturating_sub(int64_t a, int64_t b) {
+  int64_t out = 0;
+  if (!__builtin_sub_overflow(a, b, &out)) return out;
+  return b < 0 ? INT64_MAX : INT64_MIN;
+}
 inline constexpr NameId kNoName = 0;  // NameTable reserves id 0 for "".
 
 enum class GpuOpKind : uint8_t { kKernel = 0, kMemcpy = 1, kMemset = 2 };

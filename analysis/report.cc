@@ -457,26 +457,4 @@ std::string step_rows_csv(const std::vector<StepRow>& rows) {
   return o.str();
 }
 
-Status write_file_atomic(const std::string& path, const std::string& content) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) {
-    return Status::Error("cannot write " + path + ": " + std::strerror(errno));
-  }
-  const size_t written = std::fwrite(content.data(), 1, content.size(), f);
-  const bool flushed = std::fflush(f) == 0;
-  const bool closed = std::fclose(f) == 0;
-  if (written != content.size() || !flushed || !closed) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    return Status::Error("cannot write " + path + ": " + std::strerror(err));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    return Status::Error("cannot rename " + tmp + " to " + path + ": " + std::strerror(err));
-  }
-  return Status::Ok();
-}
-
 }  // namespace gpuacct

@@ -47,7 +47,4 @@ StatusOr<std::string> render_terminal_summary(const nlohmann::json& report, bool
 
 std::string step_rows_csv(const std::vector<StepRow>& rows);
 
-// Writes `content` to `path` via "<path>.tmp.<pid>" + rename.  Never leaves a partial file.
-Status write_file_atomic(const std::string& path, const std::string& content);
-
 }  // namespace gpuacct

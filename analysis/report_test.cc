@@ -136,21 +136,6 @@ TEST(Report, CsvHasOneLinePerRow) {
   EXPECT_EQ(static_cast<size_t>(lines), acc.rows().size() + 1);
 }
 
-TEST(Report, AtomicWriteLeavesNoTempFile) {
-  const auto dir = std::filesystem::temp_directory_path() / "gpuacct_report_test";
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "r.json").string();
-  ASSERT_TRUE(write_file_atomic(path, "{}\n").ok());
-  std::ifstream in(path);
-  std::string s((std::istreambuf_iterator<char>(in)), {});
-  EXPECT_EQ(s, "{}\n");
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    EXPECT_EQ(e.path().filename(), "r.json");
-  }
-  EXPECT_FALSE(write_file_atomic((dir / "missing" / "x.json").string(), "x").ok());
-  std::filesystem::remove_all(dir);
-}
-
 TEST(JsonText, InvalidBytesAreKeptLosslessly) {
   EXPECT_EQ(json_safe_utf8("plain"), "plain");
   EXPECT_EQ(json_safe_utf8("caf\xC3\xA9"), "caf\xC3\xA9");

@@ -296,9 +296,9 @@ RunSummary summarize(const std::vector<StepRow>& rows, const Stats& stats,
     }
     ++out.rows;
     out.categories += r.cat;
-    out.comm_total_ns += r.comm_total;
-    out.comm_overlapped_ns += r.comm_overlapped;
-    out.gpu_busy_ns += r.gpu_busy;
+    out.comm_total_ns = saturating_add(out.comm_total_ns, r.comm_total);
+    out.comm_overlapped_ns = saturating_add(out.comm_overlapped_ns, r.comm_overlapped);
+    out.gpu_busy_ns = saturating_add(out.gpu_busy_ns, r.gpu_busy);
     out.kernels += r.kernels;
     double& ms = step_ms[r.step_index];
     const bool first_row_of_step = ms == 0.0;

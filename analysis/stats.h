@@ -40,6 +40,8 @@ enum class StatSeverity : uint8_t { kInfo, kError, kDataLoss };
   X(cupti_buffers_refused, kDataLoss, "activity buffers refused at the pool cap")               \
   X(cupti_records_unparsed, kDataLoss, "activity records of an unexpected kind or version")     \
   X(host_records_dropped, kDataLoss, "host ranges/markers dropped (per-thread ring full)")      \
+  X(stream_rows_lost, kDataLoss, "per-step stream rows that could not be written (disk full?)") \
+  X(recordings_abandoned, kDataLoss, "recordings abandoned after a failed write (disk full?)")  \
   X(importer_events_skipped, kError, "trace events skipped by the importer (malformed)")        \
   X(importer_unknown_categories, kInfo, "trace events of categories the importer ignores")
 

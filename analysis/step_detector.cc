@@ -239,7 +239,9 @@ bool StepDetector::try_lock(std::vector<DetectorToken>& ready, std::vector<Marke
     std::vector<TimeNs> gaps;
     gaps.reserve(pos.size());
     for (uint32_t p : pos) {
-      if (p + 1 < n) gaps.push_back(std::max<TimeNs>(0, ready[p + 1].start - ready[p].end));
+      if (p + 1 < n) {
+        gaps.push_back(std::max<TimeNs>(0, saturating_sub(ready[p + 1].start, ready[p].end)));
+      }
     }
     cands.push_back(Cand{name, sync_of[name], median(std::move(gaps)), pos.front()});
   }
@@ -285,7 +287,7 @@ bool StepDetector::try_lock(std::vector<DetectorToken>& ready, std::vector<Marke
   leading_partial_ = p0 + 1 < seg_len;
   if (!leading_partial_) {
     const size_t first = p0 + 1 - seg_len;
-    TimeNs b0 = ready[first].start - chosen.gap;
+    TimeNs b0 = saturating_sub(ready[first].start, chosen.gap);
     if (first > 0) b0 = std::max(b0, ready[first - 1].end);
     if (has_input_start_) b0 = std::max(b0, input_start_);
     emit(b0, ready[p0].thread, out);

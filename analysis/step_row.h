@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "analysis/events.h"
 
@@ -19,17 +20,21 @@ struct CategoryNs {
   int64_t host_other = 0;    // idle; host paused (CPU work) or GPU waited on a dependency
 
   int64_t sum() const {
-    return compute + comm_exposed + copy_input + copy_other + data_wait + launch_gap + host_other;
+    int64_t s = compute;
+    for (int64_t v : {comm_exposed, copy_input, copy_other, data_wait, launch_gap, host_other}) {
+      s = saturating_add(s, v);
+    }
+    return s;
   }
-  int64_t idle() const { return data_wait + launch_gap + host_other; }
+  int64_t idle() const { return saturating_add(saturating_add(data_wait, launch_gap), host_other); }
   CategoryNs& operator+=(const CategoryNs& o) {
-    compute += o.compute;
-    comm_exposed += o.comm_exposed;
-    copy_input += o.copy_input;
-    copy_other += o.copy_other;
-    data_wait += o.data_wait;
-    launch_gap += o.launch_gap;
-    host_other += o.host_other;
+    compute = saturating_add(compute, o.compute);
+    comm_exposed = saturating_add(comm_exposed, o.comm_exposed);
+    copy_input = saturating_add(copy_input, o.copy_input);
+    copy_other = saturating_add(copy_other, o.copy_other);
+    data_wait = saturating_add(data_wait, o.data_wait);
+    launch_gap = saturating_add(launch_gap, o.launch_gap);
+    host_other = saturating_add(host_other, o.host_other);
     return *this;
   }
 };
@@ -46,12 +51,16 @@ struct WallBreakdown {
     WallBreakdown w;
     w.compute = c.compute;
     w.communication = c.comm_exposed;
-    w.data = c.data_wait + c.copy_input;
+    w.data = saturating_add(c.data_wait, c.copy_input);
     w.launch = c.launch_gap;
-    w.other = c.host_other + c.copy_other;
+    w.other = saturating_add(c.host_other, c.copy_other);
     return w;
   }
-  int64_t sum() const { return compute + communication + data + launch + other; }
+  int64_t sum() const {
+    int64_t s = compute;
+    for (int64_t v : {communication, data, launch, other}) s = saturating_add(s, v);
+    return s;
+  }
 };
 
 enum class Wall : uint8_t { kCompute, kCommunication, kData, kLaunch, kOther };

@@ -8,8 +8,8 @@
 #include <set>
 #include <utility>
 
+#include "analysis/file_io.h"
 #include "analysis/json_text.h"
-#include "analysis/report.h"
 
 namespace gpuacct {
 
@@ -79,13 +79,21 @@ class Out {
     s += first_ ? "\n" : ",\n";
     first_ = false;
   }
-  void ts(const char* key, TimeNs t) { us_value(key, t - origin_); }
+  // Every event starts at or after the origin; the difference of two int64 can exceed int64
+  // (an op at INT64_MIN, another at INT64_MAX), so it is taken in uint64.
+  void ts(const char* key, TimeNs t) { us_digits(key, "", span(origin_, t)); }
   void us_value(const char* key, int64_t ns) {
-    char buf[64];
-    const char* sign = ns < 0 ? "-" : "";
     const uint64_t a = ns < 0 ? static_cast<uint64_t>(-(ns + 1)) + 1 : static_cast<uint64_t>(ns);
-    std::snprintf(buf, sizeof(buf), "\"%s\":%s%" PRIu64 ".%03" PRIu64, key, sign, a / 1000,
-                  a % 1000);
+    us_digits(key, ns < 0 ? "-" : "", a);
+  }
+  // to - from in nanoseconds, 0 when `to` is not after `from`; exact over the whole int64 range.
+  static uint64_t span(TimeNs from, TimeNs to) {
+    return to > from ? static_cast<uint64_t>(to) - static_cast<uint64_t>(from) : 0;
+  }
+  void us_digits(const char* key, const char* sign, uint64_t ns) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "\"%s\":%s%" PRIu64 ".%03" PRIu64, key, sign, ns / 1000,
+                  ns % 1000);
     s += buf;
   }
   void num(const char* key, int64_t v) {
@@ -116,7 +124,7 @@ class Out {
     s += ',';
     ts("ts", start);
     s += ',';
-    us_value("dur", std::max<int64_t>(0, end - start));
+    us_digits("dur", "", span(start, end));
   }
   void meta(const char* what, int64_t pid, int64_t tid, std::string_view name) {
     begin_event();

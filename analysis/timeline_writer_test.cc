@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -208,6 +209,37 @@ TEST(TimelineWriter, FromStepAccountantSegments) {
   EXPECT_GT(walls, 0);
   EXPECT_EQ(steps, static_cast<int>(acc.rows().size()));
   EXPECT_GT(steps, 0);
+}
+
+// Times at the ends of the int64 range: ts is taken from the earliest event (INT64_MIN here) and
+// durations span the whole range.  Differences are computed without signed overflow.
+TEST(TimelineWriter, ExtremeTimesDoNotOverflow) {
+  NameTable names;
+  TimelineWriter tw(names);
+  GpuOp first;
+  first.name = names.intern("first");
+  first.start = INT64_MIN;
+  first.end = INT64_MAX;  // a duration of 2^64 - 1 ns
+  tw.on_gpu_op(first);
+  GpuOp last = first;
+  last.name = names.intern("last");
+  last.stream = 1;
+  last.start = INT64_MAX - 1000;
+  last.end = INT64_MAX;
+  tw.on_gpu_op(last);
+  Marker m;
+  m.ts = INT64_MAX;
+  tw.on_marker(m);
+  const std::string text = tw.to_json();
+  const auto j = nlohmann::json::parse(text);
+  std::map<std::string, const nlohmann::json*> by_name;
+  for (const auto& e : j["traceEvents"]) by_name[e.value("name", "")] = &e;
+  ASSERT_TRUE(by_name.count("first") && by_name.count("last"));
+  // Exact values: the text keeps the nanoseconds, the parsed double does not.
+  EXPECT_NE(text.find("\"ts\":0.000,\"dur\":18446744073709551.615"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"ts\":18446744073709550.615,\"dur\":1.000"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"ts\":18446744073709551.615}"), std::string::npos) << text;
+  EXPECT_EQ(j["otherData"]["origin_ns"].get<int64_t>(), INT64_MIN);
 }
 
 }  // namespace

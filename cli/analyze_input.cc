@@ -1,7 +1,6 @@
 #include "cli/analyze_input.h"
 
-#include <filesystem>
-
+#include "analysis/file_io.h"
 #include "analysis/import/kineto_importer.h"
 #include "analysis/name_table.h"
 #include "analysis/recording.h"
@@ -14,10 +13,7 @@ namespace gpuacct::cli {
 
 StatusOr<AnalyzedInput> analyze_input(const std::string& path, AccountingConfig cfg,
                                       bool progress) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    return Status::Error(path + ": no such file");
-  }
+  GPUACCT_RETURN_IF_ERROR(check_input_file(path));
   const bool is_recording = looks_like_recording(path);
   if (cfg.warmup_steps < 0) cfg.warmup_steps = is_recording ? 2 : 0;
   NameTable names;

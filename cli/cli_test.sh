@@ -36,6 +36,32 @@ expect 2 "needs a value" "$bin" analyze "$root/examples/data/sample.gpuacct" --o
 expect 1 "no such file" "$bin" analyze "$tmp/missing.gpuacct" --out "$tmp/o1"
 expect 0 "usage: gpuacct analyze" "$bin" analyze --help
 
+# An input that is not a regular file says what it is (not "no such file").
+mkdir -p "$tmp/adir"
+mkfifo "$tmp/afifo"
+ln -s "$tmp/loop_b" "$tmp/loop_a"
+ln -s "$tmp/loop_a" "$tmp/loop_b"
+expect 1 "adir: is a directory" "$bin" analyze "$tmp/adir" --no-files
+expect 1 "afifo: is a named pipe (FIFO)" "$bin" analyze "$tmp/afifo" --no-files
+expect 1 "/dev/zero: is a character device" "$bin" analyze /dev/zero --no-files
+expect 1 "symbolic link loop" "$bin" analyze "$tmp/loop_a" --no-files
+expect 1 "afifo: is a named pipe (FIFO)" "$bin" timeline "$tmp/afifo" -o "$tmp/t.json"
+expect 1 "adir: is a directory" "$bin" report "$tmp/adir"
+
+# Outputs never replace what is not a regular file: a character device is written in place, a
+# symbolic link keeps pointing at the file it names, a directory is refused.
+"$bin" synth --preset demo --steps 4 -o "$tmp/small.gpuacct" 2>/dev/null
+if [ "$(id -u)" = 0 ]; then mknod "$tmp/null" c 1 3; else ln -s /dev/null "$tmp/null"; fi
+expect 0 "wrote" "$bin" timeline "$tmp/small.gpuacct" -o "$tmp/null"
+[ -c "$tmp/null" ] || { echo "FAIL: timeline -o replaced a character device"; fails=$((fails + 1)); }
+echo old >"$tmp/real.json"
+ln -s real.json "$tmp/link.json"
+expect 0 "wrote" "$bin" timeline "$tmp/small.gpuacct" -o "$tmp/link.json"
+{ [ -L "$tmp/link.json" ] && grep -q traceEvents "$tmp/real.json"; } ||
+  { echo "FAIL: timeline -o replaced a symbolic link"; fails=$((fails + 1)); }
+expect 1 "is a directory" "$bin" timeline "$tmp/small.gpuacct" -o "$tmp/adir"
+ls "$tmp" | grep -q '\.tmp\.' && { echo "FAIL: temporary file left: $(ls "$tmp")"; fails=$((fails + 1)); }
+
 # A broken input: clear error, non-zero exit, and no report files left behind.
 printf '{"traceEvents": [ {"ph": "X", "cat": "kernel", "ts": 1' >"$tmp/broken.json"
 expect 1 "broken.json" "$bin" analyze "$tmp/broken.json" --out "$tmp/o2"
@@ -47,6 +73,23 @@ fi
 expect 1 "empty.gpuacct" "$bin" analyze "$tmp/empty.gpuacct" --out "$tmp/o3"
 head -c 1000 "$root/examples/data/sample.gpuacct" >"$tmp/cut.gpuacct"
 expect 1 "truncated" "$bin" analyze "$tmp/cut.gpuacct" --out "$tmp/o4"
+# Crafted recordings: a WATERMARK chunk without its value (48 bytes; SIGSEGV before), metadata
+# numbers out of range (a pid of -2^63 before).  Version-1 layout: no checksums to forge.
+python3 - "$tmp" <<'PY'
+import json, struct, sys
+head = b"GPUACCT\x01" + struct.pack("<II", 1, 0)
+chunk = lambda t, n, p=b"": struct.pack("<IIQ", t, n, len(p)) + p
+open(sys.argv[1] + "/wm0.gpuacct", "wb").write(head + chunk(6, 0) + chunk(9, 0))
+meta = json.dumps({"rank": 1e300, "pid": 1e300}).encode()
+open(sys.argv[1] + "/meta.gpuacct", "wb").write(head + chunk(7, 1, meta) + chunk(9, 0))
+PY
+expect 1 "malformed watermark chunk at byte 16" "$bin" analyze "$tmp/wm0.gpuacct" --no-files
+expect 1 "malformed watermark chunk at byte 16" "$bin" timeline "$tmp/wm0.gpuacct" -o "$tmp/wm0.json"
+expect 1 "metadata field 'pid' is not an integer in range" "$bin" analyze "$tmp/meta.gpuacct" --no-files
+# A flipped bit in a chunk is caught by its checksum.
+cp "$root/examples/data/sample.gpuacct" "$tmp/flip.gpuacct"
+printf '\x55' | dd of="$tmp/flip.gpuacct" bs=1 seek=5000 conv=notrunc 2>/dev/null
+expect 1 "fails its checksum" "$bin" analyze "$tmp/flip.gpuacct" --no-files
 
 # The main job on the bundled sample.
 expect 0 "verdict: HIGHLY data-bound" "$bin" analyze "$root/examples/data/sample.gpuacct" --out "$tmp/out"

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "analysis/cross_rank.h"
+#include "analysis/file_io.h"
 #include "analysis/recording.h"
 #include "analysis/report.h"
 #include "analysis/step_accountant.h"

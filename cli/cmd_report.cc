@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analysis/file_io.h"
 #include "analysis/report.h"
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -27,6 +28,10 @@ int run_report(int argc, char** argv) {
     return args.has("help") ? 0 : 2;
   }
   const std::string path = args.positional().front();
+  if (const Status st = check_input_file(path); !st.ok()) {
+    std::fprintf(stderr, "gpuacct report: %s\n", st.message().c_str());
+    return 1;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     std::fprintf(stderr, "gpuacct report: cannot open %s\n", path.c_str());

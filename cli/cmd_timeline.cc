@@ -2,9 +2,9 @@
 // ops per stream, a "wall" track of the accounting category of every instant, step windows and
 // host ranges.  Open the output in https://ui.perfetto.dev or chrome://tracing.
 #include <cstdio>
-#include <filesystem>
 #include <string>
 
+#include "analysis/file_io.h"
 #include "analysis/import/kineto_importer.h"
 #include "analysis/name_table.h"
 #include "analysis/recording.h"
@@ -54,9 +54,8 @@ int run_timeline(int argc, char** argv) {
   cfg.warmup_steps = static_cast<int>(*warmup);
   const std::string input = args.positional()[0];
   const std::string out = args.get("out");
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(input, ec)) {
-    std::fprintf(stderr, "gpuacct timeline: %s: no such file\n", input.c_str());
+  if (const Status in = check_input_file(input); !in.ok()) {
+    std::fprintf(stderr, "gpuacct timeline: %s\n", in.message().c_str());
     return 1;
   }
 

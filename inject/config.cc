@@ -17,6 +17,12 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(b, e - b));
 }
 
+// The longest file name the library writes is <name> + ".gpuacct.tmp.<pid>" (at most 23 more
+// bytes); names must stay within NAME_MAX (255) or every output is lost.
+constexpr size_t kMaxOutputNameBytes = 255 - 32;
+// A value as a warning shows it: one line of bounded length whatever the value holds.
+constexpr size_t kMaxShownValueBytes = 64;
+
 bool parse_i64(const char* text, int64_t* out) {
   if (text == nullptr) return false;
   std::string t = trim(text);
@@ -38,10 +44,11 @@ class Parser {
     return (v != nullptr && *v != '\0') ? v : nullptr;
   }
 
-  void warn(const char* name, const char* value, const std::string& why, const std::string& used) {
+  void warn(const char* name, std::string_view value, const std::string& why,
+            const std::string& used) {
     if (warnings_ == nullptr) return;
-    warnings_->push_back(std::string("gpuacct: ") + name + "='" + value + "' " + why + "; using " +
-                         used);
+    warnings_->push_back(std::string("gpuacct: ") + name + "=" + quote_value(value) + " " + why +
+                         "; using " + used);
   }
 
   void boolean(const char* name, bool* field) {
@@ -103,6 +110,43 @@ int first_int_env(EnvLookup env, std::initializer_list<const char*> names, int f
 
 }  // namespace
 
+std::string quote_value(std::string_view value) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out = "'";
+  for (size_t i = 0; i < value.size() && i < kMaxShownValueBytes; ++i) {
+    const auto c = static_cast<unsigned char>(value[i]);
+    switch (c) {
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\\':
+      case '\'':
+        out += '\\';
+        out += static_cast<char>(c);
+        break;
+      default:
+        if (c < 0x20 || c >= 0x7f) {
+          out += "\\x";
+          out += kHex[c >> 4];
+          out += kHex[c & 15];
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  out += '\'';
+  if (value.size() > kMaxShownValueBytes) {
+    out += "... (" + std::to_string(value.size()) + " bytes)";
+  }
+  return out;
+}
+
 std::vector<std::string> Config::default_step_patterns() {
   return {"step", "train_step", "training_step", "iteration", "ProfilerStep#N"};
 }
@@ -125,17 +169,17 @@ std::vector<std::string> split_patterns(std::string_view text) {
 
 Config parse_config(EnvLookup env, std::vector<std::string>* warnings) {
   Config c;
+  const std::string default_pattern = c.output_pattern;
   c.step_patterns = Config::default_step_patterns();
   c.data_patterns = Config::default_data_patterns();
+  Parser p(env, warnings);
   try {
-    Parser p(env, warnings);
     p.boolean("GPUACCT_ENABLE", &c.enable);
     p.string("GPUACCT_OUTPUT_DIR", &c.output_dir);
     p.string("GPUACCT_OUTPUT_PATTERN", &c.output_pattern);
     if (c.output_pattern.find('/') != std::string::npos) {
-      p.warn("GPUACCT_OUTPUT_PATTERN", c.output_pattern.c_str(), "must not contain '/'",
-             "gpuacct_{host}_{pid}_rank{rank}");
-      c.output_pattern = "gpuacct_{host}_{pid}_rank{rank}";
+      p.warn("GPUACCT_OUTPUT_PATTERN", c.output_pattern, "must not contain '/'", default_pattern);
+      c.output_pattern = default_pattern;
     }
     p.integer("GPUACCT_WARMUP_STEPS", &c.warmup_steps, 0, 1000000);
     p.integer("GPUACCT_LAUNCH_LATENCY_US", &c.launch_latency_us, 0, 10000000);
@@ -165,6 +209,19 @@ Config parse_config(EnvLookup env, std::vector<std::string>* warnings) {
   c.pid = static_cast<int64_t>(getpid());
   c.rank = first_int_env(env, {"RANK", "LOCAL_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"}, -1);
   c.world_size = first_int_env(env, {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"}, 0);
+  try {
+    // Checked once host, pid and rank are known: the name they expand to must fit.
+    const size_t name_bytes = c.output_name().size();
+    if (name_bytes > kMaxOutputNameBytes) {
+      p.warn("GPUACCT_OUTPUT_PATTERN", c.output_pattern,
+             "is too long (the file name would have " + std::to_string(name_bytes) +
+                 " bytes, at most " + std::to_string(kMaxOutputNameBytes) + " fit)",
+             default_pattern);
+      c.output_pattern = default_pattern;
+    }
+  } catch (...) {
+    c.output_pattern = default_pattern;
+  }
   return c;
 }
 
@@ -176,7 +233,7 @@ AccountingConfig Config::accounting() const {
   return a;
 }
 
-std::string Config::output_base() const {
+std::string Config::output_name() const {
   std::string name;
   const std::string rank_text = std::to_string(rank < 0 ? 0 : rank);
   for (size_t i = 0; i < output_pattern.size();) {
@@ -194,6 +251,11 @@ std::string Config::output_base() const {
       name += output_pattern[i++];
     }
   }
+  return name;
+}
+
+std::string Config::output_base() const {
+  const std::string name = output_name();
   std::string dir = output_dir.empty() ? "." : output_dir;
   if (dir.back() != '/') dir += '/';
   return dir + name;

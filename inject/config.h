@@ -3,7 +3,9 @@
 //
 // A bad value never stops the program: parse() appends one warning line per bad variable
 // ("gpuacct: GPUACCT_FLUSH_MS='abc' is not a number in [1, 60000]; using 100") and keeps the
-// default.
+// default.  The value is shown by quote_value(): one line, bounded, whatever it holds.  A
+// GPUACCT_OUTPUT_PATTERN whose file name would be too long for the file system falls back to
+// the default (with a warning) rather than losing every output.
 #pragma once
 
 #include <cstdint>
@@ -45,7 +47,9 @@ struct Config {
   static std::vector<std::string> default_data_patterns();
 
   AccountingConfig accounting() const;
-  // output_dir/pattern with {host} {pid} {rank} substituted (no extension).
+  // The pattern with {host} {pid} {rank} substituted (a file name without extension).
+  std::string output_name() const;
+  // output_dir/output_name().
   std::string output_base() const;
 };
 
@@ -55,6 +59,10 @@ using EnvLookup = const char* (*)(const char* name);
 // Parses every variable.  Warnings (one line each, without trailing newline) are appended to
 // *warnings.  Never throws.
 Config parse_config(EnvLookup env, std::vector<std::string>* warnings);
+
+// `value` quoted for a one-line warning: control and non-ASCII bytes as \n \t \xHH, quotes
+// and backslashes escaped, cut after 64 bytes with "... (N bytes)".
+std::string quote_value(std::string_view value);
 
 // Splits "a,b , c" into {"a","b","c"}; empty items dropped.
 std::vector<std::string> split_patterns(std::string_view text);

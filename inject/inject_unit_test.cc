@@ -66,6 +66,47 @@ TEST(Config, OutputBaseSubstitutesHostPidRank) {
   EXPECT_EQ(c.output_base(), "/tmp/out/x_node1_42_r7");
 }
 
+// A warning is one line of bounded length whatever the value holds: quoted, control and
+// non-ASCII bytes escaped, long values cut (the raw value split lines / made 100 KB lines).
+TEST(Config, WarningsQuoteAndCutTheValue) {
+  std::map<std::string, std::string> env = {{"GPUACCT_FLUSH_MS", "12\nfake: line\x01\xff'"},
+                                            {"GPUACCT_BUFFER_MB", std::string(100000, '7')}};
+  g_env = &env;
+  std::vector<std::string> warnings;
+  parse_config(fake_env, &warnings);
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_NE(warnings[0].find("GPUACCT_FLUSH_MS='12\\nfake: line\\x01\\xff\\''"), std::string::npos)
+      << warnings[0];
+  for (const std::string& w : warnings) {
+    EXPECT_EQ(w.find('\n'), std::string::npos) << w;
+    EXPECT_LT(w.size(), 200u) << w.substr(0, 200);
+  }
+  EXPECT_NE(warnings[1].find("(100000 bytes)"), std::string::npos) << warnings[1].substr(0, 200);
+  EXPECT_NE(warnings[1].find("using 4"), std::string::npos);
+}
+
+// A pattern whose file name would not fit (NAME_MAX, with the longest suffix the library adds)
+// falls back to the default with a warning; it was kept and the report was lost.
+TEST(Config, OverLongOutputPatternFallsBackToTheDefault) {
+  const std::string default_pattern = Config{}.output_pattern;
+  for (const std::string& pattern :
+       {std::string(300, 'x'), std::string(60, 'y') + "{pid}" + std::string(200, 'z')}) {
+    std::map<std::string, std::string> env = {{"GPUACCT_OUTPUT_PATTERN", pattern}};
+    g_env = &env;
+    std::vector<std::string> warnings;
+    const Config c = parse_config(fake_env, &warnings);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find("GPUACCT_OUTPUT_PATTERN="), std::string::npos);
+    EXPECT_NE(warnings[0].find("too long"), std::string::npos) << warnings[0];
+    EXPECT_EQ(c.output_pattern, default_pattern);
+  }
+  std::map<std::string, std::string> env = {{"GPUACCT_OUTPUT_PATTERN", std::string(200, 'k')}};
+  g_env = &env;
+  std::vector<std::string> warnings;
+  EXPECT_EQ(parse_config(fake_env, &warnings).output_pattern, std::string(200, 'k'));
+  EXPECT_TRUE(warnings.empty());
+}
+
 TEST(NamePatterns, GlobAndTrailingNumbers) {
   NamePatterns p(Config::default_step_patterns());
   int64_t n = -2;

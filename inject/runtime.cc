@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "analysis/file_io.h"
 #include "analysis/name_table.h"
 #include "analysis/recording.h"
 #include "analysis/report.h"
@@ -38,6 +39,7 @@
 #include "inject/native_stacks.h"
 #include "inject/python_hook.h"
 #include "inject/recorder.h"
+#include "inject/step_stream.h"
 
 namespace gpuacct::inject {
 namespace {
@@ -172,8 +174,8 @@ struct Runtime::Impl {
   bool have_boundary = false;
   Marker last_boundary;
   int64_t auto_steps_emitted = 0;
-  std::FILE* jsonl = nullptr;
-  bool jsonl_failed = false;
+  StepStream stream;
+  bool output_dir_made = false;
   std::string base;
   RecordingWriter recording;
   bool recording_ok = false;
@@ -190,6 +192,9 @@ struct Runtime::Impl {
   void drain_rings();
   void feed_detector();
   void write_row(const StepRow& row);
+  template <typename Write>
+  void record(Write write);
+  void finish_recording(const RunMetadata& meta);
   void finalize();
   nlohmann::json collection_json();
   RunMetadata metadata();
@@ -235,6 +240,12 @@ bool Runtime::ensure_started() {
   m.detector = std::make_unique<StepDetector>();
   m.feeder = std::make_unique<DetectorFeeder>(*m.detector);
   m.base = m.cfg.output_base();
+  const nlohmann::json header = {{"schema", "gpuacct.steps/1"},
+                                 {"source", "injected"},
+                                 {"hostname", m.cfg.host},
+                                 {"pid", m.cfg.pid},
+                                 {"rank", m.cfg.rank}};
+  m.stream.configure(m.base + ".steps.jsonl", header.dump(), &m.acc->mutable_stats());
 
   if (pipe2(m.wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || pipe2(m.done_pipe, O_CLOEXEC) != 0 ||
       pipe2(m.exit_pipe, O_CLOEXEC) != 0 || pipe2(m.watchdog_pipe, O_CLOEXEC) != 0) {
@@ -468,10 +479,7 @@ void Runtime::Impl::parse_buffers() {
   if (batch.gpu_ops.size() + batch.api_calls.size() < (1u << 16)) return;  // keep it for tick
   drop_incomplete_ops();
   if (auto_steps && !auto_stood_down && !detector->gave_up()) feed_detector();
-  if (recording_ok) {
-    recording.write_new_names(*names);
-    recording.write_batch(batch);
-  }
+  record([&] { return recording.write_batch(batch); });
   acc->add(batch);
   batch.clear();
 }
@@ -549,18 +557,7 @@ void Runtime::Impl::tick(bool final) {
   }
   if (auto_steps && !auto_stood_down && !detector->gave_up()) feed_detector();
 
-  if (cfg.record && !recording_ok && !jsonl_failed) {
-    mkdir_p(cfg.output_dir);
-    recording_ok = recording.open(base + ".gpuacct").ok();
-    if (!recording_ok) {
-      std::fprintf(stderr, "gpuacct: cannot write the recording %s.gpuacct\n", base.c_str());
-      cfg.record = false;
-    }
-  }
-  if (recording_ok && !batch.empty()) {
-    recording.write_new_names(*names);
-    recording.write_batch(batch);
-  }
+  if (!batch.empty()) record([&] { return recording.write_batch(batch); });
   acc->add(batch);
   batch.clear();
 
@@ -586,12 +583,11 @@ void Runtime::Impl::tick(bool final) {
         r.kind = RangeKind::kStep;
         acc->add_range(r);
         ++auto_steps_emitted;
-        if (recording_ok) {
+        record([&] {
           EventBatch b;
           b.ranges.push_back(r);
-          recording.write_new_names(*names);
-          recording.write_batch(b);
-        }
+          return recording.write_batch(b);
+        });
       }
       last_boundary = mk;
       have_boundary = true;
@@ -599,33 +595,48 @@ void Runtime::Impl::tick(bool final) {
   }
   if (!final && w != std::numeric_limits<int64_t>::min()) {
     acc->advance_watermark(w);
-    if (recording_ok) recording.write_watermark(w);
+    record([&] { return recording.write_watermark(w); });
   }
 }
 
 void Runtime::Impl::write_row(const StepRow& row) {
-  if (jsonl_failed) return;
-  if (jsonl == nullptr) {
+  if (!output_dir_made) mkdir_p(cfg.output_dir);
+  output_dir_made = true;
+  stream.write_row(step_row_to_json(row).dump(), row.step_index);
+}
+
+// Every recording write goes through here: the first one opens the file (with GPUACCT_RECORD=1),
+// then names (events refer to them), then `write`.  The first failure abandons the recording --
+// one with a hole would mislead -- says so once, and counts it; nothing appears under the final
+// name.
+template <typename Write>
+void Runtime::Impl::record(Write write) {
+  Status st;
+  if (cfg.record) {  // one attempt
+    cfg.record = false;
     mkdir_p(cfg.output_dir);
-    const std::string path = base + ".steps.jsonl";
-    jsonl = std::fopen(path.c_str(), "w");
-    if (jsonl == nullptr) {
-      jsonl_failed = true;
-      std::fprintf(stderr, "gpuacct: cannot write %s (%s); steps are not streamed\n", path.c_str(),
-                   std::strerror(errno));
-      return;
-    }
-    const nlohmann::json header = {{"schema", "gpuacct.steps/1"},
-                                   {"source", "injected"},
-                                   {"hostname", cfg.host},
-                                   {"pid", cfg.pid},
-                                   {"rank", cfg.rank}};
-    std::fprintf(jsonl, "%s\n", header.dump().c_str());
+    recording_ok = true;
+    st = recording.open(base + ".gpuacct");
   }
-  const std::string line = step_row_to_json(row).dump();
-  std::fwrite(line.data(), 1, line.size(), jsonl);
-  std::fputc('\n', jsonl);
-  std::fflush(jsonl);  // per line: a SIGKILL leaves every finished step on disk
+  if (!recording_ok) return;
+  if (st.ok()) st = recording.write_new_names(*names);
+  if (st.ok()) st = write();
+  if (st.ok()) return;
+  recording_ok = false;
+  recording.abandon();
+  acc->mutable_stats().add(Stat::recordings_abandoned);
+  std::fprintf(stderr, "gpuacct: %s; the recording is abandoned (no %s.gpuacct is written)\n",
+               st.message().c_str(), base.c_str());
+}
+
+void Runtime::Impl::finish_recording(const RunMetadata& meta) {
+  // The writer's own counters go into the file; the failures of this run's other outputs
+  // (the stream) are not facts about the recording.
+  Stats stats = acc->stats();
+  stats.set(Stat::stream_rows_lost, 0);
+  record([&] { return recording.write_metadata(meta); });
+  record([&] { return recording.write_stats(stats); });
+  record([&] { return recording.close(); });
 }
 
 RunMetadata Runtime::Impl::metadata() {
@@ -717,29 +728,17 @@ void Runtime::Impl::finalize() {
     acc->finish();
 
     const RunMetadata meta = metadata();
+    finish_recording(meta);  // before the report, which counts a recording that failed
     nlohmann::json extra = nlohmann::json::object();
     extra["collection"] = collection_json();
     const nlohmann::json report = build_report(*acc, meta, *names, extra);
     mkdir_p(cfg.output_dir);
     const std::string path = base + ".json";
-    const Status st = write_file_atomic(path, report.dump(2) + "\n");
-    if (!st.ok()) {
-      std::fprintf(stderr, "gpuacct: cannot write the report %s: %s\n", path.c_str(),
-                   st.message().c_str());
-    }
-    if (jsonl != nullptr) {
-      const nlohmann::json trailer = {{"summary", report.value("summary", nlohmann::json())},
-                                      {"verdict", report.value("verdict", nlohmann::json())}};
-      std::fprintf(jsonl, "%s\n", trailer.dump().c_str());
-      std::fclose(jsonl);
-      jsonl = nullptr;
-    }
-    if (recording_ok) {
-      recording.write_new_names(*names);
-      recording.write_metadata(meta);
-      recording.write_stats(acc->stats());
-      recording.close();
-    }
+    const Status written = write_file_atomic(path, report.dump(2) + "\n");
+    const nlohmann::json trailer = {{"summary", report.value("summary", nlohmann::json())},
+                                    {"verdict", report.value("verdict", nlohmann::json())}};
+    stream.write_trailer(trailer.dump());
+    stream.close();
     if (!cfg.quiet) {
       auto text = render_terminal_summary(report, false);
       if (text.ok()) std::fprintf(stderr, "%s", text.value().c_str());
@@ -747,6 +746,10 @@ void Runtime::Impl::finalize() {
         std::fprintf(stderr, "gpuacct: %s\n",
                      report["collection"]["note"].get<std::string>().c_str());
       }
+    }
+    if (!written.ok()) {
+      std::fprintf(stderr, "gpuacct: no report: %s\n", written.message().c_str());
+    } else if (!cfg.quiet) {
       std::fprintf(stderr, "gpuacct: report written to %s\n", path.c_str());
     }
     std::fflush(stderr);

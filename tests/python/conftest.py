@@ -60,6 +60,12 @@ def clean_env(**extra: str) -> Dict[str, str]:
            if not k.startswith("GPUACCT_") and k not in (
                "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "LD_PRELOAD",
                "FAKE_GPUACCT_LOG")}
+    # A sanitizer runtime preloaded by `scripts/test.sh --sanitize=...` stays: the sanitized
+    # library cannot work in a process that lacks it (it must be the first library loaded).
+    sanitizers = [p for p in os.environ.get("LD_PRELOAD", "").replace(":", " ").split()
+                  if os.path.basename(p).startswith(("libasan", "libtsan", "libubsan"))]
+    if sanitizers:
+        env["LD_PRELOAD"] = " ".join(sanitizers)
     env["PYTHONPATH"] = str(SHIM)
     env.update(extra)
     return env

@@ -69,10 +69,14 @@ size_t DomainCbidLimit(CUpti_CallbackDomain d) {
 }
 
 // Names as cuptiGetCallbackName returns them ("cudaLaunchKernel_v7000") and the callback's
-// functionName ("cudaLaunchKernel", the version suffix stripped).  Built once, never freed.
+// functionName ("cudaLaunchKernel", the version suffix stripped).  Built once, never freed; the
+// stripped names live in `storage` (a deque: its strings never move), so every allocation stays
+// reachable from the table (LeakSanitizer saw the strings leaked when only their buffers were
+// kept).
 struct NameTables {
   const char* full[3][kMaxCbid] = {};
   const char* plain[3][kMaxCbid] = {};
+  std::deque<std::string> storage;
   NameTables() {
     for (const CbidName& n : kCbidNames) {
       if (n.domain < 1 || n.domain > 2 || n.cbid >= kMaxCbid) continue;
@@ -83,7 +87,7 @@ struct NameTables {
           s.find_first_not_of("0123456789", v + 2) == std::string::npos) {
         s.resize(v);
       }
-      plain[n.domain][n.cbid] = (new std::string(s))->c_str();
+      plain[n.domain][n.cbid] = storage.emplace_back(std::move(s)).c_str();
     }
   }
 };
@@ -246,7 +250,9 @@ struct State {
   bool subscribed = false;
   std::string subscriber_name;
   std::atomic<CUpti_CallbackFunc> callback{nullptr};
-  void* userdata = nullptr;
+  // Read by callbacks on any thread without the lock, so atomic: a callback racing
+  // cuptiUnsubscribe (a SIGTERM's final flush) reads it while it changes.
+  std::atomic<void*> userdata{nullptr};
   std::atomic<uint8_t> cb_enabled[CUPTI_CB_DOMAIN_SIZE][kMaxCbid] = {};
 
   // Activity configuration.
@@ -386,7 +392,7 @@ void InvokeApiCallback(SimApiCall* call, CUpti_ApiCallbackSite site) {
   data.contextUid = call->context_id;
   data.correlationData = &call->correlation_data;
   data.correlationId = call->correlation_id;
-  cb(s.userdata, call->domain, call->cbid, &data);
+  cb(s.userdata.load(std::memory_order_acquire), call->domain, call->cbid, &data);
 }
 
 void HookApiEnter(SimApiCall* call) {
@@ -418,7 +424,7 @@ void HookApiExit(SimApiCall* call, const SimGpuOp* ops, size_t num_ops) {
     CUpti_CallbackFunc cb = s.callback.load(std::memory_order_acquire);
     if (cb != nullptr && s.cb_enabled[CUPTI_CB_DOMAIN_SYNCHRONIZE][scb].load()) {
       CUpti_SynchronizeData sd{call->context, call->sync_stream};
-      cb(s.userdata, CUPTI_CB_DOMAIN_SYNCHRONIZE, scb, &sd);
+      cb(s.userdata.load(std::memory_order_acquire), CUPTI_CB_DOMAIN_SYNCHRONIZE, scb, &sd);
     }
   }
   InvokeApiCallback(call, CUPTI_API_EXIT);
@@ -570,14 +576,14 @@ void HookResource(uint32_t cbid, CUcontext ctx, CUstream stream) {
   rd.context = ctx;
   rd.resourceHandle.stream = stream;
   rd.resourceDescriptor = nullptr;
-  cb(s.userdata, CUPTI_CB_DOMAIN_RESOURCE, cbid, &rd);
+  cb(s.userdata.load(std::memory_order_acquire), CUPTI_CB_DOMAIN_RESOURCE, cbid, &rd);
 }
 
 void ResetLocked(State& s) {
   s.subscribed = false;
   s.subscriber_name.clear();
   s.callback.store(nullptr);
-  s.userdata = nullptr;
+  s.userdata.store(nullptr);
   for (auto& d : s.cb_enabled) {
     for (auto& c : d) c.store(0);
   }
@@ -1003,7 +1009,7 @@ CUptiResult SubscribeImpl(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc
       params != nullptr && params->subscriberName != nullptr
           ? std::string(params->subscriberName).substr(0, CUPTI_SUBSCRIBER_NAME_MAX_LEN)
           : std::string("client");
-  s.userdata = userdata;
+  s.userdata.store(userdata, std::memory_order_release);
   s.callback.store(callback, std::memory_order_release);
   *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(&s);
   return CUPTI_SUCCESS;
@@ -1030,7 +1036,8 @@ CUPTI_EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle subscriber) {
   if (!ValidSubscriber(s, subscriber)) return CUPTI_ERROR_INVALID_PARAMETER;
   s.subscribed = false;
   s.callback.store(nullptr, std::memory_order_release);
-  s.userdata = nullptr;
+  // userdata stays: a callback already past its load of `callback` still gets the value it
+  // was subscribed with.
   for (auto& d : s.cb_enabled) {
     for (auto& c : d) c.store(0);
   }
