@@ -76,7 +76,8 @@ TEST(Overflow, FuzzerFindingsReplay) {
         read_recording_buffer(bytes, entry.path().string(), names, tee, acc.mutable_stats());
     ASSERT_TRUE(contents.ok()) << contents.status().message();
     if (!detection.input_marks_steps()) {
-      for (const Marker& m : detection.detect()) acc.add_marker(m);
+      for (const HostRange& r : detection.detect(names.intern("step (detected)")).steps)
+        acc.add_range(r);
     }
     acc.finish();
     EXPECT_FALSE(build_report(acc, contents->metadata, names).dump().empty());

@@ -27,15 +27,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   acc.set_segment_sink([&](const CategorySegment& s) { timeline.on_segment(s); });
   acc.set_row_sink([&](const StepRow& r) { timeline.on_step_row(r); });
   TeeSink tee({&acc, &timeline, &detection});
-  auto contents =
-      read_recording_buffer(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz",
-                            names, tee, acc.mutable_stats());
+  auto contents = read_recording_buffer(std::string_view(reinterpret_cast<const char*>(data), size),
+                                        "fuzz", names, tee, acc.mutable_stats());
   if (!contents.ok()) {
     if (contents.status().message().empty()) __builtin_trap();  // an error must say what
     return 0;
   }
   if (!detection.input_marks_steps()) {
-    for (const Marker& m : detection.detect()) acc.add_marker(m);
+    for (const HostRange& r : detection.detect(names.intern("step (detected)")).steps)
+      acc.add_range(r);
   }
   acc.finish();
   timeline.set_metadata(contents->metadata);
