@@ -10,13 +10,13 @@
 
 #include <gtest/gtest.h>
 
-#include "analysis/events.h"
-#include "analysis/recording.h"
-#include "analysis/report.h"
-#include "analysis/run_summary.h"
-#include "analysis/step_accountant.h"
-#include "analysis/step_detection.h"
-#include "analysis/timeline_writer.h"
+#include "analysis/accounting/step_accountant.h"
+#include "analysis/accounting/step_detection.h"
+#include "analysis/import/recording.h"
+#include "analysis/model/events.h"
+#include "analysis/report/report.h"
+#include "analysis/report/run_summary.h"
+#include "analysis/report/timeline_writer.h"
 
 namespace gpuacct {
 namespace {

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "analysis/step_accountant.h"
-#include "analysis/synthetic.h"
+#include "analysis/accounting/step_accountant.h"
+#include "analysis/import/synthetic.h"
 
 namespace gpuacct {
 namespace {

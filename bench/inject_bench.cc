@@ -11,7 +11,7 @@
 
 #include <vector>
 
-#include "analysis/name_table.h"
+#include "analysis/model/name_table.h"
 #include "cupti_hooks/activity_parser.h"
 #include "cupti_hooks/collector.h"
 #include "inject/recorder.h"

@@ -16,9 +16,9 @@
 #include <random>
 #include <string>
 
+#include "analysis/accounting/step_accountant.h"
 #include "analysis/import/kineto_importer.h"
-#include "analysis/step_accountant.h"
-#include "analysis/trace_totals.h"
+#include "analysis/report/trace_totals.h"
 
 namespace gpuacct {
 namespace {

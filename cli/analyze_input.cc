@@ -1,13 +1,13 @@
 #include "cli/analyze_input.h"
 
-#include "analysis/file_io.h"
+#include "analysis/accounting/step_accountant.h"
+#include "analysis/accounting/step_detection.h"
 #include "analysis/import/kineto_importer.h"
-#include "analysis/name_table.h"
-#include "analysis/recording.h"
-#include "analysis/report.h"
-#include "analysis/step_accountant.h"
-#include "analysis/step_detection.h"
-#include "analysis/trace_totals.h"
+#include "analysis/import/recording.h"
+#include "analysis/model/file_io.h"
+#include "analysis/model/name_table.h"
+#include "analysis/report/report.h"
+#include "analysis/report/trace_totals.h"
 
 namespace gpuacct::cli {
 

@@ -6,9 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "analysis/accounting_config.h"
-#include "analysis/status.h"
-#include "analysis/step_row.h"
+#include "analysis/accounting/accounting_config.h"
+#include "analysis/accounting/step_row.h"
+#include "analysis/model/status.h"
 
 namespace gpuacct::cli {
 

@@ -8,11 +8,11 @@
 #include <set>
 #include <string>
 
-#include "analysis/cross_rank.h"
-#include "analysis/file_io.h"
-#include "analysis/recording.h"
-#include "analysis/report.h"
-#include "analysis/step_accountant.h"
+#include "analysis/accounting/step_accountant.h"
+#include "analysis/import/recording.h"
+#include "analysis/model/file_io.h"
+#include "analysis/report/cross_rank.h"
+#include "analysis/report/report.h"
 #include "cli/analyze_input.h"
 #include "cli/args.h"
 #include "cli/commands.h"

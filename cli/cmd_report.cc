@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "analysis/file_io.h"
-#include "analysis/report.h"
+#include "analysis/model/file_io.h"
+#include "analysis/report/report.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 

@@ -2,8 +2,8 @@
 #include <cstdio>
 #include <string>
 
-#include "analysis/recording.h"
-#include "analysis/synthetic.h"
+#include "analysis/import/recording.h"
+#include "analysis/import/synthetic.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 

@@ -4,12 +4,12 @@
 #include <cstdio>
 #include <string>
 
-#include "analysis/file_io.h"
+#include "analysis/accounting/step_accountant.h"
 #include "analysis/import/kineto_importer.h"
-#include "analysis/name_table.h"
-#include "analysis/recording.h"
-#include "analysis/step_accountant.h"
-#include "analysis/timeline_writer.h"
+#include "analysis/import/recording.h"
+#include "analysis/model/file_io.h"
+#include "analysis/model/name_table.h"
+#include "analysis/report/timeline_writer.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "analysis/nccl_names.h"
+#include "analysis/model/nccl_names.h"
 #include "cupti_hooks/api_table.h"
 #include "cupti_hooks/cupti_record_types.h"
 

@@ -1,6 +1,6 @@
-// Turns CUPTI activity records into the event model (analysis/events.h).  CUDA-free interface:
-// records are passed as opaque pointers; activity_parser.cc reads them with the layouts chosen
-// in cupti_record_types.h.
+// Turns CUPTI activity records into the event model (analysis/model/events.h).  CUDA-free
+// interface: records are passed as opaque pointers; activity_parser.cc reads them with the layouts
+// chosen in cupti_record_types.h.
 //
 // Threading: one parser per consumer thread (the library's worker).  Not thread-safe.
 #pragma once
@@ -11,9 +11,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "analysis/events.h"
-#include "analysis/name_table.h"
-#include "analysis/stats.h"
+#include "analysis/model/events.h"
+#include "analysis/model/name_table.h"
+#include "analysis/model/stats.h"
 
 namespace gpuacct::cupti {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "analysis/events.h"
+#include "analysis/model/events.h"
 
 namespace gpuacct::cupti {
 

@@ -19,8 +19,8 @@
 #include <memory>
 #include <string>
 
-#include "analysis/events.h"
-#include "analysis/stats.h"
+#include "analysis/model/events.h"
+#include "analysis/model/stats.h"
 
 namespace gpuacct::cupti {
 

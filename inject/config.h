@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "analysis/accounting_config.h"
+#include "analysis/accounting/accounting_config.h"
 
 namespace gpuacct::inject {
 

@@ -8,9 +8,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "analysis/events.h"
-#include "analysis/name_table.h"
-#include "analysis/stats.h"
+#include "analysis/model/events.h"
+#include "analysis/model/name_table.h"
+#include "analysis/model/stats.h"
 #include "inject/host_ring.h"
 #include "inject/name_patterns.h"
 #include "inject/native_stacks.h"

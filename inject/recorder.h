@@ -7,7 +7,7 @@
 #include <mutex>
 #include <vector>
 
-#include "analysis/events.h"
+#include "analysis/model/events.h"
 #include "inject/host_ring.h"
 
 namespace gpuacct::inject {

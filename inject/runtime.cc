@@ -23,14 +23,14 @@
 #include <unordered_map>
 #include <vector>
 
-#include "analysis/file_io.h"
-#include "analysis/name_table.h"
-#include "analysis/recording.h"
-#include "analysis/report.h"
-#include "analysis/run_metadata.h"
-#include "analysis/step_accountant.h"
-#include "analysis/step_detection.h"
-#include "analysis/step_detector.h"
+#include "analysis/accounting/step_accountant.h"
+#include "analysis/accounting/step_detection.h"
+#include "analysis/accounting/step_detector.h"
+#include "analysis/import/recording.h"
+#include "analysis/model/file_io.h"
+#include "analysis/model/name_table.h"
+#include "analysis/model/run_metadata.h"
+#include "analysis/report/report.h"
 #include "cupti_hooks/activity_parser.h"
 #include "cupti_hooks/collector.h"
 #include "inject/clock.h"

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "analysis/file_io.h"
+#include "analysis/model/file_io.h"
 
 namespace gpuacct::inject {
 namespace {

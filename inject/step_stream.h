@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <string>
 
-#include "analysis/stats.h"
+#include "analysis/model/stats.h"
 
 namespace gpuacct::inject {
 

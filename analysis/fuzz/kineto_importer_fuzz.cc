@@ -10,10 +10,10 @@
 #include <cstdint>
 #include <string_view>
 
+#include "analysis/accounting/step_accountant.h"
 #include "analysis/import/kineto_importer.h"
-#include "analysis/step_accountant.h"
-#include "analysis/timeline_writer.h"
-#include "analysis/trace_totals.h"
+#include "analysis/report/timeline_writer.h"
+#include "analysis/report/trace_totals.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gpuacct;

@@ -12,11 +12,11 @@
 #include <cstdint>
 #include <string_view>
 
-#include "analysis/recording.h"
-#include "analysis/report.h"
-#include "analysis/step_accountant.h"
-#include "analysis/step_detection.h"
-#include "analysis/timeline_writer.h"
+#include "analysis/accounting/step_accountant.h"
+#include "analysis/accounting/step_detection.h"
+#include "analysis/import/recording.h"
+#include "analysis/report/report.h"
+#include "analysis/report/timeline_writer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gpuacct;

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "analysis/status.h"
+#include "analysis/model/status.h"
 
 namespace gpuacct {
 

@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/import/byte_source.h"
-#include "analysis/nccl_names.h"
+#include "analysis/model/nccl_names.h"
 
 namespace gpuacct {
 namespace {

@@ -18,11 +18,11 @@
 #include <string>
 #include <string_view>
 
-#include "analysis/event_sink.h"
-#include "analysis/name_table.h"
-#include "analysis/run_metadata.h"
-#include "analysis/stats.h"
-#include "analysis/status.h"
+#include "analysis/model/event_sink.h"
+#include "analysis/model/name_table.h"
+#include "analysis/model/run_metadata.h"
+#include "analysis/model/stats.h"
+#include "analysis/model/status.h"
 
 namespace gpuacct {
 

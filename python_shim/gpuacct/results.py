@@ -193,7 +193,7 @@ def summarize_rows(rows: Iterable[Dict[str, Any]]) -> Tuple[Dict[str, Any], Dict
     total = sum(wall_ns.values())
     shares = {w: (wall_ns[w] / total if total > 0 else 0.0) for w in WALLS}
     mean = sum(durations) / len(durations) if durations else 0.0
-    # Same layout as the report's "summary" (analysis/report.cc).
+    # Same layout as the report's "summary" (analysis/report/report.cc).
     summary: Dict[str, Any] = {
         "steps": len(step_ms), "warmup_steps": len(warm), "rows": n_rows,
         "step_time_ms": {"p50": _percentile(durations, 50), "p90": _percentile(durations, 90),

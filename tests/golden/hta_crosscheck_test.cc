@@ -1,5 +1,5 @@
-// Cross-check: gpuacct's whole-trace totals (analysis/trace_totals.h) against HTA's numbers on
-// the Kineto traces in tests/data/kineto/ (provenance and licence there): exactly, every number.
+// Cross-check: gpuacct's whole-trace totals (analysis/report/trace_totals.h) against HTA's numbers
+// on the Kineto traces in tests/data/kineto/ (provenance and licence there): exactly, every number.
 //
 //  - the three real traces: HTA 0.6.1's published temporal breakdown and overlap; the idle
 //    breakdown per stream as HTA 0.5.0 (PyPI) computes it -- its temporal numbers on these
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "analysis/import/kineto_importer.h"
-#include "analysis/trace_totals.h"
+#include "analysis/report/trace_totals.h"
 
 #ifndef GPUACCT_KINETO_TRACE_DIR
 #define GPUACCT_KINETO_TRACE_DIR "tests/data/kineto"

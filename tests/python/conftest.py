@@ -129,7 +129,7 @@ def real_lib() -> str:
     return str(lib)
 
 
-# --- synthetic reports that follow analysis/report.cc --------------------------------------
+# --- synthetic reports that follow analysis/report/report.cc --------------------------------------
 
 def make_row(step_index: int, walls_ms: Dict[str, float], *, device: int = 0,
              warmup: bool = False, begin_ns: int = 0) -> Dict[str, object]:
@@ -185,7 +185,7 @@ def make_rows(n: int, warmup: int = 2, devices: int = 1,
 
 
 def make_report(rows: Iterable[Dict[str, object]]) -> Dict[str, object]:
-    """A whole report laid out as analysis/report.cc writes it (top-level keys, names);
+    """A whole report laid out as analysis/report/report.cc writes it (top-level keys, names);
     summary and verdict computed with the Python rules."""
     from gpuacct.results import summarize_rows
     rows = list(rows)

@@ -1,0 +1,44 @@
+// Every threshold the accounting uses, with its default.  docs/accounting.md publishes the
+// same table; keep the two in step.
+#pragma once
+
+#include <cstdint>
+
+#include "analysis/model/events.h"
+
+namespace gpuacct {
+
+struct AccountingConfig {
+  // An idle gap whose op was already submitted when the gap began is launch latency (launch
+  // wall) when shorter than this; longer, the GPU waited on a dependency (other wall).
+  // 30 us = HTA's consecutive_kernel_delay ("kernel wait").
+  TimeNs launch_latency_threshold_ns = 30'000;
+
+  // A pause between consecutive CUDA calls on the launching thread longer than this is
+  // host-other (Python/CPU work, logging, checkpointing); shorter pauses are framework
+  // overhead between launches, i.e. the launch wall.  Eager PyTorch spends 10-50 us per op
+  // between launches, so the default sits above that.  100 us = HTA's launch_delay_cutoff.
+  TimeNs host_pause_threshold_ns = 100'000;
+
+  // A step range that begins at most this long before the previous step ends touches it: it
+  // begins where the previous one ends (never nested, never skipped).  Trace writers round ts
+  // and dur separately; at any resolution of 1 us or finer that makes consecutive steps
+  // overlap by at most 1 us (integer-us writers: ts 0.6 -> 1, dur 1.6 -> 2 ends at 3 while
+  // the next step, at 2.2, begins at 2).  A real overlap of two steps (a nested or
+  // concurrent step range) spans at least a CUDA call, several us, so it stays a skipped and
+  // counted step (overlapping_steps_skipped).
+  TimeNs step_touch_tolerance_ns = 1'000;
+
+  // Steps left out of the run summary and reported apart.
+  int warmup_steps = 2;
+
+  // A launch call whose GPU op has not arrived this long after its step's host end is given
+  // up on (counted in unmatched_launches) so the step can be finalised.
+  TimeNs pending_launch_timeout_ns = 2'000'000'000;
+
+  // How many idle gaps and kernels the run summary lists.
+  int top_gaps = 10;
+  int top_kernels = 10;
+};
+
+}  // namespace gpuacct

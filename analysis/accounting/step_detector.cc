@@ -1,0 +1,302 @@
+#include "analysis/accounting/step_detector.h"
+
+#include <algorithm>
+#include <tuple>
+#include <unordered_map>
+
+namespace gpuacct {
+namespace {
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t token_hash(const DetectorToken& t) {
+  return mix((static_cast<uint64_t>(t.name) << 1) | (t.is_sync ? 1u : 0u));
+}
+
+TimeNs median(std::vector<TimeNs> v) {
+  if (v.empty()) return 0;
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  return v[mid];
+}
+
+// Puts tokens in launch order: those with an order (correlation id) by it, and those without
+// (order 0: an uncorrelated sync call or op) where their host time places them among the
+// others -- before the first ordered token that started later.  Sorting order-0 tokens by
+// their order would put every one of them first: a loop whose syncs carry no correlation id
+// would then look like a burst of syncs followed by a run of kernels.
+void sort_launch_order(std::vector<DetectorToken>& v) {
+  auto by_order = [](const DetectorToken& a, const DetectorToken& b) {
+    return std::tie(a.order, a.start, a.end, a.name) < std::tie(b.order, b.start, b.end, b.name);
+  };
+  auto by_time = [](const DetectorToken& a, const DetectorToken& b) {
+    return std::tie(a.start, a.end, a.name) < std::tie(b.start, b.end, b.name);
+  };
+  const auto unordered_end =
+      std::partition(v.begin(), v.end(), [](const DetectorToken& t) { return t.order == 0; });
+  if (unordered_end == v.begin()) {
+    std::sort(v.begin(), v.end(), by_order);
+    return;
+  }
+  std::vector<DetectorToken> timed(v.begin(), unordered_end);
+  std::vector<DetectorToken> ordered(unordered_end, v.end());
+  std::sort(timed.begin(), timed.end(), by_time);
+  std::sort(ordered.begin(), ordered.end(), by_order);
+  v.clear();
+  size_t j = 0;
+  for (const DetectorToken& t : ordered) {
+    while (j < timed.size() && timed[j].start < t.start) v.push_back(timed[j++]);
+    v.push_back(t);
+  }
+  v.insert(v.end(), timed.begin() + static_cast<std::ptrdiff_t>(j), timed.end());
+}
+
+}  // namespace
+
+bool StepDetector::after_last_end(const DetectorToken& t) const {
+  if (!have_last_end_) return true;
+  if (t.order != 0 && last_order_ != 0) return t.order > last_order_;
+  return t.start > last_start_;
+}
+
+void StepDetector::consumed_end(const DetectorToken& t) {
+  have_last_end_ = true;
+  last_order_ = t.order;
+  last_start_ = t.start;
+}
+
+StepDetector::StepDetector(StepDetectorOptions options) : opt_(options) {}
+
+void StepDetector::add(const DetectorToken& token) {
+  if (gave_up_) return;
+  if (locked_) {
+    if (token.name != end_name_ || token.is_sync != end_is_sync_) return;
+    if (!after_last_end(token)) return;
+  }
+  tokens_.push_back(token);
+}
+
+void StepDetector::emit(TimeNs ts, uint32_t thread, std::vector<Marker>& out) {
+  if (emitted_ > 0 && ts < last_boundary_) return;  // never go back in time
+  Marker m;
+  m.ts = ts;
+  m.kind = MarkerKind::kStepBoundary;
+  m.number = emitted_;
+  m.thread = thread;
+  out.push_back(m);
+  last_boundary_ = ts;
+  ++emitted_;
+}
+
+std::vector<Marker> StepDetector::poll(TimeNs watermark, bool final) {
+  std::vector<Marker> out;
+  if (gave_up_ || tokens_.empty()) return out;
+  // Split into ready (ended before the watermark) and the rest.
+  std::vector<DetectorToken> ready;
+  std::vector<DetectorToken> later;
+  ready.reserve(tokens_.size());
+  for (const DetectorToken& t : tokens_) {
+    if (final || t.end < watermark) {
+      ready.push_back(t);
+    } else {
+      later.push_back(t);
+    }
+  }
+  sort_launch_order(ready);
+  if (!locked_) {
+    if (!try_lock(ready, out, final)) {
+      if (final || tokens_.size() > opt_.max_tokens) {
+        gave_up_ = true;
+        tokens_.clear();
+        tokens_.shrink_to_fit();
+      }
+      return out;
+    }
+    // Locked: keep only future step-ending tokens.
+    tokens_.clear();
+    for (const DetectorToken& t : later) {
+      if (t.name == end_name_ && t.is_sync == end_is_sync_ && after_last_end(t)) {
+        tokens_.push_back(t);
+      }
+    }
+    return out;
+  }
+  for (const DetectorToken& t : ready) {
+    if (!after_last_end(t)) continue;
+    emit(t.end, t.thread, out);
+    consumed_end(t);
+  }
+  tokens_ = std::move(later);
+  return out;
+}
+
+bool StepDetector::try_lock(std::vector<DetectorToken>& ready, std::vector<Marker>& out,
+                            bool final) {
+  const size_t n = ready.size();
+  const size_t min_occ = static_cast<size_t>(opt_.min_repeats) + 1;
+  if (n < 2 * min_occ) return false;
+
+  // Prefix sums of token hashes: the multiset hash of [a, b) is prefix[b] - prefix[a].
+  std::vector<uint64_t> prefix(n + 1, 0);
+  std::unordered_map<NameId, std::vector<uint32_t>> positions;
+  std::unordered_map<NameId, bool> sync_of;
+  for (size_t i = 0; i < n; ++i) {
+    prefix[i + 1] = prefix[i] + token_hash(ready[i]);
+    positions[ready[i].name].push_back(static_cast<uint32_t>(i));
+    sync_of[ready[i].name] = ready[i].is_sync;
+  }
+
+  // 1. The anchor.  Every name with enough occurrences is tried; its segments (from one
+  // occurrence to the next) are compared as multisets.  Ranking: a period that contains a
+  // blocking sync first (a per-layer sub-period never holds the step's sync), then the share
+  // of tokens inside the most common segment (a sub-period leaves the step's other tokens
+  // unexplained), then more occurrences (shorter period).
+  struct Best {
+    NameId name = kNoName;
+    size_t count = 0;
+    bool has_sync = false;
+    int explained_pct = -1;  // in 2 % buckets
+    uint64_t mode = 0;
+    size_t mode_len = 0;
+    size_t mode_begin = 0;
+  } best;
+  std::unordered_map<uint64_t, uint32_t> freq;
+  const auto rank = [](const Best& b) {
+    return std::make_tuple(b.has_sync ? 1 : 0, b.explained_pct, b.count);
+  };
+  for (const auto& [name, pos] : positions) {
+    if (pos.size() < min_occ) continue;
+    freq.clear();
+    uint64_t mode = 0;
+    uint32_t mode_n = 0;
+    for (size_t j = 0; j + 1 < pos.size(); ++j) {
+      const uint64_t h = prefix[pos[j + 1]] - prefix[pos[j]];
+      const uint32_t c = ++freq[h];
+      if (c > mode_n) {
+        mode_n = c;
+        mode = h;
+      }
+    }
+    const double score = static_cast<double>(mode_n) / static_cast<double>(pos.size() - 1);
+    if (mode_n < static_cast<uint32_t>(opt_.min_repeats) || score < opt_.match_threshold) continue;
+    Best cand;
+    cand.name = name;
+    cand.count = pos.size();
+    cand.mode = mode;
+    for (size_t j = 0; j + 1 < pos.size(); ++j) {
+      if (prefix[pos[j + 1]] - prefix[pos[j]] == mode) {
+        cand.mode_begin = pos[j];
+        cand.mode_len = pos[j + 1] - pos[j];
+        break;
+      }
+    }
+    for (size_t i = cand.mode_begin; i < cand.mode_begin + cand.mode_len; ++i) {
+      if (ready[i].is_sync) {
+        cand.has_sync = true;
+        break;
+      }
+    }
+    // A one-token period is a burst of one op, not a loop iteration; a period whose repeats
+    // cover less than half of the run is a sub-pattern (a layer), not the step.
+    if (cand.mode_len < 2) continue;
+    const double explained =
+        static_cast<double>(mode_n) * static_cast<double>(cand.mode_len) / static_cast<double>(n);
+    if (explained < opt_.min_explained) continue;
+    cand.explained_pct = static_cast<int>(explained * 50.0);
+    if (best.count == 0 || rank(cand) > rank(best)) best = cand;
+  }
+  if (best.count == 0) return false;
+  if (!best.has_sync && !final) {
+    // Too early to settle on a period without a sync: the step's sync may simply not have
+    // been seen enough times yet (the first repetitions of a long step are all kernels).
+    size_t syncs = 0;
+    for (const DetectorToken& t : ready) syncs += t.is_sync ? 1 : 0;
+    if (syncs > 0 || n < opt_.min_tokens_without_sync) return false;
+  }
+
+  const size_t seg_begin = best.mode_begin, seg_len = best.mode_len;
+  if (seg_len == 0) return false;
+
+  // 2. Candidates for the step-ending token: once per period.
+  std::unordered_map<NameId, uint32_t> in_segment;
+  for (size_t i = seg_begin; i < seg_begin + seg_len; ++i) ++in_segment[ready[i].name];
+  struct Cand {
+    NameId name;
+    bool sync;
+    TimeNs gap;
+    size_t first_pos;
+  };
+  std::vector<Cand> cands;
+  for (const auto& [name, k] : in_segment) {
+    if (k != 1) continue;
+    const std::vector<uint32_t>& pos = positions[name];
+    if (pos.size() + 1 < best.count || pos.size() > best.count + 1) continue;
+    std::vector<TimeNs> gaps;
+    gaps.reserve(pos.size());
+    for (uint32_t p : pos) {
+      if (p + 1 < n) {
+        gaps.push_back(std::max<TimeNs>(0, saturating_sub(ready[p + 1].start, ready[p].end)));
+      }
+    }
+    cands.push_back(Cand{name, sync_of[name], median(std::move(gaps)), pos.front()});
+  }
+  if (cands.empty()) return false;
+  auto similar = [](TimeNs a, TimeNs b) {
+    const TimeNs d = a > b ? a - b : b - a;
+    return d <= 1000 + std::max(a, b) / 20;
+  };
+  // The first period starts at the anchor's first occurrence minus whatever precedes it in
+  // the period; among equals prefer the candidate that comes last in that first period.
+  std::sort(cands.begin(), cands.end(), [&](const Cand& a, const Cand& b) {
+    if (a.sync != b.sync) return a.sync;
+    if (!similar(a.gap, b.gap)) return a.gap > b.gap;
+    return a.first_pos > b.first_pos;
+  });
+  // Among equally good ones, "last in the first period": first occurrence below the earliest
+  // candidate's first occurrence + one period.
+  size_t pick = 0;
+  {
+    size_t earliest = cands[0].first_pos;
+    for (const Cand& c : cands) earliest = std::min(earliest, c.first_pos);
+    for (size_t i = 0; i < cands.size(); ++i) {
+      const Cand& c = cands[i];
+      if (c.sync != cands[0].sync || !similar(c.gap, cands[0].gap)) break;
+      if (c.first_pos < earliest + seg_len) {
+        pick = i;
+        break;
+      }
+    }
+  }
+  const Cand chosen = cands[pick];
+  const std::vector<uint32_t>& bpos = positions[chosen.name];
+
+  locked_ = true;
+  end_name_ = chosen.name;
+  end_is_sync_ = chosen.sync;
+  period_ = seg_len;
+
+  // 3. Boundaries.  Step 0 = the period of tokens ending with the first b, beginning one
+  // typical host pause before its first token -- but not before the input began.  With less
+  // than a period before the first b the input began inside step 0: no boundary opens it.
+  const size_t p0 = bpos.front();
+  leading_partial_ = p0 + 1 < seg_len;
+  if (!leading_partial_) {
+    const size_t first = p0 + 1 - seg_len;
+    TimeNs b0 = saturating_sub(ready[first].start, chosen.gap);
+    if (first > 0) b0 = std::max(b0, ready[first - 1].end);
+    if (has_input_start_) b0 = std::max(b0, input_start_);
+    emit(b0, ready[p0].thread, out);
+  }
+  for (uint32_t p : bpos) {
+    emit(ready[p].end, ready[p].thread, out);
+    consumed_end(ready[p]);
+  }
+  return true;
+}
+
+}  // namespace gpuacct

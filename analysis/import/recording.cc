@@ -1,0 +1,475 @@
+#include "analysis/import/recording.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/import/crc32c.h"
+
+namespace gpuacct {
+
+using nlohmann::json;
+
+namespace {
+
+// The first 16 bytes of every chunk header (both versions); version 2 follows them with
+// ChunkCheck.
+struct ChunkHeader {
+  uint32_t type;
+  uint32_t count;
+  uint64_t bytes;
+};
+static_assert(sizeof(ChunkHeader) == 16);
+struct ChunkCheck {
+  uint32_t crc32c;    // of the ChunkHeader bytes, then the payload
+  uint32_t reserved;  // 0
+};
+static_assert(sizeof(ChunkCheck) == 8);
+
+// Upper bound on one chunk: protects the reader from a corrupt length field.
+constexpr uint64_t kMaxChunkBytes = 1ull << 30;
+
+json metadata_to_json(const RunMetadata& m) {
+  json devs = json::array();
+  for (const DeviceInfo& d : m.devices) {
+    devs.push_back({{"id", d.id},
+                    {"name", d.name},
+                    {"sm_count", d.sm_count},
+                    {"compute_major", d.compute_major},
+                    {"compute_minor", d.compute_minor},
+                    {"total_memory", d.total_memory}});
+  }
+  return {{"source", m.source},
+          {"source_path", m.source_path},
+          {"hostname", m.hostname},
+          {"pid", m.pid},
+          {"rank", m.rank},
+          {"world_size", m.world_size},
+          {"command", m.command},
+          {"devices", devs},
+          {"gpuacct_version", m.gpuacct_version}};
+}
+
+// Reads the integer `key` of `j` into `out` when present.  Only a JSON integer that fits T is
+// taken: 1e300 or 2^40 for an int is an error, not a cast (undefined behaviour).
+template <typename T>
+Status integer_field(const json& j, const char* key, T& out) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  bool fits = false;
+  if (it->is_number_unsigned()) {
+    fits = it->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  } else if (it->is_number_integer()) {
+    const int64_t v = it->get<int64_t>();
+    fits =
+        v >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+        (v < 0 || static_cast<uint64_t>(v) <= static_cast<uint64_t>(std::numeric_limits<T>::max()));
+  }
+  if (!fits)
+    return Status::Error(std::string("metadata field '") + key + "' is not an integer in range");
+  out = it->get<T>();
+  return Status::Ok();
+}
+
+// Throws json::type_error for a string field of another type (the caller catches it).
+Status metadata_from_json(const json& j, RunMetadata& m) {
+  m.source = j.value("source", "");
+  m.source_path = j.value("source_path", "");
+  m.hostname = j.value("hostname", "");
+  m.command = j.value("command", "");
+  m.gpuacct_version = j.value("gpuacct_version", "");
+  GPUACCT_RETURN_IF_ERROR(integer_field(j, "pid", m.pid));
+  GPUACCT_RETURN_IF_ERROR(integer_field(j, "rank", m.rank));
+  GPUACCT_RETURN_IF_ERROR(integer_field(j, "world_size", m.world_size));
+  const auto devices = j.find("devices");
+  if (devices == j.end()) return Status::Ok();
+  if (!devices->is_array()) return Status::Error("metadata field 'devices' is not an array");
+  for (const json& d : *devices) {
+    if (!d.is_object()) return Status::Error("metadata device is not an object");
+    DeviceInfo di;
+    di.name = d.value("name", "");
+    GPUACCT_RETURN_IF_ERROR(integer_field(d, "id", di.id));
+    GPUACCT_RETURN_IF_ERROR(integer_field(d, "sm_count", di.sm_count));
+    GPUACCT_RETURN_IF_ERROR(integer_field(d, "compute_major", di.compute_major));
+    GPUACCT_RETURN_IF_ERROR(integer_field(d, "compute_minor", di.compute_minor));
+    GPUACCT_RETURN_IF_ERROR(integer_field(d, "total_memory", di.total_memory));
+    m.devices.push_back(di);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// ---- writer ---------------------------------------------------------------------------------
+
+Status RecordingWriter::open(const std::string& path) {
+  if (file_.is_open()) return Status::Error("recording already open");
+  GPUACCT_RETURN_IF_ERROR(file_.open(path));
+  const uint32_t header[2] = {kRecordingFormatVersion, 0};
+  GPUACCT_RETURN_IF_ERROR(file_.write(kRecordingMagic, sizeof kRecordingMagic));
+  GPUACCT_RETURN_IF_ERROR(file_.write(header, sizeof header));
+  names_written_ = 0;
+  return Status::Ok();
+}
+
+Status RecordingWriter::write_chunk(ChunkType type, uint32_t count, const void* data,
+                                    uint64_t bytes) {
+  if (!file_.is_open()) return Status::Error("recording not open");
+  const ChunkHeader h{static_cast<uint32_t>(type), count, bytes};
+  const uint32_t crc = crc32c(data, bytes, crc32c(&h, sizeof h));
+  const ChunkCheck check{crc, 0};
+  GPUACCT_RETURN_IF_ERROR(file_.write(&h, sizeof h));
+  GPUACCT_RETURN_IF_ERROR(file_.write(&check, sizeof check));
+  return bytes > 0 ? file_.write(data, bytes) : Status::Ok();
+}
+
+Status RecordingWriter::write_new_names(const NameTable& names) {
+  if (names.size() <= names_written_) return Status::Ok();
+  std::string payload;
+  uint32_t count = 0;
+  for (size_t id = names_written_; id < names.size(); ++id) {
+    const std::string_view text = names.text(static_cast<NameId>(id));
+    const uint32_t rec[2] = {static_cast<uint32_t>(id), static_cast<uint32_t>(text.size())};
+    payload.append(reinterpret_cast<const char*>(rec), sizeof rec);
+    payload.append(text);
+    ++count;
+  }
+  names_written_ = names.size();
+  return write_chunk(ChunkType::kNames, count, payload.data(), payload.size());
+}
+
+Status RecordingWriter::write_batch(const EventBatch& b) {
+  auto records = [&](ChunkType type, const auto& v) -> Status {
+    if (v.empty()) return Status::Ok();
+    return write_chunk(type, static_cast<uint32_t>(v.size()), v.data(),
+                       v.size() * sizeof(v.front()));
+  };
+  GPUACCT_RETURN_IF_ERROR(records(ChunkType::kGpuOps, b.gpu_ops));
+  GPUACCT_RETURN_IF_ERROR(records(ChunkType::kApiCalls, b.api_calls));
+  GPUACCT_RETURN_IF_ERROR(records(ChunkType::kRanges, b.ranges));
+  return records(ChunkType::kMarkers, b.markers);
+}
+
+Status RecordingWriter::write_watermark(TimeNs watermark) {
+  return write_chunk(ChunkType::kWatermark, 1, &watermark, sizeof watermark);
+}
+
+Status RecordingWriter::write_metadata(const RunMetadata& meta) {
+  const std::string text = metadata_to_json(meta).dump();
+  return write_chunk(ChunkType::kMetadata, 1, text.data(), text.size());
+}
+
+Status RecordingWriter::write_stats(const Stats& stats) {
+  json j = json::object();
+  for (size_t i = 0; i < kStatCount; ++i) {
+    const auto s = static_cast<Stat>(i);
+    if (stats.get(s) != 0) j[std::string(stat_info(s).name)] = stats.get(s);
+  }
+  const std::string text = j.dump();
+  return write_chunk(ChunkType::kStats, 1, text.data(), text.size());
+}
+
+Status RecordingWriter::close() {
+  if (!file_.is_open()) return Status::Error("recording not open");
+  const Status st = write_chunk(ChunkType::kEnd, 0, nullptr, 0);
+  if (!st.ok()) {
+    file_.abandon();
+    return st;
+  }
+  return file_.commit();
+}
+
+bool looks_like_recording(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return false;
+  char magic[8] = {};
+  const size_t n = std::fread(magic, 1, sizeof magic, f);
+  std::fclose(f);
+  return n == sizeof magic && std::memcmp(magic, kRecordingMagic, sizeof magic) == 0;
+}
+
+// ---- reader ---------------------------------------------------------------------------------
+
+namespace {
+
+// Where the bytes come from: a file (streamed: recordings can be larger than memory) or a
+// buffer (the fuzzer).  `size` bounds every chunk length before anything is allocated.
+class Input {
+ public:
+  virtual ~Input() = default;
+  // Reads up to `n` bytes; fewer only at the end of the data.
+  virtual size_t read(void* dst, size_t n) = 0;
+  uint64_t size = 0;
+};
+
+class FileInput final : public Input {
+ public:
+  explicit FileInput(std::FILE* f) : f_(f) {
+    struct stat st {};
+    size = fstat(fileno(f), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  }
+  size_t read(void* dst, size_t n) override { return std::fread(dst, 1, n, f_); }
+
+ private:
+  std::FILE* f_;
+};
+
+class MemoryInput final : public Input {
+ public:
+  explicit MemoryInput(std::string_view data) : data_(data) { size = data.size(); }
+  size_t read(void* dst, size_t n) override {
+    const size_t k = std::min(n, data_.size() - pos_);
+    if (k > 0) std::memcpy(dst, data_.data() + pos_, k);
+    pos_ += k;
+    return k;
+  }
+
+ private:
+  std::string_view data_;
+  size_t pos_ = 0;
+};
+
+class RecordingReader {
+ public:
+  RecordingReader(Input& in, const std::string& label, NameTable& names, EventSink& sink,
+                  Stats& stats)
+      : in_(in), label_(label), names_(names), sink_(sink), stats_(stats) {}
+
+  StatusOr<RecordingContents> run();
+
+ private:
+  Status error(const std::string& what) const {
+    return Status::Error(label_ + ": " + what + " at byte " + std::to_string(offset_));
+  }
+  Status read_file_header();
+  // Reads the next chunk into h_ / payload_; *more = false at the end of the data.
+  Status next_chunk(bool* more);
+  Status decode_chunk();
+  Status decode_names();
+  Status decode_json(json& out, const char* what);
+  Status decode_stats();
+  Status expect_records(size_t record_size) const;
+  template <typename T, typename Emit>
+  Status decode_records(Emit emit);
+  NameId map_name(NameId id);
+
+  Input& in_;
+  const std::string& label_;
+  NameTable& names_;
+  EventSink& sink_;
+  Stats& stats_;
+  uint32_t version_ = 0;
+  uint64_t offset_ = 0;  // of the current chunk
+  ChunkHeader h_{};
+  std::vector<char> payload_;
+  std::vector<NameId> remap_{kNoName};  // writer id -> our id
+  RecordingContents out_;
+};
+
+Status RecordingReader::read_file_header() {
+  char magic[8] = {};
+  uint32_t header[2] = {};
+  if (in_.read(magic, sizeof magic) != sizeof magic ||
+      std::memcmp(magic, kRecordingMagic, sizeof magic) != 0) {
+    return Status::Error(label_ + ": not a gpuacct recording (bad magic at byte 0)");
+  }
+  if (in_.read(header, sizeof header) != sizeof header) {
+    return Status::Error(label_ + ": truncated header at byte 8");
+  }
+  version_ = header[0];
+  if (version_ < kOldestRecordingFormatVersion || version_ > kRecordingFormatVersion) {
+    return Status::Error(label_ + ": recording format version " + std::to_string(version_) +
+                         " is not supported (this gpuacct reads versions " +
+                         std::to_string(kOldestRecordingFormatVersion) + " to " +
+                         std::to_string(kRecordingFormatVersion) + ")");
+  }
+  offset_ = 16;
+  return Status::Ok();
+}
+
+Status RecordingReader::next_chunk(bool* more) {
+  const size_t got = in_.read(&h_, sizeof h_);
+  *more = got != 0;
+  if (got == 0) return Status::Ok();
+  if (got != sizeof h_) return error("truncated chunk header");
+  ChunkCheck check{};
+  const bool checked = version_ >= 2;
+  if (checked && in_.read(&check, sizeof check) != sizeof check) {
+    return error("truncated chunk header");
+  }
+  const uint64_t header_bytes = sizeof h_ + (checked ? sizeof check : 0);
+  const uint64_t left = in_.size - std::min(in_.size, offset_ + header_bytes);
+  if (h_.bytes > kMaxChunkBytes) {
+    return error("chunk claims " + std::to_string(h_.bytes) + " bytes (corrupt length)");
+  }
+  if (h_.bytes > left) {
+    return error("truncated chunk (it claims " + std::to_string(h_.bytes) + " bytes, " +
+                 std::to_string(left) + " are left: the writer was killed or the file was cut)");
+  }
+  payload_.resize(h_.bytes);
+  if (h_.bytes > 0 && in_.read(payload_.data(), h_.bytes) != h_.bytes) {
+    return error("truncated chunk (the writer was killed or the file was cut)");
+  }
+  if (checked) {
+    const uint32_t crc = crc32c(payload_.data(), payload_.size(), crc32c(&h_, sizeof h_));
+    if (crc != check.crc32c || check.reserved != 0) {
+      return error("chunk fails its checksum (the file is corrupt)");
+    }
+  }
+  return Status::Ok();
+}
+
+NameId RecordingReader::map_name(NameId id) {
+  if (id == kNoName) return kNoName;
+  if (id < remap_.size() && remap_[id] != kNoName) return remap_[id];
+  stats_.add(Stat::unknown_names);
+  return kNoName;
+}
+
+Status RecordingReader::expect_records(size_t record_size) const {
+  if (static_cast<uint64_t>(h_.count) * record_size != h_.bytes) {
+    return error("chunk with a size that does not match its record count");
+  }
+  return Status::Ok();
+}
+
+// Decodes the chunk as `count` fixed-size records of type T, remaps their names and hands each
+// to `emit`.
+template <typename T, typename Emit>
+Status RecordingReader::decode_records(Emit emit) {
+  GPUACCT_RETURN_IF_ERROR(expect_records(sizeof(T)));
+  for (uint32_t i = 0; i < h_.count; ++i) {
+    T e;
+    std::memcpy(&e, payload_.data() + static_cast<size_t>(i) * sizeof e, sizeof e);
+    e.name = map_name(e.name);
+    emit(e);
+  }
+  out_.events += h_.count;
+  return Status::Ok();
+}
+
+Status RecordingReader::decode_names() {
+  size_t pos = 0;
+  for (uint32_t i = 0; i < h_.count; ++i) {
+    uint32_t rec[2];
+    if (pos + sizeof rec > payload_.size()) return error("malformed name chunk");
+    std::memcpy(rec, payload_.data() + pos, sizeof rec);
+    pos += sizeof rec;
+    if (rec[1] > payload_.size() - pos) return error("malformed name chunk");
+    // Writer ids are dense (0..n): an id far beyond what this file could hold is corrupt, and
+    // would otherwise make the remap table huge.
+    if (rec[0] >= (1u << 28) || rec[0] > remap_.size() + h_.count + 1024) {
+      return error("name id out of range");
+    }
+    const NameId ours = names_.intern(std::string_view(payload_.data() + pos, rec[1]));
+    pos += rec[1];
+    if (remap_.size() <= rec[0]) remap_.resize(rec[0] + 1, kNoName);
+    remap_[rec[0]] = ours;
+  }
+  return Status::Ok();
+}
+
+Status RecordingReader::decode_json(json& out, const char* what) {
+  out = json::parse(payload_.begin(), payload_.end(), nullptr, /*allow_exceptions=*/false);
+  if (!out.is_object()) return error(std::string("malformed ") + what);
+  return Status::Ok();
+}
+
+Status RecordingReader::decode_stats() {
+  json j;
+  GPUACCT_RETURN_IF_ERROR(decode_json(j, "stats"));
+  for (size_t i = 0; i < kStatCount; ++i) {
+    const auto s = static_cast<Stat>(i);
+    auto it = j.find(std::string(stat_info(s).name));
+    // Counters are non-negative; a negative or non-integer value is corrupt and ignored.
+    if (it != j.end() && it->is_number_unsigned()) {
+      stats_.add(s, static_cast<int64_t>(std::min<uint64_t>(it->get<uint64_t>(), INT64_MAX / 4)));
+    }
+  }
+  return Status::Ok();
+}
+
+Status RecordingReader::decode_chunk() {
+  switch (static_cast<ChunkType>(h_.type)) {
+    case ChunkType::kNames:
+      return decode_names();
+    case ChunkType::kGpuOps:
+      return decode_records<GpuOp>([&](const GpuOp& e) { sink_.on_gpu_op(e); });
+    case ChunkType::kApiCalls:
+      return decode_records<HostApiCall>([&](const HostApiCall& e) { sink_.on_api_call(e); });
+    case ChunkType::kRanges:
+      return decode_records<HostRange>([&](const HostRange& e) { sink_.on_range(e); });
+    case ChunkType::kMarkers:
+      return decode_records<Marker>([&](const Marker& e) { sink_.on_marker(e); });
+    case ChunkType::kWatermark: {
+      if (h_.count != 1 || h_.bytes != sizeof(TimeNs)) return error("malformed watermark chunk");
+      TimeNs w;
+      std::memcpy(&w, payload_.data(), sizeof w);
+      sink_.on_watermark(w);
+      return Status::Ok();
+    }
+    case ChunkType::kMetadata: {
+      json j;
+      GPUACCT_RETURN_IF_ERROR(decode_json(j, "metadata"));
+      RunMetadata meta;
+      Status st;
+      try {
+        st = metadata_from_json(j, meta);
+      } catch (const json::exception&) {
+        st = Status::Error("metadata with wrong types");
+      }
+      if (!st.ok()) return error(st.message());
+      out_.metadata = std::move(meta);
+      out_.has_metadata = true;
+      return Status::Ok();
+    }
+    case ChunkType::kStats:
+      return decode_stats();
+    case ChunkType::kEnd:
+      out_.closed_cleanly = true;
+      return Status::Ok();
+  }
+  return Status::Ok();  // a newer writer's chunk: skip it
+}
+
+StatusOr<RecordingContents> RecordingReader::run() {
+  GPUACCT_RETURN_IF_ERROR(read_file_header());
+  while (!out_.closed_cleanly) {
+    bool more = false;
+    GPUACCT_RETURN_IF_ERROR(next_chunk(&more));
+    if (!more) break;
+    GPUACCT_RETURN_IF_ERROR(decode_chunk());
+    offset_ += sizeof h_ + (version_ >= 2 ? sizeof(ChunkCheck) : 0) + h_.bytes;
+  }
+  if (!out_.closed_cleanly) {
+    return Status::Error(label_ + ": recording ends at byte " + std::to_string(offset_) +
+                         " without its END chunk (the writer did not finish)");
+  }
+  return std::move(out_);
+}
+
+}  // namespace
+
+StatusOr<RecordingContents> read_recording(const std::string& path, NameTable& names,
+                                           EventSink& sink, Stats& stats) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) return Status::Error("cannot open " + path + ": " + std::strerror(errno));
+  FileInput in(f.get());
+  return RecordingReader(in, path, names, sink, stats).run();
+}
+
+StatusOr<RecordingContents> read_recording_buffer(std::string_view data, const std::string& label,
+                                                  NameTable& names, EventSink& sink, Stats& stats) {
+  MemoryInput in(data);
+  return RecordingReader(in, label, names, sink, stats).run();
+}
+
+}  // namespace gpuacct

@@ -1,0 +1,418 @@
+#include "analysis/import/recording.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "analysis/accounting/step_accountant.h"
+#include "analysis/import/crc32c.h"
+#include "analysis/import/synthetic.h"
+
+namespace gpuacct {
+namespace {
+
+class Collect final : public EventSink {
+ public:
+  EventBatch b;
+  int watermarks = 0;
+  void on_gpu_op(const GpuOp& op) override { b.gpu_ops.push_back(op); }
+  void on_api_call(const HostApiCall& c) override { b.api_calls.push_back(c); }
+  void on_range(const HostRange& r) override { b.ranges.push_back(r); }
+  void on_marker(const Marker& m) override { b.markers.push_back(m); }
+  void on_watermark(TimeNs) override { ++watermarks; }
+};
+
+// Per process: build trees of several checkouts may run this test at once.
+std::string tmp_path(const char* name) {
+  return (std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// Hand-built files (docs/recording_format.md).
+std::string file_header(uint32_t version) {
+  std::string h(kRecordingMagic, sizeof kRecordingMagic);
+  const uint32_t words[2] = {version, 0};
+  h.append(reinterpret_cast<const char*>(words), sizeof words);
+  return h;
+}
+std::string chunk_head(uint32_t type, uint32_t count, uint64_t nbytes) {
+  std::string c(16, '\0');
+  std::memcpy(c.data(), &type, 4);
+  std::memcpy(c.data() + 4, &count, 4);
+  std::memcpy(c.data() + 8, &nbytes, 8);
+  return c;
+}
+// Version 1: no checksum; `nbytes` may lie about the payload.
+std::string chunk_v1(uint32_t type, uint32_t count, uint64_t nbytes, const std::string& payload) {
+  return chunk_head(type, count, nbytes) + payload;
+}
+// Version 2: the header, its CRC-32C over header and payload, a zero word, the payload.
+std::string chunk_v2(uint32_t type, uint32_t count, const std::string& payload) {
+  const std::string head = chunk_head(type, count, payload.size());
+  const uint32_t check[2] = {crc32c(payload.data(), payload.size(), crc32c(head.data(), 16)), 0};
+  return head + std::string(reinterpret_cast<const char*>(check), sizeof check) + payload;
+}
+
+// Reads `content` (as a buffer); "" when it is accepted, else the error.
+std::string read_error(const std::string& content, Collect* into = nullptr,
+                       Stats* stats = nullptr) {
+  NameTable names;
+  Collect c;
+  Stats st;
+  auto r = read_recording_buffer(content, "f", names, into ? *into : c, stats ? *stats : st);
+  return r.ok() ? std::string() : r.status().message();
+}
+
+TEST(Recording, RoundTripsEventsNamesMetadataAndStats) {
+  const std::string path = tmp_path("gpuacct_rt.gpuacct");
+  NameTable names;
+  Collect original;
+  auto spec = SyntheticSpec::preset("comm_bound");
+  ASSERT_TRUE(spec.ok());
+  spec->steps = 5;
+  generate_synthetic(*spec, names, original);
+  RecordingWriter w;
+  ASSERT_TRUE(w.open(path).ok());
+  EXPECT_FALSE(std::filesystem::exists(path)) << "final name appears only on close";
+  ASSERT_TRUE(w.write_new_names(names).ok());
+  ASSERT_TRUE(w.write_batch(original.b).ok());
+  ASSERT_TRUE(w.write_watermark(123).ok());
+  RunMetadata meta;
+  meta.hostname = "h";
+  meta.rank = 3;
+  meta.devices.push_back(DeviceInfo{0, "GPU \"zero\"", 132, 9, 0, 1ull << 36});
+  ASSERT_TRUE(w.write_metadata(meta).ok());
+  Stats st;
+  st.add(Stat::cupti_records_dropped, 7);
+  ASSERT_TRUE(w.write_stats(st).ok());
+  ASSERT_TRUE(w.close().ok());
+  ASSERT_TRUE(looks_like_recording(path));
+
+  NameTable names2;
+  names2.intern("something else first");  // ids differ: the reader must remap
+  Collect back;
+  Stats st2;
+  auto res = read_recording(path, names2, back, st2);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  EXPECT_TRUE(res->closed_cleanly);
+  EXPECT_EQ(res->metadata.rank, 3);
+  EXPECT_EQ(res->metadata.devices.at(0).name, "GPU \"zero\"");
+  EXPECT_EQ(st2.get(Stat::cupti_records_dropped), 7);
+  EXPECT_EQ(back.watermarks, 1);
+  ASSERT_EQ(back.b.gpu_ops.size(), original.b.gpu_ops.size());
+  for (size_t i = 0; i < back.b.gpu_ops.size(); ++i) {
+    EXPECT_EQ(back.b.gpu_ops[i].start, original.b.gpu_ops[i].start);
+    EXPECT_EQ(names2.text(back.b.gpu_ops[i].name), names.text(original.b.gpu_ops[i].name));
+  }
+  EXPECT_EQ(back.b.api_calls.size(), original.b.api_calls.size());
+  EXPECT_EQ(back.b.ranges.size(), original.b.ranges.size());
+  std::remove(path.c_str());
+}
+
+TEST(Recording, BrokenFilesGiveClearErrors) {
+  const std::string good = tmp_path("gpuacct_good.gpuacct");
+  {
+    NameTable names;
+    Collect c;
+    auto spec = SyntheticSpec::preset("balanced");
+    spec->steps = 2;
+    generate_synthetic(*spec, names, c);
+    RecordingWriter w;
+    ASSERT_TRUE(w.open(good).ok());
+    ASSERT_TRUE(w.write_new_names(names).ok());
+    ASSERT_TRUE(w.write_batch(c.b).ok());
+    ASSERT_TRUE(w.close().ok());
+  }
+  const std::string bytes = read_bytes(good);
+  auto try_read = [&](const std::string& content) {
+    const std::string p = tmp_path("gpuacct_bad.gpuacct");
+    std::ofstream(p, std::ios::binary) << content;
+    NameTable names;
+    Collect c;
+    Stats st;
+    auto r = read_recording(p, names, c, st);
+    std::remove(p.c_str());
+    return r.ok() ? std::string() : r.status().message();
+  };
+  EXPECT_NE(try_read("").find("bad magic"), std::string::npos);
+  EXPECT_NE(try_read("{\"traceEvents\": []}").find("not a gpuacct recording"), std::string::npos);
+  EXPECT_NE(try_read(bytes.substr(0, 12)).find("truncated header"), std::string::npos);
+  EXPECT_NE(try_read(bytes.substr(0, bytes.size() - 100)).find("byte"), std::string::npos);
+  EXPECT_NE(try_read(bytes.substr(0, bytes.size() - 24)).find("without its END"),
+            std::string::npos);
+  std::string bad_version = bytes;
+  bad_version[8] = 9;
+  EXPECT_NE(try_read(bad_version).find("version 9"), std::string::npos);
+  bad_version[8] = 0;
+  EXPECT_NE(try_read(bad_version).find("version 0"), std::string::npos);
+  std::string huge = bytes;
+  // First chunk header starts at 16: set its byte count absurdly high.
+  huge[16 + 8 + 7] = '\x7f';
+  EXPECT_NE(try_read(huge).find("corrupt length"), std::string::npos);
+  EXPECT_EQ(try_read(bytes), "");
+
+  // A chunk header claiming almost 1 GiB in a small file: an error, not a 1 GiB allocation.
+  for (uint32_t version : {1u, 2u}) {
+    const std::string claim = chunk_head(2, 1, (1u << 30) - 8) + std::string(8, '\0');
+    EXPECT_NE(try_read(file_header(version) + claim).find("truncated chunk"), std::string::npos);
+  }
+  // A name id far beyond anything the file could hold is corrupt (no huge remap table).
+  std::string name_rec(8, '\0');
+  const uint32_t id = (1u << 28) - 1, len = 0;
+  std::memcpy(name_rec.data(), &id, 4);
+  std::memcpy(name_rec.data() + 4, &len, 4);
+  EXPECT_NE(try_read(file_header(1) + chunk_v1(1, 1, 8, name_rec) + chunk_v1(9, 0, 0, ""))
+                .find("name id"),
+            std::string::npos);
+  EXPECT_NE(
+      try_read(file_header(2) + chunk_v2(1, 1, name_rec) + chunk_v2(9, 0, "")).find("name id"),
+      std::string::npos);
+  std::remove(good.c_str());
+}
+
+TEST(Recording, CorruptStatsValuesAreIgnored) {
+  // A STATS chunk with a negative and a non-integer value, in both versions.
+  const std::string text =
+      R"({"cupti_records_dropped": -5, "unknown_names": 2.5, "steps_finalized": 3})";
+  for (const std::string& file :
+       {file_header(1) + chunk_v1(8, 1, text.size(), text) + chunk_v1(9, 0, 0, ""),
+        file_header(2) + chunk_v2(8, 1, text) + chunk_v2(9, 0, "")}) {
+    Stats st;
+    ASSERT_EQ(read_error(file, nullptr, &st), "");
+    EXPECT_EQ(st.get(Stat::cupti_records_dropped), 0);
+    EXPECT_EQ(st.get(Stat::unknown_names), 0);
+    EXPECT_EQ(st.get(Stat::steps_finalized), 3);
+  }
+}
+
+TEST(Recording, AbandonedWriterLeavesNothing) {
+  const std::string path = tmp_path("gpuacct_abandon.gpuacct");
+  {
+    RecordingWriter w;
+    ASSERT_TRUE(w.open(path).ok());
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::filesystem::path(path).parent_path())) {
+    EXPECT_EQ(e.path().string().rfind(path, 0), std::string::npos) << "left behind: " << e.path();
+  }
+}
+
+// A 48-byte file whose WATERMARK chunk holds no value (count 0) was read through a null
+// pointer (SIGSEGV in analyze and timeline).  A watermark is exactly one i64.
+TEST(Recording, AWatermarkWithoutItsValueIsAnError) {
+  const std::string v1 = file_header(1) + chunk_v1(6, 0, 0, "") + chunk_v1(9, 0, 0, "");
+  ASSERT_EQ(v1.size(), 48u);
+  EXPECT_EQ(read_error(v1), "f: malformed watermark chunk at byte 16");
+  EXPECT_EQ(read_error(file_header(2) + chunk_v2(6, 0, "") + chunk_v2(9, 0, "")),
+            "f: malformed watermark chunk at byte 16");
+  EXPECT_EQ(read_error(file_header(2) + chunk_v2(6, 2, std::string(16, '\0')) + chunk_v2(9, 0, "")),
+            "f: malformed watermark chunk at byte 16");
+  const std::string path = tmp_path("gpuacct_wm0.gpuacct");
+  std::ofstream(path, std::ios::binary) << v1;
+  NameTable names;
+  Collect c;
+  Stats st;
+  auto r = read_recording(path, names, c, st);
+  std::remove(path.c_str());
+  EXPECT_FALSE(r.ok());
+}
+
+// Metadata numbers that do not fit their field are an error, never a cast (1e300 became a pid
+// of -2^63).
+TEST(Recording, MetadataValuesOutOfRangeAreErrorsNotCasts) {
+  auto with_meta = [](const std::string& json) {
+    return file_header(2) + chunk_v2(7, 1, json) + chunk_v2(9, 0, "");
+  };
+  for (const char* bad :
+       {R"({"rank":1e300,"pid":1e300})", R"({"pid":9223372036854775808})", R"({"rank":4294967296})",
+        R"({"world_size":-2147483649})", R"({"rank":2.5})", R"({"devices":[{"id":1.5}]})",
+        R"({"devices":[{"total_memory":-1}]})", R"({"devices":{"id":1}})", R"({"devices":[3]})",
+        R"({"hostname":7})"}) {
+    EXPECT_NE(read_error(with_meta(bad)).find("metadata"), std::string::npos) << bad;
+  }
+  NameTable names;
+  Collect c;
+  Stats st;
+  auto r = read_recording_buffer(
+      with_meta(R"({"rank":-1,"pid":9223372036854775807,"world_size":8,)"
+                R"("devices":[{"id":3,"total_memory":18446744073709551615}]})"),
+      "f", names, c, st);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->metadata.pid, INT64_MAX);
+  EXPECT_EQ(r->metadata.rank, -1);
+  EXPECT_EQ(r->metadata.world_size, 8);
+  ASSERT_EQ(r->metadata.devices.size(), 1u);
+  EXPECT_EQ(r->metadata.devices[0].id, 3);
+  EXPECT_EQ(r->metadata.devices[0].total_memory, UINT64_MAX);
+}
+
+// Everything a reader hands on, names by text, in one string: equal strings, equal input.
+std::string fingerprint(const std::string& bytes, std::string* error) {
+  NameTable names;
+  Collect c;
+  Stats st;
+  auto r = read_recording_buffer(bytes, "f", names, c, st);
+  if (!r.ok()) {
+    *error = r.status().message();
+    return "";
+  }
+  std::string out;
+  auto add = [&](auto e) {
+    const NameId name = e.name;
+    e.name = kNoName;
+    out.append(reinterpret_cast<const char*>(&e), sizeof e);
+    out.append(names.text(name));
+    out.push_back('\n');
+  };
+  for (const auto& e : c.b.gpu_ops) add(e);
+  for (const auto& e : c.b.api_calls) add(e);
+  for (const auto& e : c.b.ranges) add(e);
+  for (const auto& e : c.b.markers) add(e);
+  const RunMetadata& m = r->metadata;
+  out += m.source + m.hostname + m.command + std::to_string(m.pid) + std::to_string(m.rank) +
+         std::to_string(m.devices.size()) + std::to_string(c.watermarks);
+  for (size_t i = 0; i < kStatCount; ++i) out += std::to_string(st.get(static_cast<Stat>(i))) + ",";
+  return out;
+}
+
+std::string small_recording(const std::string& path) {
+  NameTable names;
+  Collect c;
+  auto spec = SyntheticSpec::preset("comm_bound");
+  spec->steps = 2;
+  generate_synthetic(*spec, names, c);
+  RecordingWriter w;
+  EXPECT_TRUE(w.open(path).ok());
+  EXPECT_TRUE(w.write_new_names(names).ok());
+  EXPECT_TRUE(w.write_batch(c.b).ok());
+  EXPECT_TRUE(w.write_watermark(12345).ok());
+  RunMetadata meta;
+  meta.hostname = "host";
+  meta.rank = 1;
+  meta.devices.push_back(DeviceInfo{0, "GPU", 132, 9, 0, 1});
+  EXPECT_TRUE(w.write_metadata(meta).ok());
+  Stats st;
+  st.add(Stat::cupti_records_dropped, 3);
+  EXPECT_TRUE(w.write_stats(st).ok());
+  EXPECT_TRUE(w.close().ok());
+  const std::string bytes = read_bytes(path);
+  std::remove(path.c_str());
+  return bytes;
+}
+
+// Each chunk carries a CRC-32C: a flipped bit anywhere in a chunk is rejected.  In the file
+// header a flip is rejected (magic, version) or changes nothing (the reserved word).  Before
+// version 2 most flips were accepted and changed the result (30 steps became 6 to 87).
+TEST(Recording, EveryFlippedBitIsRejectedOrHarmless) {
+  const std::string bytes = small_recording(tmp_path("gpuacct_flip.gpuacct"));
+  std::string err;
+  const std::string original = fingerprint(bytes, &err);
+  ASSERT_EQ(err, "");
+  std::vector<size_t> bits;
+  for (size_t b = 0; b < 8 * 64; ++b) bits.push_back(b);  // file header and first chunk headers
+  std::mt19937_64 rng(9);
+  for (int i = 0; i < 3000; ++i) bits.push_back(rng() % (8 * bytes.size()));
+  size_t accepted = 0, rejected = 0;
+  for (size_t bit : bits) {
+    std::string flipped = bytes;
+    flipped[bit / 8] = static_cast<char>(flipped[bit / 8] ^ (1 << (bit % 8)));
+    err.clear();
+    const std::string got = fingerprint(flipped, &err);
+    if (!err.empty()) {
+      ++rejected;
+      continue;
+    }
+    ++accepted;
+    EXPECT_EQ(got, original) << "bit " << bit << " (byte " << bit / 8 << ") changed the result";
+    EXPECT_TRUE(bit / 8 >= 12 && bit / 8 < 16)
+        << "bit " << bit << " accepted outside the reserved word";
+  }
+  EXPECT_GT(rejected, bits.size() * 9 / 10) << accepted << " accepted";
+}
+
+// Version 1 files (no checksums) are still read; their events survive a rewrite as version 2.
+TEST(Recording, ReadsVersion1Files) {
+  const std::string path =
+      std::string(GPUACCT_TEST_DATA_DIR) + "/recordings/comm_bound4_v1.gpuacct";
+  const std::string v1 = read_bytes(path);
+  ASSERT_EQ(v1.substr(8, 4), std::string("\x01\0\0\0", 4)) << "not a version-1 file";
+  NameTable names;
+  Collect c;
+  Stats st;
+  auto r = read_recording(path, names, c, st);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->closed_cleanly);
+  EXPECT_EQ(r->metadata.source, "synthetic");
+  EXPECT_EQ(r->metadata.command, "gpuacct synth --preset comm_bound");
+  EXPECT_GT(c.b.gpu_ops.size(), 0u);
+  EXPECT_GT(c.b.api_calls.size(), 0u);
+  EXPECT_EQ(r->events, c.b.size());
+  StepAccountant acc;
+  acc.add(c.b);
+  acc.finish();
+  EXPECT_EQ(acc.rows().size(), 4u);
+
+  const std::string again = tmp_path("gpuacct_v1_again.gpuacct");
+  RecordingWriter w;
+  ASSERT_TRUE(w.open(again).ok());
+  ASSERT_TRUE(w.write_new_names(names).ok());
+  ASSERT_TRUE(w.write_batch(c.b).ok());
+  ASSERT_TRUE(w.write_metadata(r->metadata).ok());
+  ASSERT_TRUE(w.write_stats(st).ok());
+  ASSERT_TRUE(w.close().ok());
+  const std::string v2 = read_bytes(again);
+  std::remove(again.c_str());
+  EXPECT_EQ(v2.substr(8, 4), std::string("\x02\0\0\0", 4));
+  std::string e1, e2;
+  EXPECT_EQ(fingerprint(v1, &e1), fingerprint(v2, &e2));
+  EXPECT_EQ(e1 + e2, "");
+}
+
+// RFC 3720 B.4 check values, the classic "123456789", and streaming in pieces of every size
+// against a bit-at-a-time reference.
+TEST(Crc32c, KnownValuesAndStreaming) {
+  EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);
+  EXPECT_EQ(crc32c(std::string(32, '\0').data(), 32), 0x8A9136AAu);
+  EXPECT_EQ(crc32c(std::string(32, '\xff').data(), 32), 0x62A8AB43u);
+  std::string ascending(32, '\0');
+  for (size_t i = 0; i < 32; ++i) ascending[i] = static_cast<char>(i);
+  EXPECT_EQ(crc32c(ascending.data(), 32), 0x46DD794Eu);
+  EXPECT_EQ(crc32c(nullptr, 0), 0u);
+
+  auto reference = [](const std::string& s) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (const char ch : s) {
+      const auto b = static_cast<unsigned char>(ch);
+      c ^= b;
+      for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+    }
+    return ~c;
+  };
+  std::mt19937 rng(5);
+  std::string data(1000, '\0');
+  for (char& ch : data) ch = static_cast<char>(rng());
+  for (size_t n : {0u, 1u, 7u, 8u, 9u, 63u, 1000u}) {
+    const std::string part = data.substr(0, n);
+    const uint32_t want = reference(part);
+    EXPECT_EQ(crc32c(part.data(), n), want) << n;
+    for (size_t cut = 0; cut <= n; cut += 3) {  // also from unaligned addresses
+      EXPECT_EQ(crc32c(part.data() + cut, n - cut, crc32c(part.data(), cut)), want)
+          << n << "/" << cut;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gpuacct

@@ -1,0 +1,56 @@
+// A synthetic training loop: a tiny host + GPU simulator that produces the events a real run
+// would, with walls designed by its parameters.  Used by unit/property tests, the core
+// benchmark, and `gpuacct synth`, which made the bundled sample recording.
+//
+// Model, per step on one host thread: [data range: data_wait] -> CPU work -> H2D copy ->
+// kernels (each launch costs launch_cost on the host, starts launch_latency after its call,
+// queues behind earlier work on its stream) -> optional collective on a second stream after
+// half the kernels -> tiny kernels -> host pause (logging) -> cudaStreamSynchronize.  Every device
+// gets the same work.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "analysis/model/event_sink.h"
+#include "analysis/model/name_table.h"
+#include "analysis/model/status.h"
+
+namespace gpuacct {
+
+struct SyntheticSpec {
+  int steps = 20;
+  int devices = 1;
+  int kernels_per_step = 50;
+  TimeNs kernel_ns = 200'000;
+  TimeNs launch_cost_ns = 6'000;
+  TimeNs launch_latency_ns = 4'000;
+  TimeNs data_wait_ns = 2'000'000;
+  TimeNs h2d_ns = 300'000;  // 0 = no copy
+  bool h2d_pageable = false;
+  TimeNs collective_ns = 0;       // 0 = no collective
+  TimeNs host_pause_ns = 0;       // per step, after the launches
+  TimeNs cpu_work_ns = 0;         // per step, after the data range, before any launch
+  int tiny_kernels_per_step = 0;  // launched after the collective, back to back
+  TimeNs tiny_kernel_ns = 3'000;
+  double jitter = 0.05;  // relative, uniform, deterministic from seed
+  uint64_t seed = 1;
+  bool use_markers = false;   // step boundaries as markers instead of ranges
+  bool emit_steps = true;     // false: no step ranges or markers (steps must be detected)
+  double flops_per_step = 0;  // > 0: a step-FLOPs marker per step (gpuacct_set_step_flops)
+  // Deliver events in batches of this many, with watermarks, the way CUPTI buffers arrive:
+  // API calls and each stream's ops in order, the sources interleaved at random (0 = plain
+  // order, no watermarks).
+  int shuffle_batch = 0;
+  TimeNs start_ns = 1'700'000'000'000'000'000;
+
+  // Named presets: "demo", "data_bound", "launch_bound", "comm_bound", "copy_bound",
+  // "balanced", "bench".
+  static StatusOr<SyntheticSpec> preset(const std::string& name);
+};
+
+// Emits the run into `sink` (ends with a watermark past the last event when shuffling).
+// Returns the number of events emitted.
+uint64_t generate_synthetic(const SyntheticSpec& spec, NameTable& names, EventSink& sink);
+
+}  // namespace gpuacct

@@ -1,0 +1,460 @@
+#include "analysis/report/report.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include "analysis/model/json_text.h"
+
+namespace gpuacct {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr uint16_t kHostOnlyDevice = 0xFFFF;
+
+json categories_json(const CategoryNs& c) {
+  return json{{"compute", c.compute},       {"comm_exposed", c.comm_exposed},
+              {"copy_input", c.copy_input}, {"copy_other", c.copy_other},
+              {"data_wait", c.data_wait},   {"launch_gap", c.launch_gap},
+              {"host_other", c.host_other}};
+}
+
+json walls_json(const WallBreakdown& w) {
+  return json{{"compute", w.compute},
+              {"communication", w.communication},
+              {"data", w.data},
+              {"launch", w.launch},
+              {"other", w.other}};
+}
+
+json shares_json(const WallShares& s) {
+  json out = json::object();
+  for (int i = 0; i < kWallCount; ++i) {
+    out[to_string(static_cast<Wall>(i))] = {{"ns", s.ns[static_cast<size_t>(i)]},
+                                            {"share", s.share[static_cast<size_t>(i)]}};
+  }
+  return out;
+}
+
+std::string name_of(const NameTable* names, NameId id) {
+  if (names == nullptr) return "";
+  return json_safe_utf8(names->text(id));
+}
+
+// Declared model FLOPs -> achieved TFLOP/s and MFU against the GPUs' bf16 dense peak.
+json model_flops_json(const RunSummary& s, const RunMetadata* meta) {
+  if (s.steps_with_flops == 0) return nullptr;
+  json out = {{"steps_with_flops", s.steps_with_flops},
+              {"flops_per_step", s.flops_per_step},
+              {"achieved_tflops", s.achieved_tflops}};
+  double peak = 0;
+  if (meta != nullptr && !meta->devices.empty()) {
+    for (const DeviceInfo& d : meta->devices) {
+      const double p = peak_bf16_tflops(d.name);
+      if (p <= 0) {
+        peak = 0;  // one unknown device: no honest peak for the process
+        break;
+      }
+      peak += p;
+    }
+  }
+  if (peak > 0) {
+    out["peak_tflops_bf16_dense"] = peak;
+    out["mfu"] = s.achieved_tflops / peak;
+  }
+  return out;
+}
+
+}  // namespace
+
+json step_row_to_json(const StepRow& r) {
+  const bool host_only = r.device == kHostOnlyDevice;
+  return json{{"step_index", r.step_index},
+              {"step_number", r.step_number},
+              {"device", host_only ? -1 : static_cast<int>(r.device)},
+              {"host_only", host_only},
+              {"warmup", r.warmup},
+              {"host_begin_ns", r.host_begin},
+              {"host_end_ns", r.host_end},
+              {"window_begin_ns", r.window_begin},
+              {"window_end_ns", r.window_end},
+              {"duration_ns", r.duration()},
+              {"categories", categories_json(r.cat)},
+              {"walls", walls_json(r.walls())},
+              {"comm_total_ns", r.comm_total},
+              {"comm_overlapped_ns", r.comm_overlapped},
+              {"gpu_busy_ns", r.gpu_busy},
+              {"kernels", r.kernels},
+              {"copies", r.copies},
+              {"launches", r.launches},
+              {"flops", r.flops}};
+}
+
+json report_to_json(const ReportInputs& in) {
+  json out;
+  out["schema"] = kReportSchema;
+  out["generated_by"] = "gpuacct " + std::string(GPUACCT_VERSION_STRING);
+
+  json run = json::object();
+  if (in.metadata != nullptr) {
+    const RunMetadata& m = *in.metadata;
+    run = {{"source", m.source},
+           {"source_path", json_safe_utf8(m.source_path)},
+           {"hostname", json_safe_utf8(m.hostname)},
+           {"pid", m.pid},
+           {"rank", m.rank},
+           {"world_size", m.world_size},
+           {"command", json_safe_utf8(m.command)}};
+    json devs = json::array();
+    for (const DeviceInfo& d : m.devices) {
+      devs.push_back({{"id", d.id},
+                      {"name", json_safe_utf8(d.name)},
+                      {"sm_count", d.sm_count},
+                      {"compute_capability",
+                       std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor)},
+                      {"total_memory", d.total_memory}});
+    }
+    run["devices"] = devs;
+    json other = json::object();
+    for (const auto& [category, n] : m.other_accelerator_events)
+      other[json_safe_utf8(category)] = n;
+    run["other_accelerator_events"] = other;
+  }
+  out["run"] = run;
+
+  if (in.config != nullptr) {
+    const AccountingConfig& c = *in.config;
+    out["config"] = {{"launch_latency_threshold_ns", c.launch_latency_threshold_ns},
+                     {"host_pause_threshold_ns", c.host_pause_threshold_ns},
+                     {"step_touch_tolerance_ns", c.step_touch_tolerance_ns},
+                     {"warmup_steps", c.warmup_steps},
+                     {"pending_launch_timeout_ns", c.pending_launch_timeout_ns}};
+  }
+
+  if (in.summary != nullptr) {
+    const RunSummary& s = *in.summary;
+    out["summary"] = {
+        {"steps", s.steps},
+        {"warmup_steps", s.warmup_steps},
+        {"rows", s.rows},
+        {"step_time_ms",
+         {{"p50", s.step_ms_p50},
+          {"p90", s.step_ms_p90},
+          {"p99", s.step_ms_p99},
+          {"mean", s.step_ms_mean}}},
+        {"walls", shares_json(s.walls)},
+        {"categories_ns", categories_json(s.categories)},
+        {"communication",
+         {{"total_ns", s.comm_total_ns},
+          {"exposed_ns", s.categories.comm_exposed},
+          {"overlapped_ns", s.comm_overlapped_ns},
+          {"overlap_share", s.comm_overlap_share}}},
+        {"gpu_busy_ns", s.gpu_busy_ns},
+        {"gpu_busy_share", s.gpu_busy_share},
+        {"compute_share", s.compute_share},
+        {"model_flops", model_flops_json(s, in.metadata)},
+        {"kernels", s.kernels},
+        {"launches", s.launches},
+        {"warmup", {{"walls", shares_json(s.warmup_walls)}}},
+    };
+    const Verdict& v = s.verdict;
+    out["verdict"] = {{"bound", v.bound},
+                      {"reason", v.reason},
+                      {"severity", to_string(v.severity)},
+                      {"share", v.share},
+                      {"headline", v.headline},
+                      {"recommendation", v.recommendation},
+                      {"mean_step_ms", v.mean_step_ms},
+                      {"what_if_step_ms", v.what_if_step_ms},
+                      {"notes", v.notes}};
+  }
+
+  // Top kernels by exposed time.
+  std::vector<KernelExposure> kernels = in.kernels;
+  std::sort(kernels.begin(), kernels.end(), [](const KernelExposure& a, const KernelExposure& b) {
+    return a.exposed_ns != b.exposed_ns ? a.exposed_ns > b.exposed_ns : a.name < b.name;
+  });
+  const size_t top_k = in.config ? static_cast<size_t>(std::max(in.config->top_kernels, 0)) : 10;
+  const double total_ns =
+      in.summary ? static_cast<double>(std::max<int64_t>(in.summary->walls.total_ns, 1)) : 1.0;
+  json top = json::array();
+  for (size_t i = 0; i < kernels.size() && i < top_k; ++i) {
+    const KernelExposure& k = kernels[i];
+    top.push_back({{"name", name_of(in.names, k.name)},
+                   {"exposed_ns", k.exposed_ns},
+                   {"share", static_cast<double>(k.exposed_ns) / total_ns},
+                   {"count", k.count},
+                   {"communication", k.communication}});
+  }
+  out["top_kernels"] = top;
+
+  json gaps = json::array();
+  for (const IdleGap& g : in.gaps) {
+    gaps.push_back({{"step_index", g.step_index},
+                    {"device", g.device == kHostOnlyDevice ? -1 : static_cast<int>(g.device)},
+                    {"start_ns", g.start},
+                    {"duration_ns", g.length()},
+                    {"cause", to_string(g.dominant())},
+                    {"data_wait_ns", g.data_wait},
+                    {"launch_gap_ns", g.launch_gap},
+                    {"host_other_ns", g.host_other},
+                    {"next_op", name_of(in.names, g.next_op)},
+                    {"host_context", name_of(in.names, g.host_context)},
+                    {"thread", g.thread},
+                    {"op_was_queued", g.op_was_queued}});
+  }
+  out["largest_idle_gaps"] = gaps;
+
+  json stats = json::array();
+  bool loss = false;
+  if (in.stats != nullptr) {
+    for (size_t i = 0; i < kStatCount; ++i) {
+      const auto s = static_cast<Stat>(i);
+      const StatInfo& info = stat_info(s);
+      stats.push_back({{"name", std::string(info.name)},
+                       {"value", in.stats->get(s)},
+                       {"severity", std::string(to_string(info.severity))},
+                       {"description", std::string(info.description)}});
+    }
+    loss = in.stats->has_data_loss();
+  }
+  out["stats"] = stats;
+  out["data_loss"] = loss;
+
+  json steps = json::array();
+  if (in.rows != nullptr) {
+    for (const StepRow& r : *in.rows) steps.push_back(step_row_to_json(r));
+  }
+  out["steps"] = steps;
+
+  for (auto it = in.extra.begin(); it != in.extra.end(); ++it) out[it.key()] = it.value();
+  return out;
+}
+
+json build_report(const StepAccountant& acc, const RunMetadata& meta, const NameTable& names,
+                  const json& extra) {
+  const RunSummary summary = summarize(acc.rows(), acc.stats(), VerdictBands{}, &meta);
+  ReportInputs in;
+  in.metadata = &meta;
+  in.config = &acc.config();
+  in.rows = &acc.rows();
+  in.summary = &summary;
+  in.stats = &acc.stats();
+  in.names = &names;
+  in.kernels = acc.kernel_exposure();
+  in.gaps = acc.largest_gaps();
+  if (extra.is_object()) in.extra = extra;
+  return report_to_json(in);
+}
+
+// ---- terminal summary ---------------------------------------------------------------------
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string bar(double share, int width) {
+  const int n = static_cast<int>(std::lround(std::clamp(share, 0.0, 1.0) * width));
+  std::string out;
+  for (int i = 0; i < n; ++i) out += "\u2588";
+  return out;
+}
+
+template <typename T>
+T get_or(const json& j, const char* key, T fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    return fallback;
+  }
+}
+
+}  // namespace
+
+StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
+  if (!report.is_object() ||
+      get_or<std::string>(report, "schema", "").rfind("gpuacct.report/", 0) != 0) {
+    return Status::Error("not a gpuacct report (missing \"schema\": \"gpuacct.report/...\")");
+  }
+  const json summary = report.value("summary", json::object());
+  const json verdict = report.value("verdict", json::object());
+  const json run = report.value("run", json::object());
+  const char* bold = color ? "\033[1m" : "";
+  const char* reset = color ? "\033[0m" : "";
+  const char* red = color ? "\033[31m" : "";
+
+  std::ostringstream o;
+  const int64_t steps = get_or<int64_t>(summary, "steps", 0);
+  const int64_t warm = get_or<int64_t>(summary, "warmup_steps", 0);
+  const json st = summary.value("step_time_ms", json::object());
+  std::vector<int> seen;  // GPU devices with rows; -1 = host-only rows
+  for (const json& r : report.value("steps", json::array())) {
+    const int d = get_or<int>(r, "device", 0);
+    if (std::find(seen.begin(), seen.end(), d) == seen.end()) seen.push_back(d);
+  }
+  const bool host_only = seen.size() == 1 && seen.front() == -1;
+  o << bold << "gpuacct" << reset << " - " << steps << " steps";
+  if (warm > 0) o << " (+" << warm << " warm-up left out)";
+  if (host_only) {
+    o << " on the host only (no GPU activity)";
+  } else if (!seen.empty()) {
+    const size_t ndev = seen.size();
+    o << " on " << ndev << (ndev == 1 ? " device" : " devices");
+    // Name the hardware when the source knew it (first device; they are usually alike).
+    const json devs = run.value("devices", json::array());
+    if (!devs.empty() && devs.front().is_object()) {
+      const std::string name = get_or<std::string>(devs.front(), "name", "");
+      if (!name.empty()) o << " (" << name << ")";
+    }
+  }
+  const std::string src = get_or<std::string>(run, "source_path", "");
+  if (!src.empty()) o << " - " << src;
+  const int rank = get_or<int>(run, "rank", -1);
+  if (rank >= 0) o << " - rank " << rank;
+  o << "\n";
+  const json detection = report.value("step_detection", json::object());
+  if (!detection.empty()) {
+    if (get_or<bool>(detection, "locked", false)) {
+      o << "steps detected automatically (the input marks none): "
+        << get_or<int64_t>(detection, "period_ops", 0)
+        << " operations per step, each step ending at "
+        << get_or<std::string>(detection, "step_end", "?").substr(0, 60) << "\n";
+    } else {
+      o << "the input marks no steps and no repeating step was found\n";
+    }
+  }
+  o << "step time  p50 " << fmt("%.2f", get_or<double>(st, "p50", 0)) << " ms   p90 "
+    << fmt("%.2f", get_or<double>(st, "p90", 0)) << " ms   p99 "
+    << fmt("%.2f", get_or<double>(st, "p99", 0)) << " ms\n\n";
+
+  const json walls = summary.value("walls", json::object());
+  const double rows =
+      std::max<double>(1.0, static_cast<double>(get_or<int64_t>(summary, "rows", 1)));
+  o << "  wall            share   ms/step\n";
+  const char* order[] = {"compute", "communication", "data", "launch", "other"};
+  for (const char* w : order) {
+    const json wj = walls.value(w, json::object());
+    const double share = get_or<double>(wj, "share", 0);
+    const double ms = static_cast<double>(get_or<int64_t>(wj, "ns", 0)) / 1e6 / rows;
+    char line[128];
+    std::snprintf(line, sizeof line, "  %-14s %6.1f%%  %8.2f  ", w, share * 100, ms);
+    o << line << bar(share, 30) << "\n";
+  }
+  const json mf = summary.value("model_flops", json());
+  if (mf.is_object()) {
+    o << "  model FLOPs: " << fmt("%.1f", get_or<double>(mf, "achieved_tflops", 0)) << " TFLOP/s";
+    if (mf.contains("mfu")) {
+      o << ", MFU " << fmt("%.1f%%", get_or<double>(mf, "mfu", 0) * 100)
+        << " of the bf16 dense peak ("
+        << fmt("%.0f", get_or<double>(mf, "peak_tflops_bf16_dense", 0)) << " TFLOP/s)";
+    }
+    o << "\n";
+  }
+  const json comm = summary.value("communication", json::object());
+  if (get_or<int64_t>(comm, "total_ns", 0) > 0) {
+    o << "  (communication total "
+      << fmt("%.2f", static_cast<double>(get_or<int64_t>(comm, "total_ns", 0)) / 1e6 / rows)
+      << " ms/step, " << fmt("%.0f", get_or<double>(comm, "overlap_share", 0) * 100)
+      << "% hidden behind compute)\n";
+  }
+  o << "\n"
+    << bold << "verdict: " << get_or<std::string>(verdict, "headline", "-") << reset << "\n";
+  const std::string rec = get_or<std::string>(verdict, "recommendation", "");
+  if (!rec.empty()) o << "  -> " << rec << "\n";
+  const std::string bound = get_or<std::string>(verdict, "bound", "");
+  const double mean = get_or<double>(verdict, "mean_step_ms", 0);
+  const double what_if = get_or<double>(verdict, "what_if_step_ms", 0);
+  if ((bound == "data" || bound == "launch" || bound == "communication" || bound == "other") &&
+      mean > 0) {
+    o << "  what if: without the " << bound << " wall a step would take ~" << fmt("%.2f", what_if)
+      << " ms instead of " << fmt("%.2f", mean) << " ms ("
+      << fmt("%.2f", what_if > 0 ? mean / what_if : 0) << "x)\n";
+  }
+  for (const json& n : verdict.value("notes", json::array())) {
+    if (n.is_string()) o << "  note: " << n.get<std::string>() << "\n";
+  }
+  const json gaps = report.value("largest_idle_gaps", json::array());
+  if (!gaps.empty()) {
+    const json& g = gaps.front();
+    o << "  largest idle gap: "
+      << fmt("%.2f", static_cast<double>(get_or<int64_t>(g, "duration_ns", 0)) / 1e6) << " ms ("
+      << get_or<std::string>(g, "cause", "?") << ") in step "
+      << get_or<int64_t>(g, "step_index", 0);
+    const std::string ctx = get_or<std::string>(g, "host_context", "");
+    if (!ctx.empty()) o << ", host in " << ctx;
+    const std::string next = get_or<std::string>(g, "next_op", "");
+    if (!next.empty()) o << ", before " << next.substr(0, 60);
+    o << "\n";
+  }
+  const json kernels = report.value("top_kernels", json::array());
+  if (!kernels.empty()) {
+    o << "  top kernels by exposed time:";
+    size_t shown = 0;
+    for (const json& k : kernels) {
+      if (shown == 3) break;
+      std::string name = get_or<std::string>(k, "name", "?");
+      if (name.size() > 48) name = name.substr(0, 45) + "...";
+      o << (shown++ ? ", " : " ") << name << " "
+        << fmt("%.1f%%", get_or<double>(k, "share", 0) * 100);
+    }
+    o << "\n";
+  }
+  // Native call sites the injected library captured (libunwind), if any.
+  const json sites =
+      report.value("collection", json::object()).value("native_sites", json::array());
+  if (!sites.empty() && sites.front().is_object()) {
+    const json& site = sites.front();
+    o << "  top native site (" << get_or<std::string>(site, "kind", "?")
+      << "): " << get_or<std::string>(site, "site", "?") << ", "
+      << get_or<int64_t>(site, "count", 0) << " calls, "
+      << fmt("%.1f", get_or<double>(site, "total_ms", 0)) << " ms\n";
+  }
+  for (const json& s : report.value("stats", json::array())) {
+    if (get_or<std::string>(s, "severity", "") == "info") continue;
+    const int64_t value = get_or<int64_t>(s, "value", 0);
+    if (value == 0) continue;
+    // Severity first: "error" = bad input skipped (the rest is exact), "data loss" = events
+    // never seen or dropped (numbers may be incomplete).
+    const bool loss = get_or<std::string>(s, "severity", "") == "data_loss";
+    o << "  " << red << (loss ? "! data loss: " : "! error (input skipped): ") << reset
+      << get_or<std::string>(s, "description", "") << ": " << value << "\n";
+  }
+  return o.str();
+}
+
+std::string step_rows_csv(const std::vector<StepRow>& rows) {
+  std::ostringstream o;
+  o << "step_index,step_number,device,warmup,window_begin_ns,window_end_ns,duration_ns,"
+       "compute_ns,comm_exposed_ns,copy_input_ns,copy_other_ns,data_wait_ns,launch_gap_ns,"
+       "host_other_ns,wall_compute_ns,wall_communication_ns,wall_data_ns,wall_launch_ns,"
+       "wall_other_ns,comm_total_ns,comm_overlapped_ns,gpu_busy_ns,kernels,copies,launches,"
+       "flops\n";
+  for (const StepRow& r : rows) {
+    const WallBreakdown w = r.walls();
+    o << r.step_index << ',' << r.step_number << ','
+      << (r.device == kHostOnlyDevice ? -1 : static_cast<int>(r.device)) << ','
+      << (r.warmup ? 1 : 0) << ',' << r.window_begin << ',' << r.window_end << ',' << r.duration()
+      << ',' << r.cat.compute << ',' << r.cat.comm_exposed << ',' << r.cat.copy_input << ','
+      << r.cat.copy_other << ',' << r.cat.data_wait << ',' << r.cat.launch_gap << ','
+      << r.cat.host_other << ',' << w.compute << ',' << w.communication << ',' << w.data << ','
+      << w.launch << ',' << w.other << ',' << r.comm_total << ',' << r.comm_overlapped << ','
+      << r.gpu_busy << ',' << r.kernels << ',' << r.copies << ',' << r.launches << ',' << r.flops
+      << '\n';
+  }
+  return o.str();
+}
+
+}  // namespace gpuacct

@@ -1,0 +1,50 @@
+// Report output: JSON (versioned schema, docs/report_schema.md), CSV of step rows, JSONL step
+// stream, and the ten-second terminal summary.  Every file is written atomically.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/accounting/accounting_config.h"
+#include "analysis/accounting/step_accountant.h"
+#include "analysis/accounting/step_row.h"
+#include "analysis/model/name_table.h"
+#include "analysis/model/run_metadata.h"
+#include "analysis/model/stats.h"
+#include "analysis/model/status.h"
+#include "analysis/report/run_summary.h"
+
+namespace gpuacct {
+
+inline constexpr const char* kReportSchema = "gpuacct.report/1";
+
+struct ReportInputs {
+  const RunMetadata* metadata = nullptr;
+  const AccountingConfig* config = nullptr;
+  const std::vector<StepRow>* rows = nullptr;
+  const RunSummary* summary = nullptr;
+  const Stats* stats = nullptr;
+  const NameTable* names = nullptr;
+  std::vector<KernelExposure> kernels;  // any order; the writer sorts and truncates
+  std::vector<IdleGap> gaps;            // longest first
+  // Extra sections a source adds (e.g. "hta_totals" from the trace importer).
+  nlohmann::json extra = nlohmann::json::object();
+};
+
+nlohmann::json step_row_to_json(const StepRow& row);
+nlohmann::json report_to_json(const ReportInputs& in);
+
+// Builds the whole report from a finished accountant (convenience for CLI and library).
+nlohmann::json build_report(const StepAccountant& acc, const RunMetadata& meta,
+                            const NameTable& names, const nlohmann::json& extra = {});
+
+// Renders the terminal summary from a report JSON (so `gpuacct report` reuses it).
+// Returns an error if the JSON is not a gpuacct report.
+StatusOr<std::string> render_terminal_summary(const nlohmann::json& report, bool color = false);
+
+std::string step_rows_csv(const std::vector<StepRow>& rows);
+
+}  // namespace gpuacct

@@ -1,0 +1,355 @@
+#include "analysis/report/run_summary.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+namespace gpuacct {
+
+const char* to_string(Severity s) {
+  switch (s) {
+    case Severity::kNone:
+      return "none";
+    case Severity::kModerate:
+      return "moderate";
+    case Severity::kHigh:
+      return "high";
+  }
+  return "none";
+}
+
+double peak_bf16_tflops(const std::string& device_name) {
+  // Dense (no sparsity) bf16 Tensor Core peaks from NVIDIA's data sheets; most specific first.
+  static const std::pair<const char*, double> kPeaks[] = {
+      {"GB200", 2500}, {"B200", 2250}, {"H200", 989}, {"H100 PCIe", 756}, {"H100", 989},
+      {"H800", 989},   {"GH200", 989}, {"L40S", 362}, {"A100", 312},      {"A800", 312},
+      {"A10G", 70},    {"L4", 121},    {"A10", 125},
+  };
+  for (const auto& [needle, peak] : kPeaks) {
+    if (device_name.find(needle) != std::string::npos) return peak;
+  }
+  return 0;
+}
+
+double percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const double rank = std::clamp(p, 0.0, 100.0) / 100.0 * static_cast<double>(values.size() - 1);
+  const auto lo = static_cast<size_t>(std::floor(rank));
+  const auto hi = static_cast<size_t>(std::ceil(rank));
+  const double frac = rank - static_cast<double>(lo);
+  return values[lo] + (values[hi] - values[lo]) * frac;
+}
+
+namespace {
+
+WallShares shares_of(const CategoryNs& c) {
+  WallShares s;
+  const WallBreakdown w = WallBreakdown::from(c);
+  s.total_ns = w.sum();
+  for (int i = 0; i < kWallCount; ++i) {
+    s.ns[static_cast<size_t>(i)] = wall_ns(w, static_cast<Wall>(i));
+    s.share[static_cast<size_t>(i)] =
+        s.total_ns > 0
+            ? static_cast<double>(s.ns[static_cast<size_t>(i)]) / static_cast<double>(s.total_ns)
+            : 0.0;
+  }
+  return s;
+}
+
+std::string pct(double share) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", share * 100.0);
+  return buf;
+}
+
+// A wall's verdict band: the bound it names and its moderate / high thresholds.
+struct WallBand {
+  const char* bound;
+  Wall wall;
+  double moderate;
+  double high;
+};
+
+Severity severity_of(double share, const WallBand& b) {
+  if (share >= b.high) return Severity::kHigh;
+  if (share >= b.moderate) return Severity::kModerate;
+  return Severity::kNone;
+}
+
+// Headline and recommendation for a verdict on one of the non-compute walls.
+void describe_wall(Verdict& v, const WallBand& b, const RunSummary& out) {
+  const std::string level = v.severity == Severity::kHigh ? "HIGHLY" : "MODERATELY";
+  const std::string share = pct(v.share);
+  switch (b.wall) {
+    case Wall::kData: {
+      v.headline = level + " data-bound: " + share +
+                   " of step time the GPU waits for input (data-wait + exposed input copies).";
+      const bool copies = out.categories.copy_input > out.categories.data_wait;
+      v.recommendation =
+          copies ? "Host-to-device copies are exposed: use pinned memory (DataLoader "
+                   "pin_memory=True, tensor.to(device, non_blocking=True)) and prefetch the "
+                   "next batch on a side stream."
+                 : "Raise DataLoader num_workers (with persistent_workers=True and "
+                   "prefetch_factor), set pin_memory=True, and pack many small files into "
+                   "large sequential shards.";
+      return;
+    }
+    case Wall::kLaunch:
+      v.headline = level + " launch-bound: " + share +
+                   " of step time the GPU waits for the host to submit work.";
+      v.recommendation =
+          "Cut per-kernel host overhead: capture the step in CUDA graphs "
+          "(torch.compile(mode=\"reduce-overhead\") or torch.cuda.graphs), fuse small ops "
+          "(torch.compile), or raise the batch size so each kernel does more work.";
+      return;
+    case Wall::kCommunication:
+      v.headline = level + " communication-bound: " + share +
+                   " of step time collectives run with no compute to hide them.";
+      v.recommendation =
+          "Overlap collectives with compute (DDP bucket_cap_mb / gradient_as_bucket_view, "
+          "FSDP prefetching), use a smaller tensor-parallel degree, and check the "
+          "interconnect topology (nvidia-smi topo -m, NCCL_DEBUG=INFO).";
+      return;
+    case Wall::kOther: {
+      const bool copies = out.categories.copy_other > out.categories.host_other;
+      if (copies) {
+        v.headline = level + " host-bound: " + share +
+                     " of step time goes to exposed device-to-host / device-to-device copies "
+                     "and memsets (the other wall).";
+        v.recommendation =
+            "Keep tensors on the GPU inside the step: avoid .cpu(), .item(), .tolist() and "
+            "printing GPU tensors every step; copy results with non_blocking=True into pinned "
+            "memory, and only every N steps.";
+      } else {
+        v.headline = level + " host-bound: " + share +
+                     " of step time the GPU is idle while the host does other work outside "
+                     "CUDA calls and data ranges (Python, logging, checkpointing, syncs), or "
+                     "waits on a dependency (the other wall).";
+        v.recommendation =
+            "Profile the Python side (py-spy record, or torch.profiler with with_stack=True) "
+            "and take per-step host work out of the loop: logging and metrics every step, "
+            "checkpointing, garbage collection (gc.freeze() after setup), host syncs such as "
+            ".item() / .cpu() / torch.cuda.synchronize(); the largest idle gaps below show "
+            "where the GPU waited.";
+      }
+      return;
+    }
+    case Wall::kCompute:
+      return;
+  }
+}
+
+// "mtia_ccp_events: 1200, mtia_runtime: 340"
+std::string events_text(const std::vector<std::pair<std::string, int64_t>>& events) {
+  std::string out;
+  for (const auto& [category, n] : events) {
+    out += (out.empty() ? "" : ", ") + category + ": " + std::to_string(n);
+  }
+  return out;
+}
+
+// bound == "none": why nothing could be accounted, in words a person acts on.
+void explain_nothing(Verdict& v, const RunSummary& out, const Stats& stats,
+                     const RunMetadata* meta) {
+  v.bound = "none";
+  const int64_t ops = stats.get(Stat::gpu_ops_received);
+  if (ops == 0 && meta != nullptr && !meta->other_accelerator_events.empty()) {
+    v.reason = "unsupported_device";
+    v.headline =
+        "Not supported: the input holds no CUDA GPU work, only events of another "
+        "accelerator (" +
+        events_text(meta->other_accelerator_events) + ").";
+    v.recommendation =
+        "gpuacct accounts NVIDIA CUDA GPUs (a live run, or a PyTorch-profiler trace of a CUDA "
+        "run); traces of other accelerators (MTIA, ...) are not supported.";
+    return;
+  }
+  if (out.steps == 0) {
+    v.reason = "no_steps";
+    v.headline = "No complete step was seen: nothing to account.";
+    v.recommendation =
+        "Mark steps (gpuacct_step_mark, an NVTX range named 'step', or torch's optimizer step) "
+        "or run more iterations.";
+    return;
+  }
+  if (ops > 0) {
+    v.reason = "gpu_work_outside_steps";
+    const int64_t outside = stats.get(Stat::ops_outside_steps);
+    v.headline = std::to_string(ops) +
+                 " GPU operations were recorded, but no step holds any GPU time" +
+                 (outside > 0 ? " (" + std::to_string(outside) + " ran outside every step)." : ".");
+    v.recommendation =
+        "Check where the steps begin and end (the step marks or ranges, or the detected "
+        "steps): the GPU work lies outside them (stat ops_outside_steps).";
+    return;
+  }
+  v.reason = "no_gpu_activity";
+  v.headline = "No GPU activity was recorded: steps were timed on the host only.";
+  v.recommendation =
+      "Run on a machine with a GPU; for a live run check that CUPTI loaded (gpuacct prints why "
+      "at start-up when it cannot), for a trace that the profiler recorded CUDA activity "
+      "(ProfilerActivity.CUDA).";
+}
+
+// The verdict (docs/accounting.md §5): the wall with the highest band, or compute, or none.
+void decide_verdict(RunSummary& out, const std::vector<StepRow>& rows, const Stats& stats,
+                    const VerdictBands& bands, const RunMetadata* meta) {
+  Verdict& v = out.verdict;
+  v.mean_step_ms = out.step_ms_mean;
+  if (out.steps == 0 || out.gpu_busy_ns == 0) {
+    explain_nothing(v, out, stats, meta);
+  } else {
+    const WallBand walls[] = {
+        {"data", Wall::kData, bands.data_moderate, bands.data_high},
+        {"launch", Wall::kLaunch, bands.launch_moderate, bands.launch_high},
+        {"communication", Wall::kCommunication, bands.comm_moderate, bands.comm_high},
+        {"other", Wall::kOther, bands.other_moderate, bands.other_high},
+    };
+    const WallBand* best = nullptr;
+    Severity best_sev = Severity::kNone;
+    double best_share = 0;
+    for (const WallBand& b : walls) {
+      const double share = out.walls.share[static_cast<size_t>(b.wall)];
+      const Severity sev = severity_of(share, b);
+      if (sev == Severity::kNone) continue;
+      if (best == nullptr || sev > best_sev || (sev == best_sev && share > best_share)) {
+        best = &b;
+        best_sev = sev;
+        best_share = share;
+      }
+    }
+    if (best != nullptr) {
+      v.bound = best->bound;
+      v.severity = best_sev;
+      v.share = best_share;
+      describe_wall(v, *best, out);
+      double removed_ms = 0;
+      for (const StepRow& r : rows) {
+        if (!r.warmup) removed_ms += static_cast<double>(wall_ns(r.walls(), best->wall)) / 1e6;
+      }
+      const double per_step = removed_ms / static_cast<double>(std::max<int64_t>(out.rows, 1));
+      v.what_if_step_ms = std::max(0.0, out.step_ms_mean - per_step);
+    } else {
+      v.bound = "compute";
+      v.share = out.compute_share;
+      v.severity = out.compute_share >= bands.compute_high ? Severity::kHigh : Severity::kModerate;
+      v.headline = "Compute-bound: no data, launch, communication or host wall reaches its band; " +
+                   pct(out.compute_share) + " of step time the GPU computes.";
+      v.recommendation =
+          "The GPU is the bottleneck: look at kernel efficiency next (MFU, mixed precision and "
+          "Tensor Cores, the top kernels below).";
+      v.what_if_step_ms = out.step_ms_mean;
+    }
+    // The walls that reach their band but lost to the verdict, in the verdict's order.
+    std::vector<const WallBand*> runners_up;
+    for (const WallBand& b : walls) {
+      const double share = out.walls.share[static_cast<size_t>(b.wall)];
+      if (&b != best && severity_of(share, b) != Severity::kNone) runners_up.push_back(&b);
+    }
+    auto rank = [&](const WallBand* b) {
+      const double share = out.walls.share[static_cast<size_t>(b->wall)];
+      return std::make_pair(severity_of(share, *b), share);
+    };
+    std::sort(runners_up.begin(), runners_up.end(),
+              [&](const WallBand* a, const WallBand* b) { return rank(a) > rank(b); });
+    for (const WallBand* bp : runners_up) {
+      const WallBand& b = *bp;
+      const double share = out.walls.share[static_cast<size_t>(b.wall)];
+      const Severity sev = severity_of(share, b);
+      std::string note = "Also " + std::string(to_string(sev)) + ": the " + to_string(b.wall) +
+                         " wall takes " + pct(share) + " of step time";
+      if (b.wall == Wall::kOther) {
+        note +=
+            " (host work outside CUDA calls and data ranges: Python, logging, "
+            "checkpointing; or the GPU waited on a dependency): profile the host side "
+            "(e.g. py-spy)";
+      }
+      v.notes.push_back(note + ".");
+    }
+    if (out.gpu_busy_share > 0) {
+      v.notes.push_back("nvidia-smi would show the GPU " + pct(out.gpu_busy_share) +
+                        " busy; it computed " + pct(out.compute_share) + " of step time.");
+    }
+    if (meta != nullptr && !meta->other_accelerator_events.empty()) {
+      v.notes.push_back("The input also holds events of another accelerator (" +
+                        events_text(meta->other_accelerator_events) +
+                        "): not supported, left out of every number.");
+    }
+  }
+}
+
+}  // namespace
+
+RunSummary summarize(const std::vector<StepRow>& rows, const Stats& stats,
+                     const VerdictBands& bands, const RunMetadata* meta) {
+  RunSummary out;
+  std::map<int64_t, double> step_ms;  // step index -> slowest device's window (ms)
+  std::map<int64_t, bool> warm;
+  CategoryNs warm_cat;
+  for (const StepRow& r : rows) {
+    if (r.warmup) {
+      warm[r.step_index] = true;
+      warm_cat += r.cat;
+      continue;
+    }
+    ++out.rows;
+    out.categories += r.cat;
+    out.comm_total_ns = saturating_add(out.comm_total_ns, r.comm_total);
+    out.comm_overlapped_ns = saturating_add(out.comm_overlapped_ns, r.comm_overlapped);
+    out.gpu_busy_ns = saturating_add(out.gpu_busy_ns, r.gpu_busy);
+    out.kernels += r.kernels;
+    double& ms = step_ms[r.step_index];
+    const bool first_row_of_step = ms == 0.0;
+    ms = std::max(ms, static_cast<double>(r.duration()) / 1e6);
+    if (first_row_of_step) out.launches += r.launches;
+  }
+  {
+    std::map<int64_t, std::pair<double, double>> flops;  // step -> (flops, slowest ms)
+    for (const StepRow& r : rows) {
+      if (r.warmup || r.flops <= 0) continue;
+      auto& f = flops[r.step_index];
+      f.first = r.flops;
+      f.second = std::max(f.second, static_cast<double>(r.duration()) / 1e6);
+    }
+    double total_flops = 0, total_ms = 0;
+    for (const auto& [idx, f] : flops) {
+      total_flops += f.first;
+      total_ms += f.second;
+    }
+    out.steps_with_flops = static_cast<int64_t>(flops.size());
+    if (!flops.empty()) out.flops_per_step = total_flops / static_cast<double>(flops.size());
+    if (total_ms > 0) out.achieved_tflops = total_flops / (total_ms / 1e3) / 1e12;
+  }
+  out.steps = static_cast<int64_t>(step_ms.size());
+  out.warmup_steps = static_cast<int64_t>(warm.size());
+  std::vector<double> durations;
+  durations.reserve(step_ms.size());
+  double total_ms = 0;
+  for (const auto& [idx, ms] : step_ms) {
+    durations.push_back(ms);
+    total_ms += ms;
+  }
+  out.step_ms_p50 = percentile(durations, 50);
+  out.step_ms_p90 = percentile(durations, 90);
+  out.step_ms_p99 = percentile(durations, 99);
+  out.step_ms_mean = durations.empty() ? 0 : total_ms / static_cast<double>(durations.size());
+  out.walls = shares_of(out.categories);
+  out.warmup_walls = shares_of(warm_cat);
+  const double total = static_cast<double>(out.walls.total_ns);
+  out.gpu_busy_share = total > 0 ? static_cast<double>(out.gpu_busy_ns) / total : 0;
+  out.compute_share = out.walls.share[static_cast<size_t>(Wall::kCompute)];
+  out.comm_overlap_share = out.comm_total_ns > 0 ? static_cast<double>(out.comm_overlapped_ns) /
+                                                       static_cast<double>(out.comm_total_ns)
+                                                 : 0;
+
+  decide_verdict(out, rows, stats, bands, meta);
+  if (stats.has_data_loss()) {
+    out.verdict.notes.push_back(
+        "Some events were lost (see the data-loss counters): numbers may be incomplete.");
+  }
+  return out;
+}
+
+}  // namespace gpuacct

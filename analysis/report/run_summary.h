@@ -1,0 +1,92 @@
+// Rolls finalised step rows up into the run summary: percentiles, wall shares, the verdict
+// with its recommendation and what-if estimate.  Pure functions of the rows; no I/O.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/accounting/accounting_config.h"
+#include "analysis/accounting/step_accountant.h"
+#include "analysis/accounting/step_row.h"
+#include "analysis/model/run_metadata.h"
+
+namespace gpuacct {
+
+// Verdict bands (docs/accounting.md §5; data, launch and communication after XProf's
+// input-pipeline analyzer).  Every wall can be the verdict: the one of data, launch,
+// communication and other with the highest band wins (ties: the larger share); compute wins
+// when none of them reaches its moderate band.
+struct VerdictBands {
+  double data_high = 0.20, data_moderate = 0.05;
+  double launch_high = 0.15, launch_moderate = 0.03;
+  double comm_high = 0.15, comm_moderate = 0.03;
+  // Host work outside CUDA calls and data ranges (Python, logging, checkpointing, GC, .item()
+  // syncs) and dependency waits.  Every loop has some (the optimizer's Python, the loop
+  // itself): a few percent is healthy, so the bands sit above data's.
+  double other_high = 0.25, other_moderate = 0.10;
+  // A compute verdict is "high" when the GPU computes at least this share of the step (it can
+  // only be below it by a hair: the other walls are all under their moderate bands).
+  double compute_high = 0.80;
+};
+
+enum class Severity : uint8_t { kNone, kModerate, kHigh };
+const char* to_string(Severity s);
+
+struct Verdict {
+  // The wall named by the verdict: "data", "launch", "communication", "other" (host-bound)
+  // when one of those reaches its moderate band, else "compute" (the GPU is busy; look at
+  // kernel efficiency next), or "none" when nothing could be accounted (`reason` says why).
+  std::string bound;
+  // For bound == "none": "no_steps", "no_gpu_activity", "gpu_work_outside_steps",
+  // "unsupported_device" (the input holds only another accelerator's events).  Else empty.
+  std::string reason;
+  Severity severity = Severity::kNone;
+  double share = 0;            // that wall's share of summary step time
+  std::string headline;        // one line a person reads first
+  std::string recommendation;  // one concrete action for that wall
+  double what_if_step_ms = 0;  // mean step time with that wall's time removed
+  double mean_step_ms = 0;
+  std::vector<std::string> notes;  // secondary findings (other wall high, data loss, ...)
+};
+
+struct WallShares {
+  std::array<double, kWallCount> share{};  // indexed by Wall; sums to 1 when total_ns > 0
+  std::array<int64_t, kWallCount> ns{};
+  int64_t total_ns = 0;
+};
+
+struct RunSummary {
+  int64_t steps = 0;         // distinct summary (non-warm-up) steps
+  int64_t warmup_steps = 0;  // distinct warm-up steps
+  int64_t rows = 0;          // summary rows (steps x devices)
+  double step_ms_p50 = 0, step_ms_p90 = 0, step_ms_p99 = 0, step_ms_mean = 0;
+  CategoryNs categories;  // summed over summary rows
+  WallShares walls;
+  WallShares warmup_walls;
+  int64_t comm_total_ns = 0, comm_overlapped_ns = 0, gpu_busy_ns = 0;
+  int64_t kernels = 0, launches = 0;
+  double gpu_busy_share = 0;  // union of ops / window: nvidia-smi's view
+  double compute_share = 0;   // the real compute share
+  // Model FLOPs the user declared (gpuacct_set_step_flops), over the steps that declared them.
+  int64_t steps_with_flops = 0;
+  double flops_per_step = 0;      // mean
+  double achieved_tflops = 0;     // declared FLOPs / step time (slowest device), per process
+  double comm_overlap_share = 0;  // overlapped / total communication
+  Verdict verdict;
+};
+
+// `meta` (optional) lets the verdict name what an input held when nothing could be accounted
+// (RunMetadata::other_accelerator_events).
+RunSummary summarize(const std::vector<StepRow>& rows, const Stats& stats,
+                     const VerdictBands& bands = {}, const RunMetadata* meta = nullptr);
+
+// Dense bf16 Tensor Core peak of a GPU known by name (TFLOP/s), 0 when unknown.  Used for MFU;
+// the table is in run_summary.cc (public data-sheet numbers).
+double peak_bf16_tflops(const std::string& device_name);
+
+// Percentile with linear interpolation over sorted values (p in [0, 100]).
+double percentile(std::vector<double> values, double p);
+
+}  // namespace gpuacct

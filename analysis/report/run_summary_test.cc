@@ -1,0 +1,232 @@
+#include "analysis/report/run_summary.h"
+
+#include <gtest/gtest.h>
+
+namespace gpuacct {
+namespace {
+
+StepRow row(int64_t index, CategoryNs c, bool warmup = false) {
+  StepRow r;
+  r.step_index = index;
+  r.warmup = warmup;
+  r.window_begin = index * 1'000'000'000;
+  r.window_end = r.window_begin + c.sum();
+  r.cat = c;
+  r.gpu_busy = c.compute + c.comm_exposed + c.copy_input + c.copy_other;
+  return r;
+}
+
+TEST(Percentile, Interpolates) {
+  EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4}, 50), 2.5);
+  EXPECT_DOUBLE_EQ(percentile({5}, 99), 5);
+  EXPECT_DOUBLE_EQ(percentile({}, 50), 0);
+  EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, 90), 10);
+}
+
+TEST(RunSummary, DataBandsAndWhatIf) {
+  CategoryNs c;
+  c.compute = 6'000'000;
+  c.data_wait = 3'000'000;
+  c.copy_input = 1'000'000;  // data wall = 40%
+  std::vector<StepRow> rows{row(0, c, true), row(1, c), row(2, c)};
+  const RunSummary s = summarize(rows, Stats{});
+  EXPECT_EQ(s.steps, 2);
+  EXPECT_EQ(s.warmup_steps, 1);
+  EXPECT_NEAR(s.walls.share[static_cast<size_t>(Wall::kData)], 0.4, 1e-12);
+  EXPECT_EQ(s.verdict.bound, "data");
+  EXPECT_EQ(s.verdict.severity, Severity::kHigh);
+  EXPECT_NEAR(s.verdict.mean_step_ms, 10.0, 1e-9);
+  EXPECT_NEAR(s.verdict.what_if_step_ms, 6.0, 1e-9);
+  EXPECT_NE(s.verdict.recommendation.find("num_workers"), std::string::npos);
+}
+
+TEST(RunSummary, ModerateLaunchAndCompute) {
+  CategoryNs c;
+  c.compute = 95;
+  c.launch_gap = 5;  // 5%: moderate launch (3..15)
+  const RunSummary s = summarize({row(0, c), row(1, c)}, Stats{});
+  EXPECT_EQ(s.verdict.bound, "launch");
+  EXPECT_EQ(s.verdict.severity, Severity::kModerate);
+  EXPECT_NE(s.verdict.recommendation.find("CUDA graphs"), std::string::npos);
+
+  CategoryNs d;
+  d.compute = 99;
+  d.launch_gap = 1;  // below every band
+  const RunSummary t = summarize({row(0, d)}, Stats{});
+  EXPECT_EQ(t.verdict.bound, "compute");
+}
+
+TEST(RunSummary, HighBeatsModerateThenLargestShare) {
+  CategoryNs c;
+  c.compute = 50;
+  c.comm_exposed = 16;  // high (>= 15)
+  c.data_wait = 19;     // moderate (< 20) though larger
+  c.launch_gap = 15;    // high, smaller than comm? no: equal band, 15 < 16
+  const RunSummary s = summarize({row(0, c)}, Stats{});
+  EXPECT_EQ(s.verdict.bound, "communication");
+  EXPECT_EQ(s.verdict.severity, Severity::kHigh);
+}
+
+TEST(RunSummary, WallSharesSumToOne) {
+  CategoryNs c{10, 20, 30, 40, 50, 60, 70};
+  const RunSummary s = summarize({row(0, c), row(1, c)}, Stats{});
+  double sum = 0;
+  for (double v : s.walls.share) sum += v;
+  EXPECT_NEAR(sum, 1.0, 1e-12);
+  EXPECT_EQ(s.walls.total_ns, 2 * c.sum());
+}
+
+TEST(RunSummary, NoGpuAndDataLossNotes) {
+  CategoryNs c;
+  c.data_wait = 10;
+  c.host_other = 10;
+  StepRow r = row(0, c);
+  r.device = 0xFFFF;
+  Stats st;
+  st.add(Stat::cupti_records_dropped, 5);
+  const RunSummary s = summarize({r}, st);
+  EXPECT_EQ(s.verdict.bound, "none");
+  EXPECT_NE(s.verdict.headline.find("No GPU activity"), std::string::npos);
+  ASSERT_FALSE(s.verdict.notes.empty());
+  EXPECT_NE(s.verdict.notes.back().find("lost"), std::string::npos);
+}
+
+TEST(RunSummary, ModelFlopsGiveAchievedThroughput) {
+  CategoryNs c;
+  c.compute = 8'000'000;
+  c.data_wait = 2'000'000;  // 10 ms steps
+  StepRow a = row(0, c), b = row(1, c), warm = row(2, c, true);
+  a.flops = 5e12;
+  b.flops = 5e12;
+  warm.flops = 1e15;  // left out
+  const RunSummary s = summarize({a, b, warm}, Stats{});
+  EXPECT_EQ(s.steps_with_flops, 2);
+  EXPECT_NEAR(s.flops_per_step, 5e12, 1);
+  EXPECT_NEAR(s.achieved_tflops, 500.0, 1e-6);  // 5e12 FLOP per 10 ms
+  EXPECT_DOUBLE_EQ(peak_bf16_tflops("NVIDIA H200"), 989);
+  EXPECT_DOUBLE_EQ(peak_bf16_tflops("NVIDIA H100 PCIe"), 756);
+  EXPECT_DOUBLE_EQ(peak_bf16_tflops("NVIDIA A100-SXM4-80GB"), 312);
+  EXPECT_DOUBLE_EQ(peak_bf16_tflops("simulated GPU"), 0);
+}
+
+// Issue 8, item 2: the verdict can name the host.  A step that is 63% host_other used to get
+// "Compute-bound ... the GPU is the bottleneck".
+TEST(RunSummary, HostWallIsTheVerdictWhenItDominates) {
+  CategoryNs c;
+  c.compute = 37;
+  c.host_other = 63;
+  const RunSummary s = summarize({row(0, c), row(1, c)}, Stats{});
+  EXPECT_EQ(s.verdict.bound, "other");
+  EXPECT_EQ(s.verdict.severity, Severity::kHigh);
+  EXPECT_NEAR(s.verdict.share, 0.63, 1e-12);
+  EXPECT_NE(s.verdict.headline.find("HIGHLY host-bound: 63.0%"), std::string::npos)
+      << s.verdict.headline;
+  EXPECT_NE(s.verdict.recommendation.find("py-spy"), std::string::npos);
+  EXPECT_NE(s.verdict.recommendation.find(".item()"), std::string::npos);
+  EXPECT_NEAR(s.verdict.what_if_step_ms, 37e-6, 1e-12);
+
+  // Exposed D2H copies make the other wall too: the advice is about the copies.
+  CategoryNs d;
+  d.compute = 60;
+  d.copy_other = 30;
+  d.host_other = 10;
+  const RunSummary t = summarize({row(0, d)}, Stats{});
+  EXPECT_EQ(t.verdict.bound, "other");
+  EXPECT_NE(t.verdict.recommendation.find(".cpu()"), std::string::npos);
+}
+
+// Each wall's band from docs/accounting.md §5, at its edges: just below moderate is not a
+// verdict, moderate and high are.
+TEST(RunSummary, BandsOfEveryWall) {
+  struct Case {
+    const char* bound;
+    double moderate, high;
+    void (*set)(CategoryNs&, int64_t);
+  };
+  const Case cases[] = {
+      {"data", 0.05, 0.20, [](CategoryNs& c, int64_t v) { c.data_wait = v; }},
+      {"launch", 0.03, 0.15, [](CategoryNs& c, int64_t v) { c.launch_gap = v; }},
+      {"communication", 0.03, 0.15, [](CategoryNs& c, int64_t v) { c.comm_exposed = v; }},
+      {"other", 0.10, 0.25, [](CategoryNs& c, int64_t v) { c.host_other = v; }},
+  };
+  for (const Case& k : cases) {
+    for (const auto& [share, sev] :
+         {std::pair{k.moderate - 0.001, Severity::kNone},
+          std::pair{k.moderate, Severity::kModerate}, std::pair{k.high, Severity::kHigh}}) {
+      CategoryNs c;
+      const int64_t v = static_cast<int64_t>(share * 1'000'000 + 0.5);
+      k.set(c, v);
+      c.compute = 1'000'000 - v;
+      const RunSummary s = summarize({row(0, c)}, Stats{});
+      if (sev == Severity::kNone) {
+        EXPECT_EQ(s.verdict.bound, "compute") << k.bound << " " << share;
+      } else {
+        EXPECT_EQ(s.verdict.bound, k.bound) << share;
+        EXPECT_EQ(s.verdict.severity, sev) << k.bound << " " << share;
+        EXPECT_FALSE(s.verdict.recommendation.empty()) << k.bound;
+      }
+    }
+  }
+}
+
+// Compute wins only when no other wall reaches its moderate band, and then with its own band.
+TEST(RunSummary, ComputeVerdictWhenNothingElseReachesItsBand) {
+  CategoryNs c;
+  c.compute = 820;
+  c.data_wait = 49;     // < 5%
+  c.launch_gap = 29;    // < 3%
+  c.comm_exposed = 29;  // < 3%
+  c.host_other = 73;    // < 10%
+  const RunSummary s = summarize({row(0, c)}, Stats{});
+  EXPECT_EQ(s.verdict.bound, "compute");
+  EXPECT_EQ(s.verdict.severity, Severity::kHigh);  // >= 80%
+  EXPECT_NE(s.verdict.headline.find("Compute-bound"), std::string::npos);
+
+  // A wall at its band wins over a larger compute share; the runners-up are named in notes.
+  c.launch_gap = 31;  // 3.1%: moderate
+  c.host_other = 110;
+  c.compute = 781;
+  const RunSummary t = summarize({row(0, c)}, Stats{});
+  EXPECT_EQ(t.verdict.bound, "other");  // both moderate: the larger share wins
+  ASSERT_FALSE(t.verdict.notes.empty());
+  EXPECT_NE(t.verdict.notes.front().find("Also moderate: the launch wall"), std::string::npos)
+      << t.verdict.notes.front();
+}
+
+// Issue 8, items 4 and 7: "none" says what was found instead of pointing at warnings that
+// were never printed.
+TEST(RunSummary, NothingToAccountSaysWhy) {
+  CategoryNs c;
+  c.host_other = 10;
+  StepRow r = row(0, c);
+  r.device = 0xFFFF;
+  RunMetadata meta;
+  meta.other_accelerator_events = {{"mtia_ccp_events", 1200}, {"mtia_runtime", 340}};
+  const RunSummary mtia = summarize({r}, Stats{}, VerdictBands{}, &meta);
+  EXPECT_EQ(mtia.verdict.bound, "none");
+  EXPECT_EQ(mtia.verdict.reason, "unsupported_device");
+  EXPECT_NE(mtia.verdict.headline.find("mtia_ccp_events: 1200, mtia_runtime: 340"),
+            std::string::npos)
+      << mtia.verdict.headline;
+  EXPECT_NE(mtia.verdict.recommendation.find("not supported"), std::string::npos);
+  EXPECT_EQ(mtia.verdict.recommendation.find("warnings above"), std::string::npos);
+  // No step at all: the same reason wins (it is what the user needs to know).
+  const RunSummary mtia_no_steps = summarize({}, Stats{}, VerdictBands{}, &meta);
+  EXPECT_EQ(mtia_no_steps.verdict.reason, "unsupported_device");
+
+  Stats st;
+  st.add(Stat::gpu_ops_received, 176);
+  st.add(Stat::ops_outside_steps, 176);
+  const RunSummary outside = summarize({r}, st);
+  EXPECT_EQ(outside.verdict.reason, "gpu_work_outside_steps");
+  EXPECT_NE(outside.verdict.headline.find("176 GPU operations were recorded"), std::string::npos);
+  EXPECT_EQ(outside.verdict.headline.find("No GPU activity"), std::string::npos);
+
+  const RunSummary host = summarize({r}, Stats{});
+  EXPECT_EQ(host.verdict.reason, "no_gpu_activity");
+  EXPECT_EQ(host.verdict.recommendation.find("warnings above"), std::string::npos);
+  EXPECT_EQ(summarize({}, Stats{}).verdict.reason, "no_steps");
+}
+
+}  // namespace
+}  // namespace gpuacct
