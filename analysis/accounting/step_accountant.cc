@@ -14,82 +14,15 @@
 
 namespace gpuacct {
 
-const char* to_string(IdleCause c) {
-  switch (c) {
-    case IdleCause::kDataWait:
-      return "data_wait";
-    case IdleCause::kLaunchGap:
-      return "launch_gap";
-    case IdleCause::kHostOther:
-      return "host_other";
-  }
-  return "host_other";
-}
-
-IdleCause IdleGap::dominant() const {
-  if (data_wait >= launch_gap && data_wait >= host_other) return IdleCause::kDataWait;
-  if (launch_gap >= host_other) return IdleCause::kLaunchGap;
-  return IdleCause::kHostOther;
-}
-
-const char* to_string(Category c) {
-  switch (c) {
-    case Category::kCompute:
-      return "compute";
-    case Category::kCommExposed:
-      return "comm_exposed";
-    case Category::kCopyInput:
-      return "copy_input";
-    case Category::kCopyOther:
-      return "copy_other";
-    case Category::kDataWait:
-      return "data_wait";
-    case Category::kLaunchGap:
-      return "launch_gap";
-    case Category::kHostOther:
-      return "host_other";
-  }
-  return "host_other";
-}
-
-Wall wall_of(Category c) {
-  switch (c) {
-    case Category::kCompute:
-      return Wall::kCompute;
-    case Category::kCommExposed:
-      return Wall::kCommunication;
-    case Category::kCopyInput:
-    case Category::kDataWait:
-      return Wall::kData;
-    case Category::kLaunchGap:
-      return Wall::kLaunch;
-    case Category::kCopyOther:
-    case Category::kHostOther:
-      return Wall::kOther;
-  }
-  return Wall::kOther;
-}
-
-const char* to_string(Wall w) {
-  switch (w) {
-    case Wall::kCompute:
-      return "compute";
-    case Wall::kCommunication:
-      return "communication";
-    case Wall::kData:
-      return "data";
-    case Wall::kLaunch:
-      return "launch";
-    case Wall::kOther:
-      return "other";
-  }
-  return "other";
+Category IdleGap::dominant() const {
+  if (data_wait >= launch_gap && data_wait >= host_other) return Category::kDataWait;
+  if (launch_gap >= host_other) return Category::kLaunchGap;
+  return Category::kHostOther;
 }
 
 namespace {
 
 constexpr TimeNs kMinTime = std::numeric_limits<TimeNs>::min();
-constexpr uint16_t kHostOnlyDevice = 0xFFFF;
 constexpr TimeNs kUnresolved = std::numeric_limits<TimeNs>::min();
 
 // Timestamps the accounting accepts: [-2^62, 2^62) (+-146 years around the epoch).  Any two of
