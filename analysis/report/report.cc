@@ -91,6 +91,19 @@ json step_row_to_json(const StepRow& r) {
               {"flops", r.flops}};
 }
 
+void add_step_detection_section(const StepDetectionSummary& d, const NameTable& names,
+                                json* sections) {
+  (*sections)["step_detection"] = {{"source", "detected"},
+                                   {"locked", d.locked},
+                                   {"period_ops", d.period_ops},
+                                   {"step_end", json_safe_utf8(names.text(d.step_end))},
+                                   {"step_end_is_sync", d.step_end_is_sync},
+                                   {"boundaries", d.boundaries},
+                                   {"steps", d.steps},
+                                   {"leading_partial_step_dropped", d.leading_partial},
+                                   {"trailing_partial_step_dropped", d.trailing_partial}};
+}
+
 json report_to_json(const ReportInputs& in) {
   json out;
   out["schema"] = kReportSchema;
