@@ -35,6 +35,11 @@ expect 2 "is not a whole number" "$bin" analyze --warmup 2.5 "$root/examples/dat
 expect 2 "needs a value" "$bin" analyze "$root/examples/data/sample.gpuacct" --out
 expect 1 "no such file" "$bin" analyze "$tmp/missing.gpuacct" --out "$tmp/o1"
 expect 0 "usage: gpuacct analyze" "$bin" analyze --help
+# The accounting options and their defaults (AccountingConfig's) are the same in both commands.
+expect 0 "below X us (default 30)" "$bin" analyze --help
+expect 0 "X us (default 100)" "$bin" timeline --help
+expect 0 "(default: 2 for" "$bin" timeline --help
+expect 2 "is not a whole number" "$bin" timeline --warmup 1.5 x -o y
 
 # An input that is not a regular file says what it is (not "no such file").
 mkdir -p "$tmp/adir"
