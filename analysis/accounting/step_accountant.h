@@ -10,6 +10,10 @@
 // finish() declares the stream complete and finalises everything left.
 //
 // Threading: not thread-safe; one owner thread (the injected library's worker, or the CLI).
+//
+// Implementation: step_accountant.cc (intake, steps, when a step can be finalised, the ops it
+// owns), host_state.{h,cc} (launch calls by correlation id, per-thread calls and data ranges,
+// nested calls), window_sweep.{h,cc} (the sweep of one window and its idle gaps).
 #pragma once
 
 #include <functional>
