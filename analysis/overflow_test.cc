@@ -10,9 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "analysis/accounting/step_accountant.h"
-#include "analysis/accounting/step_detection.h"
-#include "analysis/import/recording.h"
+#include "analysis/input/input.h"
 #include "analysis/model/events.h"
 #include "analysis/report/report.h"
 #include "analysis/report/run_summary.h"
@@ -56,7 +54,7 @@ TEST(Overflow, RunSummaryOfHugeWindowsSaturates) {
 }
 
 // Every regress_* input of the recording fuzzer's corpus, through what `gpuacct analyze` and
-// `gpuacct timeline` do with a recording (the fuzz target's pipeline).
+// `gpuacct timeline` do with a recording (the front door, as the fuzz target runs it).
 TEST(Overflow, FuzzerFindingsReplay) {
   const std::filesystem::path corpus =
       std::filesystem::path(GPUACCT_SOURCE_DIR) / "analysis/fuzz/recording_corpus";
@@ -66,21 +64,19 @@ TEST(Overflow, FuzzerFindingsReplay) {
     std::ifstream in(entry.path(), std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(in)), {});
     NameTable names;
-    StepAccountant acc;
     TimelineWriter timeline(names);
-    OfflineStepDetection detection;
-    acc.set_segment_sink([&](const CategorySegment& s) { timeline.on_segment(s); });
-    acc.set_row_sink([&](const StepRow& r) { timeline.on_step_row(r); });
-    TeeSink tee({&acc, &timeline, &detection});
-    auto contents =
-        read_recording_buffer(bytes, entry.path().string(), names, tee, acc.mutable_stats());
-    ASSERT_TRUE(contents.ok()) << contents.status().message();
-    if (!detection.input_marks_steps()) {
-      for (const HostRange& r : detection.detect(names.intern("step (detected)")).steps)
-        acc.add_range(r);
-    }
-    acc.finish();
-    EXPECT_FALSE(build_report(acc, contents->metadata, names).dump().empty());
+    AccountingObservers observers;
+    observers.events = &timeline;
+    observers.on_row = [&](const StepRow& r) { timeline.on_step_row(r); };
+    observers.on_segment = [&](const CategorySegment& s) { timeline.on_segment(s); };
+    const Input input = Input::from_buffer(bytes, entry.path().string(), InputFormat::kRecording);
+    auto accounted = account_input(input, AccountingConfig{}, names, {}, observers);
+    ASSERT_TRUE(accounted.ok()) << accounted.status().message();
+    const InputContents& contents = accounted->contents;
+    EXPECT_FALSE(build_report(*accounted->accountant, contents.metadata, names, contents.sections)
+                     .dump()
+                     .empty());
+    timeline.set_metadata(contents.metadata);
     EXPECT_FALSE(timeline.to_json().empty());
     ++replayed;
   }

@@ -18,6 +18,7 @@
 
 #include "analysis/accounting/step_accountant.h"
 #include "analysis/import/kineto_importer.h"
+#include "analysis/input/input.h"
 #include "analysis/report/trace_totals.h"
 
 namespace gpuacct {
@@ -144,19 +145,17 @@ void BM_ImportMemoryGzip(benchmark::State& state) {
 }
 BENCHMARK(BM_ImportMemoryGzip)->Unit(benchmark::kMillisecond);
 
-// Importer feeding the accountant and the HTA totals (what `gpuacct analyze` does).
+// The front door on a trace: importer, HTA totals, step detection, the accountant (what
+// `gpuacct analyze` and `gpuacct timeline` run).
 void BM_ImportMemoryFullPipeline(benchmark::State& state) {
   size_t n = 0;
   const std::string& t = trace_text(&n);
   for (auto _ : state) {
     NameTable names;
-    StepAccountant acc;
-    TraceTotals totals(names);
-    TeeSink tee({&acc, &totals});
-    auto r = import_kineto_buffer(t, names, tee, acc.mutable_stats());
+    const Input input = Input::from_buffer(t, "bench");
+    auto r = account_input(input, AccountingConfig{}, names);
     if (!r.ok()) state.SkipWithError(r.status().message().c_str());
-    acc.finish();
-    benchmark::DoNotOptimize(totals.compute().idle_us);
+    benchmark::DoNotOptimize(r.ok() ? r->accountant->rows().size() : 0);
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
 }

@@ -35,6 +35,11 @@ expect 2 "is not a whole number" "$bin" analyze --warmup 2.5 "$root/examples/dat
 expect 2 "needs a value" "$bin" analyze "$root/examples/data/sample.gpuacct" --out
 expect 1 "no such file" "$bin" analyze "$tmp/missing.gpuacct" --out "$tmp/o1"
 expect 0 "usage: gpuacct analyze" "$bin" analyze --help
+# The accounting options and their defaults (AccountingConfig's) are the same in both commands.
+expect 0 "below X us (default 30)" "$bin" analyze --help
+expect 0 "X us (default 100)" "$bin" timeline --help
+expect 0 "(default: 2 for" "$bin" timeline --help
+expect 2 "is not a whole number" "$bin" timeline --warmup 1.5 x -o y
 
 # An input that is not a regular file says what it is (not "no such file").
 mkdir -p "$tmp/adir"
@@ -114,6 +119,16 @@ expect 0 "communication-bound" "$bin" analyze "$tmp/c.gpuacct" --no-files
 "$bin" synth --preset balanced --steps 9 --no-steps -o "$tmp/ns.gpuacct" 2>/dev/null
 expect 0 "steps detected automatically" "$bin" analyze "$tmp/ns.gpuacct" --no-files
 expect 0 "gpuacct - 9 steps" "$bin" analyze "$tmp/ns.gpuacct" --no-files --warmup 0
+# ... and `timeline` accounts it as `analyze` does (it ran no step detection: 0 steps), with the
+# same warm-up default per source (2 for recordings, none for profiler traces: it marked 2).
+expect 0 "9 steps)" "$bin" timeline "$tmp/ns.gpuacct" -o "$tmp/ns.timeline.json"
+[ "$(grep -o '(warm-up)' "$tmp/ns.timeline.json" | wc -l)" = 2 ] ||
+  { echo "FAIL: timeline of a recording: not 2 warm-up steps"; fails=$((fails + 1)); }
+expect 0 "3 steps)" "$bin" timeline "$root/tests/data/kineto/nccl_data.json.gz" -o "$tmp/k.timeline.json"
+if grep -q '(warm-up)' "$tmp/k.timeline.json"; then
+  echo "FAIL: timeline of a profiler trace marks warm-up steps (analyze marks none)"
+  fails=$((fails + 1))
+fi
 
 # Several ranks: one report each, plus the cross-rank comparison.
 "$bin" synth --preset comm_bound --steps 8 --seed 3 -o "$tmp/r0.gpuacct" 2>/dev/null

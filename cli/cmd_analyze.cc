@@ -3,41 +3,37 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <set>
 #include <string>
 
-#include "analysis/accounting/step_accountant.h"
-#include "analysis/import/recording.h"
+#include "analysis/input/input.h"
 #include "analysis/model/file_io.h"
 #include "analysis/report/cross_rank.h"
 #include "analysis/report/report.h"
-#include "cli/analyze_input.h"
+#include "cli/accounting_options.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/pipelines.h"
 
 namespace gpuacct::cli {
 namespace {
 
-const char kHelp[] =
-    "usage: gpuacct analyze INPUT... [options]\n\n"
-    "INPUT is a gpuacct recording (*.gpuacct, written by libgpuacct.so with GPUACCT_RECORD=1\n"
-    "or by `gpuacct synth`) or a PyTorch-profiler trace (*.json / *.json.gz).  Several inputs\n"
-    "(one per rank) give one report each.\n\n"
-    "options:\n"
-    "  -o, --out DIR             directory for <name>.report.json and <name>.steps.csv\n"
-    "                            (default: gpuacct-out)\n"
-    "      --no-files            print only; write nothing\n"
-    "      --json                print the JSON report instead of the summary\n"
-    "      --warmup N            steps left out of the summary (default: 2 for\n"
-    "                            recordings, 0 for profiler traces)\n"
-    "      --launch-latency-us X idle gap of an already-queued op counted as launch latency\n"
-    "                            below X us (default 30)\n"
-    "      --host-pause-us X     host pause between CUDA calls counted as host-other above\n"
-    "                            X us (default 100)\n"
-    "      --color               colour the summary\n"
-    "  -h, --help                this text\n";
+std::string help_text() {
+  return "usage: gpuacct analyze INPUT... [options]\n\n"
+         "INPUT is a gpuacct recording (*.gpuacct, written by libgpuacct.so with GPUACCT_RECORD=1\n"
+         "or by `gpuacct synth`) or a PyTorch-profiler trace (*.json / *.json.gz).  Several "
+         "inputs\n"
+         "(one per rank) give one report each.\n\n"
+         "options:\n"
+         "  -o, --out DIR             directory for <name>.report.json and <name>.steps.csv\n"
+         "                            (default: gpuacct-out)\n"
+         "      --no-files            print only; write nothing\n"
+         "      --json                print the JSON report instead of the summary\n" +
+         accounting_options_help() +
+         "      --color               colour the summary\n"
+         "  -h, --help                this text\n";
+}
 
 std::string stem_of(const std::string& path) {
   std::string name = std::filesystem::path(path).filename().string();
@@ -50,122 +46,151 @@ std::string stem_of(const std::string& path) {
   return name.empty() ? "report" : name;
 }
 
+// One output name per input: inputs with the same file name (rank0/trace.json,
+// rank1/trace.json) get -2, -3... instead of overwriting each other's report.
+class OutputNames {
+ public:
+  std::string unique_stem(const std::string& input) {
+    const std::string stem = stem_of(input);
+    std::string name = stem;
+    for (int n = 2; !used_.insert(name).second; ++n) name = stem + "-" + std::to_string(n);
+    return name;
+  }
+
+ private:
+  std::set<std::string> used_;
+};
+
+struct AnalyzeSettings {
+  AccountingConfig cfg;
+  bool write_files = true;
+  bool json = false;
+  bool color = false;
+  std::string out_dir;
+};
+
+// The pair is written CSV first, report last, and the CSV removed if the report fails: a
+// report file on disk always has its CSV beside it, never half a result.
+Status write_outputs(const std::string& base, const AnalyzedInput& analysed) {
+  Status st = write_file_atomic(base + ".steps.csv", step_rows_csv(analysed.rows));
+  if (st.ok()) {
+    st = write_file_atomic(base + ".report.json", analysed.report.dump(2) + "\n");
+    if (!st.ok()) std::remove((base + ".steps.csv").c_str());
+  }
+  return st;
+}
+
+// Analyses one input, writes and prints its report.  Returns the exit status (0 or 1) and
+// appends the rows for the cross-rank comparison.
+int analyze_one(const std::string& input, const std::string& stem, const AnalyzeSettings& s,
+                std::vector<RankRows>* ranks) {
+  auto analysed = analyze_input(input, s.cfg, /*progress=*/isatty(2) != 0);
+  if (!analysed.ok()) {
+    std::fprintf(stderr, "gpuacct analyze: %s\n", analysed.status().message().c_str());
+    return 1;
+  }
+  int rc = 0;
+  const nlohmann::json& report = analysed->report;
+  // Nothing gpuacct supports in the input (another accelerator's trace): the report says what
+  // was found, and the exit status says the input could not be accounted.
+  const nlohmann::json verdict = report.value("verdict", nlohmann::json::object());
+  if (verdict.value("reason", "") == "unsupported_device") {
+    std::fprintf(stderr, "gpuacct analyze: %s: %s\n", input.c_str(),
+                 verdict.value("headline", "").c_str());
+    rc = 1;
+  }
+  if (s.write_files) {
+    const std::string base = s.out_dir + "/" + stem;
+    if (const Status st = write_outputs(base, *analysed); !st.ok()) {
+      std::fprintf(stderr, "gpuacct analyze: %s\n", st.message().c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "gpuacct: wrote %s.report.json and %s.steps.csv\n", base.c_str(),
+                 base.c_str());
+  }
+  if (s.json) {
+    std::cout << report.dump(2) << "\n";
+  } else {
+    auto text = render_terminal_summary(report, s.color);
+    std::cout << (text.ok() ? text.value() : text.status().message()) << "\n";
+  }
+  ranks->push_back(RankRows{report.value("run", nlohmann::json::object()).value("rank", -1), stem,
+                            analysed->rows});
+  return rc;
+}
+
+// Several ranks: the cross-rank comparison (printed, and ranks.json).
+int compare_all_ranks(const std::vector<RankRows>& ranks, const AnalyzeSettings& s) {
+  const RankComparison cmp = compare_ranks(ranks);
+  if (!s.json) std::cout << render_rank_comparison(cmp);
+  if (!s.write_files) return 0;
+  const Status st =
+      write_file_atomic(s.out_dir + "/ranks.json", rank_comparison_to_json(cmp).dump(2) + "\n");
+  if (st.ok()) return 0;
+  std::fprintf(stderr, "gpuacct analyze: %s\n", st.message().c_str());
+  return 1;
+}
+
 }  // namespace
 
+StatusOr<AnalyzedInput> analyze_input(const std::string& path, const AccountingConfig& cfg,
+                                      bool progress) {
+  auto input = Input::open(path);
+  if (!input.ok()) return input.status();
+  NameTable names;
+  InputOptions opts;
+  opts.progress = progress;
+  auto accounted = account_input(input.value(), cfg, names, opts);
+  if (!accounted.ok()) return accounted.status();
+  const StepAccountant& acc = *accounted->accountant;
+  AnalyzedInput out;
+  out.report = build_report(acc, accounted->contents.metadata, names, accounted->contents.sections);
+  out.rows = acc.rows();
+  return out;
+}
+
 int run_analyze(int argc, char** argv) {
-  Args args({"out", "warmup", "launch-latency-us", "host-pause-us"},
-            {"help", "json", "no-files", "color"}, {{'o', "out"}, {'h', "help"}});
+  std::set<std::string> valued = accounting_option_names();
+  valued.insert("out");
+  Args args(valued, {"help", "json", "no-files", "color"}, {{'o', "out"}, {'h', "help"}});
   if (!args.parse(argc, argv)) {
     std::fprintf(stderr, "gpuacct analyze: %s\n(see gpuacct analyze --help)\n",
                  args.error().c_str());
     return 2;
   }
   if (args.has("help")) {
-    std::fputs(kHelp, stdout);
+    std::fputs(help_text().c_str(), stdout);
     return 0;
   }
   if (args.positional().empty()) {
     std::fprintf(stderr, "gpuacct analyze: no input given\n(see gpuacct analyze --help)\n");
     return 2;
   }
-  AccountingConfig cfg;
-  const auto warmup = args.get_number("warmup", cfg.warmup_steps, 0, 1e6);
-  const auto latency = args.get_number("launch-latency-us", 30, 0, 1e9);
-  const auto pause = args.get_number("host-pause-us", 100, 0, 1e9);
-  if (warmup && *warmup != static_cast<double>(static_cast<int64_t>(*warmup))) {
-    std::fprintf(stderr, "gpuacct analyze: option '--warmup': '%s' is not a whole number\n",
-                 args.get("warmup").c_str());
+  AnalyzeSettings s;
+  if (std::string error; !parse_accounting_options(args, &s.cfg, &error)) {
+    std::fprintf(stderr, "gpuacct analyze: %s\n", error.c_str());
     return 2;
   }
-  if (!warmup || !latency || !pause) {
-    std::fprintf(stderr, "gpuacct analyze: %s\n", args.error().c_str());
-    return 2;
-  }
-  // Without --warmup the source decides: recordings of whole runs leave out 2 warm-up steps,
-  // profiler traces (already a steady-state capture) none.
-  cfg.warmup_steps = args.has("warmup") ? static_cast<int>(*warmup) : -1;
-  cfg.launch_latency_threshold_ns = static_cast<TimeNs>(*latency * 1000.0);
-  cfg.host_pause_threshold_ns = static_cast<TimeNs>(*pause * 1000.0);
-
-  const bool write_files = !args.has("no-files");
-  const std::string out_dir = args.get("out", "gpuacct-out");
-  if (write_files) {
+  s.write_files = !args.has("no-files");
+  s.json = args.has("json");
+  s.color = args.has("color");
+  s.out_dir = args.get("out", "gpuacct-out");
+  if (s.write_files) {
     std::error_code ec;
-    std::filesystem::create_directories(out_dir, ec);
+    std::filesystem::create_directories(s.out_dir, ec);
     if (ec) {
       std::fprintf(stderr, "gpuacct analyze: cannot create output directory %s: %s\n",
-                   out_dir.c_str(), ec.message().c_str());
+                   s.out_dir.c_str(), ec.message().c_str());
       return 1;
     }
   }
-
-  // One output name per input: inputs with the same file name (rank0/trace.json,
-  // rank1/trace.json) get -2, -3... instead of overwriting each other's report.
-  std::set<std::string> stems_used;
-  auto unique_stem = [&](const std::string& input) {
-    const std::string stem = stem_of(input);
-    std::string name = stem;
-    for (int n = 2; !stems_used.insert(name).second; ++n) name = stem + "-" + std::to_string(n);
-    return name;
-  };
-
+  OutputNames names;
   int rc = 0;
   std::vector<RankRows> ranks;  // for the cross-rank comparison of several inputs
   for (const std::string& input : args.positional()) {
-    const std::string stem = unique_stem(input);
-    auto analysed = analyze_input(input, cfg, /*progress=*/isatty(2) != 0);
-    if (!analysed.ok()) {
-      std::fprintf(stderr, "gpuacct analyze: %s\n", analysed.status().message().c_str());
-      rc = 1;
-      continue;
-    }
-    const nlohmann::json& report = analysed->report;
-    // Nothing gpuacct supports in the input (another accelerator's trace): the report says
-    // what was found, and the exit status says the input could not be accounted.
-    const nlohmann::json verdict = report.value("verdict", nlohmann::json::object());
-    if (verdict.value("reason", "") == "unsupported_device") {
-      std::fprintf(stderr, "gpuacct analyze: %s: %s\n", input.c_str(),
-                   verdict.value("headline", "").c_str());
-      rc = 1;
-    }
-    if (write_files) {
-      const std::string base = out_dir + "/" + stem;
-      // The pair is written CSV first, report last, and the CSV removed if the report fails:
-      // a report file on disk always has its CSV beside it, never half a result.
-      Status st = write_file_atomic(base + ".steps.csv", step_rows_csv(analysed->rows));
-      if (st.ok()) {
-        st = write_file_atomic(base + ".report.json", report.dump(2) + "\n");
-        if (!st.ok()) std::remove((base + ".steps.csv").c_str());
-      }
-      if (!st.ok()) {
-        std::fprintf(stderr, "gpuacct analyze: %s\n", st.message().c_str());
-        rc = 1;
-        continue;
-      }
-      std::fprintf(stderr, "gpuacct: wrote %s.report.json and %s.steps.csv\n", base.c_str(),
-                   base.c_str());
-    }
-    if (args.has("json")) {
-      std::cout << report.dump(2) << "\n";
-    } else {
-      auto text = render_terminal_summary(report, args.has("color"));
-      std::cout << (text.ok() ? text.value() : text.status().message()) << "\n";
-    }
-    ranks.push_back(RankRows{report.value("run", nlohmann::json::object()).value("rank", -1), stem,
-                             analysed->rows});
+    rc |= analyze_one(input, names.unique_stem(input), s, &ranks);
   }
-  if (ranks.size() > 1) {
-    const RankComparison cmp = compare_ranks(ranks);
-    if (!args.has("json")) std::cout << render_rank_comparison(cmp);
-    if (write_files) {
-      const Status st =
-          write_file_atomic(out_dir + "/ranks.json", rank_comparison_to_json(cmp).dump(2) + "\n");
-      if (!st.ok()) {
-        std::fprintf(stderr, "gpuacct analyze: %s\n", st.message().c_str());
-        rc = 1;
-      }
-    }
-  }
+  if (ranks.size() > 1) rc |= compare_all_ranks(ranks, s);
   return rc;
 }
 

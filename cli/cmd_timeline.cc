@@ -2,98 +2,95 @@
 // ops per stream, a "wall" track of the accounting category of every instant, step windows and
 // host ranges.  Open the output in https://ui.perfetto.dev or chrome://tracing.
 #include <cstdio>
+#include <memory>
+#include <set>
 #include <string>
 
-#include "analysis/accounting/step_accountant.h"
-#include "analysis/import/kineto_importer.h"
-#include "analysis/import/recording.h"
-#include "analysis/model/file_io.h"
-#include "analysis/model/name_table.h"
-#include "analysis/report/timeline_writer.h"
+#include "analysis/input/input.h"
+#include "cli/accounting_options.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/pipelines.h"
 
 namespace gpuacct::cli {
 namespace {
 
-const char kHelp[] =
-    "usage: gpuacct timeline INPUT -o OUT.json [options]\n\n"
-    "INPUT is a gpuacct recording or a PyTorch-profiler (Kineto) trace (*.json / *.json.gz).\n"
-    "Writes a Chrome-trace JSON timeline: GPU ops per device and stream, one track per device\n"
-    "with the accounting category of every instant, the step windows, and host ranges and CUDA\n"
-    "calls per thread.  Load it in https://ui.perfetto.dev or chrome://tracing.\n\n"
-    "options:\n"
-    "  -o, --out FILE            output file (required)\n"
-    "      --warmup N            steps marked as warm-up (default 2)\n"
-    "      --progress            show read progress on stderr\n"
-    "  -h, --help                this text\n";
+std::string help_text() {
+  return "usage: gpuacct timeline INPUT -o OUT.json [options]\n\n"
+         "INPUT is a gpuacct recording or a PyTorch-profiler (Kineto) trace (*.json / "
+         "*.json.gz).\n"
+         "Writes a Chrome-trace JSON timeline: GPU ops per device and stream, one track per "
+         "device\n"
+         "with the accounting category of every instant, the step windows, and host ranges and "
+         "CUDA\n"
+         "calls per thread.  Load it in https://ui.perfetto.dev or chrome://tracing.  Steps are\n"
+         "detected when the input marks none, and accounted as `gpuacct analyze` does.\n\n"
+         "options:\n"
+         "  -o, --out FILE            output file (required)\n" +
+         accounting_options_help() +
+         "      --progress            show read progress on stderr\n"
+         "  -h, --help                this text\n";
+}
 
 }  // namespace
 
+StatusOr<InputTimeline> timeline_of_input(const std::string& path, const AccountingConfig& cfg,
+                                          bool progress) {
+  auto input = Input::open(path);
+  if (!input.ok()) return input.status();
+  InputTimeline out;
+  out.names = std::make_unique<NameTable>();
+  out.writer = std::make_unique<TimelineWriter>(*out.names);
+  TimelineWriter& tw = *out.writer;
+  AccountingObservers observers;
+  observers.events = &tw;
+  observers.on_row = [&tw](const StepRow& r) { tw.on_step_row(r); };
+  observers.on_segment = [&tw](const CategorySegment& s) { tw.on_segment(s); };
+  InputOptions opts;
+  opts.progress = progress;
+  auto accounted = account_input(input.value(), cfg, *out.names, opts, observers);
+  if (!accounted.ok()) return accounted.status();
+  tw.set_metadata(accounted->contents.metadata);
+  return out;
+}
+
 int run_timeline(int argc, char** argv) {
-  Args args({"out", "warmup"}, {"help", "progress"}, {{'o', "out"}, {'h', "help"}});
+  std::set<std::string> valued = accounting_option_names();
+  valued.insert("out");
+  Args args(valued, {"help", "progress"}, {{'o', "out"}, {'h', "help"}});
   if (!args.parse(argc, argv)) {
     std::fprintf(stderr, "gpuacct timeline: %s\n(see gpuacct timeline --help)\n",
                  args.error().c_str());
     return 2;
   }
   if (args.has("help")) {
-    std::fputs(kHelp, stdout);
+    std::fputs(help_text().c_str(), stdout);
     return 0;
   }
   if (args.positional().size() != 1 || !args.has("out")) {
-    std::fprintf(stderr, "gpuacct timeline: need exactly one INPUT and -o OUT.json\n%s", kHelp);
+    std::fprintf(stderr, "gpuacct timeline: need exactly one INPUT and -o OUT.json\n%s",
+                 help_text().c_str());
     return 2;
   }
   AccountingConfig cfg;
-  auto warmup = args.get_number("warmup", cfg.warmup_steps, 0, 1e6);
-  if (!warmup) {
-    std::fprintf(stderr, "gpuacct timeline: %s\n", args.error().c_str());
+  if (std::string error; !parse_accounting_options(args, &cfg, &error)) {
+    std::fprintf(stderr, "gpuacct timeline: %s\n", error.c_str());
     return 2;
   }
-  cfg.warmup_steps = static_cast<int>(*warmup);
   const std::string input = args.positional()[0];
   const std::string out = args.get("out");
-  if (const Status in = check_input_file(input); !in.ok()) {
-    std::fprintf(stderr, "gpuacct timeline: %s\n", in.message().c_str());
+  auto timeline = timeline_of_input(input, cfg, args.has("progress"));
+  if (!timeline.ok()) {
+    std::fprintf(stderr, "gpuacct timeline: %s\n", timeline.status().message().c_str());
     return 1;
   }
-
-  NameTable names;
-  StepAccountant acc(cfg);
-  TimelineWriter tw(names);
-  acc.set_segment_sink([&](const CategorySegment& s) { tw.on_segment(s); });
-  acc.set_row_sink([&](const StepRow& r) { tw.on_step_row(r); });
-  TeeSink tee({&acc, &tw});
-  RunMetadata meta;
-  if (looks_like_recording(input)) {
-    auto contents = read_recording(input, names, tee, acc.mutable_stats());
-    if (!contents.ok()) {
-      std::fprintf(stderr, "gpuacct timeline: %s\n", contents.status().message().c_str());
-      return 1;
-    }
-    meta = contents->metadata;
-    if (meta.source.empty()) meta.source = "recording";
-  } else {
-    KinetoImportOptions opts;
-    opts.progress = args.has("progress");
-    auto m = import_kineto_trace(input, names, tee, acc.mutable_stats(), opts);
-    if (!m.ok()) {
-      std::fprintf(stderr, "gpuacct timeline: %s\n", m.status().message().c_str());
-      return 1;
-    }
-    meta = m.value();
-  }
-  meta.source_path = input;
-  acc.finish();
-  tw.set_metadata(meta);
-  Status st = tw.write(out);
-  if (!st.ok()) {
+  const TimelineWriter& tw = *timeline->writer;
+  if (const Status st = tw.write(out); !st.ok()) {
     std::fprintf(stderr, "gpuacct timeline: %s\n", st.message().c_str());
     return 1;
   }
   std::fprintf(stderr, "gpuacct timeline: wrote %s (%zu events, %zu steps)\n", out.c_str(),
-               tw.events(), acc.rows().size());
+               tw.events(), tw.rows().size());
   return 0;
 }
 

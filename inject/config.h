@@ -21,9 +21,11 @@ struct Config {
   bool enable = true;            // GPUACCT_ENABLE: 0 = no GPU collection (host ranges only)
   std::string output_dir = ".";  // GPUACCT_OUTPUT_DIR
   std::string output_pattern = "gpuacct_{host}_{pid}_rank{rank}";  // GPUACCT_OUTPUT_PATTERN
-  int warmup_steps = 2;                                            // GPUACCT_WARMUP_STEPS
-  int64_t launch_latency_us = 30;                                  // GPUACCT_LAUNCH_LATENCY_US
-  int64_t host_pause_us = 100;                                     // GPUACCT_HOST_PAUSE_US
+  // The accounting defaults are AccountingConfig's (written once there).
+  int warmup_steps = AccountingConfig::kWarmupStepsWholeRun;  // GPUACCT_WARMUP_STEPS
+  int64_t launch_latency_us =
+      AccountingConfig{}.launch_latency_threshold_ns / 1000;  // GPUACCT_LAUNCH_LATENCY_US
+  int64_t host_pause_us = AccountingConfig{}.host_pause_threshold_ns / 1000;  // GPUACCT_HOST_PAUSE_US
   std::vector<std::string> step_patterns;  // GPUACCT_STEP_PATTERNS (comma separated)
   std::vector<std::string> data_patterns;  // GPUACCT_DATA_PATTERNS (comma separated)
   int flush_ms = 100;                      // GPUACCT_FLUSH_MS

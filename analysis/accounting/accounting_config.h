@@ -1,5 +1,8 @@
-// Every threshold the accounting uses, with its default.  docs/accounting.md publishes the
-// same table; keep the two in step.
+// Every threshold the accounting uses, with its default: the one definition of each default.
+// The CLI flags and their help text, the injected library's GPUACCT_* settings
+// (inject/config.h) and the Python launcher take theirs from here (the launcher passes a
+// setting only when the user gave one); docs/accounting.md publishes the same table, keep the
+// two in step.
 #pragma once
 
 #include <cstdint>
@@ -29,8 +32,14 @@ struct AccountingConfig {
   // counted step (overlapping_steps_skipped).
   TimeNs step_touch_tolerance_ns = 1'000;
 
-  // Steps left out of the run summary and reported apart.
-  int warmup_steps = 2;
+  // Steps left out of the run summary and reported apart.  A whole run (the live library, a
+  // recording of it) leaves out its first steps, which compile, autotune and allocate; a
+  // profiler trace is already a steady-state capture.  kWarmupBySource lets the input decide
+  // (input/input.h default_warmup_steps): what the CLI passes when the user gives no --warmup.
+  static constexpr int kWarmupStepsWholeRun = 2;
+  static constexpr int kWarmupStepsProfilerTrace = 0;
+  static constexpr int kWarmupBySource = -1;
+  int warmup_steps = kWarmupStepsWholeRun;
 
   // A launch call whose GPU op has not arrived this long after its step's host end is given
   // up on (counted in unmatched_launches) so the step can be finalised.

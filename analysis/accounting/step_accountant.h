@@ -10,6 +10,10 @@
 // finish() declares the stream complete and finalises everything left.
 //
 // Threading: not thread-safe; one owner thread (the injected library's worker, or the CLI).
+//
+// Implementation: step_accountant.cc (intake, steps, when a step can be finalised, the ops it
+// owns), host_state.{h,cc} (launch calls by correlation id, per-thread calls and data ranges,
+// nested calls), window_sweep.{h,cc} (the sweep of one window and its idle gaps).
 #pragma once
 
 #include <functional>
@@ -23,10 +27,6 @@
 #include "analysis/model/stats.h"
 
 namespace gpuacct {
-
-// What the host was doing during (part of) an idle gap, for the "largest idle gaps" list.
-enum class IdleCause : uint8_t { kDataWait, kLaunchGap, kHostOther };
-const char* to_string(IdleCause c);
 
 struct IdleGap {
   int64_t step_index = 0;
@@ -42,7 +42,9 @@ struct IdleGap {
   bool op_was_queued = false;     // next_op had been submitted before the gap began
 
   int64_t length() const { return end - start; }
-  IdleCause dominant() const;
+  // The idle category holding most of the gap (ties: data wait, then launch gap): what the host
+  // was mostly doing, for the "largest idle gaps" list.
+  Category dominant() const;
 };
 
 // Exposed time attributed to one kernel name: compute time split equally among concurrently
@@ -56,19 +58,6 @@ struct KernelExposure {
 };
 
 // A maximal interval of one category on one device: for timelines.
-enum class Category : uint8_t {
-  kCompute,
-  kCommExposed,
-  kCopyInput,
-  kCopyOther,
-  kDataWait,
-  kLaunchGap,
-  kHostOther
-};
-inline constexpr int kCategoryCount = 7;
-const char* to_string(Category c);
-Wall wall_of(Category c);
-
 struct CategorySegment {
   uint16_t device = 0;
   int64_t step_index = 0;

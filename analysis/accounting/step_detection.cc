@@ -45,7 +45,82 @@ void DetectorFeeder::add_gpu_op(const GpuOp& op) {
   detector_.add(t);
 }
 
-OfflineStepDetection::OfflineStepDetection(StepDetectorOptions options) : detector_(options) {}
+void StepRangeMaker::add(const std::vector<Marker>& boundaries, std::vector<HostRange>* out) {
+  for (const Marker& b : boundaries) {
+    if (boundaries_ > 0) {
+      HostRange r;
+      r.start = last_.ts;
+      r.end = b.ts;
+      r.number = static_cast<int64_t>(steps_++);
+      r.thread = b.thread;
+      r.name = step_name_;
+      r.kind = RangeKind::kStep;
+      out->push_back(r);
+    }
+    last_ = b;
+    ++boundaries_;
+  }
+}
+
+StepDetection::StepDetection(NameId step_name, StepDetectorOptions options, size_t max_launches)
+    : detector_(options), feeder_(detector_, max_launches), ranges_(step_name) {}
+
+void StepDetection::add_api_call(const HostApiCall& call) {
+  if (call.kind == HostApiKind::kOther) return;
+  saw_call_ = true;
+  latest_call_start_ = std::max(latest_call_start_, call.start);
+  feeder_.add_api_call(call);
+}
+
+void StepDetection::add_gpu_op(const GpuOp& op) {
+  saw_op_ = true;
+  latest_op_start_ = std::max(latest_op_start_, op.start);
+  feeder_.add_gpu_op(op);
+}
+
+void StepDetection::add(const EventBatch& batch) {
+  // Calls first, so each op of the batch finds its launch call's host time.
+  for (const HostApiCall& c : batch.api_calls) add_api_call(c);
+  for (const GpuOp& op : batch.gpu_ops) add_gpu_op(op);
+}
+
+std::vector<HostRange> StepDetection::poll(TimeNs watermark, bool final) {
+  std::vector<HostRange> out;
+  ranges_.add(detector_.poll(watermark, final), &out);
+  if (final && ranges_.last_boundary() != nullptr) {
+    // Work issued after the last step ended belongs to a step the capture cut off.  (By launch
+    // call; by op only when the input has no calls: an op of the last step can still run
+    // after the step's end.)
+    const TimeNs last = ranges_.last_boundary()->ts;
+    trailing_partial_ =
+        saw_call_ ? latest_call_start_ >= last : saw_op_ && latest_op_start_ >= last;
+  }
+  return out;
+}
+
+std::vector<HostRange> StepDetection::poll_into(EventSink& sink, Stats& stats, TimeNs watermark,
+                                                bool final) {
+  std::vector<HostRange> ranges = poll(watermark, final);
+  for (const HostRange& r : ranges) sink.on_range(r);
+  if (final && trailing_partial_) stats.add(Stat::incomplete_trailing_step);
+  return ranges;
+}
+
+StepDetectionSummary StepDetection::summary() const {
+  StepDetectionSummary s;
+  s.locked = detector_.locked();
+  s.period_ops = detector_.period_tokens();
+  s.step_end = detector_.step_end_name();
+  s.step_end_is_sync = detector_.step_end_is_sync();
+  s.boundaries = ranges_.boundaries();
+  s.steps = ranges_.steps();
+  s.leading_partial = detector_.leading_partial_step();
+  s.trailing_partial = trailing_partial_;
+  return s;
+}
+
+OfflineStepDetection::OfflineStepDetection(NameId step_name, StepDetectorOptions options)
+    : detection_(step_name, options, /*max_launches=*/0) {}
 
 void OfflineStepDetection::on_gpu_op(const GpuOp& op) {
   if (explicit_steps_) return;
@@ -76,42 +151,38 @@ void OfflineStepDetection::input_has_steps() {
   std::vector<GpuOp>().swap(ops_);
 }
 
-OfflineStepDetection::Result OfflineStepDetection::detect(NameId step_name) {
+namespace {
+
+class DiscardingSink final : public EventSink {
+ public:
+  void on_gpu_op(const GpuOp&) override {}
+  void on_api_call(const HostApiCall&) override {}
+  void on_range(const HostRange&) override {}
+  void on_marker(const Marker&) override {}
+};
+
+}  // namespace
+
+OfflineStepDetection::Result OfflineStepDetection::detect() {
+  DiscardingSink none;
+  Stats ignored;
+  return detect_into(none, ignored);
+}
+
+OfflineStepDetection::Result OfflineStepDetection::detect_into(EventSink& sink, Stats& stats) {
   Result out;
   if (explicit_steps_) return out;
   // Whole input at hand: every call first, so each op finds its launch time.
-  DetectorFeeder feeder(detector_, /*max_launches=*/0);
-  for (const HostApiCall& c : calls_) feeder.add_api_call(c);
-  for (const GpuOp& op : ops_) feeder.add_gpu_op(op);
-  if (earliest_ != std::numeric_limits<TimeNs>::max()) detector_.note_input_start(earliest_);
-  const std::vector<Marker> boundaries =
-      detector_.poll(std::numeric_limits<TimeNs>::max(), /*final=*/true);
-  out.boundaries = boundaries.size();
-  out.leading_partial = detector_.leading_partial_step();
-  for (size_t i = 0; i + 1 < boundaries.size(); ++i) {
-    HostRange r;
-    r.start = boundaries[i].ts;
-    r.end = boundaries[i + 1].ts;
-    r.number = static_cast<int64_t>(i);
-    r.thread = boundaries[i + 1].thread;
-    r.name = step_name;
-    r.kind = RangeKind::kStep;
-    out.steps.push_back(r);
-  }
-  if (!boundaries.empty()) {
-    // Work issued after the last step ended belongs to a step the capture cut off.
-    // (By launch call; ops only when the input has no calls: an op of the last step can
-    // still run after the step's end.)
-    const TimeNs last = boundaries.back().ts;
-    for (const HostApiCall& c : calls_) out.trailing_partial |= c.start >= last;
-    if (calls_.empty()) {
-      for (const GpuOp& op : ops_) out.trailing_partial |= op.start >= last;
-    }
-  }
-  calls_.clear();
-  calls_.shrink_to_fit();
-  ops_.clear();
-  ops_.shrink_to_fit();
+  for (const HostApiCall& c : calls_) detection_.add_api_call(c);
+  for (const GpuOp& op : ops_) detection_.add_gpu_op(op);
+  std::vector<HostApiCall>().swap(calls_);
+  std::vector<GpuOp>().swap(ops_);
+  if (earliest_ != std::numeric_limits<TimeNs>::max()) detection_.note_input_start(earliest_);
+  out.steps = detection_.poll_into(sink, stats, std::numeric_limits<TimeNs>::max(), /*final=*/true);
+  const StepDetectionSummary s = detection_.summary();
+  out.boundaries = s.boundaries;
+  out.leading_partial = s.leading_partial;
+  out.trailing_partial = s.trailing_partial;
   return out;
 }
 

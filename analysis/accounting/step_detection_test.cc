@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
+
 #include "analysis/accounting/step_accountant.h"
 #include "analysis/import/kineto_importer.h"
 #include "analysis/import/synthetic.h"
@@ -28,7 +31,7 @@ TEST(OfflineStepDetection, FindsTheStepsOfAnUnmarkedLoop) {
     spec->emit_steps = false;
     generate_synthetic(*spec, names, tee);
     ASSERT_FALSE(detection.input_marks_steps());
-    const OfflineStepDetection::Result detected = detection.detect(0);
+    const OfflineStepDetection::Result detected = detection.detect();
     for (const HostRange& r : detected.steps) acc.add_range(r);
     acc.finish();
     EXPECT_TRUE(detection.detector().locked()) << preset;
@@ -51,7 +54,7 @@ TEST(OfflineStepDetection, InputWithStepsIsLeftAlone) {
   spec->steps = 6;
   generate_synthetic(*spec, names, detection);
   EXPECT_TRUE(detection.input_marks_steps());
-  EXPECT_TRUE(detection.detect(0).steps.empty());
+  EXPECT_TRUE(detection.detect().steps.empty());
 }
 
 // A burst of one op repeated back to back is not a training step, and neither is a pattern
@@ -78,7 +81,7 @@ TEST(OfflineStepDetection, NoLockOnOneOpBurstsOrMinorPatterns) {
     detection.on_gpu_op(op);
     t += 100;
   }
-  EXPECT_TRUE(detection.detect(0).steps.empty());
+  EXPECT_TRUE(detection.detect().steps.empty());
   EXPECT_FALSE(detection.detector().locked());
 }
 
@@ -127,11 +130,11 @@ struct UnmarkedLoop {
   // Feeds everything (in file order) to the accountant and the detection, then adds the
   // detected steps and finishes.
   OfflineStepDetection::Result analyse(StepAccountant& acc) {
-    OfflineStepDetection detection;
+    OfflineStepDetection detection(names.intern(kDetectedStepName));
     TeeSink tee({&acc, &detection});
     for (const HostApiCall& c : calls) tee.on_api_call(c);
     for (const GpuOp& op : ops) tee.on_gpu_op(op);
-    OfflineStepDetection::Result r = detection.detect(names.intern("step (detected)"));
+    OfflineStepDetection::Result r = detection.detect();
     for (const HostRange& step : r.steps) acc.add_range(step);
     acc.finish();
     EXPECT_TRUE(detection.detector().locked());
@@ -246,13 +249,124 @@ TEST(OfflineStepDetection, StreamWaitEventDoesNotEndSteps) {
   OfflineStepDetection detection;
   ASSERT_TRUE(
       import_kineto_buffer("{\"traceEvents\": [" + events + "]}", names, detection, stats).ok());
-  const auto r = detection.detect(0);
+  const auto r = detection.detect();
   ASSERT_TRUE(detection.detector().locked());
   EXPECT_FALSE(detection.detector().step_end_is_sync());
   EXPECT_EQ(names.text(detection.detector().step_end_name()), "k3");  // before the data wait
   EXPECT_EQ(r.steps.size(), 12u);  // one per loop iteration, each ending at its k3
   EXPECT_FALSE(r.leading_partial);
   EXPECT_FALSE(r.trailing_partial);
+}
+
+// ---- the incremental component: live (chunks, watermarks) and offline give the same steps --
+
+bool same_range(const HostRange& a, const HostRange& b) {
+  return a.start == b.start && a.end == b.end && a.number == b.number && a.thread == b.thread &&
+         a.name == b.name && a.kind == b.kind;
+}
+
+// Boundaries delivered in any chunks (a live run polls every tick) make the same step ranges as
+// all at once (a whole file): between consecutive boundaries, numbered from 0.
+TEST(StepRangeMaker, ChunksGiveTheSameRangesAsAllAtOnce) {
+  std::vector<Marker> boundaries;
+  TimeNs t = 1'000;
+  for (int i = 0; i < 40; ++i) {
+    Marker m;
+    m.ts = t;
+    m.kind = MarkerKind::kStepBoundary;
+    m.number = i;
+    m.thread = static_cast<uint32_t>(100 + i % 3);
+    boundaries.push_back(m);
+    t += 500 + (i * 7919) % 1000;  // uneven steps
+  }
+  StepRangeMaker whole(42);
+  std::vector<HostRange> expected;
+  whole.add(boundaries, &expected);
+  ASSERT_EQ(expected.size(), boundaries.size() - 1);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(expected[i].start, boundaries[i].ts);
+    EXPECT_EQ(expected[i].end, boundaries[i + 1].ts);
+    EXPECT_EQ(expected[i].number, static_cast<int64_t>(i));
+    EXPECT_EQ(expected[i].thread, boundaries[i + 1].thread);
+    EXPECT_EQ(expected[i].name, 42u);
+    EXPECT_EQ(expected[i].kind, RangeKind::kStep);
+  }
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    StepRangeMaker live(42);
+    std::vector<HostRange> got;
+    uint32_t x = seed;
+    for (size_t i = 0; i < boundaries.size();) {
+      x = x * 1103515245u + 12345u;
+      const size_t n = std::min<size_t>(boundaries.size() - i, (x >> 16) % 5);  // 0..4, empty too
+      live.add(std::vector<Marker>(boundaries.begin() + static_cast<ptrdiff_t>(i),
+                                   boundaries.begin() + static_cast<ptrdiff_t>(i + n)),
+               &got);
+      i += n;
+    }
+    ASSERT_EQ(got.size(), expected.size()) << "seed " << seed;
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(same_range(got[i], expected[i])) << i;
+    EXPECT_EQ(live.boundaries(), boundaries.size());
+    EXPECT_EQ(live.steps(), expected.size());
+  }
+}
+
+// A live run: batches arrive tick by tick and StepDetection is polled with a lagging watermark;
+// a whole file: everything, then one final poll.  Same steps, and a step the capture cut off is
+// counted the same way (poll_into).
+TEST(StepDetection, LiveTicksAndWholeFileGiveTheSameSteps) {
+  UnmarkedLoop loop;
+  for (int s = 0; s < 30; ++s) loop.step();
+  loop.t += 2'000'000;
+  loop.kernels(0, 1);  // the capture stops inside a step
+  const NameId name = loop.names.intern(kDetectedStepName);
+  const TimeNs input_start = loop.calls.front().start;
+
+  StepDetection offline(name, {}, /*max_launches=*/0);
+  for (const HostApiCall& c : loop.calls) offline.add_api_call(c);
+  for (const GpuOp& op : loop.ops) offline.add_gpu_op(op);
+  offline.note_input_start(input_start);
+  StepAccountant offline_sink;
+  std::vector<HostRange> expected = offline.poll_into(offline_sink, offline_sink.mutable_stats(),
+                                                      std::numeric_limits<TimeNs>::max(), true);
+  ASSERT_EQ(expected.size(), 30u);
+  EXPECT_TRUE(offline.summary().trailing_partial);
+  EXPECT_EQ(offline_sink.stats().get(Stat::incomplete_trailing_step), 1);
+
+  for (size_t per_tick : {1u, 3u, 7u, 50u}) {
+    StepDetection live(name);
+    live.note_input_start(input_start);
+    StepAccountant sink;
+    std::vector<HostRange> got;
+    // Each tick delivers the next `per_tick` calls and their ops, then polls with the end of
+    // the previous tick's last call as the watermark (later events may still be in flight).
+    size_t ci = 0, oi = 0;
+    TimeNs watermark = std::numeric_limits<TimeNs>::min();
+    while (ci < loop.calls.size()) {
+      EventBatch batch;
+      for (size_t n = 0; n < per_tick && ci < loop.calls.size(); ++n, ++ci) {
+        batch.api_calls.push_back(loop.calls[ci]);
+        while (oi < loop.ops.size() && loop.ops[oi].correlation_id <= loop.calls[ci].correlation_id)
+          batch.gpu_ops.push_back(loop.ops[oi++]);
+      }
+      live.add(batch);
+      for (const HostRange& r : live.poll_into(sink, sink.mutable_stats(), watermark, false))
+        got.push_back(r);
+      watermark = batch.api_calls.back().end;
+    }
+    const size_t before_final = got.size();
+    EXPECT_GT(before_final, 20u) << "steps are handed on while the run goes on";
+    for (const HostRange& r : live.poll_into(sink, sink.mutable_stats(), watermark, true))
+      got.push_back(r);
+    ASSERT_EQ(got.size(), expected.size()) << per_tick << " calls per tick";
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_TRUE(same_range(got[i], expected[i])) << per_tick << " calls per tick, step " << i;
+    }
+    EXPECT_EQ(live.summary().steps, offline.summary().steps);
+    EXPECT_EQ(live.summary().period_ops, offline.summary().period_ops);
+    EXPECT_TRUE(live.summary().trailing_partial);
+    EXPECT_EQ(sink.stats().get(Stat::incomplete_trailing_step), 1);
+    EXPECT_EQ(sink.stats().get(Stat::ranges_received), static_cast<int64_t>(got.size()));
+  }
 }
 
 }  // namespace

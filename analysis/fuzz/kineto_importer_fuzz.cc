@@ -1,5 +1,5 @@
-// libFuzzer target: arbitrary bytes (plain or gzip) through the Kineto importer, then through
-// everything that consumes its events (HTA totals, the step accountant, the timeline writer).
+// libFuzzer target: arbitrary bytes (plain or gzip) through the Kineto importer by the front
+// door (HTA totals, step detection, the step accountant), then the report and the timeline.
 // Any crash, sanitizer report, leak or hang is a bug: the importer must reject bad input with
 // a Status, never abort.
 //
@@ -10,28 +10,27 @@
 #include <cstdint>
 #include <string_view>
 
-#include "analysis/accounting/step_accountant.h"
-#include "analysis/import/kineto_importer.h"
+#include "analysis/input/input.h"
+#include "analysis/report/report.h"
 #include "analysis/report/timeline_writer.h"
-#include "analysis/report/trace_totals.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gpuacct;
   NameTable names;
-  StepAccountant acc;
-  TraceTotals totals(names);
   TimelineWriter timeline(names);
-  acc.set_segment_sink([&](const CategorySegment& s) { timeline.on_segment(s); });
-  acc.set_row_sink([&](const StepRow& r) { timeline.on_step_row(r); });
-  TeeSink tee({&acc, &totals, &timeline});
-  auto meta = import_kineto_buffer(std::string_view(reinterpret_cast<const char*>(data), size),
-                                   names, tee, acc.mutable_stats());
-  acc.finish();
-  if (meta.ok()) {
-    timeline.set_metadata(meta.value());
-    (void)totals.to_json().dump();
+  AccountingObservers observers;
+  observers.events = &timeline;
+  observers.on_row = [&](const StepRow& r) { timeline.on_step_row(r); };
+  observers.on_segment = [&](const CategorySegment& s) { timeline.on_segment(s); };
+  const Input input = Input::from_buffer(
+      std::string_view(reinterpret_cast<const char*>(data), size), "", InputFormat::kKinetoTrace);
+  auto accounted = account_input(input, AccountingConfig{}, names, {}, observers);
+  if (accounted.ok()) {
+    const InputContents& contents = accounted->contents;
+    timeline.set_metadata(contents.metadata);
+    (void)build_report(*accounted->accountant, contents.metadata, names, contents.sections).dump();
     (void)timeline.to_json();
-  } else if (meta.status().message().empty()) {
+  } else if (accounted.status().message().empty()) {
     __builtin_trap();  // an error must always say what is wrong
   }
   return 0;

@@ -17,28 +17,23 @@ using nlohmann::json;
 
 namespace {
 
-constexpr uint16_t kHostOnlyDevice = 0xFFFF;
-
 json categories_json(const CategoryNs& c) {
-  return json{{"compute", c.compute},       {"comm_exposed", c.comm_exposed},
-              {"copy_input", c.copy_input}, {"copy_other", c.copy_other},
-              {"data_wait", c.data_wait},   {"launch_gap", c.launch_gap},
-              {"host_other", c.host_other}};
+  json out = json::object();
+  for (const CategoryInfo& k : kCategories) out[std::string(k.name)] = c[k.category];
+  return out;
 }
 
 json walls_json(const WallBreakdown& w) {
-  return json{{"compute", w.compute},
-              {"communication", w.communication},
-              {"data", w.data},
-              {"launch", w.launch},
-              {"other", w.other}};
+  json out = json::object();
+  for (const WallInfo& k : kWalls) out[std::string(k.name)] = w[k.wall];
+  return out;
 }
 
 json shares_json(const WallShares& s) {
   json out = json::object();
-  for (int i = 0; i < kWallCount; ++i) {
-    out[to_string(static_cast<Wall>(i))] = {{"ns", s.ns[static_cast<size_t>(i)]},
-                                            {"share", s.share[static_cast<size_t>(i)]}};
+  for (const WallInfo& k : kWalls) {
+    const auto i = static_cast<size_t>(k.wall);
+    out[std::string(k.name)] = {{"ns", s.ns[i]}, {"share", s.share[i]}};
   }
   return out;
 }
@@ -75,11 +70,10 @@ json model_flops_json(const RunSummary& s, const RunMetadata* meta) {
 }  // namespace
 
 json step_row_to_json(const StepRow& r) {
-  const bool host_only = r.device == kHostOnlyDevice;
   return json{{"step_index", r.step_index},
               {"step_number", r.step_number},
-              {"device", host_only ? -1 : static_cast<int>(r.device)},
-              {"host_only", host_only},
+              {"device", reported_device(r.device)},
+              {"host_only", r.device == kHostOnlyDevice},
               {"warmup", r.warmup},
               {"host_begin_ns", r.host_begin},
               {"host_end_ns", r.host_end},
@@ -95,6 +89,19 @@ json step_row_to_json(const StepRow& r) {
               {"copies", r.copies},
               {"launches", r.launches},
               {"flops", r.flops}};
+}
+
+void add_step_detection_section(const StepDetectionSummary& d, const NameTable& names,
+                                json* sections) {
+  (*sections)["step_detection"] = {{"source", "detected"},
+                                   {"locked", d.locked},
+                                   {"period_ops", d.period_ops},
+                                   {"step_end", json_safe_utf8(names.text(d.step_end))},
+                                   {"step_end_is_sync", d.step_end_is_sync},
+                                   {"boundaries", d.boundaries},
+                                   {"steps", d.steps},
+                                   {"leading_partial_step_dropped", d.leading_partial},
+                                   {"trailing_partial_step_dropped", d.trailing_partial}};
 }
 
 json report_to_json(const ReportInputs& in) {
@@ -198,7 +205,7 @@ json report_to_json(const ReportInputs& in) {
   json gaps = json::array();
   for (const IdleGap& g : in.gaps) {
     gaps.push_back({{"step_index", g.step_index},
-                    {"device", g.device == kHostOnlyDevice ? -1 : static_cast<int>(g.device)},
+                    {"device", reported_device(g.device)},
                     {"start_ns", g.start},
                     {"duration_ns", g.length()},
                     {"cause", to_string(g.dominant())},
@@ -344,8 +351,8 @@ StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
   const double rows =
       std::max<double>(1.0, static_cast<double>(get_or<int64_t>(summary, "rows", 1)));
   o << "  wall            share   ms/step\n";
-  const char* order[] = {"compute", "communication", "data", "launch", "other"};
-  for (const char* w : order) {
+  for (const WallInfo& wall : kWalls) {
+    const char* w = wall.name.data();
     const json wj = walls.value(w, json::object());
     const double share = get_or<double>(wj, "share", 0);
     const double ms = static_cast<double>(get_or<int64_t>(wj, "ns", 0)) / 1e6 / rows;
@@ -437,22 +444,19 @@ StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
 
 std::string step_rows_csv(const std::vector<StepRow>& rows) {
   std::ostringstream o;
-  o << "step_index,step_number,device,warmup,window_begin_ns,window_end_ns,duration_ns,"
-       "compute_ns,comm_exposed_ns,copy_input_ns,copy_other_ns,data_wait_ns,launch_gap_ns,"
-       "host_other_ns,wall_compute_ns,wall_communication_ns,wall_data_ns,wall_launch_ns,"
-       "wall_other_ns,comm_total_ns,comm_overlapped_ns,gpu_busy_ns,kernels,copies,launches,"
-       "flops\n";
+  o << "step_index,step_number,device,warmup,window_begin_ns,window_end_ns,duration_ns,";
+  for (const CategoryInfo& c : kCategories) o << c.name << "_ns,";
+  for (const WallInfo& w : kWalls) o << "wall_" << w.name << "_ns,";
+  o << "comm_total_ns,comm_overlapped_ns,gpu_busy_ns,kernels,copies,launches,flops\n";
   for (const StepRow& r : rows) {
     const WallBreakdown w = r.walls();
-    o << r.step_index << ',' << r.step_number << ','
-      << (r.device == kHostOnlyDevice ? -1 : static_cast<int>(r.device)) << ','
+    o << r.step_index << ',' << r.step_number << ',' << reported_device(r.device) << ','
       << (r.warmup ? 1 : 0) << ',' << r.window_begin << ',' << r.window_end << ',' << r.duration()
-      << ',' << r.cat.compute << ',' << r.cat.comm_exposed << ',' << r.cat.copy_input << ','
-      << r.cat.copy_other << ',' << r.cat.data_wait << ',' << r.cat.launch_gap << ','
-      << r.cat.host_other << ',' << w.compute << ',' << w.communication << ',' << w.data << ','
-      << w.launch << ',' << w.other << ',' << r.comm_total << ',' << r.comm_overlapped << ','
-      << r.gpu_busy << ',' << r.kernels << ',' << r.copies << ',' << r.launches << ',' << r.flops
-      << '\n';
+      << ',';
+    for (const CategoryInfo& c : kCategories) o << r.cat[c.category] << ',';
+    for (const WallInfo& k : kWalls) o << w[k.wall] << ',';
+    o << r.comm_total << ',' << r.comm_overlapped << ',' << r.gpu_busy << ',' << r.kernels << ','
+      << r.copies << ',' << r.launches << ',' << r.flops << '\n';
   }
   return o.str();
 }

@@ -10,6 +10,7 @@
 
 #include "analysis/accounting/accounting_config.h"
 #include "analysis/accounting/step_accountant.h"
+#include "analysis/accounting/step_detection.h"
 #include "analysis/accounting/step_row.h"
 #include "analysis/model/name_table.h"
 #include "analysis/model/run_metadata.h"
@@ -35,6 +36,12 @@ struct ReportInputs {
 };
 
 nlohmann::json step_row_to_json(const StepRow& row);
+
+// The report's "step_detection" section, for a run whose input marked no steps: what the
+// detector found (docs/report_schema.md).  Written into `sections` (the extra sections that
+// build_report places at the top level of the report), the same for every source.
+void add_step_detection_section(const StepDetectionSummary& detection, const NameTable& names,
+                                nlohmann::json* sections);
 nlohmann::json report_to_json(const ReportInputs& in);
 
 // Builds the whole report from a finished accountant (convenience for CLI and library).

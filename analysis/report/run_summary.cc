@@ -48,12 +48,11 @@ WallShares shares_of(const CategoryNs& c) {
   WallShares s;
   const WallBreakdown w = WallBreakdown::from(c);
   s.total_ns = w.sum();
-  for (int i = 0; i < kWallCount; ++i) {
-    s.ns[static_cast<size_t>(i)] = wall_ns(w, static_cast<Wall>(i));
-    s.share[static_cast<size_t>(i)] =
-        s.total_ns > 0
-            ? static_cast<double>(s.ns[static_cast<size_t>(i)]) / static_cast<double>(s.total_ns)
-            : 0.0;
+  for (const WallInfo& k : kWalls) {
+    const auto i = static_cast<size_t>(k.wall);
+    s.ns[i] = w[k.wall];
+    s.share[i] =
+        s.total_ns > 0 ? static_cast<double>(s.ns[i]) / static_cast<double>(s.total_ns) : 0.0;
   }
   return s;
 }
@@ -64,9 +63,8 @@ std::string pct(double share) {
   return buf;
 }
 
-// A wall's verdict band: the bound it names and its moderate / high thresholds.
+// A wall's verdict band: its moderate / high thresholds.  The verdict's bound is the wall's name.
 struct WallBand {
-  const char* bound;
   Wall wall;
   double moderate;
   double high;
@@ -202,10 +200,10 @@ void decide_verdict(RunSummary& out, const std::vector<StepRow>& rows, const Sta
     explain_nothing(v, out, stats, meta);
   } else {
     const WallBand walls[] = {
-        {"data", Wall::kData, bands.data_moderate, bands.data_high},
-        {"launch", Wall::kLaunch, bands.launch_moderate, bands.launch_high},
-        {"communication", Wall::kCommunication, bands.comm_moderate, bands.comm_high},
-        {"other", Wall::kOther, bands.other_moderate, bands.other_high},
+        {Wall::kData, bands.data_moderate, bands.data_high},
+        {Wall::kLaunch, bands.launch_moderate, bands.launch_high},
+        {Wall::kCommunication, bands.comm_moderate, bands.comm_high},
+        {Wall::kOther, bands.other_moderate, bands.other_high},
     };
     const WallBand* best = nullptr;
     Severity best_sev = Severity::kNone;
@@ -221,18 +219,18 @@ void decide_verdict(RunSummary& out, const std::vector<StepRow>& rows, const Sta
       }
     }
     if (best != nullptr) {
-      v.bound = best->bound;
+      v.bound = to_string(best->wall);
       v.severity = best_sev;
       v.share = best_share;
       describe_wall(v, *best, out);
       double removed_ms = 0;
       for (const StepRow& r : rows) {
-        if (!r.warmup) removed_ms += static_cast<double>(wall_ns(r.walls(), best->wall)) / 1e6;
+        if (!r.warmup) removed_ms += static_cast<double>(r.walls()[best->wall]) / 1e6;
       }
       const double per_step = removed_ms / static_cast<double>(std::max<int64_t>(out.rows, 1));
       v.what_if_step_ms = std::max(0.0, out.step_ms_mean - per_step);
     } else {
-      v.bound = "compute";
+      v.bound = to_string(Wall::kCompute);
       v.share = out.compute_share;
       v.severity = out.compute_share >= bands.compute_high ? Severity::kHigh : Severity::kModerate;
       v.headline = "Compute-bound: no data, launch, communication or host wall reaches its band; " +

@@ -180,23 +180,6 @@ const char* range_cat(RangeKind k) {
   return "user_annotation";
 }
 
-// Chrome's reserved colour names, one per wall (Perfetto ignores them).
-const char* wall_color(Wall w) {
-  switch (w) {
-    case Wall::kCompute:
-      return "good";
-    case Wall::kCommunication:
-      return "rail_load";
-    case Wall::kData:
-      return "terrible";
-    case Wall::kLaunch:
-      return "bad";
-    case Wall::kOther:
-      return "generic_work";
-  }
-  return "generic_work";
-}
-
 }  // namespace
 
 std::string TimelineWriter::to_json() const {
@@ -264,7 +247,7 @@ std::string TimelineWriter::to_json() const {
   for (const auto& g : segments_) {
     out.complete(to_string(g.category), "gpuacct_wall", g.device, kWallTid, g.start, g.end);
     out.s += ",\"cname\":\"";
-    out.s += wall_color(wall_of(g.category));
+    out.s += wall_info(wall_of(g.category)).colour;
     out.s += "\",\"args\":{";
     out.str("wall", to_string(wall_of(g.category)));
     out.s += ',';
@@ -281,10 +264,9 @@ std::string TimelineWriter::to_json() const {
     out.s += ',';
     out.num("step_number", r.step_number);
     const WallBreakdown w = r.walls();
-    for (int i = 0; i < kWallCount; ++i) {
-      const Wall wall = static_cast<Wall>(i);
+    for (const WallInfo& wall : kWalls) {
       out.s += ',';
-      out.us_value((std::string(to_string(wall)) + "_us").c_str(), wall_ns(w, wall));
+      out.us_value((std::string(wall.name) + "_us").c_str(), w[wall.wall]);
     }
     out.s += ',';
     out.num("kernels", r.kernels);

@@ -44,6 +44,7 @@ class TimelineWriter final : public EventSink {
   void on_segment(const CategorySegment& seg) { segments_.push_back(seg); }
   void on_step_row(const StepRow& row) { rows_.push_back(row); }
   void set_metadata(const RunMetadata& meta) { meta_ = meta; }
+  const std::vector<StepRow>& rows() const { return rows_; }  // as received, in step order
 
   size_t events() const {
     return ops_.size() + calls_.size() + ranges_.size() + markers_.size() + segments_.size() +

@@ -1,0 +1,338 @@
+// A JSON scanner for streaming readers (the Kineto importer): no DOM, no allocation per value.
+//
+//   Scanner   reads one value at a cursor over a buffer that may end mid-value: kNeedMore
+//             says "read more and retry from the same place"; strings come back as views
+//             into the buffer (or, with escapes, into per-value scratch), numbers as their
+//             text; containers are walked (object()) or skipped (skip_value()), nesting
+//             limited to kMaxDepth.
+//   Stream    the buffer over a ByteSource: reads in chunks, grows for one large value (up
+//             to a limit), and retries a scan until it completes (with_refill).  Errors are
+//             worded by the owner (StreamErrors), who knows what is being read.
+//   Numbers   exact decimal -> integer conversion (no binary floating point):
+//             parse_scaled() = round(value * 10^scale), half away from zero.
+//
+// The hot paths (string fast path, object walk) are inline here: the importer calls them for
+// every key of every event.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "analysis/import/byte_source.h"
+#include "analysis/model/status.h"
+
+namespace gpuacct::json_scan {
+
+inline constexpr int kMaxDepth = 128;  // nesting limit (stack safety)
+
+// ---- numbers --------------------------------------------------------------------------------
+
+// 128-bit integers (GCC/Clang): wide enough to add two timestamps held at 1e-9 ns resolution.
+__extension__ typedef __int128 Int128;
+
+// round(value * 10^scale) as int64, exactly, half away from zero; false on a syntax error or
+// overflow (at most 19 integer digits).  `exact` (optional): no non-zero digit was rounded
+// away.  Accepts exponents ("1.5e3").
+bool parse_scaled(std::string_view text, int scale, int64_t* out, bool* exact = nullptr);
+// The same into 128 bits, with at most `max_digits` (<= 37) integer digits.
+bool parse_scaled_wide(std::string_view text, int scale, int max_digits, Int128* out);
+// A JSON integer (no fraction left after rounding) into int64.
+bool parse_integer(std::string_view text, int64_t* out);
+
+// ---- scanning -------------------------------------------------------------------------------
+
+enum class Result : uint8_t { kOk, kNeedMore, kSyntax };
+
+struct Cursor {
+  const char* p;
+  const char* end;
+};
+
+inline bool is_ws(char c) {
+  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+
+inline Result skip_ws(Cursor& c) {
+  while (c.p < c.end && is_ws(*c.p)) ++c.p;
+  return c.p < c.end ? Result::kOk : Result::kNeedMore;
+}
+
+struct SyntaxError {
+  const char* at = nullptr;
+  const char* what = "";
+};
+
+// A scalar read from the input: strings are views into the buffer or into the scanner's
+// scratch (valid until the next reset_scratch()).
+enum class ValueType : uint8_t { kNone, kString, kNumber, kOther };
+struct Value {
+  ValueType type = ValueType::kNone;
+  std::string_view text;  // string contents (decoded) or number text
+};
+
+class Scanner {
+ public:
+  SyntaxError err;
+
+  // Forgets the decoded strings of the previous value (their views die).
+  void reset_scratch() { scratch_used_ = 0; }
+
+  Result fail(const char* at, const char* what) {
+    err.at = at;
+    err.what = what;
+    return Result::kSyntax;
+  }
+
+  // c.p at the opening quote.  `decode`: produce the text (else only skip).
+  Result string(Cursor& c, std::string_view* out, bool decode) {
+    const char* start = c.p + 1;
+    const char* q = start;
+    // Fast path: find the first '"' or '\\' eight bytes at a time (SWAR).
+    constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+    constexpr uint64_t kQuote = kOnes * '"', kSlash = kOnes * '\\';
+    while (c.end - q >= 8) {
+      uint64_t w;
+      std::memcpy(&w, q, 8);
+      const uint64_t a = w ^ kQuote, b = w ^ kSlash;
+      const uint64_t hit = ((a - kOnes) & ~a & kHigh) | ((b - kOnes) & ~b & kHigh);
+      if (hit) {
+        q += __builtin_ctzll(hit) / 8;
+        break;
+      }
+      q += 8;
+    }
+    while (q < c.end && *q != '"' && *q != '\\') ++q;
+    if (q >= c.end) return Result::kNeedMore;
+    if (*q == '"') {
+      if (out) *out = std::string_view(start, static_cast<size_t>(q - start));
+      c.p = q + 1;
+      return Result::kOk;
+    }
+    return string_with_escapes(c, out, decode, start, q);
+  }
+
+  Result number(Cursor& c, std::string_view* out) {
+    const char* s = c.p;
+    const char* q = s;
+    while (q < c.end) {
+      char ch = *q;
+      if ((ch >= '0' && ch <= '9') || ch == '-' || ch == '+' || ch == '.' || ch == 'e' ||
+          ch == 'E') {
+        ++q;
+      } else {
+        break;
+      }
+    }
+    if (q == c.end) return Result::kNeedMore;  // the number may continue in the next chunk
+    // Validate the JSON number grammar loosely (parse_scaled does the rest).
+    if (q == s) return fail(s, "invalid value");
+    const char* d = s;
+    if (*d == '-') ++d;
+    if (d == q || !(*d >= '0' && *d <= '9')) return fail(s, "invalid number");
+    if (out) *out = std::string_view(s, static_cast<size_t>(q - s));
+    c.p = q;
+    return Result::kOk;
+  }
+
+  Result literal(Cursor& c) {
+    static constexpr std::string_view kLits[] = {"true", "false", "null"};
+    for (std::string_view lit : kLits) {
+      if (*c.p != lit[0]) continue;
+      size_t avail = static_cast<size_t>(c.end - c.p);
+      if (avail < lit.size()) {
+        if (std::string_view(c.p, avail) == lit.substr(0, avail)) return Result::kNeedMore;
+        return fail(c.p, "invalid literal");
+      }
+      if (std::string_view(c.p, lit.size()) != lit) return fail(c.p, "invalid literal");
+      c.p += lit.size();
+      return Result::kOk;
+    }
+    return fail(c.p, "invalid value");
+  }
+
+  // Any value; c.p at its first byte (not whitespace).
+  Result skip_value(Cursor& c, int depth) {
+    if (depth > kMaxDepth) return fail(c.p, "JSON nested too deeply");
+    char ch = *c.p;
+    if (ch == '"') return string(c, nullptr, false);
+    if (ch == '{' || ch == '[') {
+      const char close = ch == '{' ? '}' : ']';
+      ++c.p;
+      Result r = skip_ws(c);
+      if (r != Result::kOk) return r;
+      if (*c.p == close) {
+        ++c.p;
+        return Result::kOk;
+      }
+      for (;;) {
+        if (close == '}') {
+          if (*c.p != '"') return fail(c.p, "expected a string key");
+          if ((r = string(c, nullptr, false)) != Result::kOk) return r;
+          if ((r = skip_ws(c)) != Result::kOk) return r;
+          if (*c.p != ':') return fail(c.p, "expected ':' after key");
+          ++c.p;
+          if ((r = skip_ws(c)) != Result::kOk) return r;
+        }
+        if ((r = skip_value(c, depth + 1)) != Result::kOk) return r;
+        if ((r = skip_ws(c)) != Result::kOk) return r;
+        if (*c.p == ',') {
+          ++c.p;
+          if ((r = skip_ws(c)) != Result::kOk) return r;
+          continue;
+        }
+        if (*c.p == close) {
+          ++c.p;
+          return Result::kOk;
+        }
+        return fail(
+            c.p, close == '}' ? "expected ',' or '}' in object" : "expected ',' or ']' in array");
+      }
+    }
+    if (ch == '-' || (ch >= '0' && ch <= '9')) return number(c, nullptr);
+    return literal(c);
+  }
+
+  // Reads a scalar into `v` (strings decoded, numbers as text); containers are skipped.
+  Result value(Cursor& c, Value* v) {
+    char ch = *c.p;
+    if (ch == '"') {
+      v->type = ValueType::kString;
+      return string(c, &v->text, true);
+    }
+    if (ch == '-' || (ch >= '0' && ch <= '9')) {
+      v->type = ValueType::kNumber;
+      return number(c, &v->text);
+    }
+    v->type = ValueType::kOther;
+    return skip_value(c, 1);
+  }
+
+  // Iterates an object's members; `on_member(key, cur)` must consume the value.
+  template <typename F>
+  Result object(Cursor& c, F&& on_member) {
+    ++c.p;  // '{'
+    Result r = skip_ws(c);
+    if (r != Result::kOk) return r;
+    if (*c.p == '}') {
+      ++c.p;
+      return Result::kOk;
+    }
+    for (;;) {
+      if (*c.p != '"') return fail(c.p, "expected a string key");
+      std::string_view key;
+      if ((r = string(c, &key, true)) != Result::kOk) return r;
+      if ((r = skip_ws(c)) != Result::kOk) return r;
+      if (*c.p != ':') return fail(c.p, "expected ':' after key");
+      ++c.p;
+      if ((r = skip_ws(c)) != Result::kOk) return r;
+      if ((r = on_member(key, c)) != Result::kOk) return r;
+      if ((r = skip_ws(c)) != Result::kOk) return r;
+      if (*c.p == ',') {
+        ++c.p;
+        if ((r = skip_ws(c)) != Result::kOk) return r;
+        continue;
+      }
+      if (*c.p == '}') {
+        ++c.p;
+        return Result::kOk;
+      }
+      return fail(c.p, "expected ',' or '}' in object");
+    }
+  }
+
+ private:
+  // The slow path of string(): the string holds an escape at `q`.
+  Result string_with_escapes(Cursor& c, std::string_view* out, bool decode, const char* start,
+                             const char* q);
+  static void put_utf8(std::string& s, uint32_t cp);
+  static int hexval(char ch);
+
+  std::deque<std::string> scratch_;  // decoded strings with escapes; stable addresses
+  size_t scratch_used_ = 0;
+};
+
+// ---- the buffered stream --------------------------------------------------------------------
+
+// The owner's wording of the stream's errors (it knows what is being read).
+class StreamErrors {
+ public:
+  virtual ~StreamErrors() = default;
+  // Invalid JSON at `offset` (of the decompressed text): scanner.err.what.
+  virtual Status syntax(uint64_t offset, const char* what) = 0;
+  // The input ended at `offset` while reading `what`.
+  virtual Status truncated(uint64_t offset, const char* what) = 0;
+  // One value starting at `offset` is larger than `limit` bytes.
+  virtual Status oversize(uint64_t offset, size_t limit) = 0;
+};
+
+class Stream {
+ public:
+  // `max_value_bytes`: the largest single value (the buffer grows up to it).
+  Stream(ByteSource& src, StreamErrors& errors, size_t max_value_bytes);
+
+  Scanner& scanner() { return scan_; }
+  bool compressed() const { return src_.compressed(); }
+  // Called after every read from the source (progress reports).
+  void on_read(std::function<void()> hook) { on_read_ = std::move(hook); }
+
+  // The next byte (valid after next_nonws() found one) and the byte offsets of the input.
+  char peek() const { return buf_[pos_]; }
+  void advance(size_t n = 1) { pos_ += n; }
+  bool starts_with(std::string_view bytes) const {
+    return len_ - pos_ >= bytes.size() &&
+           std::memcmp(buf_.data() + pos_, bytes.data(), bytes.size()) == 0;
+  }
+  uint64_t offset() const { return base_ + pos_; }      // of the next byte
+  uint64_t end_offset() const { return base_ + len_; }  // of the end of what was read
+  uint64_t offset_of(const char* p) const { return base_ + static_cast<uint64_t>(p - buf_.data()); }
+
+  // Skips whitespace across chunks; *at_end when the input ends.
+  Status next_nonws(bool* at_end);
+
+  // Runs `attempt(Cursor&)` on the buffered text from the next byte, reading more until it
+  // completes; then consumes what it read.  `what` names the value for a truncation error.
+  template <typename F>
+  Status with_refill(const char* what, F&& attempt) {
+    for (;;) {
+      Cursor c{buf_.data() + pos_, buf_.data() + len_};
+      scan_.reset_scratch();
+      Result r = c.p < c.end ? attempt(c) : Result::kNeedMore;
+      if (r == Result::kOk) {
+        pos_ = static_cast<size_t>(c.p - buf_.data());
+        return Status::Ok();
+      }
+      if (r == Result::kSyntax) return errors_.syntax(offset_of(scan_.err.at), scan_.err.what);
+      bool more = false;
+      GPUACCT_RETURN_IF_ERROR(refill(&more));
+      if (!more) return errors_.truncated(end_offset(), what);
+    }
+  }
+
+  // Like with_refill(attempt = skip one value), returning the value's bytes (valid until the
+  // next read).
+  Status read_raw_value(const char* what, std::string_view* bytes);
+
+  // A syntax error at the next byte.
+  Status syntax_error_here(const char* what) { return errors_.syntax(offset(), what); }
+
+ private:
+  // Moves [pos_, len_) to the front and reads more; *more = false at the end of the input.
+  Status refill(bool* more);
+
+  ByteSource& src_;
+  StreamErrors& errors_;
+  size_t max_value_bytes_;
+  std::function<void()> on_read_;
+  Scanner scan_;
+  std::vector<char> buf_;
+  size_t pos_ = 0, len_ = 0;
+  uint64_t base_ = 0;  // input offset of buf_[0]
+  bool eof_ = false;
+};
+
+}  // namespace gpuacct::json_scan

@@ -1,0 +1,216 @@
+// The JSON scanner on its own: exact decimal numbers, strings (fast path, escapes, surrogates),
+// values cut at every byte (kNeedMore, never a wrong answer), the nesting limit, and the
+// buffered stream reading values across tiny chunks.
+#include "analysis/import/json_scanner.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+namespace gpuacct::json_scan {
+namespace {
+
+TEST(ParseScaled, ExactDecimalRoundsHalfAwayFromZero) {
+  int64_t v = 0;
+  bool exact = false;
+  ASSERT_TRUE(parse_scaled("1000.0006", 3, &v, &exact));
+  EXPECT_EQ(v, 1000001);  // 1000000.6 -> 1000001
+  EXPECT_FALSE(exact);
+  ASSERT_TRUE(parse_scaled("1.0005", 3, &v, &exact));
+  EXPECT_EQ(v, 1001);  // half away from zero, no binary-float drift
+  ASSERT_TRUE(parse_scaled("-1.0005", 3, &v));
+  EXPECT_EQ(v, -1001);
+  ASSERT_TRUE(parse_scaled("1.5e3", 3, &v, &exact));
+  EXPECT_EQ(v, 1500000);
+  EXPECT_TRUE(exact);
+  ASSERT_TRUE(parse_scaled("0.1", 3, &v));
+  EXPECT_EQ(v, 100);
+}
+
+TEST(ParseScaled, RejectsSyntaxAndOverflow) {
+  int64_t v = 0;
+  EXPECT_FALSE(parse_scaled("", 3, &v));
+  EXPECT_FALSE(parse_scaled("-", 3, &v));
+  EXPECT_FALSE(parse_scaled("1.2.3", 3, &v));
+  EXPECT_FALSE(parse_scaled("1e400", 3, &v));
+  EXPECT_FALSE(parse_scaled("99999999999999999999", 0, &v));  // 20 integer digits
+  EXPECT_FALSE(parse_scaled("NaN", 3, &v));
+  ASSERT_TRUE(parse_scaled("9223372036854775807", 0, &v));
+  EXPECT_EQ(v, INT64_MAX);
+  EXPECT_FALSE(parse_scaled("9223372036854775808", 0, &v));
+}
+
+TEST(ParseScaled, IntegerRefusesFractions) {
+  int64_t v = 0;
+  ASSERT_TRUE(parse_integer("42", &v));
+  EXPECT_EQ(v, 42);
+  ASSERT_TRUE(parse_integer("-7", &v));
+  EXPECT_EQ(v, -7);
+  EXPECT_FALSE(parse_integer("4.5", &v));
+}
+
+// Scans one scalar or container of `text` with the cursor ending at `cut`.
+Result scan_prefix(const std::string& text, size_t cut, Value* v, Scanner& s) {
+  Cursor c{text.data(), text.data() + cut};
+  s.reset_scratch();
+  return s.value(c, v);
+}
+
+TEST(Scanner, StringsFastPathAndEscapes) {
+  Scanner s;
+  Value v;
+  std::string plain = "\"ProfilerStep#12 with a long enough name\" ";
+  ASSERT_EQ(scan_prefix(plain, plain.size(), &v, s), Result::kOk);
+  EXPECT_EQ(v.type, ValueType::kString);
+  EXPECT_EQ(v.text, "ProfilerStep#12 with a long enough name");
+  std::string esc = R"("a\"b\\c\n\u00e9\ud83d\ude00" )";
+  ASSERT_EQ(scan_prefix(esc, esc.size(), &v, s), Result::kOk);
+  EXPECT_EQ(v.text, std::string("a\"b\\c\n\xc3\xa9\xf0\x9f\x98\x80"));
+}
+
+TEST(Scanner, EveryCutIsNeedMoreNeverAWrongValue) {
+  // A number is only complete when a byte after it is seen; a string at its closing quote.
+  const std::string texts[] = {
+      R"("name \u00e9 \"quoted\" and more text" )",
+      "-12345.678e-2 ",
+      R"({"ts": 1.5, "args": {"a": [1, 2, {"b": null}], "c": "x"}, "z": true} )",
+      "false ",
+  };
+  for (const std::string& text : texts) {
+    Scanner s;
+    Value full;
+    ASSERT_EQ(scan_prefix(text, text.size(), &full, s), Result::kOk) << text;
+    std::string want(full.text);
+    for (size_t cut = 1; cut + 1 < text.size(); ++cut) {
+      Value v;
+      Result r = scan_prefix(text, cut, &v, s);
+      EXPECT_EQ(r, Result::kNeedMore) << text << " cut at " << cut;
+    }
+    Value again;
+    ASSERT_EQ(scan_prefix(text, text.size(), &again, s), Result::kOk);
+    EXPECT_EQ(std::string(again.text), want);
+  }
+}
+
+TEST(Scanner, SyntaxErrorsSayWhat) {
+  const std::pair<std::string, std::string> bad[] = {
+      {"{\"a\" 1} ", "expected ':' after key"},
+      {"{1: 2} ", "expected a string key"},
+      {"[1 2] ", "expected ',' or ']' in array"},
+      {"tru3 ", "invalid literal"},
+      {"-x ", "invalid number"},
+  };
+  for (const auto& [text, what] : bad) {
+    Scanner s;
+    Value v;
+    EXPECT_EQ(scan_prefix(text, text.size(), &v, s), Result::kSyntax) << text;
+    EXPECT_EQ(std::string(s.err.what), what) << text;
+  }
+}
+
+TEST(Scanner, NestingLimit) {
+  Scanner s;
+  Value v;
+  std::string ok = std::string(kMaxDepth - 1, '[') + std::string(kMaxDepth - 1, ']') + " ";
+  EXPECT_EQ(scan_prefix(ok, ok.size(), &v, s), Result::kOk);
+  std::string deep = std::string(kMaxDepth + 5, '[') + std::string(kMaxDepth + 5, ']') + " ";
+  EXPECT_EQ(scan_prefix(deep, deep.size(), &v, s), Result::kSyntax);
+  EXPECT_EQ(std::string(s.err.what), "JSON nested too deeply");
+}
+
+TEST(Scanner, ObjectWalkVisitsEveryMember) {
+  Scanner s;
+  std::string text = R"({"a": 1, "b\n": "two", "c": {"d": [3]}} )";
+  Cursor c{text.data(), text.data() + text.size()};
+  std::string keys;
+  Result r = s.object(c, [&](std::string_view key, Cursor& cur) {
+    keys += std::string(key) + ";";
+    return s.skip_value(cur, 2);
+  });
+  ASSERT_EQ(r, Result::kOk);
+  EXPECT_EQ(keys, "a;b\n;c;");
+  EXPECT_EQ(*c.p, ' ');
+}
+
+// A source that hands out at most `chunk` bytes per read.
+class TrickleSource : public ByteSource {
+ public:
+  TrickleSource(std::string data, size_t chunk) : data_(std::move(data)), chunk_(chunk) {}
+  Status read(char* dst, size_t n, size_t* got) override {
+    size_t k = std::min({n, chunk_, data_.size() - at_});
+    std::memcpy(dst, data_.data() + at_, k);
+    at_ += k;
+    *got = k;
+    return Status::Ok();
+  }
+  uint64_t raw_consumed() const override { return at_; }
+  uint64_t raw_total() const override { return 0; }  // unknown: the stream's default buffer
+
+ private:
+  std::string data_;
+  size_t chunk_;
+  size_t at_ = 0;
+};
+
+class Words : public StreamErrors {
+ public:
+  Status syntax(uint64_t offset, const char* what) override {
+    return Status::Error("syntax at " + std::to_string(offset) + ": " + what);
+  }
+  Status truncated(uint64_t offset, const char* what) override {
+    return Status::Error("truncated at " + std::to_string(offset) + " in " + what);
+  }
+  Status oversize(uint64_t offset, size_t limit) override {
+    return Status::Error("oversize at " + std::to_string(offset) + " > " +
+                         std::to_string(limit));
+  }
+};
+
+// Reads whitespace-separated scalars through the stream; returns them joined by '|'.
+StatusOr<std::string> read_all(const std::string& text, size_t chunk, size_t max_value) {
+  TrickleSource src(text, chunk);
+  Words words;
+  Stream st(src, words, max_value);
+  std::string out;
+  for (;;) {
+    bool at_end = false;
+    GPUACCT_RETURN_IF_ERROR(st.next_nonws(&at_end));
+    if (at_end) return out;
+    std::string one;
+    GPUACCT_RETURN_IF_ERROR(st.with_refill("a value", [&](Cursor& c) {
+      Value v;
+      Result r = st.scanner().value(c, &v);
+      if (r == Result::kOk) one = std::string(v.text);
+      return r;
+    }));
+    out += one + "|";
+  }
+}
+
+TEST(Stream, ValuesAcrossTinyChunksReadTheSameAsOneChunk) {
+  std::string text = R"( "alpha" 12.5  "b\u00e9ta with a long tail of text"  [1, {"x": 2}] -3 )";
+  auto whole = read_all(text, 1 << 20, 1 << 20);
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  for (size_t chunk : {size_t{1}, size_t{2}, size_t{3}, size_t{7}}) {
+    auto trickled = read_all(text, chunk, 1 << 20);
+    ASSERT_TRUE(trickled.ok()) << trickled.status().message();
+    EXPECT_EQ(*trickled, *whole) << "chunk " << chunk;
+  }
+  EXPECT_EQ(*whole, "alpha|12.5|b\xc3\xa9ta with a long tail of text||-3|");
+}
+
+TEST(Stream, TruncationAndOversizeAreNamedErrors) {
+  auto cut = read_all(R"( "never closed )", 4, 1 << 20);
+  ASSERT_FALSE(cut.ok());
+  EXPECT_NE(cut.status().message().find("truncated"), std::string::npos);
+  // The buffer starts at the read granularity (1 MiB when the size is unknown) and grows up to
+  // the limit for one value; a 3 MiB string with a 2 MiB limit is refused.
+  auto big = read_all(" \"" + std::string(size_t{3} << 20, 'x') + "\" ", size_t{1} << 16,
+                      size_t{2} << 20);
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("oversize"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpuacct::json_scan

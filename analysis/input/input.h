@@ -1,0 +1,111 @@
+// The front door: every input the tools analyse enters here, whatever its source.
+//
+//   Input::open(path)          checks the path (check_input_file) and recognises the format by
+//                              content: the recording magic, else a PyTorch-profiler (Kineto)
+//                              trace (plain or gzip JSON);
+//   input.resolve(cfg)         the warm-up default for that source, decided here only;
+//   input.read(names, sink..)  imports every event into `sink`; when the input marks no steps,
+//                              detects them (StepDetection) and hands the step ranges to `sink`
+//                              the way every source does (EventSink::on_range), then returns the
+//                              run metadata and the extra report sections ("hta_totals" for
+//                              Kineto traces, "step_detection" when steps were detected);
+//   account_input(input, ...)  all of it into a finished StepAccountant: what `gpuacct analyze`,
+//                              `gpuacct timeline`, the fuzzers and the benchmarks run, so the
+//                              same input gives the same steps and rows everywhere.
+//
+// Layering: input/ sits above import/ (the readers), accounting/ (step detection, the
+// accountant) and report/ (HTA totals, the step_detection section); nothing below includes it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/accounting/accounting_config.h"
+#include "analysis/accounting/step_accountant.h"
+#include "analysis/model/event_sink.h"
+#include "analysis/model/name_table.h"
+#include "analysis/model/run_metadata.h"
+#include "analysis/model/stats.h"
+#include "analysis/model/status.h"
+
+namespace gpuacct {
+
+enum class InputFormat : uint8_t {
+  kRecording,    // a gpuacct recording (*.gpuacct): the live library's or `gpuacct synth`'s
+  kKinetoTrace,  // a PyTorch-profiler / Chrome trace (*.json, *.json.gz)
+};
+const char* to_string(InputFormat format);
+
+// Steps left out as warm-up when the user gives none (AccountingConfig::kWarmupBySource).  A
+// recording holds a whole run, whose first steps compile, autotune and allocate; a profiler
+// trace is a steady-state capture (the profiler's own warm-up steps are not in it).
+int default_warmup_steps(InputFormat format);
+
+struct InputOptions {
+  bool progress = false;  // the importer's progress line on stderr (only when it is a terminal)
+};
+
+struct InputContents {
+  RunMetadata metadata;  // source and source_path always set
+  // Extra top-level report sections (build_report's `extra`): "hta_totals" for Kineto traces,
+  // "step_detection" when the input marked no steps.
+  nlohmann::json sections = nlohmann::json::object();
+};
+
+class Input {
+ public:
+  // Ok for a readable regular file; the format is recognised by content.
+  static StatusOr<Input> open(const std::string& path);
+  // Bytes in memory (fuzzers, tests).  `label` stands for the path in messages; the format is
+  // recognised by content unless given.  `bytes` must outlive the Input.
+  static Input from_buffer(std::string_view bytes, std::string label,
+                           std::optional<InputFormat> format = std::nullopt);
+
+  InputFormat format() const { return format_; }
+  const std::string& path() const { return path_; }
+
+  // `cfg` with warmup_steps == AccountingConfig::kWarmupBySource replaced by this source's
+  // default_warmup_steps().  Must be applied before the accountant is made: recordings carry
+  // watermarks, so rows are finalised while the input is read.
+  AccountingConfig resolve(AccountingConfig cfg) const;
+
+  // Reads the whole input into `sink` (see the file comment).  Counters go to `stats` (the
+  // accountant's).  On an error the sink may have seen events: discard them.
+  StatusOr<InputContents> read(NameTable& names, EventSink& sink, Stats& stats,
+                               const InputOptions& opts = {}) const;
+
+ private:
+  Input(InputFormat format, std::string path, std::optional<std::string_view> bytes)
+      : format_(format), path_(std::move(path)), bytes_(bytes) {}
+  StatusOr<RunMetadata> import(NameTable& names, EventSink& sink, Stats& stats,
+                               const InputOptions& opts, nlohmann::json* sections) const;
+
+  InputFormat format_;
+  std::string path_;
+  std::optional<std::string_view> bytes_;  // set for from_buffer()
+};
+
+// What else sees the accounting of an input (a timeline): every event, and the rows and
+// category segments the accountant emits.
+struct AccountingObservers {
+  EventSink* events = nullptr;
+  StepAccountant::RowSink on_row;
+  StepAccountant::SegmentSink on_segment;
+};
+
+struct AccountedInput {
+  InputContents contents;
+  std::unique_ptr<StepAccountant> accountant;  // finished: rows, stats, exposure, gaps
+};
+
+// `input` through the accounting: resolve(cfg), a StepAccountant, read(), finish().
+StatusOr<AccountedInput> account_input(const Input& input, const AccountingConfig& cfg,
+                                       NameTable& names, const InputOptions& opts = {},
+                                       const AccountingObservers& observers = {});
+
+}  // namespace gpuacct

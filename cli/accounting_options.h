@@ -1,0 +1,26 @@
+// The accounting options `gpuacct analyze` and `gpuacct timeline` share (--warmup,
+// --launch-latency-us, --host-pause-us): one parser, one help text, the defaults of
+// AccountingConfig (analysis/accounting/accounting_config.h), so both commands account an
+// input the same way.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "analysis/accounting/accounting_config.h"
+#include "cli/args.h"
+
+namespace gpuacct::cli {
+
+// The option names, for Args' list of valued options.
+std::set<std::string> accounting_option_names();
+
+// The options' help lines (with their defaults), in the commands' --help format.
+std::string accounting_options_help();
+
+// Reads the options into a config; what is not given keeps AccountingConfig's default, and the
+// warm-up is left to the input (AccountingConfig::kWarmupBySource) unless --warmup is given.
+// False on a usage error: *error holds the message (exit status 2).
+bool parse_accounting_options(Args& args, AccountingConfig* cfg, std::string* error);
+
+}  // namespace gpuacct::cli

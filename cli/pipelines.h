@@ -1,0 +1,36 @@
+// The library side of `gpuacct analyze` and `gpuacct timeline` for one input, both through the
+// analysis front door (analysis/input/input.h) with the same config: the same input gives the
+// same steps and rows in both (cli/pipelines_test.cc).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/accounting/accounting_config.h"
+#include "analysis/accounting/step_row.h"
+#include "analysis/model/name_table.h"
+#include "analysis/model/status.h"
+#include "analysis/report/timeline_writer.h"
+
+namespace gpuacct::cli {
+
+// `gpuacct analyze`: the report and the step rows of one input.
+struct AnalyzedInput {
+  nlohmann::json report;
+  std::vector<StepRow> rows;
+};
+StatusOr<AnalyzedInput> analyze_input(const std::string& path, const AccountingConfig& cfg,
+                                      bool progress);
+
+// `gpuacct timeline`: the filled timeline of one input (rows arrive through on_step_row).
+struct InputTimeline {
+  std::unique_ptr<NameTable> names;  // the writer refers to it
+  std::unique_ptr<TimelineWriter> writer;
+};
+StatusOr<InputTimeline> timeline_of_input(const std::string& path, const AccountingConfig& cfg,
+                                          bool progress);
+
+}  // namespace gpuacct::cli
