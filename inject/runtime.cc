@@ -1,6 +1,5 @@
 #include "inject/runtime.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -33,6 +32,7 @@
 #include "analysis/report/report.h"
 #include "cupti_hooks/activity_parser.h"
 #include "cupti_hooks/collector.h"
+#include "cupti_hooks/device_info.h"
 #include "inject/clock.h"
 #include "inject/config.h"
 #include "inject/host_events.h"
@@ -495,42 +495,6 @@ void Runtime::Impl::drop_incomplete_ops() {
   }
 }
 
-namespace {
-
-// Fills name, SM count, compute capability and memory size from the CUDA driver already loaded
-// in this process (the driver is what loaded us).  Never loads it: RTLD_NOLOAD; any failure
-// leaves the fields empty.  The driver API's device ordinal equals CUPTI's deviceId for visible
-// devices.
-void describe_device(DeviceInfo& info) {
-  void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (cuda == nullptr) return;
-  using GetFn = int (*)(int*, int);
-  using NameFn = int (*)(char*, int, int);
-  using AttrFn = int (*)(int*, int, int);
-  using MemFn = int (*)(size_t*, int);
-  auto get = reinterpret_cast<GetFn>(dlsym(cuda, "cuDeviceGet"));
-  auto name = reinterpret_cast<NameFn>(dlsym(cuda, "cuDeviceGetName"));
-  auto attr = reinterpret_cast<AttrFn>(dlsym(cuda, "cuDeviceGetAttribute"));
-  // cuda.h maps cuDeviceTotalMem to the _v2 entry point (size_t bytes) since CUDA 3.2.
-  auto total_mem = reinterpret_cast<MemFn>(dlsym(cuda, "cuDeviceTotalMem_v2"));
-  int dev = 0;
-  if (get != nullptr && get(&dev, info.id) == 0) {
-    char buf[256] = {};
-    if (name != nullptr && name(buf, sizeof buf - 1, dev) == 0) info.name = buf;
-    size_t bytes = 0;
-    if (total_mem != nullptr && total_mem(&bytes, dev) == 0) info.total_memory = bytes;
-    // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16, COMPUTE_CAPABILITY_MAJOR/MINOR = 75/76.
-    if (attr != nullptr) {
-      attr(&info.sm_count, 16, dev);
-      attr(&info.compute_major, 75, dev);
-      attr(&info.compute_minor, 76, dev);
-    }
-  }
-  dlclose(cuda);
-}
-
-}  // namespace
-
 void Runtime::Impl::tick(bool final) {
   auto& col = cupti::Collector::instance();
   const int64_t now = now_ns();
@@ -543,10 +507,7 @@ void Runtime::Impl::tick(bool final) {
   col.consume(*parser, batch, stats);
   drain_rings();
   for (size_t i = device_info.size(); i < parser->totals().devices.size(); ++i) {
-    DeviceInfo info;
-    info.id = parser->totals().devices[i];
-    describe_device(info);
-    device_info.push_back(info);
+    device_info.push_back(cupti::describe_device(parser->totals().devices[i]));
   }
 
   drop_incomplete_ops();
@@ -651,10 +612,7 @@ RunMetadata Runtime::Impl::metadata() {
   meta.devices = device_info;
   // Devices first seen in the final drain (a run shorter than one flush period).
   for (size_t i = meta.devices.size(); i < parser->totals().devices.size(); ++i) {
-    DeviceInfo info;
-    info.id = parser->totals().devices[i];
-    describe_device(info);
-    meta.devices.push_back(info);
+    meta.devices.push_back(cupti::describe_device(parser->totals().devices[i]));
   }
   std::sort(meta.devices.begin(), meta.devices.end(),
             [](const DeviceInfo& a, const DeviceInfo& b) { return a.id < b.id; });
