@@ -1,6 +1,5 @@
 #include "cupti_hooks/collector.h"
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -104,16 +103,13 @@ Collector& Collector::instance() {
   return *c;
 }
 
-bool Collector::load(const std::string& library, std::string* why) {
+Status Collector::load(const std::string& library) {
   std::lock_guard<std::mutex> lock(impl_->stop_mu);
-  if (loaded_) return true;
-  if (impl_->api.handle != nullptr) {
-    if (why != nullptr) *why = "previous load failed";
-    return false;
-  }
-  if (!impl_->api.load(library, why)) return false;
+  if (loaded_) return Status::Ok();
+  if (impl_->api.handle != nullptr) return Status::Error("previous load failed");
+  GPUACCT_RETURN_IF_ERROR(impl_->api.load(library));
   loaded_ = true;
-  return true;
+  return Status::Ok();
 }
 
 uint32_t Collector::version() const {
@@ -125,20 +121,24 @@ int64_t Collector::buffers_allocated() const {
   return impl_->allocated;
 }
 
-CollectorState Collector::start(const CollectorOptions& options, std::string* message) {
+Status Collector::start(const CollectorOptions& options) {
   std::lock_guard<std::mutex> lock(impl_->stop_mu);
-  if (state_.load() != CollectorState::kNotStarted) return state_.load();
+  if (state_.load() != CollectorState::kNotStarted) {
+    return state_.load() == CollectorState::kActive
+               ? Status::Ok()
+               : Status::Error(std::string("already tried: ") + to_string(state_.load()));
+  }
   Impl& m = *impl_;
   CuptiApi& api = m.api;
   m.options = options;
+  api.warn = options.hooks.warn;
   if (!loaded_) {
     state_.store(CollectorState::kNoCupti);
-    return state_.load();
+    return Status::Error("CUPTI is not loaded");
   }
   auto fail = [&](CollectorState s, const std::string& text) {
-    if (message != nullptr) *message = text;
     state_.store(s, std::memory_order_release);
-    return s;
+    return Status::Error(text);
   };
   if (!record_layouts_match(api.version)) {
     return fail(CollectorState::kVersionMismatch, "CUPTI API version " +
@@ -234,7 +234,7 @@ CollectorState Collector::start(const CollectorOptions& options, std::string* me
     GPUACCT_CUPTI_TRY(api, cuptiActivityFlushPeriod, options.flush_period_ms);
   }
   state_.store(CollectorState::kActive, std::memory_order_release);
-  return CollectorState::kActive;
+  return Status::Ok();
 }
 
 // One clock for every record: host records are stamped with the host clock from the process's
@@ -269,10 +269,8 @@ void Collector::sync_clocks(uint64_t (*host_clock)()) {
   clock_offset_ns_.store(offset, std::memory_order_release);
   clock_offset_uncertainty_ns_.store(uncertainty, std::memory_order_release);
   clock_source_.store(ClockSource::kMeasuredOffset, std::memory_order_release);
-  if (uncertainty < 0) {
-    std::fprintf(stderr,
-                 "gpuacct: cannot read CUPTI's clock; GPU records are assumed to be on the host "
-                 "clock\n");
+  if (uncertainty < 0 && api.warn != nullptr) {
+    api.warn("cannot read CUPTI's clock; GPU records are assumed to be on the host clock");
   }
 }
 
@@ -376,9 +374,8 @@ void Collector::on_callback(int domain, uint32_t cbid, const void* cbdata) {
     case CUPTI_CB_DOMAIN_STATE:
       if (cbid == CUPTI_CBID_STATE_FATAL_ERROR) {
         static std::atomic<bool> logged{false};
-        if (!logged.exchange(true)) {
-          std::fprintf(stderr,
-                       "gpuacct: CUPTI reported a fatal error; GPU data may be incomplete\n");
+        if (!logged.exchange(true) && m.api.warn != nullptr) {
+          m.api.warn("CUPTI reported a fatal error; GPU data may be incomplete");
         }
       }
       return;

@@ -1,11 +1,11 @@
 // Configuration of the injected library: every GPUACCT_* environment variable, parsed once at
 // start.  docs/configuration.md publishes the same table; keep the two in step.
 //
-// A bad value never stops the program: parse() appends one warning line per bad variable
-// ("gpuacct: GPUACCT_FLUSH_MS='abc' is not a number in [1, 60000]; using 100") and keeps the
-// default.  The value is shown by quote_value(): one line, bounded, whatever it holds.  A
-// GPUACCT_OUTPUT_PATTERN whose file name would be too long for the file system falls back to
-// the default (with a warning) rather than losing every output.
+// A bad value never stops the program: parse() appends one warning per bad variable
+// ("GPUACCT_FLUSH_MS='abc' is not a number in [1, 60000]; using 100", said with log_line(),
+// inject/log.h) and keeps the default.  The value is shown by quote_value(): one line, bounded,
+// whatever it holds.  A GPUACCT_OUTPUT_PATTERN whose file name would be too long for the file
+// system falls back to the default (with a warning) rather than losing every output.
 #pragma once
 
 #include <cstdint>

@@ -10,6 +10,7 @@
 #include "inject/config.h"
 #include "inject/host_events.h"
 #include "inject/host_ring.h"
+#include "inject/log.h"
 #include "inject/name_patterns.h"
 
 namespace gpuacct::inject {
@@ -105,6 +106,21 @@ TEST(Config, OverLongOutputPatternFallsBackToTheDefault) {
   std::vector<std::string> warnings;
   EXPECT_EQ(parse_config(fake_env, &warnings).output_pattern, std::string(200, 'k'));
   EXPECT_TRUE(warnings.empty());
+}
+
+// Every message of the library is one line: prefixed, control bytes escaped (a file name or
+// a CUPTI string holding "\n" cannot forge a second line), bounded, UTF-8 kept legible.
+TEST(Log, OneEscapedBoundedLine) {
+  EXPECT_EQ(format_log_line("report written to /tmp/x.json"),
+            "gpuacct: report written to /tmp/x.json");
+  EXPECT_EQ(format_log_line("cannot write /tmp/a\nb\tc\x01 (\xc3\xa9)"),
+            "gpuacct: cannot write /tmp/a\\nb\\tc\\x01 (\xc3\xa9)");
+  const std::string long_line = format_log_line(std::string(100000, 'p'));
+  EXPECT_EQ(long_line.find('\n'), std::string::npos);
+  EXPECT_LT(long_line.size(), kMaxLogLineBytes + 64);
+  EXPECT_NE(long_line.find("... (100000 bytes)"), std::string::npos);
+  EXPECT_EQ(format_log_line(std::string(kMaxLogLineBytes, 'q')).size(),
+            std::string("gpuacct: ").size() + kMaxLogLineBytes);
 }
 
 TEST(NamePatterns, GlobAndTrailingNumbers) {

@@ -36,6 +36,7 @@
 #include "inject/clock.h"
 #include "inject/config.h"
 #include "inject/host_events.h"
+#include "inject/log.h"
 #include "inject/native_stacks.h"
 #include "inject/python_hook.h"
 #include "inject/recorder.h"
@@ -224,7 +225,7 @@ bool Runtime::ensure_started() {
 
   std::vector<std::string> warnings;
   m.cfg = parse_config(getenv_lookup, &warnings);
-  for (const auto& w : warnings) std::fprintf(stderr, "%s\n", w.c_str());
+  for (const auto& w : warnings) log_line(w);
   g_init_pid.store(m.cfg.pid);
   g_hot.ring_capacity = static_cast<size_t>(m.cfg.ring_records);
   g_hot.stacks = m.cfg.stacks;
@@ -249,8 +250,7 @@ bool Runtime::ensure_started() {
 
   if (pipe2(m.wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || pipe2(m.done_pipe, O_CLOEXEC) != 0 ||
       pipe2(m.exit_pipe, O_CLOEXEC) != 0 || pipe2(m.watchdog_pipe, O_CLOEXEC) != 0) {
-    std::fprintf(stderr, "gpuacct: cannot create a pipe (%s); gpuacct is off\n",
-                 std::strerror(errno));
+    log_line(std::string("cannot create a pipe (") + std::strerror(errno) + "); gpuacct is off");
     m.state.store(2);
     g_mode.store(kModeStopped);
     return false;
@@ -266,7 +266,7 @@ bool Runtime::ensure_started() {
     m.worker = std::thread([&m] { m.worker_main(); });
   } catch (...) {
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
-    std::fprintf(stderr, "gpuacct: cannot start the worker thread; gpuacct is off\n");
+    log_line("cannot start the worker thread; gpuacct is off");
     m.state.store(2);
     g_mode.store(kModeStopped);
     return false;
@@ -313,16 +313,15 @@ void Runtime::attach_cupti() {
   if (!m.cfg.enable) {
     m.gpu_state = "disabled";
     m.gpu_message = "GPUACCT_ENABLE=0";
-    std::fprintf(stderr, "gpuacct: GPUACCT_ENABLE=0; GPU activity off, host ranges only\n");
+    log_line("GPUACCT_ENABLE=0; GPU activity off, host ranges only");
     return;
   }
   auto& col = cupti::Collector::instance();
-  std::string why;
-  if (!col.load(m.cfg.cupti_library, &why)) {
+  const Status loaded = col.load(m.cfg.cupti_library);
+  if (!loaded.ok()) {
     m.gpu_state = "no_cupti";
-    m.gpu_message = "CUPTI not found (" + why + ")";
-    std::fprintf(stderr, "gpuacct: CUPTI not found (%s); GPU activity off, host ranges only\n",
-                 why.c_str());
+    m.gpu_message = "CUPTI not found (" + loaded.message() + ")";
+    log_line(m.gpu_message + "; GPU activity off, host ranges only");
     return;
   }
   // CUPTI (and the CUDA runtime) may register exit handlers of their own when they load.  Exit
@@ -339,15 +338,15 @@ void Runtime::attach_cupti() {
   opt.hooks.api_enter = &hook_api_enter;
   opt.hooks.api_exit = &hook_api_exit;
   opt.hooks.buffer_ready = &buffer_ready_hook;
-  std::string msg;
-  const cupti::CollectorState st = col.start(opt, &msg);
-  m.gpu_state = cupti::to_string(st);
-  if (st == cupti::CollectorState::kActive) {
+  opt.hooks.warn = &log_line;
+  const Status started = col.start(opt);
+  m.gpu_state = cupti::to_string(col.state());
+  if (started.ok()) {
     m.gpu_message = "CUPTI API version " + std::to_string(col.version());
     return;
   }
-  m.gpu_message = msg;
-  std::fprintf(stderr, "gpuacct: %s; GPU activity off, host ranges only\n", msg.c_str());
+  m.gpu_message = started.message();
+  log_line(started.message() + "; GPU activity off, host ranges only");
 }
 
 bool Runtime::gpu_active() const {
@@ -586,8 +585,7 @@ void Runtime::Impl::record(Write write) {
   recording_ok = false;
   recording.abandon();
   acc->mutable_stats().add(Stat::recordings_abandoned);
-  std::fprintf(stderr, "gpuacct: %s; the recording is abandoned (no %s.gpuacct is written)\n",
-               st.message().c_str(), base.c_str());
+  log_line(st.message() + "; the recording is abandoned (no " + base + ".gpuacct is written)");
 }
 
 void Runtime::Impl::finish_recording(const RunMetadata& meta) {
@@ -699,20 +697,18 @@ void Runtime::Impl::finalize() {
     stream.close();
     if (!cfg.quiet) {
       auto text = render_terminal_summary(report, false);
-      if (text.ok()) std::fprintf(stderr, "%s", text.value().c_str());
+      if (text.ok()) log_block(text.value());
       if (report.contains("collection") && report["collection"].contains("note")) {
-        std::fprintf(stderr, "gpuacct: %s\n",
-                     report["collection"]["note"].get<std::string>().c_str());
+        log_line(report["collection"]["note"].get<std::string>());
       }
     }
     if (!written.ok()) {
-      std::fprintf(stderr, "gpuacct: no report: %s\n", written.message().c_str());
+      log_line("no report: " + written.message());
     } else if (!cfg.quiet) {
-      std::fprintf(stderr, "gpuacct: report written to %s\n", path.c_str());
+      log_line("report written to " + path);
     }
-    std::fflush(stderr);
   } catch (...) {
-    std::fprintf(stderr, "gpuacct: internal error while writing the report\n");
+    log_line("internal error while writing the report");
   }
 }
 
@@ -731,9 +727,9 @@ void Runtime::on_exit() {
       m.worker.detach();
       m.state.store(2);
       g_mode.store(kModeStopped, std::memory_order_release);
-      std::fprintf(stderr,
-                   "gpuacct: the worker did not stop within 10 s at exit; no report written "
-                   "(the step stream holds the steps finished so far)\n");
+      log_line(
+          "the worker did not stop within 10 s at exit; no report written (the step stream "
+          "holds the steps finished so far)");
       return;
     }
     m.worker.join();
