@@ -41,6 +41,31 @@ std::string read_cmdline() {
 
 }  // namespace
 
+nlohmann::json summary_report(const std::vector<StepRow>& rows, const Stats& stats,
+                              const AccountingConfig& config, const RunMetadata& meta) {
+  const RunSummary summary = summarize(rows, stats, VerdictBands{}, &meta);
+  ReportInputs in;
+  in.metadata = &meta;
+  in.config = &config;
+  in.summary = &summary;
+  in.stats = &stats;
+  return report_to_json(in);
+}
+
+nlohmann::json summary_line(const nlohmann::json& report, int64_t step_rows, bool provisional) {
+  nlohmann::json stats = nlohmann::json::object();
+  for (const nlohmann::json& s : report.value("stats", nlohmann::json::array())) {
+    const int64_t value = s.value("value", int64_t{0});
+    if (value != 0) stats[s.value("name", std::string())] = value;
+  }
+  return {{"summary", report.value("summary", nlohmann::json())},
+          {"verdict", report.value("verdict", nlohmann::json())},
+          {"provisional", provisional},
+          {"step_rows", step_rows},
+          {"data_loss", report.value("data_loss", false)},
+          {"stats", stats}};
+}
+
 Pipeline::Pipeline(const Config& config)
     : cfg_(config),
       base_(config.output_base()),
@@ -159,6 +184,22 @@ void Pipeline::tick(int64_t watermark) {
     acc_.advance_watermark(watermark);
     record([&] { return recording_.write_watermark(watermark); });
   }
+  maybe_write_summary();
+}
+
+void Pipeline::maybe_write_summary() {
+  const size_t rows = acc_.rows().size();
+  if (rows == rows_at_last_summary_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_summary_) return;
+  rows_at_last_summary_ = rows;
+  const nlohmann::json report =
+      summary_report(acc_.rows(), acc_.stats(), acc_.config(), metadata(/*final=*/false));
+  stream_.write_summary(
+      summary_line(report, static_cast<int64_t>(rows), /*provisional=*/true).dump());
+  const auto cost = std::chrono::steady_clock::now() - now;
+  next_summary_ =
+      now + std::max<std::chrono::nanoseconds>(summary_interval_, cost * summary_cost_factor_);
 }
 
 // ---- live step detection --------------------------------------------------------------------
@@ -241,17 +282,21 @@ void Pipeline::finish_recording(const RunMetadata& meta) {
   record([&] { return recording_.close(); });
 }
 
-RunMetadata Pipeline::metadata() {
+// `final`: also the command line and the devices first seen in the final drain (a very short
+// run); a provisional summary needs neither.
+RunMetadata Pipeline::metadata(bool final) {
   RunMetadata meta;
   meta.source = "injected";
   meta.hostname = cfg_.host;
   meta.pid = cfg_.pid;
   meta.rank = cfg_.rank;
   meta.world_size = cfg_.world_size;
-  meta.command = read_cmdline();
   meta.gpuacct_version = GPUACCT_VERSION_STRING;
   meta.devices = devices_;
-  describe_new_devices(meta.devices);  // first seen in the final drain (a very short run)
+  if (final) {
+    meta.command = read_cmdline();
+    describe_new_devices(meta.devices);
+  }
   std::sort(meta.devices.begin(), meta.devices.end(),
             [](const DeviceInfo& a, const DeviceInfo& b) { return a.id < b.id; });
   return meta;
@@ -291,7 +336,7 @@ void Pipeline::finish(const GpuCollectionState& gpu) {
   host_.finish(acc_.mutable_stats());
   acc_.finish();
 
-  const RunMetadata meta = metadata();
+  const RunMetadata meta = metadata(/*final=*/true);
   finish_recording(meta);  // before the report, which counts a recording that failed
   nlohmann::json extra = nlohmann::json::object();
   extra["collection"] = collection_section(collection_facts(gpu));
@@ -299,9 +344,8 @@ void Pipeline::finish(const GpuCollectionState& gpu) {
   mkdir_p(cfg_.output_dir);
   const std::string path = base_ + ".json";
   const Status written = write_file_atomic(path, report.dump(2) + "\n");
-  const nlohmann::json trailer = {{"summary", report.value("summary", nlohmann::json())},
-                                  {"verdict", report.value("verdict", nlohmann::json())}};
-  stream_.write_trailer(trailer.dump());
+  stream_.write_trailer(
+      summary_line(report, static_cast<int64_t>(acc_.rows().size()), /*provisional=*/false).dump());
   stream_.close();
   if (!cfg_.quiet) {
     auto text = render_terminal_summary(report, false);

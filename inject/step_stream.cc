@@ -112,6 +112,11 @@ void StepStream::write_row(const std::string& line, int64_t step_index) {
   if (!write_line(line)) lost(step_index);
 }
 
+bool StepStream::write_summary(const std::string& line) {
+  if (path_.empty() || !rows_seen_) return false;
+  return write_line(line);
+}
+
 bool StepStream::write_trailer(const std::string& line) {
   if (path_.empty() || !rows_seen_) return false;
   if (write_line(line)) return true;
