@@ -53,10 +53,11 @@ nlohmann::json summary_report(const std::vector<StepRow>& rows, const Stats& sta
 }
 
 nlohmann::json summary_line(const nlohmann::json& report, int64_t step_rows, bool provisional) {
-  nlohmann::json stats = nlohmann::json::object();
+  // The report's counters that are not zero, without their descriptions.
+  nlohmann::json stats = nlohmann::json::array();
   for (const nlohmann::json& s : report.value("stats", nlohmann::json::array())) {
-    const int64_t value = s.value("value", int64_t{0});
-    if (value != 0) stats[s.value("name", std::string())] = value;
+    if (s.value("value", int64_t{0}) == 0) continue;
+    stats.push_back({{"name", s["name"]}, {"value", s["value"]}, {"severity", s["severity"]}});
   }
   return {{"summary", report.value("summary", nlohmann::json())},
           {"verdict", report.value("verdict", nlohmann::json())},

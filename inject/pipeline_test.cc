@@ -120,9 +120,15 @@ TEST_F(PipelineTest, SummaryLinesAreTheReportsSummaryOfTheRowsBeforeThem) {
     EXPECT_EQ(line["summary"], expected["summary"]) << "after " << rows_after << " rows";
     EXPECT_EQ(line["verdict"], expected["verdict"]);
     EXPECT_EQ(line["data_loss"], expected["data_loss"]);
-    EXPECT_EQ(line["stats"].value("steps_finalized", int64_t{0}),
-              p.accountant().stats().get(Stat::steps_finalized));
-    EXPECT_EQ(line["stats"].value("invalid_events_skipped", int64_t{0}), i >= 4 ? 1 : 0);
+    json nonzero = json::array();
+    for (const json& st : expected["stats"]) {
+      if (st["value"] != 0) {
+        nonzero.push_back(
+            {{"name", st["name"]}, {"value", st["value"]}, {"severity", st["severity"]}});
+      }
+    }
+    EXPECT_EQ(line["stats"], nonzero);
+    EXPECT_EQ(line["stats"].dump().find("invalid_events_skipped") != std::string::npos, i >= 4);
     ++lines_checked;
   }
   EXPECT_GE(lines_checked, 10u);

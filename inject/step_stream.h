@@ -5,10 +5,10 @@
 //
 // Summary lines (provisional and the trailer; the content is the pipeline's, inject/pipeline.h):
 //   {"summary": {...}, "verdict": {...}, "provisional": true|false, "step_rows": N,
-//    "data_loss": bool, "stats": {"<counter>": value, ...}}
-// summary and verdict are the report's (analysis/report/report.cc) over the N step rows
-// finalised before the line (the stream's rows before it, lost ones included); stats holds the
-// non-zero counters at that moment.
+//    "data_loss": bool, "stats": [{"name": "<counter>", "value": v, "severity": "..."}, ...]}
+// summary, verdict and data_loss are the report's (analysis/report/report.cc) over the N step
+// rows finalised before the line (the stream's rows before it, lost ones included); stats holds
+// the report's counters that are not zero at that moment.
 //
 // Every write is checked.  When one fails (disk full, quota, I/O error) the part of the line
 // that got out is cut off again (ftruncate to the last complete line), the row is counted as
