@@ -62,8 +62,27 @@ void HostEventProcessor::close(const Open& o, TimeNs end, uint32_t tid, EventBat
   out.ranges.push_back(range);
 }
 
+void HostEventProcessor::push(OpenStack& stack, const Open& o, size_t cap, Stats& stats) {
+  if (stack.open.size() < cap && stack.dropped_open == 0) {
+    stack.open.push_back(o);
+    return;
+  }
+  ++stack.dropped_open;
+  if (o.keep) stats.add(Stat::host_ranges_dropped);
+}
+
+void HostEventProcessor::pop(OpenStack& stack, TimeNs end, uint32_t tid, EventBatch& out) {
+  if (stack.dropped_open > 0) {  // the innermost push was dropped: this pop is its
+    --stack.dropped_open;
+    return;
+  }
+  if (stack.open.empty()) return;
+  close(stack.open.back(), end, tid, out);
+  stack.open.pop_back();
+}
+
 void HostEventProcessor::process(std::vector<TimedRecord>& records, EventBatch& out,
-                                 SiteTable* sites) {
+                                 SiteTable* sites, Stats& stats) {
   std::stable_sort(records.begin(), records.end(),
                    [](const TimedRecord& a, const TimedRecord& b) { return a.rec.ts < b.rec.ts; });
   for (const TimedRecord& tr : records) {
@@ -123,15 +142,13 @@ void HostEventProcessor::process(std::vector<TimedRecord>& records, EventBatch& 
         o.keep = true;
         o.name = intern(r);
         auto& stack = r.type == HostRecType::kDataPush ? data_stacks_[tid] : user_stacks_[tid];
-        if (stack.size() < 256) stack.push_back(o);
+        push(stack, o, kMaxNestedRanges, stats);
         break;
       }
       case HostRecType::kDataPop:
       case HostRecType::kUserPop: {
-        auto& stack = r.type == HostRecType::kDataPop ? data_stacks_[tid] : user_stacks_[tid];
-        if (stack.empty()) break;
-        close(stack.back(), r.ts, tid, out);
-        stack.pop_back();
+        pop(r.type == HostRecType::kDataPop ? data_stacks_[tid] : user_stacks_[tid], r.ts, tid,
+            out);
         break;
       }
       case HostRecType::kNvtxPush: {
@@ -139,15 +156,12 @@ void HostEventProcessor::process(std::vector<TimedRecord>& records, EventBatch& 
         o.start = r.ts;
         classify(r, &o);
         if (o.kind == RangeKind::kStep) explicit_steps_ = nvtx_steps_ = true;
-        auto& stack = nvtx_stacks_[{tid, r.aux}];
-        if (stack.size() < 1024) stack.push_back(o);
+        push(nvtx_stacks_[{tid, r.aux}], o, kMaxNvtxNesting, stats);
         break;
       }
       case HostRecType::kNvtxPop: {
         auto it = nvtx_stacks_.find({tid, r.aux});
-        if (it == nvtx_stacks_.end() || it->second.empty()) break;
-        close(it->second.back(), r.ts, tid, out);
-        it->second.pop_back();
+        if (it != nvtx_stacks_.end()) pop(it->second, r.ts, tid, out);
         break;
       }
       case HostRecType::kNvtxStart: {
@@ -155,7 +169,12 @@ void HostEventProcessor::process(std::vector<TimedRecord>& records, EventBatch& 
         o.start = r.ts;
         classify(r, &o);
         if (o.kind == RangeKind::kStep) explicit_steps_ = nvtx_steps_ = true;
-        if (o.keep && started_.size() < 65536) started_[static_cast<uint64_t>(r.value)] = o;
+        if (!o.keep) break;
+        if (started_.size() < kMaxStartedRanges) {
+          started_[static_cast<uint64_t>(r.value)] = o;
+        } else {
+          stats.add(Stat::host_ranges_dropped);  // its nvtxRangeEnd finds nothing
+        }
         break;
       }
       case HostRecType::kNvtxEnd: {
@@ -182,9 +201,12 @@ void HostEventProcessor::process(std::vector<TimedRecord>& records, EventBatch& 
       }
       case HostRecType::kStack:
         if (sites != nullptr && tr.nframes > 0) {
-          sites->add(r.kind == static_cast<uint8_t>(StackKind::kSync) ? SiteKind::kSync
-                                                                      : SiteKind::kLaunchAfterPause,
-                     tr.frames, tr.nframes, r.value);
+          const SiteKind kind = r.kind == static_cast<uint8_t>(StackKind::kSync)
+                                    ? SiteKind::kSync
+                                    : SiteKind::kLaunchAfterPause;
+          if (!sites->add(kind, tr.frames, tr.nframes, r.value)) {
+            stats.add(Stat::native_sites_dropped);
+          }
         }
         break;
       case HostRecType::kStackFrames:

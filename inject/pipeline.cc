@@ -124,7 +124,7 @@ void Pipeline::drain_rings() {
       Registry::get().recycle(t);
     }
   }
-  host_.process(records_, batch_, &sites_);
+  host_.process(records_, batch_, &sites_, acc_.mutable_stats());
 }
 
 void Pipeline::drop_incomplete_ops() {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/report/report.h"
+#include "inject/recorder.h"
 #include "inject/watermark.h"
 
 namespace gpuacct::inject {
@@ -165,6 +167,37 @@ TEST_F(PipelineTest, SummaryLinesAtMostOncePerInterval) {
   summaries = 0;
   for (const json& l : stream_lines()) summaries += l.contains("summary") ? 1u : 0u;
   EXPECT_EQ(summaries, 2u);  // ... and the trailer
+}
+
+// Ranges dropped at a nesting cap reach the report (a data-loss counter, data_loss set, the
+// verdict's note) and the stream's summary line.
+TEST_F(PipelineTest, RangesDroppedAtACapAreDataLossInTheReport) {
+  Pipeline p(cfg_);
+  const int depth = static_cast<int>(HostEventProcessor::kMaxNestedRanges) + 3;
+  EventBatch steps;
+  for (int i = 0; i < 3; ++i) steps.ranges.push_back(step_events(i).ranges[0]);
+  p.ingest_events(steps);
+  // Through the host rings, as the C API writes them.
+  for (int i = 0; i < depth; ++i) {
+    emit_at(kStart + 1000 + i, HostRecType::kDataPush, 0, "decode", 0, 0);
+  }
+  for (int i = 0; i < depth; ++i)
+    emit_at(kStart + 5000 + i, HostRecType::kDataPop, 0, nullptr, 0, 0);
+  p.finish(GpuCollectionState{});
+  const json rep = report();
+  int64_t dropped = -1;
+  for (const json& st : rep["stats"]) {
+    if (st["name"] == "host_ranges_dropped") dropped = st["value"].get<int64_t>();
+  }
+  EXPECT_EQ(dropped, 3);
+  EXPECT_EQ(rep["data_loss"], true);
+  const json trailer = stream_lines().back();
+  EXPECT_EQ(trailer["data_loss"], true);
+  EXPECT_NE(trailer["stats"].dump().find("host_ranges_dropped"), std::string::npos);
+  auto text = render_terminal_summary(rep, false);
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text.value().find("! data loss: step / data ranges dropped"), std::string::npos)
+      << text.value();
 }
 
 TEST(FlushWatermark, PromisesTheClockSeenFiveTicksEarlierAtMostTwoPeriodsBack) {
