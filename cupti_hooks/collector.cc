@@ -175,7 +175,24 @@ Status Collector::start(const CollectorOptions& options) {
     return fail(CollectorState::kFailed, "cuptiActivityRegisterCallbacks failed");
   }
 
-  // Synchronous callbacks: only what must be seen as it happens.
+  enable_callbacks();
+  const Status enabled = enable_activity();
+  if (!enabled.ok()) {
+    api.cuptiUnsubscribe(m.subscriber);
+    m.subscribed = false;
+    return fail(CollectorState::kFailed, enabled.message());
+  }
+  if (options.flush_period_ms > 0) {
+    GPUACCT_CUPTI_TRY(api, cuptiActivityFlushPeriod, options.flush_period_ms);
+  }
+  state_.store(CollectorState::kActive, std::memory_order_release);
+  return Status::Ok();
+}
+
+// Synchronous callbacks: only what must be seen as it happens.
+void Collector::enable_callbacks() {
+  Impl& m = *impl_;
+  CuptiApi& api = m.api;
   GPUACCT_CUPTI_CALL(api, cuptiEnableCallback, 1, m.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                      CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
   GPUACCT_CUPTI_CALL(api, cuptiEnableCallback, 1, m.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
@@ -184,7 +201,7 @@ Status Collector::start(const CollectorOptions& options) {
                     CUPTI_CBID_STATE_FATAL_ERROR);
   size_t n_apis = 0;
   const TracedApi* apis = traced_apis(&n_apis);
-  if (options.api_callbacks) {
+  if (m.options.api_callbacks) {
     for (size_t i = 0; i < n_apis; ++i) {
       if (apis[i].kind == HostApiKind::kCopy) continue;  // launches and syncs only
       const auto domain = apis[i].domain == ApiDomain::kRuntime ? CUPTI_CB_DOMAIN_RUNTIME_API
@@ -192,7 +209,14 @@ Status Collector::start(const CollectorOptions& options) {
       GPUACCT_CUPTI_TRY(api, cuptiEnableCallback, 1, m.subscriber, domain, apis[i].cbid);
     }
   }
+}
 
+// The activity kinds; an error only when kernels cannot be collected.
+Status Collector::enable_activity() {
+  Impl& m = *impl_;
+  CuptiApi& api = m.api;
+  size_t n_apis = 0;
+  const TracedApi* apis = traced_apis(&n_apis);
   // Activity kinds.  CONCURRENT_KERNEL, never KERNEL (which serialises kernels).
   // No EXTERNAL_CORRELATION: gpuacct pushes no external ids and attributes nothing to
   // framework ops; the kind would only cost a record per API call whenever a library pushes
@@ -205,11 +229,8 @@ Status Collector::start(const CollectorOptions& options) {
     if (r == CUPTI_SUCCESS) {
       m.enabled_kinds.push_back(k);
     } else if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
-      api.cuptiUnsubscribe(m.subscriber);
-      m.subscribed = false;
-      return fail(
-          CollectorState::kFailed,
-          std::string("cuptiActivityEnable(CONCURRENT_KERNEL) failed: ") + api.result_string(r));
+      return Status::Error(std::string("cuptiActivityEnable(CONCURRENT_KERNEL) failed: ") +
+                           api.result_string(r));
     }
   }
   // RUNTIME / DRIVER restricted to the calls the accounting needs.
@@ -230,10 +251,6 @@ Status Collector::start(const CollectorOptions& options) {
     if (GPUACCT_CUPTI_CALL(api, cuptiActivityEnable, CUPTI_ACTIVITY_KIND_DRIVER) == CUPTI_SUCCESS)
       m.enabled_kinds.push_back(CUPTI_ACTIVITY_KIND_DRIVER);
   }
-  if (options.flush_period_ms > 0) {
-    GPUACCT_CUPTI_TRY(api, cuptiActivityFlushPeriod, options.flush_period_ms);
-  }
-  state_.store(CollectorState::kActive, std::memory_order_release);
   return Status::Ok();
 }
 

@@ -134,6 +134,8 @@ class Collector {
   Collector();
   struct Impl;
   void sync_clocks(uint64_t (*host_clock)());
+  void enable_callbacks();
+  Status enable_activity();
 
   Impl* impl_;  // never freed: CUPTI may call back during exit
   bool loaded_ = false;

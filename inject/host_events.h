@@ -63,6 +63,8 @@ class HostEventProcessor {
   void push(OpenStack& stack, const Open& o, size_t cap, Stats& stats);
   void pop(OpenStack& stack, TimeNs end, uint32_t tid, EventBatch& out);
   void close(const Open& o, TimeNs end, uint32_t tid, EventBatch& out);
+  void capi_step(const HostRecord& r, uint32_t tid, EventBatch& out);
+  void nvtx(const HostRecord& r, uint32_t tid, EventBatch& out, Stats& stats);
   NameId intern(const HostRecord& r);
   void classify(const HostRecord& r, Open* o);
 
