@@ -92,7 +92,6 @@ class Pipeline {
   }
 
   const StepAccountant& accountant() const { return acc_; }
-  const std::string& stream_path() const { return stream_.path(); }
 
  private:
   void collect();
@@ -100,6 +99,10 @@ class Pipeline {
   void drop_incomplete_ops();
   void feed();
   void describe_new_devices(std::vector<DeviceInfo>& devices);
+  // Live step detection, all of it behind these two: the detector polled up to the watermark
+  // and each boundary turned into a step range (step_from_boundary: each boundary closes the
+  // step the previous one opened; the piece a shared "boundaries -> step ranges" component of
+  // analysis/ replaces).
   void add_detected_steps(int64_t watermark, bool final);
   std::optional<HostRange> step_from_boundary(const Marker& boundary);
   void write_row(const StepRow& row);
