@@ -7,6 +7,9 @@
 //   BM_CApiStepMark    - one C API call into the per-thread ring (drained every 4096 calls)
 //   BM_NvtxPushPop     - an NVTX push + pop pair through the same ring
 //   BM_ActivityParse   - CUPTI activity records -> event model, one core (target >= 10 M/s)
+//   BM_SummaryLine/N   - one provisional summary line of the step stream over N step rows
+//                        (summarize + report_to_json + dump, what the worker does at most once
+//                        a second; inject/pipeline.h)
 #include <benchmark/benchmark.h>
 
 #include <vector>
@@ -14,6 +17,7 @@
 #include "analysis/model/name_table.h"
 #include "cupti_hooks/activity_parser.h"
 #include "cupti_hooks/collector.h"
+#include "inject/pipeline.h"
 #include "inject/recorder.h"
 
 namespace {
@@ -119,6 +123,39 @@ void BM_ActivityParse(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
 }
 BENCHMARK(BM_ActivityParse);
+
+void BM_SummaryLine(benchmark::State& state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  std::vector<gpuacct::StepRow> rows(n);
+  for (size_t i = 0; i < n; ++i) {
+    gpuacct::StepRow& r = rows[i];
+    r.step_index = static_cast<int64_t>(i / 8);  // 8 devices
+    r.device = static_cast<uint16_t>(i % 8);
+    r.warmup = i < 16;
+    r.window_begin = static_cast<int64_t>(i / 8) * 100'000'000;
+    r.window_end = r.window_begin + 90'000'000 + static_cast<int64_t>(i % 7) * 1'000'000;
+    r.cat.compute = 60'000'000;
+    r.cat.data_wait = 20'000'000 + static_cast<int64_t>(i % 7) * 1'000'000;
+    r.cat.comm_exposed = 8'000'000;
+    r.cat.launch_gap = 2'000'000;
+    r.gpu_busy = 70'000'000;
+    r.kernels = 500;
+    r.launches = 520;
+  }
+  gpuacct::Stats stats;
+  stats.set(gpuacct::Stat::gpu_ops_received, 1'000'000);
+  gpuacct::RunMetadata meta;
+  const gpuacct::AccountingConfig config;
+  for (auto _ : state) {
+    const std::string line =
+        gpuacct::inject::summary_line(gpuacct::inject::summary_report(rows, stats, config, meta),
+                                      static_cast<int64_t>(n), true)
+            .dump();
+    benchmark::DoNotOptimize(line.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
+}
+BENCHMARK(BM_SummaryLine)->Arg(1000)->Arg(10000)->Arg(100000)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -1,6 +1,5 @@
 #include "cupti_hooks/collector.h"
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -104,16 +103,13 @@ Collector& Collector::instance() {
   return *c;
 }
 
-bool Collector::load(const std::string& library, std::string* why) {
+Status Collector::load(const std::string& library) {
   std::lock_guard<std::mutex> lock(impl_->stop_mu);
-  if (loaded_) return true;
-  if (impl_->api.handle != nullptr) {
-    if (why != nullptr) *why = "previous load failed";
-    return false;
-  }
-  if (!impl_->api.load(library, why)) return false;
+  if (loaded_) return Status::Ok();
+  if (impl_->api.handle != nullptr) return Status::Error("previous load failed");
+  GPUACCT_RETURN_IF_ERROR(impl_->api.load(library));
   loaded_ = true;
-  return true;
+  return Status::Ok();
 }
 
 uint32_t Collector::version() const {
@@ -125,20 +121,24 @@ int64_t Collector::buffers_allocated() const {
   return impl_->allocated;
 }
 
-CollectorState Collector::start(const CollectorOptions& options, std::string* message) {
+Status Collector::start(const CollectorOptions& options) {
   std::lock_guard<std::mutex> lock(impl_->stop_mu);
-  if (state_.load() != CollectorState::kNotStarted) return state_.load();
+  if (state_.load() != CollectorState::kNotStarted) {
+    return state_.load() == CollectorState::kActive
+               ? Status::Ok()
+               : Status::Error(std::string("already tried: ") + to_string(state_.load()));
+  }
   Impl& m = *impl_;
   CuptiApi& api = m.api;
   m.options = options;
+  api.warn = options.hooks.warn;
   if (!loaded_) {
     state_.store(CollectorState::kNoCupti);
-    return state_.load();
+    return Status::Error("CUPTI is not loaded");
   }
   auto fail = [&](CollectorState s, const std::string& text) {
-    if (message != nullptr) *message = text;
     state_.store(s, std::memory_order_release);
-    return s;
+    return Status::Error(text);
   };
   if (!record_layouts_match(api.version)) {
     return fail(CollectorState::kVersionMismatch, "CUPTI API version " +
@@ -175,7 +175,24 @@ CollectorState Collector::start(const CollectorOptions& options, std::string* me
     return fail(CollectorState::kFailed, "cuptiActivityRegisterCallbacks failed");
   }
 
-  // Synchronous callbacks: only what must be seen as it happens.
+  enable_callbacks();
+  const Status enabled = enable_activity();
+  if (!enabled.ok()) {
+    api.cuptiUnsubscribe(m.subscriber);
+    m.subscribed = false;
+    return fail(CollectorState::kFailed, enabled.message());
+  }
+  if (options.flush_period_ms > 0) {
+    GPUACCT_CUPTI_TRY(api, cuptiActivityFlushPeriod, options.flush_period_ms);
+  }
+  state_.store(CollectorState::kActive, std::memory_order_release);
+  return Status::Ok();
+}
+
+// Synchronous callbacks: only what must be seen as it happens.
+void Collector::enable_callbacks() {
+  Impl& m = *impl_;
+  CuptiApi& api = m.api;
   GPUACCT_CUPTI_CALL(api, cuptiEnableCallback, 1, m.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                      CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
   GPUACCT_CUPTI_CALL(api, cuptiEnableCallback, 1, m.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
@@ -184,7 +201,7 @@ CollectorState Collector::start(const CollectorOptions& options, std::string* me
                     CUPTI_CBID_STATE_FATAL_ERROR);
   size_t n_apis = 0;
   const TracedApi* apis = traced_apis(&n_apis);
-  if (options.api_callbacks) {
+  if (m.options.api_callbacks) {
     for (size_t i = 0; i < n_apis; ++i) {
       if (apis[i].kind == HostApiKind::kCopy) continue;  // launches and syncs only
       const auto domain = apis[i].domain == ApiDomain::kRuntime ? CUPTI_CB_DOMAIN_RUNTIME_API
@@ -192,7 +209,14 @@ CollectorState Collector::start(const CollectorOptions& options, std::string* me
       GPUACCT_CUPTI_TRY(api, cuptiEnableCallback, 1, m.subscriber, domain, apis[i].cbid);
     }
   }
+}
 
+// The activity kinds; an error only when kernels cannot be collected.
+Status Collector::enable_activity() {
+  Impl& m = *impl_;
+  CuptiApi& api = m.api;
+  size_t n_apis = 0;
+  const TracedApi* apis = traced_apis(&n_apis);
   // Activity kinds.  CONCURRENT_KERNEL, never KERNEL (which serialises kernels).
   // No EXTERNAL_CORRELATION: gpuacct pushes no external ids and attributes nothing to
   // framework ops; the kind would only cost a record per API call whenever a library pushes
@@ -205,11 +229,8 @@ CollectorState Collector::start(const CollectorOptions& options, std::string* me
     if (r == CUPTI_SUCCESS) {
       m.enabled_kinds.push_back(k);
     } else if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
-      api.cuptiUnsubscribe(m.subscriber);
-      m.subscribed = false;
-      return fail(
-          CollectorState::kFailed,
-          std::string("cuptiActivityEnable(CONCURRENT_KERNEL) failed: ") + api.result_string(r));
+      return Status::Error(std::string("cuptiActivityEnable(CONCURRENT_KERNEL) failed: ") +
+                           api.result_string(r));
     }
   }
   // RUNTIME / DRIVER restricted to the calls the accounting needs.
@@ -230,11 +251,7 @@ CollectorState Collector::start(const CollectorOptions& options, std::string* me
     if (GPUACCT_CUPTI_CALL(api, cuptiActivityEnable, CUPTI_ACTIVITY_KIND_DRIVER) == CUPTI_SUCCESS)
       m.enabled_kinds.push_back(CUPTI_ACTIVITY_KIND_DRIVER);
   }
-  if (options.flush_period_ms > 0) {
-    GPUACCT_CUPTI_TRY(api, cuptiActivityFlushPeriod, options.flush_period_ms);
-  }
-  state_.store(CollectorState::kActive, std::memory_order_release);
-  return CollectorState::kActive;
+  return Status::Ok();
 }
 
 // One clock for every record: host records are stamped with the host clock from the process's
@@ -269,10 +286,8 @@ void Collector::sync_clocks(uint64_t (*host_clock)()) {
   clock_offset_ns_.store(offset, std::memory_order_release);
   clock_offset_uncertainty_ns_.store(uncertainty, std::memory_order_release);
   clock_source_.store(ClockSource::kMeasuredOffset, std::memory_order_release);
-  if (uncertainty < 0) {
-    std::fprintf(stderr,
-                 "gpuacct: cannot read CUPTI's clock; GPU records are assumed to be on the host "
-                 "clock\n");
+  if (uncertainty < 0 && api.warn != nullptr) {
+    api.warn("cannot read CUPTI's clock; GPU records are assumed to be on the host clock");
   }
 }
 
@@ -376,9 +391,8 @@ void Collector::on_callback(int domain, uint32_t cbid, const void* cbdata) {
     case CUPTI_CB_DOMAIN_STATE:
       if (cbid == CUPTI_CBID_STATE_FATAL_ERROR) {
         static std::atomic<bool> logged{false};
-        if (!logged.exchange(true)) {
-          std::fprintf(stderr,
-                       "gpuacct: CUPTI reported a fatal error; GPU data may be incomplete\n");
+        if (!logged.exchange(true) && m.api.warn != nullptr) {
+          m.api.warn("CUPTI reported a fatal error; GPU data may be incomplete");
         }
       }
       return;

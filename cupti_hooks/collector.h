@@ -8,6 +8,11 @@
 // Stat::cupti_buffers_refused) and CUPTI drops records, which cuptiActivityGetNumDroppedRecords
 // reports (Stat::cupti_records_dropped).  Parsed buffers go back to the pool.
 //
+// Errors: functions that can fail return Status (analysis/model/status.h) with one line that
+// says why (no "gpuacct: " prefix); nothing here prints.  What must be said as it happens (a
+// failing CUPTI call, CUPTI's fatal-error callback) goes through CollectorHooks::warn, which
+// the library routes to its one-line log (inject/log.h); without a hook it is not said.
+//
 // Locking: one mutex guards the pool and the completed queue; it is never held across a CUPTI
 // call (CUPTI calls the buffer callbacks with its own lock held: holding ours while calling
 // into CUPTI would be an ABBA deadlock).
@@ -18,9 +23,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "analysis/model/events.h"
 #include "analysis/model/stats.h"
+#include "analysis/model/status.h"
 
 namespace gpuacct::cupti {
 
@@ -34,6 +41,8 @@ struct CollectorHooks {
   void (*api_exit)(HostApiKind kind, uint64_t* scratch) = nullptr;
   // CUPTI completed a buffer (wake the worker if it sleeps).  Any thread.
   void (*buffer_ready)() = nullptr;
+  // Says one line to the user (no prefix, no newline).  Any thread; not on the hot path.
+  void (*warn)(std::string_view message) = nullptr;
 };
 
 // Where CUPTI's timestamps come from, relative to the host clock (CollectorOptions::host_clock).
@@ -73,13 +82,14 @@ class Collector {
   // The process-wide instance (CUPTI's buffer callbacks carry no user pointer).
   static Collector& instance();
 
-  // dlopens CUPTI (idempotent).  False if it cannot be used; *why explains (one line).
-  bool load(const std::string& library, std::string* why);
+  // dlopens CUPTI (idempotent).  An error saying why when it cannot be used.
+  Status load(const std::string& library);
   bool loaded() const { return loaded_; }
   uint32_t version() const;
 
-  // Subscribes and enables collection.  Prints at most one line on stderr when it cannot.
-  CollectorState start(const CollectorOptions& options, std::string* message);
+  // Subscribes and enables collection.  Ok when state() is kActive; otherwise an error that
+  // says why (state() names the case).  Idempotent: a second call returns the first's state.
+  Status start(const CollectorOptions& options);
   CollectorState state() const { return state_.load(std::memory_order_acquire); }
   bool thread_ids_are_system() const { return system_thread_ids_; }
   // Set by start(): how CUPTI's timestamps relate to the host clock.  With kMeasuredOffset,
@@ -124,6 +134,8 @@ class Collector {
   Collector();
   struct Impl;
   void sync_clocks(uint64_t (*host_clock)());
+  void enable_callbacks();
+  Status enable_activity();
 
   Impl* impl_;  // never freed: CUPTI may call back during exit
   bool loaded_ = false;

@@ -4,13 +4,12 @@
 
 namespace gpuacct::cupti {
 
-bool CuptiApi::load(const std::string& library, std::string* why) {
+Status CuptiApi::load(const std::string& library) {
   dlerror();
   handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* err = dlerror();
-    if (why != nullptr) *why = err != nullptr ? err : ("cannot dlopen " + library);
-    return false;
+    return Status::Error(err != nullptr ? err : ("cannot dlopen " + library));
   }
   std::string missing;
 #define GPUACCT_CUPTI_RESOLVE_REQ(name)                          \
@@ -23,12 +22,11 @@ bool CuptiApi::load(const std::string& library, std::string* why) {
 #undef GPUACCT_CUPTI_RESOLVE_REQ
 #undef GPUACCT_CUPTI_RESOLVE_OPT
   if (!missing.empty()) {
-    if (why != nullptr) *why = library + " lacks " + missing;
     // Keep the handle: unloading CUPTI is never safe once something may have called it.
-    return false;
+    return Status::Error(library + " lacks " + missing);
   }
   if (cuptiGetVersion(&version) != CUPTI_SUCCESS) version = 0;
-  return true;
+  return Status::Ok();
 }
 
 const char* CuptiApi::result_string(CUptiResult r) const {
@@ -41,8 +39,9 @@ const char* CuptiApi::result_string(CUptiResult r) const {
 }
 
 void log_cupti_failure(const CuptiApi& api, const char* call_text, CUptiResult r) {
-  std::fprintf(stderr, "gpuacct: %s failed: %s (%d)\n", call_text, api.result_string(r),
-               static_cast<int>(r));
+  if (api.warn == nullptr) return;
+  api.warn(std::string(call_text) + " failed: " + api.result_string(r) + " (" +
+           std::to_string(static_cast<int>(r)) + ")");
 }
 
 }  // namespace gpuacct::cupti

@@ -6,8 +6,10 @@
 #include <cupti.h>
 
 #include <atomic>
-#include <cstdio>
 #include <string>
+#include <string_view>
+
+#include "analysis/model/status.h"
 
 namespace gpuacct::cupti {
 
@@ -42,15 +44,17 @@ struct CuptiApi {
 
   void* handle = nullptr;
   uint32_t version = 0;
+  // Where failures of GPUACCT_CUPTI_CALL are said (CollectorHooks::warn); nullptr: nowhere.
+  void (*warn)(std::string_view message) = nullptr;
 
-  // dlopen + dlsym.  On failure returns false and sets *why (one line, no prefix); the table
-  // is then unusable.  Never throws.
-  bool load(const std::string& library, std::string* why);
+  // dlopen + dlsym.  An error (one line, no prefix) when the library cannot be used; the
+  // table is then unusable.  Never throws.
+  Status load(const std::string& library);
 
   const char* result_string(CUptiResult r) const;
 };
 
-// Logs "gpuacct: <call text> failed: <CUPTI result string> (<code>)" on stderr, once per call
+// Says "<call text> failed: <CUPTI result string> (<code>)" through api.warn, once per call
 // site, and evaluates to the CUptiResult.  `api` is a CuptiApi&; `fn` a member name.
 #define GPUACCT_CUPTI_CALL(api, fn, ...)                                                \
   ([&]() -> CUptiResult {                                                               \

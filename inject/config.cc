@@ -47,8 +47,8 @@ class Parser {
   void warn(const char* name, std::string_view value, const std::string& why,
             const std::string& used) {
     if (warnings_ == nullptr) return;
-    warnings_->push_back(std::string("gpuacct: ") + name + "=" + quote_value(value) + " " + why +
-                         "; using " + used);
+    warnings_->push_back(std::string(name) + "=" + quote_value(value) + " " + why + "; using " +
+                         used);
   }
 
   void boolean(const char* name, bool* field) {

@@ -1,11 +1,11 @@
 // Configuration of the injected library: every GPUACCT_* environment variable, parsed once at
 // start.  docs/configuration.md publishes the same table; keep the two in step.
 //
-// A bad value never stops the program: parse() appends one warning line per bad variable
-// ("gpuacct: GPUACCT_FLUSH_MS='abc' is not a number in [1, 60000]; using 100") and keeps the
-// default.  The value is shown by quote_value(): one line, bounded, whatever it holds.  A
-// GPUACCT_OUTPUT_PATTERN whose file name would be too long for the file system falls back to
-// the default (with a warning) rather than losing every output.
+// A bad value never stops the program: parse() appends one warning per bad variable
+// ("GPUACCT_FLUSH_MS='abc' is not a number in [1, 60000]; using 100", said with log_line(),
+// inject/log.h) and keeps the default.  The value is shown by quote_value(): one line, bounded,
+// whatever it holds.  A GPUACCT_OUTPUT_PATTERN whose file name would be too long for the file
+// system falls back to the default (with a warning) rather than losing every output.
 #pragma once
 
 #include <cstdint>
@@ -14,9 +14,16 @@
 #include <vector>
 
 #include "analysis/accounting/accounting_config.h"
+#include "cupti_hooks/collector.h"
 
 namespace gpuacct::inject {
 
+// Defaults the hot path needs before the configuration is read (HotConfig, recorder.h).
+inline constexpr int kDefaultRingRecords = 8192;
+inline constexpr bool kDefaultStacks = true;
+
+// Every default is written once: the accounting thresholds are AccountingConfig's, the CUPTI
+// settings CollectorOptions', the rest here.
 struct Config {
   bool enable = true;            // GPUACCT_ENABLE: 0 = no GPU collection (host ranges only)
   std::string output_dir = ".";  // GPUACCT_OUTPUT_DIR
@@ -28,16 +35,18 @@ struct Config {
   int64_t host_pause_us = AccountingConfig{}.host_pause_threshold_ns / 1000;  // GPUACCT_HOST_PAUSE_US
   std::vector<std::string> step_patterns;  // GPUACCT_STEP_PATTERNS (comma separated)
   std::vector<std::string> data_patterns;  // GPUACCT_DATA_PATTERNS (comma separated)
-  int flush_ms = 100;                      // GPUACCT_FLUSH_MS
-  bool record = false;                     // GPUACCT_RECORD
-  int buffer_mb = 4;                       // GPUACCT_BUFFER_MB  (size of one CUPTI activity buffer)
-  int buffer_count = 8;                    // GPUACCT_BUFFER_COUNT (buffers in the pool, the cap)
-  bool quiet = false;                      // GPUACCT_QUIET: no terminal summary on stderr
-  bool python = true;                      // GPUACCT_PYTHON: import gpuacct._auto in CPython
-  bool auto_steps = true;   // GPUACCT_AUTO_STEPS: detect steps when nothing marks them
-  bool stacks = true;       // GPUACCT_STACKS: native call sites of syncs / late launches
-  int ring_records = 8192;  // GPUACCT_RING_RECORDS: per-thread host ring capacity
-  std::string cupti_library = "libcupti.so.13";  // GPUACCT_CUPTI_LIBRARY
+  int flush_ms = static_cast<int>(cupti::CollectorOptions{}.flush_period_ms);  // GPUACCT_FLUSH_MS
+  bool record = false;                                                         // GPUACCT_RECORD
+  // GPUACCT_BUFFER_MB (size of one CUPTI activity buffer)
+  int buffer_mb = static_cast<int>(cupti::CollectorOptions{}.buffer_bytes >> 20);
+  // GPUACCT_BUFFER_COUNT (buffers in the pool, the cap)
+  int buffer_count = cupti::CollectorOptions{}.buffer_count;
+  bool quiet = false;            // GPUACCT_QUIET: no terminal summary on stderr
+  bool python = true;            // GPUACCT_PYTHON: import gpuacct._auto in CPython
+  bool auto_steps = true;        // GPUACCT_AUTO_STEPS: detect steps when nothing marks them
+  bool stacks = kDefaultStacks;  // GPUACCT_STACKS: native call sites of syncs / late launches
+  int ring_records = kDefaultRingRecords;  // GPUACCT_RING_RECORDS: per-thread ring capacity
+  std::string cupti_library = cupti::CollectorOptions{}.library;  // GPUACCT_CUPTI_LIBRARY
 
   // Identity (not configurable: derived from the environment).
   std::string host;

@@ -62,8 +62,136 @@ void HostEventProcessor::close(const Open& o, TimeNs end, uint32_t tid, EventBat
   out.ranges.push_back(range);
 }
 
+void HostEventProcessor::push(OpenStack& stack, const Open& o, size_t cap, Stats& stats) {
+  if (stack.open.size() < cap && stack.dropped_open == 0) {
+    stack.open.push_back(o);
+    return;
+  }
+  ++stack.dropped_open;
+  if (o.keep) stats.add(Stat::host_ranges_dropped);
+}
+
+void HostEventProcessor::pop(OpenStack& stack, TimeNs end, uint32_t tid, EventBatch& out) {
+  if (stack.dropped_open > 0) {  // the innermost push was dropped: this pop is its
+    --stack.dropped_open;
+    return;
+  }
+  if (stack.open.empty()) return;
+  close(stack.open.back(), end, tid, out);
+  stack.open.pop_back();
+}
+
+// C API steps: begin / end ranges, marks, FLOPs.
+void HostEventProcessor::capi_step(const HostRecord& r, uint32_t tid, EventBatch& out) {
+  switch (r.type) {
+    case HostRecType::kStepBegin:
+    case HostRecType::kStepEnd: {
+      explicit_steps_ = capi_steps_ = true;
+      if (step_open_) {
+        close(step_, r.ts, step_tid_, out);
+        step_open_ = false;
+      }
+      if (r.type == HostRecType::kStepBegin) {
+        step_ = Open{};
+        step_.start = r.ts;
+        step_.number = r.value >= 0 ? r.value : next_number_;
+        next_number_ = step_.number + 1;
+        step_.kind = RangeKind::kStep;
+        step_.keep = true;
+        step_.name = names_.intern("step");
+        step_tid_ = tid;
+        step_open_ = true;
+      }
+      break;
+    }
+    case HostRecType::kStepMark: {
+      explicit_steps_ = capi_steps_ = true;
+      if (step_open_) {  // a begin/end step is open: the mark ends it
+        close(step_, r.ts, step_tid_, out);
+        step_open_ = false;
+      }
+      Marker m;
+      m.ts = r.ts;
+      m.kind = MarkerKind::kStepBoundary;
+      m.number = r.value >= 0 ? r.value : next_number_;
+      next_number_ = m.number + 1;
+      m.thread = tid;
+      m.name = names_.intern("step");
+      out.markers.push_back(m);
+      break;
+    }
+    case HostRecType::kStepFlops: {
+      Marker m;
+      m.ts = r.ts;
+      m.kind = MarkerKind::kStepFlops;
+      m.value = std::bit_cast<double>(r.value);
+      m.thread = tid;
+      out.markers.push_back(m);
+      break;
+    }
+    default:
+      return;
+  }
+}
+
+// NVTX ranges and marks, classified by the step / data patterns.
+void HostEventProcessor::nvtx(const HostRecord& r, uint32_t tid, EventBatch& out, Stats& stats) {
+  switch (r.type) {
+    case HostRecType::kNvtxPush: {
+      Open o;
+      o.start = r.ts;
+      classify(r, &o);
+      if (o.kind == RangeKind::kStep) explicit_steps_ = nvtx_steps_ = true;
+      push(nvtx_stacks_[{tid, r.aux}], o, kMaxNvtxNesting, stats);
+      break;
+    }
+    case HostRecType::kNvtxPop: {
+      auto it = nvtx_stacks_.find({tid, r.aux});
+      if (it != nvtx_stacks_.end()) pop(it->second, r.ts, tid, out);
+      break;
+    }
+    case HostRecType::kNvtxStart: {
+      Open o;
+      o.start = r.ts;
+      classify(r, &o);
+      if (o.kind == RangeKind::kStep) explicit_steps_ = nvtx_steps_ = true;
+      if (!o.keep) break;
+      if (started_.size() < kMaxStartedRanges) {
+        started_[static_cast<uint64_t>(r.value)] = o;
+      } else {
+        stats.add(Stat::host_ranges_dropped);  // its nvtxRangeEnd finds nothing
+      }
+      break;
+    }
+    case HostRecType::kNvtxEnd: {
+      auto it = started_.find(static_cast<uint64_t>(r.value));
+      if (it == started_.end()) break;
+      close(it->second, r.ts, tid, out);
+      started_.erase(it);
+      break;
+    }
+    case HostRecType::kNvtxMark: {
+      Open o;
+      classify(r, &o);
+      if (o.kind != RangeKind::kStep) break;
+      explicit_steps_ = nvtx_steps_ = true;
+      Marker m;
+      m.ts = r.ts;
+      m.kind = MarkerKind::kStepBoundary;
+      m.number = o.number >= 0 ? o.number : next_number_;
+      next_number_ = m.number + 1;
+      m.thread = tid;
+      m.name = o.name;
+      out.markers.push_back(m);
+      break;
+    }
+    default:
+      return;
+  }
+}
+
 void HostEventProcessor::process(std::vector<TimedRecord>& records, EventBatch& out,
-                                 SiteTable* sites) {
+                                 SiteTable* sites, Stats& stats) {
   std::stable_sort(records.begin(), records.end(),
                    [](const TimedRecord& a, const TimedRecord& b) { return a.rec.ts < b.rec.ts; });
   for (const TimedRecord& tr : records) {
@@ -71,50 +199,18 @@ void HostEventProcessor::process(std::vector<TimedRecord>& records, EventBatch& 
     const uint32_t tid = tr.tid;
     switch (r.type) {
       case HostRecType::kStepBegin:
-      case HostRecType::kStepEnd: {
-        explicit_steps_ = capi_steps_ = true;
-        if (step_open_) {
-          close(step_, r.ts, step_tid_, out);
-          step_open_ = false;
-        }
-        if (r.type == HostRecType::kStepBegin) {
-          step_ = Open{};
-          step_.start = r.ts;
-          step_.number = r.value >= 0 ? r.value : next_number_;
-          next_number_ = step_.number + 1;
-          step_.kind = RangeKind::kStep;
-          step_.keep = true;
-          step_.name = names_.intern("step");
-          step_tid_ = tid;
-          step_open_ = true;
-        }
+      case HostRecType::kStepEnd:
+      case HostRecType::kStepMark:
+      case HostRecType::kStepFlops:
+        capi_step(r, tid, out);
         break;
-      }
-      case HostRecType::kStepMark: {
-        explicit_steps_ = capi_steps_ = true;
-        if (step_open_) {  // a begin/end step is open: the mark ends it
-          close(step_, r.ts, step_tid_, out);
-          step_open_ = false;
-        }
-        Marker m;
-        m.ts = r.ts;
-        m.kind = MarkerKind::kStepBoundary;
-        m.number = r.value >= 0 ? r.value : next_number_;
-        next_number_ = m.number + 1;
-        m.thread = tid;
-        m.name = names_.intern("step");
-        out.markers.push_back(m);
+      case HostRecType::kNvtxPush:
+      case HostRecType::kNvtxPop:
+      case HostRecType::kNvtxStart:
+      case HostRecType::kNvtxEnd:
+      case HostRecType::kNvtxMark:
+        nvtx(r, tid, out, stats);
         break;
-      }
-      case HostRecType::kStepFlops: {
-        Marker m;
-        m.ts = r.ts;
-        m.kind = MarkerKind::kStepFlops;
-        m.value = std::bit_cast<double>(r.value);
-        m.thread = tid;
-        out.markers.push_back(m);
-        break;
-      }
       case HostRecType::kDataPush:
       case HostRecType::kUserPush: {
         Open o;
@@ -123,68 +219,23 @@ void HostEventProcessor::process(std::vector<TimedRecord>& records, EventBatch& 
         o.keep = true;
         o.name = intern(r);
         auto& stack = r.type == HostRecType::kDataPush ? data_stacks_[tid] : user_stacks_[tid];
-        if (stack.size() < 256) stack.push_back(o);
+        push(stack, o, kMaxNestedRanges, stats);
         break;
       }
       case HostRecType::kDataPop:
       case HostRecType::kUserPop: {
-        auto& stack = r.type == HostRecType::kDataPop ? data_stacks_[tid] : user_stacks_[tid];
-        if (stack.empty()) break;
-        close(stack.back(), r.ts, tid, out);
-        stack.pop_back();
-        break;
-      }
-      case HostRecType::kNvtxPush: {
-        Open o;
-        o.start = r.ts;
-        classify(r, &o);
-        if (o.kind == RangeKind::kStep) explicit_steps_ = nvtx_steps_ = true;
-        auto& stack = nvtx_stacks_[{tid, r.aux}];
-        if (stack.size() < 1024) stack.push_back(o);
-        break;
-      }
-      case HostRecType::kNvtxPop: {
-        auto it = nvtx_stacks_.find({tid, r.aux});
-        if (it == nvtx_stacks_.end() || it->second.empty()) break;
-        close(it->second.back(), r.ts, tid, out);
-        it->second.pop_back();
-        break;
-      }
-      case HostRecType::kNvtxStart: {
-        Open o;
-        o.start = r.ts;
-        classify(r, &o);
-        if (o.kind == RangeKind::kStep) explicit_steps_ = nvtx_steps_ = true;
-        if (o.keep && started_.size() < 65536) started_[static_cast<uint64_t>(r.value)] = o;
-        break;
-      }
-      case HostRecType::kNvtxEnd: {
-        auto it = started_.find(static_cast<uint64_t>(r.value));
-        if (it == started_.end()) break;
-        close(it->second, r.ts, tid, out);
-        started_.erase(it);
-        break;
-      }
-      case HostRecType::kNvtxMark: {
-        Open o;
-        classify(r, &o);
-        if (o.kind != RangeKind::kStep) break;
-        explicit_steps_ = nvtx_steps_ = true;
-        Marker m;
-        m.ts = r.ts;
-        m.kind = MarkerKind::kStepBoundary;
-        m.number = o.number >= 0 ? o.number : next_number_;
-        next_number_ = m.number + 1;
-        m.thread = tid;
-        m.name = o.name;
-        out.markers.push_back(m);
+        pop(r.type == HostRecType::kDataPop ? data_stacks_[tid] : user_stacks_[tid], r.ts, tid,
+            out);
         break;
       }
       case HostRecType::kStack:
         if (sites != nullptr && tr.nframes > 0) {
-          sites->add(r.kind == static_cast<uint8_t>(StackKind::kSync) ? SiteKind::kSync
-                                                                      : SiteKind::kLaunchAfterPause,
-                     tr.frames, tr.nframes, r.value);
+          const SiteKind kind = r.kind == static_cast<uint8_t>(StackKind::kSync)
+                                    ? SiteKind::kSync
+                                    : SiteKind::kLaunchAfterPause;
+          if (!sites->add(kind, tr.frames, tr.nframes, r.value)) {
+            stats.add(Stat::native_sites_dropped);
+          }
         }
         break;
       case HostRecType::kStackFrames:

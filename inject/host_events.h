@@ -26,10 +26,19 @@ struct TimedRecord {
 
 class HostEventProcessor {
  public:
+  // Caps on what is held open (a program that pushes without popping must not grow the
+  // worker's memory without bound).  A range pushed beyond a cap is not kept: its pop is
+  // matched to it (it does not close the range around it), and it is counted in
+  // Stat::host_ranges_dropped when it would have been kept.
+  static constexpr size_t kMaxNestedRanges = 256;     // C API data / user ranges, per thread
+  static constexpr size_t kMaxNvtxNesting = 1024;     // NVTX push / pop, per thread and domain
+  static constexpr size_t kMaxStartedRanges = 65536;  // nvtxRangeStart ranges open at once
+
   HostEventProcessor(NameTable& names, NamePatterns step_patterns, NamePatterns data_patterns);
 
-  // Records of one drain, any order (sorted here by time, stable).
-  void process(std::vector<TimedRecord>& records, EventBatch& out, SiteTable* sites);
+  // Records of one drain, any order (sorted here by time, stable).  Ranges dropped at a cap
+  // (below) are counted in `stats`.
+  void process(std::vector<TimedRecord>& records, EventBatch& out, SiteTable* sites, Stats& stats);
   // End of run: an open C API step (begin without end) cannot be accounted; counted.
   void finish(Stats& stats);
 
@@ -46,7 +55,16 @@ class HostEventProcessor {
     RangeKind kind = RangeKind::kUser;
     bool keep = false;  // matched a pattern (NVTX) or came from the C API
   };
+  // A per-thread stack of open ranges, with the pushes dropped at its cap still to be popped.
+  struct OpenStack {
+    std::vector<Open> open;
+    size_t dropped_open = 0;
+  };
+  void push(OpenStack& stack, const Open& o, size_t cap, Stats& stats);
+  void pop(OpenStack& stack, TimeNs end, uint32_t tid, EventBatch& out);
   void close(const Open& o, TimeNs end, uint32_t tid, EventBatch& out);
+  void capi_step(const HostRecord& r, uint32_t tid, EventBatch& out);
+  void nvtx(const HostRecord& r, uint32_t tid, EventBatch& out, Stats& stats);
   NameId intern(const HostRecord& r);
   void classify(const HostRecord& r, Open* o);
 
@@ -64,9 +82,9 @@ class HostEventProcessor {
   int64_t next_number_ = 0;
 
   // Per thread (and NVTX domain) stacks.
-  std::map<std::pair<uint32_t, uint32_t>, std::vector<Open>> nvtx_stacks_;
-  std::unordered_map<uint32_t, std::vector<Open>> data_stacks_;
-  std::unordered_map<uint32_t, std::vector<Open>> user_stacks_;
+  std::map<std::pair<uint32_t, uint32_t>, OpenStack> nvtx_stacks_;
+  std::unordered_map<uint32_t, OpenStack> data_stacks_;
+  std::unordered_map<uint32_t, OpenStack> user_stacks_;
   std::unordered_map<uint64_t, Open> started_;  // nvtxRangeStart ids
 };
 

@@ -10,6 +10,7 @@
 #include "inject/config.h"
 #include "inject/host_events.h"
 #include "inject/host_ring.h"
+#include "inject/log.h"
 #include "inject/name_patterns.h"
 
 namespace gpuacct::inject {
@@ -107,6 +108,21 @@ TEST(Config, OverLongOutputPatternFallsBackToTheDefault) {
   EXPECT_TRUE(warnings.empty());
 }
 
+// Every message of the library is one line: prefixed, control bytes escaped (a file name or
+// a CUPTI string holding "\n" cannot forge a second line), bounded, UTF-8 kept legible.
+TEST(Log, OneEscapedBoundedLine) {
+  EXPECT_EQ(format_log_line("report written to /tmp/x.json"),
+            "gpuacct: report written to /tmp/x.json");
+  EXPECT_EQ(format_log_line("cannot write /tmp/a\nb\tc\x01 (\xc3\xa9)"),
+            "gpuacct: cannot write /tmp/a\\nb\\tc\\x01 (\xc3\xa9)");
+  const std::string long_line = format_log_line(std::string(100000, 'p'));
+  EXPECT_EQ(long_line.find('\n'), std::string::npos);
+  EXPECT_LT(long_line.size(), kMaxLogLineBytes + 64);
+  EXPECT_NE(long_line.find("... (100000 bytes)"), std::string::npos);
+  EXPECT_EQ(format_log_line(std::string(kMaxLogLineBytes, 'q')).size(),
+            std::string("gpuacct: ").size() + kMaxLogLineBytes);
+}
+
 TEST(NamePatterns, GlobAndTrailingNumbers) {
   NamePatterns p(Config::default_step_patterns());
   int64_t n = -2;
@@ -173,7 +189,8 @@ TEST(HostEvents, CapiStepsDataRangesAndFlops) {
       rec(HostRecType::kStepEnd, 300),
   };
   EventBatch out;
-  p.process(r, out, nullptr);
+  Stats stats;
+  p.process(r, out, nullptr, stats);
   ASSERT_EQ(out.ranges.size(), 3u);
   EXPECT_EQ(out.ranges[0].kind, RangeKind::kData);
   EXPECT_EQ(out.ranges[0].start, 110);
@@ -202,7 +219,8 @@ TEST(HostEvents, NvtxRangesClassifiedPerThreadAndDomain) {
       rec(HostRecType::kNvtxPop, 20, nullptr, 0, 1),
   };
   EventBatch out;
-  p.process(r, out, nullptr);
+  Stats stats;
+  p.process(r, out, nullptr, stats);
   ASSERT_EQ(out.ranges.size(), 2u);
   EXPECT_EQ(out.ranges[0].kind, RangeKind::kData);
   EXPECT_EQ(out.ranges[0].thread, 2u);
@@ -222,9 +240,87 @@ TEST(HostEvents, TruncatedNamesOnlyMatchPrefixPatterns) {
   TimedRecord b = rec(HostRecType::kNvtxPop, 2);
   std::vector<TimedRecord> r = {a, b};
   EventBatch out;
-  p.process(r, out, nullptr);
+  Stats stats;
+  p.process(r, out, nullptr, stats);
   ASSERT_EQ(out.ranges.size(), 1u);
   EXPECT_EQ(out.ranges[0].kind, RangeKind::kData);
+}
+
+// Every cap on what the processor keeps open is counted (data loss when a kept range is lost),
+// and a push dropped at the cap does not make its pop close the range around it.
+TEST(HostEvents, RangesDroppedAtTheNestingCapsAreCountedAndPopsStayPaired) {
+  NameTable names;
+  HostEventProcessor p(names, NamePatterns(Config::default_step_patterns()),
+                       NamePatterns(Config::default_data_patterns()));
+  const int depth = static_cast<int>(HostEventProcessor::kMaxNestedRanges) + 44;
+  std::vector<TimedRecord> r;
+  int64_t t = 0;
+  for (int i = 0; i < depth; ++i) r.push_back(rec(HostRecType::kDataPush, ++t, "decode"));
+  for (int i = 0; i < depth; ++i) r.push_back(rec(HostRecType::kDataPop, ++t));
+  EventBatch out;
+  Stats stats;
+  p.process(r, out, nullptr, stats);
+  EXPECT_EQ(stats.get(Stat::host_ranges_dropped), 44);
+  EXPECT_EQ(stat_info(Stat::host_ranges_dropped).severity, StatSeverity::kDataLoss);
+  ASSERT_EQ(out.ranges.size(), HostEventProcessor::kMaxNestedRanges);
+  // The outermost range ends at the last pop, the innermost kept one at the 45th pop.
+  EXPECT_EQ(out.ranges.back().start, 1);
+  EXPECT_EQ(out.ranges.back().end, t);
+  EXPECT_EQ(out.ranges.front().start, static_cast<int64_t>(HostEventProcessor::kMaxNestedRanges));
+  EXPECT_EQ(out.ranges.front().end, depth + 45);
+
+  // NVTX: only ranges that would have been kept (step / data patterns) are lost data.
+  r.clear();
+  out.clear();
+  stats = Stats();
+  const int nvtx_depth = static_cast<int>(HostEventProcessor::kMaxNvtxNesting) + 10;
+  for (int i = 0; i < nvtx_depth; ++i) {
+    r.push_back(rec(HostRecType::kNvtxPush, ++t, i % 2 == 0 ? "DataLoader" : "aten::mm", 0, 1));
+  }
+  for (int i = 0; i < nvtx_depth; ++i) r.push_back(rec(HostRecType::kNvtxPop, ++t, nullptr, 0, 1));
+  p.process(r, out, nullptr, stats);
+  EXPECT_EQ(stats.get(Stat::host_ranges_dropped), 5);
+  EXPECT_EQ(out.ranges.size(), HostEventProcessor::kMaxNvtxNesting / 2);
+  EXPECT_EQ(out.ranges.back().end, t);  // the outermost DataLoader range, paired
+
+  // nvtxRangeStart ranges open at once.
+  r.clear();
+  out.clear();
+  stats = Stats();
+  const int open = static_cast<int>(HostEventProcessor::kMaxStartedRanges) + 7;
+  for (int i = 0; i < open; ++i) {
+    TimedRecord s = rec(HostRecType::kNvtxStart, ++t, "DataLoader", i + 1);
+    r.push_back(s);
+  }
+  p.process(r, out, nullptr, stats);
+  EXPECT_EQ(stats.get(Stat::host_ranges_dropped), 7);
+}
+
+// A site table at its cap counts what it leaves out (call-site samples, not step data: info).
+TEST(NativeSites, SamplesBeyondTheSiteCapAreCounted) {
+  SiteTable sites;
+  int dropped = 0;
+  for (uint64_t i = 0; i < SiteTable::kMaxSites + 5; ++i) {
+    const uint64_t frames[] = {0x1000 + 16 * i};
+    if (!sites.add(SiteKind::kSync, frames, 1, 10)) ++dropped;
+  }
+  EXPECT_EQ(dropped, 5);
+  EXPECT_EQ(sites.size(), SiteTable::kMaxSites);
+  const uint64_t known[] = {0x1000};
+  EXPECT_TRUE(sites.add(SiteKind::kSync, known, 1, 10));  // a known site is still counted
+
+  NameTable names;
+  HostEventProcessor p(names, NamePatterns(std::vector<std::string>{}),
+                       NamePatterns(std::vector<std::string>{}));
+  TimedRecord st = rec(HostRecType::kStack, 1, nullptr, 100);
+  st.frames[0] = 0xdead0;
+  st.nframes = 1;
+  std::vector<TimedRecord> r = {st};
+  EventBatch out;
+  Stats stats;
+  p.process(r, out, &sites, stats);
+  EXPECT_EQ(stats.get(Stat::native_sites_dropped), 1);
+  EXPECT_EQ(stat_info(Stat::native_sites_dropped).severity, StatSeverity::kInfo);
 }
 
 }  // namespace

@@ -75,7 +75,7 @@ std::string describe_frame(uint64_t pc) {
   return fn + b + " (" + module + ")";
 }
 
-void SiteTable::add(SiteKind kind, const uint64_t* frames, int n, int64_t ns) {
+bool SiteTable::add(SiteKind kind, const uint64_t* frames, int n, int64_t ns) {
   std::vector<uint64_t> user;
   for (int i = 0; i < n; ++i) {
     if (user.empty() && is_infrastructure(frames[i])) continue;
@@ -87,11 +87,12 @@ void SiteTable::add(SiteKind kind, const uint64_t* frames, int n, int64_t ns) {
     if (s.kind == kind && s.frames == user) {
       ++s.count;
       s.total_ns += ns;
-      return;
+      return true;
     }
   }
-  if (sites_.size() >= 4096) return;  // bounded; the top sites are long known by then
+  if (sites_.size() >= kMaxSites) return false;
   sites_.push_back(Site{kind, std::move(user), 1, ns});
+  return true;
 }
 
 nlohmann::json SiteTable::to_json(size_t limit) const {

@@ -19,7 +19,11 @@ enum class SiteKind : uint8_t { kSync = 0, kLaunchAfterPause = 1 };
 // Aggregates captured stacks by call site (worker thread only).
 class SiteTable {
  public:
-  void add(SiteKind kind, const uint64_t* frames, int n, int64_t ns);
+  // Distinct sites kept; by the time a run has this many, its top sites are long known.
+  static constexpr size_t kMaxSites = 4096;
+
+  // False when the sample was left out: a new site with the table full.
+  bool add(SiteKind kind, const uint64_t* frames, int n, int64_t ns);
   // Top `limit` sites per kind, by total time: [{"kind","site","frames","count","total_ms"}].
   nlohmann::json to_json(size_t limit) const;
   size_t size() const { return sites_.size(); }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "analysis/model/events.h"
+#include "inject/config.h"
 #include "inject/host_ring.h"
 
 namespace gpuacct::inject {
@@ -29,10 +30,12 @@ struct ThreadState {
 inline constexpr int kModeIdle = 0, kModeRecording = 1, kModeStopped = 2;
 extern std::atomic<int> g_mode;
 
+// Set from Config when the runtime starts; the defaults are Config's.
 struct HotConfig {
-  size_t ring_capacity = 8192;
-  bool stacks = true;
-  int64_t pause_threshold_ns = 100'000;       // launch after a host pause this long: capture site
+  size_t ring_capacity = kDefaultRingRecords;
+  bool stacks = kDefaultStacks;
+  // A launch after a host pause this long: capture its site.
+  int64_t pause_threshold_ns = AccountingConfig{}.host_pause_threshold_ns;
   int64_t sync_threshold_ns = 50'000;         // blocking sync this long: capture site
   int64_t stack_min_interval_ns = 1'000'000;  // per thread, bounds unwinding cost
 };

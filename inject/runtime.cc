@@ -1,45 +1,31 @@
 #include "inject/runtime.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
-#include <limits>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
-#include <unordered_map>
-#include <vector>
 
-#include "analysis/accounting/step_accountant.h"
-#include "analysis/accounting/step_detection.h"
-#include "analysis/accounting/step_detector.h"
-#include "analysis/import/recording.h"
-#include "analysis/model/file_io.h"
-#include "analysis/model/name_table.h"
-#include "analysis/model/run_metadata.h"
-#include "analysis/report/report.h"
-#include "cupti_hooks/activity_parser.h"
 #include "cupti_hooks/collector.h"
 #include "inject/clock.h"
+#include "inject/collection.h"
 #include "inject/config.h"
-#include "inject/host_events.h"
-#include "inject/native_stacks.h"
+#include "inject/log.h"
+#include "inject/pipeline.h"
 #include "inject/python_hook.h"
 #include "inject/recorder.h"
-#include "inject/step_stream.h"
+#include "inject/watermark.h"
 
 namespace gpuacct::inject {
 namespace {
@@ -54,7 +40,6 @@ std::atomic<int64_t> g_init_pid{0};
 std::atomic<int> g_pending_signal{0};
 constexpr int kSignalReportTimeoutMs = 10'000;
 constexpr int kExitJoinTimeoutMs = 10'000;
-constexpr size_t kWatermarkTicks = 5;
 
 // Waits until `fd` is readable or `timeout_ms` passes; true when readable.
 bool wait_readable(int fd, int timeout_ms) {
@@ -86,26 +71,6 @@ void terminate_with_pending_signal() {
 
 const char* getenv_lookup(const char* name) {
   return std::getenv(name);
-}
-
-void mkdir_p(const std::string& dir) {
-  std::string path;
-  for (size_t i = 0; i < dir.size(); ++i) {
-    path += dir[i];
-    if ((dir[i] == '/' && i > 0) || i + 1 == dir.size()) mkdir(path.c_str(), 0777);
-  }
-}
-
-std::string read_cmdline() {
-  std::FILE* f = std::fopen("/proc/self/cmdline", "rb");
-  if (f == nullptr) return "";
-  std::string out;
-  char buf[4096];
-  size_t n = std::fread(buf, 1, sizeof buf, f);
-  std::fclose(f);
-  for (size_t i = 0; i < n; ++i) out += buf[i] == '\0' ? ' ' : buf[i];
-  while (!out.empty() && out.back() == ' ') out.pop_back();
-  return out;
 }
 
 void wake(char what) {
@@ -149,55 +114,15 @@ struct Runtime::Impl {
   std::atomic<bool> cupti_attached{false};
   std::mutex final_mu;
   bool finalized = false;
-
-  // Collection state (set by attach_cupti).
-  std::string gpu_state = "not_initialized";
-  std::string gpu_message =
-      "the CUDA driver never initialised the library (no CUDA in this "
-      "process, or it started before the library was loaded)";
+  GpuCollectionState gpu;  // set by attach_cupti
 
   // Worker-owned (or the exit thread's, once the worker is joined).
-  std::unique_ptr<NameTable> names;
-  std::unique_ptr<StepAccountant> acc;
-  std::unique_ptr<cupti::ActivityParser> parser;
-  std::unique_ptr<HostEventProcessor> host;
-  std::unique_ptr<StepDetector> detector;
-  SiteTable sites;
-  EventBatch batch;
-  std::vector<TimedRecord> records;
-  std::vector<ThreadState*> threads;
-  std::unordered_map<ThreadState*, uint64_t> dropped_seen;
-  std::deque<int64_t> now_history;
-  std::unique_ptr<DetectorFeeder> feeder;  // joins ops to their launch calls for the detector
-  bool auto_steps = true;
-  bool auto_stood_down = false;
-  bool have_boundary = false;
-  Marker last_boundary;
-  int64_t auto_steps_emitted = 0;
-  StepStream stream;
-  bool output_dir_made = false;
-  std::string base;
-  RecordingWriter recording;
-  bool recording_ok = false;
-  size_t aliases_known = 0;
-  // Name, SMs and compute capability per device, read from the driver while it is alive (at
-  // exit it may already be torn down).
-  std::vector<DeviceInfo> device_info;
+  std::unique_ptr<Pipeline> pipeline;
 
   void worker_main();
   void watchdog_main();
-  void tick(bool final);
-  void parse_buffers();
-  void drop_incomplete_ops();
-  void drain_rings();
-  void feed_detector();
-  void write_row(const StepRow& row);
-  template <typename Write>
-  void record(Write write);
-  void finish_recording(const RunMetadata& meta);
+  void tick(FlushWatermark& watermark);
   void finalize();
-  nlohmann::json collection_json();
-  RunMetadata metadata();
 };
 
 Runtime::Runtime() : impl_(new Impl()) {}
@@ -224,33 +149,17 @@ bool Runtime::ensure_started() {
 
   std::vector<std::string> warnings;
   m.cfg = parse_config(getenv_lookup, &warnings);
-  for (const auto& w : warnings) std::fprintf(stderr, "%s\n", w.c_str());
+  for (const auto& w : warnings) log_line(w);
   g_init_pid.store(m.cfg.pid);
   g_hot.ring_capacity = static_cast<size_t>(m.cfg.ring_records);
   g_hot.stacks = m.cfg.stacks;
   g_hot.pause_threshold_ns = m.cfg.host_pause_us * 1000;
-  m.auto_steps = m.cfg.auto_steps;
 
-  m.names = std::make_unique<NameTable>();
-  m.acc = std::make_unique<StepAccountant>(m.cfg.accounting());
-  m.acc->set_row_sink([&m](const StepRow& row) { m.write_row(row); });
-  m.parser = std::make_unique<cupti::ActivityParser>(*m.names);
-  m.host = std::make_unique<HostEventProcessor>(*m.names, NamePatterns(m.cfg.step_patterns),
-                                                NamePatterns(m.cfg.data_patterns));
-  m.detector = std::make_unique<StepDetector>();
-  m.feeder = std::make_unique<DetectorFeeder>(*m.detector);
-  m.base = m.cfg.output_base();
-  const nlohmann::json header = {{"schema", "gpuacct.steps/1"},
-                                 {"source", "injected"},
-                                 {"hostname", m.cfg.host},
-                                 {"pid", m.cfg.pid},
-                                 {"rank", m.cfg.rank}};
-  m.stream.configure(m.base + ".steps.jsonl", header.dump(), &m.acc->mutable_stats());
+  m.pipeline = std::make_unique<Pipeline>(m.cfg);
 
   if (pipe2(m.wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || pipe2(m.done_pipe, O_CLOEXEC) != 0 ||
       pipe2(m.exit_pipe, O_CLOEXEC) != 0 || pipe2(m.watchdog_pipe, O_CLOEXEC) != 0) {
-    std::fprintf(stderr, "gpuacct: cannot create a pipe (%s); gpuacct is off\n",
-                 std::strerror(errno));
+    log_line(std::string("cannot create a pipe (") + std::strerror(errno) + "); gpuacct is off");
     m.state.store(2);
     g_mode.store(kModeStopped);
     return false;
@@ -266,7 +175,7 @@ bool Runtime::ensure_started() {
     m.worker = std::thread([&m] { m.worker_main(); });
   } catch (...) {
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
-    std::fprintf(stderr, "gpuacct: cannot start the worker thread; gpuacct is off\n");
+    log_line("cannot start the worker thread; gpuacct is off");
     m.state.store(2);
     g_mode.store(kModeStopped);
     return false;
@@ -311,18 +220,17 @@ void Runtime::attach_cupti() {
   if (m.cupti_attached.exchange(true)) return;
   std::string line;
   if (!m.cfg.enable) {
-    m.gpu_state = "disabled";
-    m.gpu_message = "GPUACCT_ENABLE=0";
-    std::fprintf(stderr, "gpuacct: GPUACCT_ENABLE=0; GPU activity off, host ranges only\n");
+    m.gpu.state = "disabled";
+    m.gpu.message = "GPUACCT_ENABLE=0";
+    log_line("GPUACCT_ENABLE=0; GPU activity off, host ranges only");
     return;
   }
   auto& col = cupti::Collector::instance();
-  std::string why;
-  if (!col.load(m.cfg.cupti_library, &why)) {
-    m.gpu_state = "no_cupti";
-    m.gpu_message = "CUPTI not found (" + why + ")";
-    std::fprintf(stderr, "gpuacct: CUPTI not found (%s); GPU activity off, host ranges only\n",
-                 why.c_str());
+  const Status loaded = col.load(m.cfg.cupti_library);
+  if (!loaded.ok()) {
+    m.gpu.state = "no_cupti";
+    m.gpu.message = "CUPTI not found (" + loaded.message() + ")";
+    log_line(m.gpu.message + "; GPU activity off, host ranges only");
     return;
   }
   // CUPTI (and the CUDA runtime) may register exit handlers of their own when they load.  Exit
@@ -339,15 +247,15 @@ void Runtime::attach_cupti() {
   opt.hooks.api_enter = &hook_api_enter;
   opt.hooks.api_exit = &hook_api_exit;
   opt.hooks.buffer_ready = &buffer_ready_hook;
-  std::string msg;
-  const cupti::CollectorState st = col.start(opt, &msg);
-  m.gpu_state = cupti::to_string(st);
-  if (st == cupti::CollectorState::kActive) {
-    m.gpu_message = "CUPTI API version " + std::to_string(col.version());
+  opt.hooks.warn = &log_line;
+  const Status started = col.start(opt);
+  m.gpu.state = cupti::to_string(col.state());
+  if (started.ok()) {
+    m.gpu.message = "CUPTI API version " + std::to_string(col.version());
     return;
   }
-  m.gpu_message = msg;
-  std::fprintf(stderr, "gpuacct: %s; GPU activity off, host ranges only\n", msg.c_str());
+  m.gpu.message = started.message();
+  log_line(started.message() + "; GPU activity off, host ranges only");
 }
 
 bool Runtime::gpu_active() const {
@@ -364,6 +272,7 @@ void Runtime::Impl::worker_main() {
   try {
     using Clock = std::chrono::steady_clock;
     const auto period = std::chrono::milliseconds(cfg.flush_ms);
+    FlushWatermark watermark(int64_t{cfg.flush_ms} * 1'000'000);
     auto next_tick = Clock::now() + period;
     for (;;) {
       // The tick is due every flush period whatever wakes the worker in between: completed
@@ -397,10 +306,10 @@ void Runtime::Impl::worker_main() {
       if (woken && only_buffers && Clock::now() < next_tick) {
         // CUPTI handed back a full buffer: parse it now so the bounded pool recycles, without
         // flushing (which would hand back the next one at once) or moving the watermark.
-        parse_buffers();
+        pipeline->ingest();
         continue;
       }
-      tick(false);
+      tick(watermark);
       next_tick = Clock::now() + period;
     }
   } catch (...) {
@@ -431,282 +340,13 @@ void Runtime::Impl::watchdog_main() {
   terminate_with_pending_signal();
 }
 
-void Runtime::Impl::drain_rings() {
-  Registry::get().snapshot(threads);
-  records.clear();
-  auto* parser_ptr = parser.get();
-  const bool need_alias = !cupti::Collector::instance().thread_ids_are_system();
-  for (ThreadState* t : threads) {
-    const bool orphan = t->orphaned.load(std::memory_order_acquire);
-    t->ring.drain([&](const HostRecord& r, uint64_t index, HostRing& ring) {
-      if (r.type == HostRecType::kStackFrames) return;
-      TimedRecord tr;
-      tr.rec = r;
-      tr.tid = t->tid;
-      if (r.type == HostRecType::kStack) {
-        const int n = std::min<int>(static_cast<int>(r.aux), kMaxFrames);
-        for (int k = 0; k < n; ++k) {
-          const HostRecord& c = ring.slot(index + 1 + static_cast<uint64_t>(k / kFramesPerSlot));
-          tr.frames[k] = c.frames[k % kFramesPerSlot];
-        }
-        tr.nframes = n;
-      }
-      records.push_back(tr);
-    });
-    const uint64_t d = t->ring.dropped();
-    uint64_t& seen = dropped_seen[t];
-    if (d > seen) {
-      acc->mutable_stats().add(Stat::host_records_dropped, static_cast<int64_t>(d - seen));
-      seen = d;
-    }
-    if (need_alias && parser_ptr != nullptr) parser_ptr->set_thread_alias(t->pthread_low, t->tid);
-    if (orphan) {
-      t->ring.drain([](const HostRecord&, uint64_t, HostRing&) {});
-      Registry::get().recycle(t);
-    }
-  }
-  host->process(records, batch, &sites);
-}
-
-void Runtime::Impl::feed_detector() {
-  // Calls first, so each op of the batch finds its launch call's host time.
-  for (const HostApiCall& c : batch.api_calls) feeder->add_api_call(c);
-  for (const GpuOp& op : batch.gpu_ops) feeder->add_gpu_op(op);
-}
-
-void Runtime::Impl::parse_buffers() {
-  cupti::Collector::instance().consume(*parser, batch, acc->mutable_stats());
-  if (batch.gpu_ops.size() + batch.api_calls.size() < (1u << 16)) return;  // keep it for tick
-  drop_incomplete_ops();
-  if (auto_steps && !auto_stood_down && !detector->gave_up()) feed_detector();
-  record([&] { return recording.write_batch(batch); });
-  acc->add(batch);
-  batch.clear();
-}
-
-void Runtime::Impl::drop_incomplete_ops() {
-  // A forced flush hands out unfinished work with zero timestamps: not usable.
-  auto bad = std::remove_if(batch.gpu_ops.begin(), batch.gpu_ops.end(),
-                            [](const GpuOp& op) { return op.start <= 0 || op.end <= 0; });
-  const auto n_bad = std::distance(bad, batch.gpu_ops.end());
-  if (n_bad > 0) {
-    acc->mutable_stats().add(Stat::invalid_events_skipped, n_bad);
-    batch.gpu_ops.erase(bad, batch.gpu_ops.end());
-  }
-}
-
-namespace {
-
-// Fills name, SM count, compute capability and memory size from the CUDA driver already loaded
-// in this process (the driver is what loaded us).  Never loads it: RTLD_NOLOAD; any failure
-// leaves the fields empty.  The driver API's device ordinal equals CUPTI's deviceId for visible
-// devices.
-void describe_device(DeviceInfo& info) {
-  void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (cuda == nullptr) return;
-  using GetFn = int (*)(int*, int);
-  using NameFn = int (*)(char*, int, int);
-  using AttrFn = int (*)(int*, int, int);
-  using MemFn = int (*)(size_t*, int);
-  auto get = reinterpret_cast<GetFn>(dlsym(cuda, "cuDeviceGet"));
-  auto name = reinterpret_cast<NameFn>(dlsym(cuda, "cuDeviceGetName"));
-  auto attr = reinterpret_cast<AttrFn>(dlsym(cuda, "cuDeviceGetAttribute"));
-  // cuda.h maps cuDeviceTotalMem to the _v2 entry point (size_t bytes) since CUDA 3.2.
-  auto total_mem = reinterpret_cast<MemFn>(dlsym(cuda, "cuDeviceTotalMem_v2"));
-  int dev = 0;
-  if (get != nullptr && get(&dev, info.id) == 0) {
-    char buf[256] = {};
-    if (name != nullptr && name(buf, sizeof buf - 1, dev) == 0) info.name = buf;
-    size_t bytes = 0;
-    if (total_mem != nullptr && total_mem(&bytes, dev) == 0) info.total_memory = bytes;
-    // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16, COMPUTE_CAPABILITY_MAJOR/MINOR = 75/76.
-    if (attr != nullptr) {
-      attr(&info.sm_count, 16, dev);
-      attr(&info.compute_major, 75, dev);
-      attr(&info.compute_minor, 76, dev);
-    }
-  }
-  dlclose(cuda);
-}
-
-}  // namespace
-
-void Runtime::Impl::tick(bool final) {
-  auto& col = cupti::Collector::instance();
-  const int64_t now = now_ns();
-  now_history.push_back(now);
-  while (now_history.size() > kWatermarkTicks + 1) now_history.pop_front();
-  if (!final) {
-    col.flush(false);
-  }
-  Stats& stats = acc->mutable_stats();
-  col.consume(*parser, batch, stats);
-  drain_rings();
-  for (size_t i = device_info.size(); i < parser->totals().devices.size(); ++i) {
-    DeviceInfo info;
-    info.id = parser->totals().devices[i];
-    describe_device(info);
-    device_info.push_back(info);
-  }
-
-  drop_incomplete_ops();
-
-  const bool use_detector = auto_steps && !auto_stood_down && !detector->gave_up();
-  if (use_detector && host->explicit_steps()) {
-    auto_stood_down = true;  // an explicit step source appeared: it wins from here on
-  }
-  if (auto_steps && !auto_stood_down && !detector->gave_up()) feed_detector();
-
-  if (!batch.empty()) record([&] { return recording.write_batch(batch); });
-  acc->add(batch);
-  batch.clear();
-
-  // Watermark: records complete at time t are delivered within a few flushes of t (CUPTI holds
-  // some back), so promise only the clock value seen kWatermarkTicks ticks earlier (every tick
-  // flushes), and at most now - 2 flush periods (ticks can come faster, on gpuacct_flush()).
-  // Until that many ticks have been seen nothing is promised.
-  int64_t w = std::numeric_limits<int64_t>::min();
-  if (now_history.size() > kWatermarkTicks) {
-    w = std::min(now_history.front(), now - 2 * int64_t{cfg.flush_ms} * 1'000'000);
-  }
-  if (final) w = std::numeric_limits<int64_t>::max();
-
-  if (auto_steps && !auto_stood_down && !detector->gave_up()) {
-    for (const Marker& mk : detector->poll(w, final)) {
-      if (have_boundary) {
-        HostRange r;
-        r.start = last_boundary.ts;
-        r.end = mk.ts;
-        r.number = last_boundary.number;
-        r.thread = mk.thread;
-        r.name = names->intern("step (detected)");
-        r.kind = RangeKind::kStep;
-        acc->add_range(r);
-        ++auto_steps_emitted;
-        record([&] {
-          EventBatch b;
-          b.ranges.push_back(r);
-          return recording.write_batch(b);
-        });
-      }
-      last_boundary = mk;
-      have_boundary = true;
-    }
-  }
-  if (!final && w != std::numeric_limits<int64_t>::min()) {
-    acc->advance_watermark(w);
-    record([&] { return recording.write_watermark(w); });
-  }
-}
-
-void Runtime::Impl::write_row(const StepRow& row) {
-  if (!output_dir_made) mkdir_p(cfg.output_dir);
-  output_dir_made = true;
-  stream.write_row(step_row_to_json(row).dump(), row.step_index);
-}
-
-// Every recording write goes through here: the first one opens the file (with GPUACCT_RECORD=1),
-// then names (events refer to them), then `write`.  The first failure abandons the recording --
-// one with a hole would mislead -- says so once, and counts it; nothing appears under the final
-// name.
-template <typename Write>
-void Runtime::Impl::record(Write write) {
-  Status st;
-  if (cfg.record) {  // one attempt
-    cfg.record = false;
-    mkdir_p(cfg.output_dir);
-    recording_ok = true;
-    st = recording.open(base + ".gpuacct");
-  }
-  if (!recording_ok) return;
-  if (st.ok()) st = recording.write_new_names(*names);
-  if (st.ok()) st = write();
-  if (st.ok()) return;
-  recording_ok = false;
-  recording.abandon();
-  acc->mutable_stats().add(Stat::recordings_abandoned);
-  std::fprintf(stderr, "gpuacct: %s; the recording is abandoned (no %s.gpuacct is written)\n",
-               st.message().c_str(), base.c_str());
-}
-
-void Runtime::Impl::finish_recording(const RunMetadata& meta) {
-  // The writer's own counters go into the file; the failures of this run's other outputs
-  // (the stream) are not facts about the recording.
-  Stats stats = acc->stats();
-  stats.set(Stat::stream_rows_lost, 0);
-  record([&] { return recording.write_metadata(meta); });
-  record([&] { return recording.write_stats(stats); });
-  record([&] { return recording.close(); });
-}
-
-RunMetadata Runtime::Impl::metadata() {
-  RunMetadata meta;
-  meta.source = "injected";
-  meta.hostname = cfg.host;
-  meta.pid = cfg.pid;
-  meta.rank = cfg.rank;
-  meta.world_size = cfg.world_size;
-  meta.command = read_cmdline();
-  meta.gpuacct_version = GPUACCT_VERSION_STRING;
-  meta.devices = device_info;
-  // Devices first seen in the final drain (a run shorter than one flush period).
-  for (size_t i = meta.devices.size(); i < parser->totals().devices.size(); ++i) {
-    DeviceInfo info;
-    info.id = parser->totals().devices[i];
-    describe_device(info);
-    meta.devices.push_back(info);
-  }
-  std::sort(meta.devices.begin(), meta.devices.end(),
-            [](const DeviceInfo& a, const DeviceInfo& b) { return a.id < b.id; });
-  return meta;
-}
-
-nlohmann::json Runtime::Impl::collection_json() {
-  const auto& col = cupti::Collector::instance();
-  const auto& t = parser->totals();
-  nlohmann::json c = {
-      {"gpu", gpu_state},
-      {"detail", gpu_message},
-      {"cupti_version", col.version()},
-      {"step_source", host->explicit_steps() ? host->step_source()
-                                             : (auto_steps_emitted > 0 ? "detected" : "none")},
-      {"buffers",
-       {{"count", cfg.buffer_count},
-        {"bytes_each", static_cast<int64_t>(cfg.buffer_mb) << 20},
-        {"allocated", col.buffers_allocated()}}},
-      {"records",
-       {{"kernels", t.kernels},
-        {"memcpys", t.memcpys},
-        {"memsets", t.memsets},
-        {"api_calls", t.api_calls}}},
-  };
-  if (col.clock_source() != cupti::ClockSource::kNone) {
-    c["clock"] = {{"source", cupti::to_string(col.clock_source())},
-                  {"offset_ns", col.clock_offset_ns()},
-                  {"offset_uncertainty_ns", col.clock_offset_uncertainty_ns()}};
-  }
-  if (auto_steps && !host->explicit_steps()) {
-    c["step_detection"] = {{"locked", detector->locked()},
-                           {"period_ops", detector->period_tokens()},
-                           {"step_end", names->text(detector->step_end_name())},
-                           {"steps", auto_steps_emitted}};
-  }
-  const char* sync_names[] = {"unknown", "event_synchronize", "stream_wait_event",
-                              "stream_synchronize", "context_synchronize"};
-  nlohmann::json sync = nlohmann::json::object();
-  for (size_t i = 0; i < t.sync.count.size(); ++i) {
-    if (t.sync.count[i] == 0) continue;
-    sync[sync_names[i]] = {{"count", t.sync.count[i]},
-                           {"total_ms", static_cast<double>(t.sync.ns[i]) / 1e6}};
-  }
-  c["synchronization"] = sync;
-  c["native_sites"] = sites.to_json(5);
-  if (gpu_state != "active" && gpu_state != "stopped") {
-    c["note"] = "no GPU activity: " + gpu_message;
-  } else if (t.kernels + t.memcpys + t.memsets == 0) {
-    c["note"] = "no GPU activity was recorded";
-  }
-  return c;
+// One tick: the watermark is read before the flush (what CUPTI delivers from this flush on
+// completed after the clock value seen kTicksBehind ticks ago), then the pipeline takes
+// everything in.
+void Runtime::Impl::tick(FlushWatermark& watermark) {
+  const int64_t w = watermark.on_tick(now_ns());
+  cupti::Collector::instance().flush(false);
+  pipeline->tick(w);
 }
 
 void Runtime::Impl::finalize() {
@@ -719,42 +359,13 @@ void Runtime::Impl::finalize() {
     if (col.state() == cupti::CollectorState::kActive) {
       // Return every completed buffer to the pool first: the final forced flush needs free
       // buffers, or CUPTI drops what it still holds.
-      col.consume(*parser, batch, acc->mutable_stats());
+      pipeline->ingest();
       col.stop();
-      gpu_state = "active";
+      gpu.state = "active";
     }
-    tick(true);
-    host->finish(acc->mutable_stats());
-    acc->finish();
-
-    const RunMetadata meta = metadata();
-    finish_recording(meta);  // before the report, which counts a recording that failed
-    nlohmann::json extra = nlohmann::json::object();
-    extra["collection"] = collection_json();
-    const nlohmann::json report = build_report(*acc, meta, *names, extra);
-    mkdir_p(cfg.output_dir);
-    const std::string path = base + ".json";
-    const Status written = write_file_atomic(path, report.dump(2) + "\n");
-    const nlohmann::json trailer = {{"summary", report.value("summary", nlohmann::json())},
-                                    {"verdict", report.value("verdict", nlohmann::json())}};
-    stream.write_trailer(trailer.dump());
-    stream.close();
-    if (!cfg.quiet) {
-      auto text = render_terminal_summary(report, false);
-      if (text.ok()) std::fprintf(stderr, "%s", text.value().c_str());
-      if (report.contains("collection") && report["collection"].contains("note")) {
-        std::fprintf(stderr, "gpuacct: %s\n",
-                     report["collection"]["note"].get<std::string>().c_str());
-      }
-    }
-    if (!written.ok()) {
-      std::fprintf(stderr, "gpuacct: no report: %s\n", written.message().c_str());
-    } else if (!cfg.quiet) {
-      std::fprintf(stderr, "gpuacct: report written to %s\n", path.c_str());
-    }
-    std::fflush(stderr);
+    pipeline->finish(gpu);
   } catch (...) {
-    std::fprintf(stderr, "gpuacct: internal error while writing the report\n");
+    log_line("internal error while writing the report");
   }
 }
 
@@ -773,9 +384,9 @@ void Runtime::on_exit() {
       m.worker.detach();
       m.state.store(2);
       g_mode.store(kModeStopped, std::memory_order_release);
-      std::fprintf(stderr,
-                   "gpuacct: the worker did not stop within 10 s at exit; no report written "
-                   "(the step stream holds the steps finished so far)\n");
+      log_line(
+          "the worker did not stop within 10 s at exit; no report written (the step stream "
+          "holds the steps finished so far)");
       return;
     }
     m.worker.join();

@@ -4,13 +4,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstring>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "analysis/model/file_io.h"
+#include "inject/log.h"
 
 namespace gpuacct::inject {
 namespace {
@@ -42,9 +42,8 @@ bool StepStream::ensure_open() {
   if (!open_message_said_) {
     open_message_said_ = true;
     ++failure_messages_;
-    std::fprintf(stderr, "gpuacct: cannot write %s (%s); step rows are not streamed%s\n",
-                 path_.c_str(), gap_error_.c_str(),
-                 open_failed_ ? "" : " until it can be created (counted in the report)");
+    log_line("cannot write " + path_ + " (" + gap_error_ + "); step rows are not streamed" +
+             (open_failed_ ? "" : " until it can be created (counted in the report)"));
   }
   return false;
 }
@@ -87,10 +86,8 @@ bool StepStream::write_line(const std::string& line) {
   if (!write_text(text)) return false;
   header_written_ = true;
   if (gap_rows_ > 0 && failure_messages_++ < kMaxMessages) {
-    std::fprintf(stderr,
-                 "gpuacct: %s can be written again; %lld step rows were lost (a gap line marks "
-                 "them)\n",
-                 path_.c_str(), static_cast<long long>(gap_rows_));
+    log_line(path_ + " can be written again; " + std::to_string(gap_rows_) +
+             " step rows were lost (a gap line marks them)");
   }
   gap_rows_ = 0;
   return true;
@@ -102,10 +99,8 @@ void StepStream::lost(int64_t step_index) {
   if (gap_rows_++ == 0) {
     gap_first_ = step_index;
     if (fd_ >= 0 && failure_messages_++ < kMaxMessages) {
-      std::fprintf(stderr,
-                   "gpuacct: cannot write %s (%s); step rows are lost until it can be written "
-                   "again (counted in the report)\n",
-                   path_.c_str(), gap_error_.c_str());
+      log_line("cannot write " + path_ + " (" + gap_error_ +
+               "); step rows are lost until it can be written again (counted in the report)");
     }
   }
   gap_last_ = step_index;
@@ -117,12 +112,16 @@ void StepStream::write_row(const std::string& line, int64_t step_index) {
   if (!write_line(line)) lost(step_index);
 }
 
+bool StepStream::write_summary(const std::string& line) {
+  if (path_.empty() || !rows_seen_) return false;
+  return write_line(line);
+}
+
 bool StepStream::write_trailer(const std::string& line) {
   if (path_.empty() || !rows_seen_) return false;
   if (write_line(line)) return true;
   if (fd_ >= 0) {
-    std::fprintf(stderr, "gpuacct: cannot write the summary line of %s (%s)\n", path_.c_str(),
-                 gap_error_.c_str());
+    log_line("cannot write the summary line of " + path_ + " (" + gap_error_ + ")");
   }
   return false;
 }

@@ -1,6 +1,14 @@
 // The per-step JSONL stream, <base>.steps.jsonl: a header line, one line per finalised step
-// row, and a trailer with the run's summary and verdict.  Written by the worker while the job
-// runs, one write(2) per line, so a SIGKILL leaves every finished row on disk.
+// row, now and then a provisional summary line, and a trailer with the run's final summary and
+// verdict.  Written by the worker while the job runs, one write(2) per line, so a SIGKILL
+// leaves every finished row on disk.
+//
+// Summary lines (provisional and the trailer; the content is the pipeline's, inject/pipeline.h):
+//   {"summary": {...}, "verdict": {...}, "provisional": true|false, "step_rows": N,
+//    "data_loss": bool, "stats": [{"name": "<counter>", "value": v, "severity": "..."}, ...]}
+// summary, verdict and data_loss are the report's (analysis/report/report.cc) over the N step
+// rows finalised before the line (the stream's rows before it, lost ones included); stats holds
+// the report's counters that are not zero at that moment.
 //
 // Every write is checked.  When one fails (disk full, quota, I/O error) the part of the line
 // that got out is cut off again (ftruncate to the last complete line), the row is counted as
@@ -32,6 +40,9 @@ class StepStream {
   void configure(std::string path, std::string header, Stats* stats);
   // One step row (a JSON object on one line, no newline).
   void write_row(const std::string& line, int64_t step_index);
+  // A provisional summary line, after at least one row; false if it could not be written
+  // (not said and not counted: no row is lost, and the next summary line replaces it).
+  bool write_summary(const std::string& line);
   // The last line, after at least one row; false if it could not be written (said on stderr).
   bool write_trailer(const std::string& line);
   void close();

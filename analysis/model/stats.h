@@ -40,6 +40,10 @@ enum class StatSeverity : uint8_t { kInfo, kError, kDataLoss };
   X(cupti_buffers_refused, kDataLoss, "activity buffers refused at the pool cap")               \
   X(cupti_records_unparsed, kDataLoss, "activity records of an unexpected kind or version")     \
   X(host_records_dropped, kDataLoss, "host ranges/markers dropped (per-thread ring full)")      \
+  X(host_ranges_dropped, kDataLoss,                                                             \
+    "step / data ranges dropped: nested deeper than the per-thread cap, or too many "           \
+    "nvtxRangeStart ranges open at once")                                                       \
+  X(native_sites_dropped, kInfo, "native call-site samples left out (the site table was full)") \
   X(stream_rows_lost, kDataLoss, "per-step stream rows that could not be written (disk full?)") \
   X(recordings_abandoned, kDataLoss, "recordings abandoned after a failed write (disk full?)")  \
   X(importer_events_skipped, kError, "trace events skipped by the importer (malformed)")        \

@@ -108,7 +108,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             return 1
         if args.json:
             print(json.dumps({"summary": run_.summary, "verdict": run_.verdict,
-                              "provisional": run_.provisional}, indent=2))
+                              "provisional": run_.provisional,
+                              "summary_rows": run_.summary_rows, "data_loss": run_.data_loss,
+                              "rows_lost": run_.rows_lost}, indent=2))
         else:
             sys.stdout.write(render(run_))
         return 0

@@ -59,6 +59,8 @@ def per_step_walls(run: Run, device: Optional[int] = None
 
 
 def _title(run: Run) -> str:
+    if not run.has_summary:
+        return "no summary yet [in progress]"
     v = run.verdict
     bound = v.get("bound", "none")
     share = v.get("share")

@@ -4,45 +4,32 @@ Accepts
 
 * the JSON report a process writes at exit (schema ``gpuacct.report/1``), and
 * the JSONL step stream (one finalised step row per line) of a run that may still be running:
-  a partial last line is ignored, and the summary and verdict are then computed here
-  (``Run.provisional`` is True) with the same bands as the library.
+  a partial last line is ignored.
+
+The summary and verdict are always the ones the C++ library computed -- this package never
+computes its own.  A report carries them; a stream carries summary lines: provisional ones the
+library writes while the job runs (at most once a second, over the rows finalised so far) and
+the final one at a clean exit.  ``load`` shows the stream's latest summary line
+(``Run.provisional`` says whether it is final, ``Run.summary_rows`` how many step rows it
+covers); a stream with no summary line yet has none (``Run.has_summary`` is False and the
+verdict is empty).  Gap lines (step rows the library lost on a full disk) are counted in
+``Run.rows_lost``.
 
 ``Run.steps`` is a pandas DataFrame when pandas is installed (else a list of dicts), one row per
 step and device.  Nested objects are flattened with dots (``categories.data_wait``,
 ``walls.data``) and convenience columns are added: ``step_ms`` and ``<wall>_ms`` for the five
-walls (compute, communication, data, launch, other).
+walls (compute, communication, data, launch, other), from the row's own ``walls``.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 REPORT_SCHEMA = "gpuacct.report/1"
 WALLS: Tuple[str, ...] = ("compute", "communication", "data", "launch", "other")
-CATEGORIES: Tuple[str, ...] = ("compute", "comm_exposed", "copy_input", "copy_other", "data_wait",
-                               "launch_gap", "host_other")
-# Category -> wall (step_row.h: WallBreakdown::from).
-CATEGORY_WALL: Dict[str, str] = {
-    "compute": "compute", "comm_exposed": "communication", "copy_input": "data",
-    "data_wait": "data", "launch_gap": "launch", "host_other": "other", "copy_other": "other",
-}
-# Verdict bands (run_summary.h VerdictBands, docs/accounting.md section 5): (bound, wall,
-# high, moderate).  Every wall can be the verdict; compute wins when none of these reaches its
-# moderate band, and is "high" from COMPUTE_HIGH on.
-BANDS: Tuple[Tuple[str, str, float, float], ...] = (
-    ("data", "data", 0.20, 0.05),
-    ("launch", "launch", 0.15, 0.03),
-    ("communication", "communication", 0.15, 0.03),
-    ("other", "other", 0.25, 0.10),
-)
-COMPUTE_HIGH = 0.80
-# The word a headline uses for each bound ("HIGHLY host-bound").
-BOUND_WORD: Dict[str, str] = {"data": "data", "launch": "launch",
-                              "communication": "communication", "other": "host"}
 
 
 class ReportError(ValueError):
@@ -56,10 +43,18 @@ class Run:
     path: str
     kind: str  # "report" (final JSON) or "stream" (JSONL, possibly still being written)
     steps: Any  # pandas.DataFrame, or List[Dict[str, Any]] without pandas
-    summary: Dict[str, Any]
-    verdict: Dict[str, Any]
-    report: Dict[str, Any] = field(default_factory=dict)  # the whole JSON (kind == "report")
-    provisional: bool = False  # summary/verdict computed here from the rows seen so far
+    summary: Dict[str, Any]  # the library's summary ({} while a stream has no summary line)
+    verdict: Dict[str, Any]  # the library's verdict ({} likewise)
+    report: Dict[str, Any] = field(default_factory=dict)  # the whole JSON, or a stream's header
+    # True while the summary is not the run's final one: a running job's latest summary line,
+    # or a stream with no summary line yet.
+    provisional: bool = False
+    summary_rows: Optional[int] = None  # step rows the summary covers (all devices, warm-up too)
+    stats: Dict[str, int] = field(default_factory=dict)  # non-zero counters with the summary
+    data_loss_counters: Dict[str, int] = field(default_factory=dict)  # those of them that lose data
+    data_loss: bool = False  # the library lost events (data_loss_counters) or stream rows
+    rows_lost: int = 0  # stream rows lost on a full disk (the stream's gap lines)
+    gaps: List[Dict[str, Any]] = field(default_factory=list)  # the gap lines themselves
     partial_lines: int = 0  # unparsable lines skipped (a stream's unfinished last line)
 
     @property
@@ -70,12 +65,19 @@ class Run:
         return self.steps.to_dict("records")
 
     @property
+    def has_summary(self) -> bool:
+        return bool(self.summary) and bool(self.verdict)
+
+    @property
     def bound(self) -> str:
         return str(self.verdict.get("bound", "none"))
 
     def __repr__(self) -> str:
+        state = ", provisional" if self.provisional else ""
+        if not self.has_summary:
+            state += ", no summary yet"
         return (f"Run(path={self.path!r}, kind={self.kind!r}, steps={len(self.rows)}, "
-                f"bound={self.bound!r}{', provisional' if self.provisional else ''})")
+                f"bound={self.bound!r}{state})")
 
 
 # --- rows --------------------------------------------------------------------------------------
@@ -104,15 +106,10 @@ def _flatten(obj: Dict[str, Any], prefix: str = "") -> Dict[str, Any]:
 
 
 def row_walls_ns(row: Dict[str, Any]) -> Dict[str, float]:
-    """The five walls of a raw (nested) step row, in ns; from ``walls`` or else ``categories``."""
+    """The five walls of a raw (nested) step row, in ns, as the library wrote them."""
     walls = row.get("walls")
-    if isinstance(walls, dict) and any(w in walls for w in WALLS):
-        return {w: _num(walls.get(w, 0)) for w in WALLS}
-    out = {w: 0.0 for w in WALLS}
-    cats = row.get("categories") or {}
-    for c, w in CATEGORY_WALL.items():
-        out[w] += _num(cats.get(c, 0))
-    return out
+    walls = walls if isinstance(walls, dict) else {}
+    return {w: _num(walls.get(w, 0)) for w in WALLS}
 
 
 def row_duration_ns(row: Dict[str, Any]) -> float:
@@ -146,99 +143,6 @@ def _frame(rows: List[Dict[str, Any]]) -> Any:
     return pd.DataFrame(flat)
 
 
-# --- summary computed from rows (streams) ------------------------------------------------------
-
-def _percentile(values: List[float], p: float) -> float:
-    if not values:
-        return 0.0
-    v = sorted(values)
-    pos = (len(v) - 1) * p / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
-
-
-def summarize_rows(rows: Iterable[Dict[str, Any]]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-    """(summary, verdict) of raw step rows, following the library's rules: warm-up rows apart,
-    a step's time is its slowest device's window, wall shares over summed rows, verdict from
-    the data / launch / communication / other bands (severity first, then share)."""
-    rows = list(rows)
-    step_ms: Dict[int, float] = {}
-    warm = set()
-    wall_ns = {w: 0.0 for w in WALLS}
-    n_rows = 0
-    gpu_busy = 0.0
-    kernels = 0.0
-    launches = 0.0
-    cats = {c: 0.0 for c in CATEGORIES}
-    has_busy = False
-    for r in rows:
-        idx = int(_num(r.get("step_index", 0)))
-        if r.get("warmup"):
-            warm.add(idx)
-            continue
-        n_rows += 1
-        for w, ns in row_walls_ns(r).items():
-            wall_ns[w] += ns
-        busy = r.get("gpu_busy_ns", r.get("gpu_busy"))
-        has_busy = has_busy or busy is not None
-        gpu_busy += _num(busy or 0)
-        kernels += _num(r.get("kernels", 0))
-        for c in CATEGORIES:
-            cats[c] += _num((r.get("categories") or {}).get(c, 0))
-        if idx not in step_ms:
-            launches += _num(r.get("launches", 0))
-        step_ms[idx] = max(step_ms.get(idx, 0.0), row_duration_ns(r) / 1e6)
-    durations = list(step_ms.values())
-    total = sum(wall_ns.values())
-    shares = {w: (wall_ns[w] / total if total > 0 else 0.0) for w in WALLS}
-    mean = sum(durations) / len(durations) if durations else 0.0
-    # Same layout as the report's "summary" (analysis/report/report.cc).
-    summary: Dict[str, Any] = {
-        "steps": len(step_ms), "warmup_steps": len(warm), "rows": n_rows,
-        "step_time_ms": {"p50": _percentile(durations, 50), "p90": _percentile(durations, 90),
-                         "p99": _percentile(durations, 99), "mean": mean},
-        "walls": {w: {"ns": int(wall_ns[w]), "share": shares[w]} for w in WALLS},
-        "categories_ns": {c: int(v) for c, v in cats.items()},
-        "gpu_busy_ns": int(gpu_busy),
-        "gpu_busy_share": gpu_busy / total if total > 0 else 0.0,
-        "compute_share": shares["compute"],
-        "kernels": int(kernels), "launches": int(launches),
-    }
-    verdict: Dict[str, Any] = {"bound": "none", "severity": "none", "share": 0.0,
-                               "mean_step_ms": mean, "what_if_step_ms": 0.0, "notes": []}
-    if not step_ms:
-        verdict["headline"] = "No complete step was seen: nothing to account."
-    elif gpu_busy == 0 and has_busy:
-        verdict["headline"] = "No GPU activity was recorded: steps were timed on the host only."
-    else:
-        best: Optional[Tuple[int, float, str, str]] = None
-        for bound, wall, high, moderate in BANDS:
-            s = shares[wall]
-            sev = 2 if s >= high else 1 if s >= moderate else 0
-            if sev and (best is None or (sev, s) > (best[0], best[1])):
-                best = (sev, s, bound, wall)
-        if best is None:
-            verdict.update(bound="compute", share=shares["compute"], what_if_step_ms=mean,
-                           severity="high" if shares["compute"] >= COMPUTE_HIGH else "moderate",
-                           headline=f"Compute-bound: {shares['compute']:.1%} of step time the "
-                                    "GPU computes.")
-        else:
-            sev, s, bound, wall = best
-            per_step = wall_ns[wall] / 1e6 / max(n_rows, 1)
-            level = "HIGHLY" if sev == 2 else "MODERATELY"
-            verdict.update(bound=bound, severity="high" if sev == 2 else "moderate", share=s,
-                           what_if_step_ms=max(0.0, mean - per_step),
-                           headline=f"{level} {BOUND_WORD[bound]}-bound: {s:.1%} of step time.")
-        for bound, wall, high, moderate in BANDS:
-            s = shares[wall]
-            if (best is None or bound != best[2]) and s >= moderate:
-                level = "high" if s >= high else "moderate"
-                verdict["notes"].append(f"Also {level}: the {wall} wall takes {s:.1%} of step "
-                                        "time.")
-    return summary, verdict
-
-
 # --- loading -----------------------------------------------------------------------------------
 
 def _find_steps(report: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -261,6 +165,17 @@ def _find_verdict(report: Dict[str, Any], summary: Dict[str, Any]) -> Dict[str, 
     return {}
 
 
+def _counters(stats: Any, severity: Optional[str] = None) -> Dict[str, int]:
+    """Non-zero counters of a report's or a summary line's ``stats`` (of one severity)."""
+    out: Dict[str, int] = {}
+    for s in stats if isinstance(stats, list) else []:
+        if not isinstance(s, dict) or severity not in (None, s.get("severity")):
+            continue
+        if isinstance(s.get("value"), (int, float)) and s["value"]:
+            out[str(s.get("name", ""))] = int(s["value"])
+    return out
+
+
 def _load_report(path: str, data: Dict[str, Any]) -> Run:
     schema = data.get("schema")
     if schema != REPORT_SCHEMA:
@@ -269,20 +184,23 @@ def _load_report(path: str, data: Dict[str, Any]) -> Run:
     rows = _find_steps(data)
     summary = data.get("summary") if isinstance(data.get("summary"), dict) else {}
     verdict = _find_verdict(data, summary)
-    provisional = False
-    if not summary and rows:
-        summary, verdict = summarize_rows(rows)
-        provisional = True
     return Run(path=path, kind="report", steps=_frame(rows), summary=summary, verdict=verdict,
-               report=data, provisional=provisional)
+               report=data, summary_rows=len(rows), stats=_counters(data.get("stats")),
+               data_loss_counters=_counters(data.get("stats"), "data_loss"),
+               data_loss=bool(data.get("data_loss", False)))
+
+
+def _is_summary_line(obj: Any) -> bool:
+    return isinstance(obj, dict) and isinstance(obj.get("summary"), dict)
 
 
 def _load_stream(path: str, text: str) -> Run:
     rows: List[Dict[str, Any]] = []
     header: Dict[str, Any] = {}
+    latest: Optional[Dict[str, Any]] = None  # the last summary line
+    gaps: List[Dict[str, Any]] = []
     bad = 0
-    lines = text.split("\n")
-    for line in lines:
+    for line in text.split("\n"):
         line = line.strip()
         if not line:
             continue
@@ -295,19 +213,31 @@ def _load_stream(path: str, text: str) -> Run:
             rows.append(obj)
         elif isinstance(obj, dict) and isinstance(obj.get("step"), dict) and _is_row(obj["step"]):
             rows.append(obj["step"])
+        elif _is_summary_line(obj):
+            latest = obj
+        elif isinstance(obj, dict) and isinstance(obj.get("gap"), dict):
+            gaps.append(obj["gap"])
         elif isinstance(obj, dict):
-            header.update(obj)  # header / trailer lines (schema, metadata, summary)
-    if not rows and not header:
+            header.update(obj)  # the header line (schema, host, pid, rank)
+    if not rows and not header and latest is None:
         raise ReportError(f"{path}: no gpuacct step rows found")
-    summary, verdict = summarize_rows(rows)
-    if isinstance(header.get("summary"), dict):  # a finished stream may end with the summary
-        summary = header["summary"]
-        verdict = _find_verdict(header, summary) or verdict
-        provisional = False
-    else:
-        provisional = True
+    rows_lost = sum(int(_num(g.get("rows_lost", 0))) for g in gaps)
+    if latest is None:
+        # Nothing computed yet (no row finalised, or the job runs for less than a second):
+        # no summary and no verdict rather than one of our own.
+        return Run(path=path, kind="stream", steps=_frame(rows), summary={}, verdict={},
+                   report=header, provisional=True, data_loss=rows_lost > 0,
+                   rows_lost=rows_lost, gaps=gaps, partial_lines=bad)
+    summary = latest["summary"]
+    verdict = _find_verdict(latest, summary)
+    step_rows = latest.get("step_rows")
     return Run(path=path, kind="stream", steps=_frame(rows), summary=summary, verdict=verdict,
-               report=header, provisional=provisional, partial_lines=bad)
+               report=header, provisional=bool(latest.get("provisional", False)),
+               summary_rows=int(step_rows) if isinstance(step_rows, (int, float)) else None,
+               stats=_counters(latest.get("stats")),
+               data_loss_counters=_counters(latest.get("stats"), "data_loss"),
+               data_loss=bool(latest.get("data_loss", False)) or rows_lost > 0,
+               rows_lost=rows_lost, gaps=gaps, partial_lines=bad)
 
 
 def load(path: Union[str, "os.PathLike[str]"]) -> Run:

@@ -24,25 +24,16 @@ def _get(d: Dict[str, Any], *paths: str, default: Any = None) -> Any:
 
 
 def wall_shares(run: Run) -> Dict[str, float]:
-    """Share of summary step time per wall, from the summary or else from the rows."""
+    """Share of summary step time per wall, from the library's summary ({} without one)."""
     out: Dict[str, float] = {}
-    walls = _get(run.summary, "walls", "wall_shares", default={})
+    walls = _get(run.summary, "walls", default={})
     for w in WALLS:
         v = walls.get(w) if isinstance(walls, dict) else None
         if isinstance(v, dict):
             v = v.get("share")
         if isinstance(v, (int, float)):
             out[w] = float(v)
-    if len(out) == len(WALLS):
-        return out
-    totals = {w: 0.0 for w in WALLS}
-    for r in run.rows:
-        if r.get("warmup"):
-            continue
-        for w in WALLS:
-            totals[w] += float(r.get(f"{w}_ms", 0.0) or 0.0)
-    total = sum(totals.values())
-    return {w: (totals[w] / total if total > 0 else 0.0) for w in WALLS}
+    return out
 
 
 def _bar(share: float, width: int = 30) -> str:
@@ -65,6 +56,14 @@ def render(run: Run, title: Optional[str] = None) -> str:
     if run.provisional:
         head += "  [in progress: provisional]"
     lines.append(head)
+    if not run.has_summary:
+        lines.append(f"{len(run.rows)} step rows so far; no summary yet (the library writes one "
+                     "once rows are finalised, at most once a second)")
+        lines.extend(_loss_lines(run))
+        return "\n".join(lines) + "\n"
+    if run.provisional and run.summary_rows is not None:
+        lines.append(f"summary of the first {run.summary_rows} step rows (as the library "
+                     "computed it while the job ran)")
     steps = _get(s, "steps", default=0)
     warm = _get(s, "warmup_steps", default=0)
     p50 = _get(s, "step_time_ms.p50", "step_ms.p50", default=0.0)
@@ -88,4 +87,15 @@ def render(run: Run, title: Optional[str] = None) -> str:
         lines.append(f"  without the {bound} wall: mean step {mean:.2f} ms -> {what_if:.2f} ms")
     for note in v.get("notes", []) or []:
         lines.append(f"  note: {note}")
+    lines.extend(_loss_lines(run))
     return "\n".join(lines) + "\n"
+
+
+def _loss_lines(run: Run) -> List[str]:
+    out = []
+    if run.rows_lost:
+        out.append(f"  ! data loss: {run.rows_lost} step rows could not be written to the "
+                   "stream (full disk?)")
+    for name, value in sorted(run.data_loss_counters.items()):
+        out.append(f"  ! data loss: {name}: {value}")
+    return out

@@ -34,6 +34,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import run_e2e  # noqa: E402  (helpers: paths, base_env, run, reports, stat, Fail, check)
 from run_e2e import Fail, check, stat  # noqa: E402
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 SHIM = ""
 STEPS = 20  # rows of the data_bound scenario (one device)
 
@@ -121,6 +123,12 @@ def case_library_stream_recovers() -> None:
         rep = one_report(out, res)
         check(stat(rep, "stream_rows_lost") == 5 and rep["data_loss"] is True, str(rep["stats"]))
         check("can be written again; 5 step rows were lost" in res.stderr, res.stderr)
+        # gpuacct.load counts the gap (it is not merged into the header).
+        sys.path.insert(0, os.path.join(REPO, "python_shim"))
+        from gpuacct.results import load
+        run = load(glob.glob(os.path.join(out, "*.steps.jsonl"))[0])
+        check(run.rows_lost == 5 and run.data_loss and "gap" not in run.report,
+              f"gpuacct.load: rows_lost {run.rows_lost}, header {run.report}")
         print("ok: header rewritten, gap of 5 rows marked, stream resumed")
 
 

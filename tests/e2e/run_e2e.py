@@ -179,8 +179,24 @@ def case_scenario(name: str, marks: str, extra_env: dict) -> None:
         src = rep["collection"]["step_source"]
         check(src == {"capi": "capi", "nvtx": "nvtx", "none": "detected"}[marks],
               f"step source {src}")
+        summaries = check_stream_summaries(out)
         print(f"ok: {n} steps, worst category error {worst[0] * 100:.4f}% {worst[1]}, "
-              f"verdict {want}")
+              f"verdict {want}, {summaries}")
+
+
+def check_stream_summaries(out: str) -> str:
+    """Every summary line of the run's step stream is the C++ summary of the rows before it,
+    and the last one is the report's (tests/e2e/stream_summary_check.cc)."""
+    streams = glob.glob(os.path.join(out, "*.steps.jsonl"))
+    check(len(streams) == 1, f"expected one stream in {out}, found {os.listdir(out)}")
+    checker = os.path.join(BUILD, "tests", "e2e", "stream_summary_check")
+    res = run([checker, streams[0]], os.environ.copy())
+    with open(streams[0]) as f:
+        last = json.loads(f.read().splitlines()[-1])
+    rep = one_report(out)
+    check(last.get("provisional") is False and last["summary"] == rep["summary"]
+          and last["verdict"] == rep["verdict"], "the stream's last line is not the report's summary")
+    return res.stdout.strip()
 
 
 # ---- faults and lifecycle ----------------------------------------------------------------------

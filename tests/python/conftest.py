@@ -129,7 +129,29 @@ def real_lib() -> str:
     return str(lib)
 
 
-# --- synthetic reports that follow analysis/report/report.cc --------------------------------------
+# --- reports and streams -------------------------------------------------------------------
+# The Python package never computes a summary or verdict: it shows the library's.  So the
+# fixtures' summaries come from the C++ code: tests/golden/sample.report.json is a report the
+# C++ code wrote (`gpuacct synth --preset demo`, analysed): 24 step rows, 2 of them warm-up,
+# data-bound.
+
+GOLDEN_REPORT = REPO / "tests" / "golden" / "sample.report.json"
+STREAM_HEADER = {"schema": "gpuacct.steps/1", "source": "injected", "hostname": "testhost",
+                 "pid": 4321, "rank": 0}  # the library's first line (inject/pipeline.cc)
+
+
+def golden_report() -> Dict[str, object]:
+    return json.loads(GOLDEN_REPORT.read_text())
+
+
+def summary_line(report: Dict[str, object], step_rows: int, provisional: bool) -> Dict[str, object]:
+    """A stream's summary line as the library writes it (inject/step_stream.h) for `report`."""
+    return {"summary": report["summary"], "verdict": report["verdict"],
+            "provisional": provisional, "step_rows": step_rows,
+            "data_loss": report.get("data_loss", False),
+            "stats": [{"name": s["name"], "value": s["value"], "severity": s["severity"]}
+                      for s in report.get("stats", []) if s["value"]]}
+
 
 def make_row(step_index: int, walls_ms: Dict[str, float], *, device: int = 0,
              warmup: bool = False, begin_ns: int = 0) -> Dict[str, object]:
@@ -184,12 +206,10 @@ def make_rows(n: int, warmup: int = 2, devices: int = 1,
     return rows
 
 
-def make_report(rows: Iterable[Dict[str, object]]) -> Dict[str, object]:
-    """A whole report laid out as analysis/report/report.cc writes it (top-level keys, names);
-    summary and verdict computed with the Python rules."""
-    from gpuacct.results import summarize_rows
-    rows = list(rows)
-    summary, verdict = summarize_rows(rows)
+def make_report(rows: Iterable[Dict[str, object]], summary: Dict[str, object],
+                verdict: Dict[str, object]) -> Dict[str, object]:
+    """A whole report laid out as analysis/report/report.cc writes it, with the summary and
+    verdict given (as data: a test that needs one that fits its rows uses golden_report())."""
     return {
         "schema": "gpuacct.report/1",
         "generated_by": "gpuacct 0.1.0",
@@ -202,28 +222,28 @@ def make_report(rows: Iterable[Dict[str, object]]) -> Dict[str, object]:
         "top_kernels": [],
         "largest_idle_gaps": [],
         "stats": [],
-        "data_loss": {},
-        "steps": rows,
+        "data_loss": False,
+        "steps": list(rows),
     }
 
 
 @pytest.fixture
 def report_file(tmp_path: Path) -> Path:
     p = tmp_path / "gpuacct-report.json"
-    p.write_text(json.dumps(make_report(make_rows(12))))
+    shutil.copyfile(GOLDEN_REPORT, p)
     return p
 
 
 @pytest.fixture
 def stream_file(tmp_path: Path) -> Path:
-    """A JSONL step stream of a run in progress: the last line is cut in the middle."""
-    rows = make_rows(9)
-    lines = [json.dumps(r) for r in rows]
+    """The JSONL step stream of a run in progress: the header, the golden report's rows, the
+    provisional summary line the library wrote after them, and a next row cut in the middle."""
+    rep = golden_report()
+    rows = rep["steps"]
     p = tmp_path / "gpuacct-steps.jsonl"
-    header = {"schema": "gpuacct.steps/1", "source": "injected", "hostname": "testhost",
-              "pid": 4321, "rank": 0}  # the library's first line (inject/runtime.cc)
-    p.write_text(json.dumps(header) + "\n" + "\n".join(lines) + "\n"
-                 + json.dumps(make_row(9, {"compute": 1.0}))[:57])
+    lines = [json.dumps(STREAM_HEADER)] + [json.dumps(r) for r in rows]
+    lines.append(json.dumps(summary_line(rep, len(rows), provisional=True)))
+    p.write_text("\n".join(lines) + "\n" + json.dumps(make_row(len(rows), {"compute": 1.0}))[:57])
     return p
 
 

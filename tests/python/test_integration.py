@@ -15,8 +15,8 @@ from typing import Dict, List, Tuple
 import pytest
 
 import gpuacct
-from conftest import (PLAIN_LOOP, build_dir, check, clean_env, make_report, make_rows,
-                      venv_env)
+from conftest import (PLAIN_LOOP, build_dir, check, clean_env, golden_report, make_report,
+                      make_rows, venv_env)
 
 BATCHES = 8
 SAMPLE_SLEEP_S = 0.02  # planted in Dataset.__getitem__; a batch is 2 samples -> 40 ms
@@ -56,11 +56,12 @@ def test_cli_reads_python_fixture(tmp_path: Path) -> None:
     if not cli.is_file():
         pytest.fail(f"{cli} does not exist: build it (cmake --build {build_dir()} "
                     "--target gpuacct_cli)")
+    rep = golden_report()
     p = tmp_path / "r.json"
-    p.write_text(json.dumps(make_report(make_rows(12))))
+    p.write_text(json.dumps(make_report(make_rows(12), rep["summary"], rep["verdict"])))
     res = check(subprocess.run([str(cli), "report", str(p)], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, timeout=60))
-    assert "10 steps" in res.stdout and "data-bound" in res.stdout
+    assert "22 steps" in res.stdout and "data-bound" in res.stdout
 
 
 @pytest.mark.requires_torch
@@ -231,3 +232,64 @@ def test_sim_library_imports_auto_itself(real_lib: str, tmp_path: Path) -> None:
     rows = _check_steps(run, host_only=False)
     assert all(r["kernels"] == 4 for r in rows[1:])
     assert run.verdict["bound"] == "data", run.verdict
+
+
+@pytest.mark.requires_torch
+def test_sim_stream_shows_the_libraries_summary(real_lib: str, tmp_path: Path) -> None:
+    """One verdict: on a simulated-device run, every summary line of the stream (provisional
+    ones while the loop runs, the final one at exit) is the C++ summary of the rows before it
+    (stream_summary_check recomputes each with the library's own functions), the final one is
+    the report's, and gpuacct.load shows exactly the line it read -- of the whole stream and of
+    the stream cut right after each provisional line."""
+    sim_dir = build_dir() / "sim" / "lib"
+    sim_cuda = sim_dir / "libcuda.so.1"
+    checker = build_dir() / "tests" / "e2e" / "stream_summary_check"
+    for p in (sim_cuda, checker):
+        if not p.is_file():
+            pytest.fail(f"{p} is not built (cmake --build {build_dir()})")
+    script = tmp_path / "train_sim.py"
+    script.write_text(SIM_LOOP)
+    out = tmp_path / "out"
+    out.mkdir()
+    # A short flush period finalises rows while the loop runs (the watermark trails by five
+    # flushes); ~1.5 s of steps give the library time for provisional summary lines.
+    env = clean_env(CUDA_INJECTION64_PATH=real_lib, GPUACCT_SIM_CLOCK="hybrid",
+                    LD_PRELOAD=str(sim_cuda), GPUACCT_OUTPUT_DIR=str(out),
+                    GPUACCT_WARMUP_STEPS=str(WARMUP), GPUACCT_FLUSH_MS="20",
+                    GPUACCT_QUIET="1", LD_LIBRARY_PATH=str(sim_dir))
+    batches = 50
+    res = subprocess.run([sys.executable, str(script), str(sim_cuda), str(batches), "0.01",
+                          "8"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, timeout=300, cwd=tmp_path)
+    check(res)
+    run, streams = _one_report(out, res)
+    assert len(streams) == 1
+    stream = Path(streams[0])
+    lines = [json.loads(l) for l in stream.read_text().splitlines()]
+    summary_at = [i for i, l in enumerate(lines) if "summary" in l]
+    provisional = [i for i in summary_at if lines[i]["provisional"]]
+    assert provisional, "no provisional summary line while the loop ran"
+    assert summary_at[-1] == len(lines) - 1 and lines[-1]["provisional"] is False
+
+    # C++ == C++: each line is the summary of the rows before it.
+    chk = check(subprocess.run([str(checker), str(stream)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, timeout=60))
+    assert chk.stdout.startswith(f"{len(summary_at)} summary lines match"), chk.stdout
+
+    # The final line is the report's; Python shows it.
+    assert lines[-1]["summary"] == run.summary and lines[-1]["verdict"] == run.verdict
+    whole = gpuacct.load(stream)
+    assert not whole.provisional
+    assert whole.summary == run.summary and whole.verdict == run.verdict
+    assert whole.summary_rows == len(run.rows) == len(whole.rows)
+    assert run.verdict["bound"] == "data"
+
+    # Mid-run: the stream as a reader saw it right after a provisional line.
+    for i in provisional:
+        cut = tmp_path / f"cut{i}.steps.jsonl"
+        cut.write_text("".join(json.dumps(l) + "\n" for l in lines[:i + 1]))
+        mid = gpuacct.load(cut)
+        rows_before = sum(1 for l in lines[:i] if "step_index" in l)
+        assert mid.provisional and mid.has_summary
+        assert mid.summary == lines[i]["summary"] and mid.verdict == lines[i]["verdict"]
+        assert mid.summary_rows == rows_before == len(mid.rows) == lines[i]["step_rows"]

@@ -12,8 +12,8 @@ from typing import List
 import pytest
 
 
-from conftest import (PLAIN_LOOP, SHIM, check, clean_env, make_report, make_rows,
-                      read_fake_log)
+from conftest import (PLAIN_LOOP, SHIM, check, clean_env, golden_report, make_report,
+                      make_rows, read_fake_log)
 
 # A child that records its environment and the gpuacct binding state, optionally writes a
 # report into GPUACCT_OUTPUT_DIR and exits with the requested status.
@@ -118,9 +118,12 @@ def test_run_prints_summary_of_new_reports(fake_lib: str, tmp_path: Path) -> Non
     out.mkdir()
     # A report from an earlier run must not be printed.
     old = out / "old.json"
-    old.write_text(json.dumps(make_report(make_rows(4, walls_ms={"compute": 10, "launch": 9}))))
+    old.write_text(json.dumps(make_report(
+        make_rows(4, walls_ms={"compute": 10, "launch": 9}), {"steps": 2},
+        {"bound": "launch", "severity": "high", "headline": "HIGHLY launch-bound: 45% of step "
+         "time."})))
     os.utime(old, (1, 1))
-    report = json.dumps(make_report(make_rows(12)))
+    report = json.dumps(golden_report())
     env = clean_env(GPUACCT_CLI="/nonexistent")  # use the Python renderer
     res = launch(["run", "--library", fake_lib, "--output", str(out), "--", sys.executable,
                   "-c", CHILD, str(seen), "3", report], env=env)
@@ -141,6 +144,7 @@ def test_report_command(report_file: Path, stream_file: Path) -> None:
     assert res.returncode == 0, res.stderr
     got = json.loads(res.stdout)
     assert got["provisional"] is True and got["verdict"]["bound"] == "data"
+    assert got["summary_rows"] == 24 and got["summary"] == golden_report()["summary"]
     res = launch(["report", str(report_file.parent / "missing.json")])
     assert res.returncode == 1
 

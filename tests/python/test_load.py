@@ -1,4 +1,5 @@
-"""gpuacct.load: final JSON reports and in-progress JSONL streams."""
+"""gpuacct.load: final JSON reports and in-progress JSONL streams.  The summary and verdict
+shown are always the library's (the report's, or the stream's latest summary line)."""
 
 from __future__ import annotations
 
@@ -10,38 +11,45 @@ import pytest
 
 import gpuacct
 from gpuacct.results import ReportError, load
-from conftest import make_report, make_row, make_rows, WALLS
+from gpuacct.summary import render
+from conftest import (STREAM_HEADER, WALLS, golden_report, make_report, make_row, make_rows,
+                      summary_line)
 
 
 def test_load_json_report(report_file: Path) -> None:
     run = gpuacct.load(report_file)
+    rep = golden_report()
     assert run.kind == "report"
     assert not run.provisional
     rows = run.rows
-    assert len(rows) == 12
-    assert [r["step_index"] for r in rows] == list(range(12))
+    assert len(rows) == 24
+    assert [r["step_index"] for r in rows] == list(range(24))
     r = rows[3]
     # Flattened nested fields and convenience columns in ms.
     assert r["categories.data_wait"] + r["categories.copy_input"] == r["walls.data"]
     assert r["data_ms"] == pytest.approx(r["walls.data"] / 1e6)
     assert r["step_ms"] == pytest.approx(r["duration_ns"] / 1e6)
     assert sum(r[f"{w}_ms"] for w in WALLS) == pytest.approx(r["step_ms"])
-    assert run.summary["steps"] == 10 and run.summary["warmup_steps"] == 2
-    assert run.verdict["bound"] == "data"
-    assert run.bound == "data"
+    # The report's own summary and verdict, as the C++ code wrote them.
+    assert run.summary == rep["summary"] and run.verdict == rep["verdict"]
+    assert run.summary["steps"] == 22 and run.summary["warmup_steps"] == 2
+    assert run.bound == "data" and run.has_summary
+    assert run.summary_rows == 24
+    assert not run.data_loss and run.rows_lost == 0
 
 
 def test_steps_is_dataframe_with_pandas(report_file: Path) -> None:
     pd = pytest.importorskip("pandas")  # pandas is optional; the list form is tested below
     run = load(report_file)
     assert isinstance(run.steps, pd.DataFrame)
-    assert len(run.steps) == 12
+    assert len(run.steps) == 24
     for col in ("step_index", "step_number", "device", "warmup", "window_begin_ns",
-                "window_end_ns", "duration_ns", "gpu_busy_ns", "categories.compute", "walls.launch", "step_ms", "data_ms"):
+                "window_end_ns", "duration_ns", "gpu_busy_ns", "categories.compute",
+                "walls.launch", "step_ms", "data_ms"):
         assert col in run.steps.columns, col
     # The usual analysis works without any conversion.
     steady = run.steps[~run.steps["warmup"]]
-    assert len(steady) == 10
+    assert len(steady) == 22
     assert steady["data_ms"].mean() > steady["launch_ms"].mean()
 
 
@@ -55,60 +63,86 @@ def test_steps_is_list_without_pandas(report_file: Path, monkeypatch: pytest.Mon
 
 def test_load_stream_in_progress(stream_file: Path) -> None:
     run = load(stream_file)
+    rep = golden_report()
     assert run.kind == "stream"
     assert run.provisional
     assert run.partial_lines == 1  # the cut last line is skipped, not an error
-    assert run.report["schema"] == "gpuacct.steps/1" and run.report["pid"] == 4321
-    assert len(run.rows) == 9
-    assert run.summary["steps"] == 7 and run.summary["warmup_steps"] == 2
-    assert run.verdict["bound"] == "data"
-    assert run.verdict["severity"] == "high"
+    assert run.report == STREAM_HEADER  # the header only: summary lines are not merged in
+    assert len(run.rows) == 24
+    # The summary line, as the library wrote it: nothing recomputed here.
+    assert run.summary == rep["summary"] and run.verdict == rep["verdict"]
+    assert run.summary_rows == 24
+    assert run.verdict["severity"] == "high" and run.bound == "data"
+    assert run.stats["steps_finalized"] > 0
     shares = {w: run.summary["walls"][w]["share"] for w in WALLS}
     assert sum(shares.values()) == pytest.approx(1.0)
 
 
-def test_stream_and_report_agree(tmp_path: Path) -> None:
-    rows = make_rows(20, devices=2)
-    rep = tmp_path / "r.json"
-    rep.write_text(json.dumps(make_report(rows)))
-    stream = tmp_path / "r.jsonl"
-    stream.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    a, b = load(rep), load(stream)
-    assert a.summary["steps"] == b.summary["steps"] == 18
-    assert a.verdict["bound"] == b.verdict["bound"]
-    assert a.summary["step_time_ms"]["p50"] == pytest.approx(b.summary["step_time_ms"]["p50"])
+def _write_stream(path: Path, lines) -> Path:
+    path.write_text("".join(json.dumps(l) + "\n" for l in lines))
+    return path
 
 
-def test_stream_verdicts(tmp_path: Path) -> None:
-    def verdict(walls, gpu_busy=None):
-        rows = [make_row(i, walls, warmup=i < 2) for i in range(6)]
-        for r in rows:
-            if gpu_busy is not None:
-                r["gpu_busy_ns"] = gpu_busy
-        p = tmp_path / "v.jsonl"
-        p.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        return load(p).verdict
-    assert verdict({"compute": 10, "launch": 3})["bound"] == "launch"
-    assert verdict({"compute": 10, "launch": 0.5})["severity"] == "moderate"
-    assert verdict({"compute": 10, "communication": 4, "data": 0.1})["bound"] == "communication"
-    assert verdict({"compute": 10, "other": 0.1})["bound"] == "compute"
-    # The host (other wall) can be the verdict too, as in run_summary.cc.
-    host = verdict({"compute": 37, "other": 63})
-    assert host["bound"] == "other" and host["severity"] == "high"
-    assert "host-bound" in host["headline"]
-    assert verdict({"compute": 85, "other": 11, "launch": 4})["bound"] == "other"
-    assert verdict({"compute": 95, "other": 5})["severity"] == "high"
-    # Host-only timing (no GPU activity): no verdict.
-    v = verdict({"other": 5}, gpu_busy=0)
-    assert v["bound"] == "none" and "No GPU activity" in v["headline"]
+def test_stream_shows_its_latest_summary_line(tmp_path: Path) -> None:
+    rows = make_rows(6)
+    early = {"summary": {"steps": 1}, "verdict": {"bound": "launch", "headline": "early"},
+             "provisional": True, "step_rows": 3, "data_loss": False, "stats": []}
+    late = {"summary": {"steps": 4}, "verdict": {"bound": "data", "headline": "late"},
+            "provisional": True, "step_rows": 6, "data_loss": True,
+            "stats": [{"name": "host_records_dropped", "value": 5, "severity": "data_loss"},
+                      {"name": "steps_finalized", "value": 6, "severity": "info"}]}
+    run = load(_write_stream(tmp_path / "s.jsonl",
+                             [STREAM_HEADER] + rows[:3] + [early] + rows[3:] + [late]))
+    assert run.verdict == late["verdict"] and run.summary == late["summary"]
+    assert run.provisional and run.summary_rows == 6
+    assert run.data_loss and run.data_loss_counters == {"host_records_dropped": 5}
+    assert run.stats == {"host_records_dropped": 5, "steps_finalized": 6}
+    assert "! data loss: host_records_dropped: 5" in render(run)
+    # The closing line of a clean exit is final.
+    final = dict(late, provisional=False)
+    run = load(_write_stream(tmp_path / "f.jsonl", [STREAM_HEADER] + rows + [early, final]))
+    assert not run.provisional and run.verdict == late["verdict"]
+    # A trailer of an older library (no "provisional" key) is final too.
+    old = {"summary": late["summary"], "verdict": late["verdict"]}
+    run = load(_write_stream(tmp_path / "o.jsonl", [STREAM_HEADER] + rows + [old]))
+    assert not run.provisional and run.summary_rows is None
+
+
+def test_stream_without_summary_line_has_no_verdict(tmp_path: Path) -> None:
+    """Rows but no summary line yet: no verdict of our own, and it says so."""
+    rows = make_rows(6, walls_ms={"compute": 10, "launch": 9})  # would be launch-bound
+    run = load(_write_stream(tmp_path / "s.jsonl", [STREAM_HEADER] + rows))
+    assert run.provisional and not run.has_summary
+    assert run.summary == {} and run.verdict == {} and run.bound == "none"
+    assert len(run.rows) == 6
+    text = render(run)
+    assert "no summary yet" in text and "launch" not in text
+    assert "no summary yet" in repr(run)
+
+
+def test_stream_gap_lines_count_lost_rows(tmp_path: Path) -> None:
+    """Rows the library could not write on a full disk leave gap lines: counted, not merged
+    into the header."""
+    rows = make_rows(8)
+    gap1 = {"gap": {"rows_lost": 2, "first_step_index": 2, "last_step_index": 3,
+                    "error": "No space left on device"}}
+    gap2 = {"gap": {"rows_lost": 1, "first_step_index": 6, "last_step_index": 6,
+                    "error": "No space left on device"}}
+    kept = rows[:2] + [gap1] + rows[4:6] + [gap2] + rows[7:]
+    run = load(_write_stream(tmp_path / "g.jsonl", [STREAM_HEADER] + kept))
+    assert run.rows_lost == 3 and run.data_loss
+    assert [g["first_step_index"] for g in run.gaps] == [2, 6]
+    assert "gap" not in run.report and run.report == STREAM_HEADER
+    assert len(run.rows) == 5
+    assert "! data loss: 3 step rows could not be written" in render(run)
 
 
 def test_empty_stream_header_only(tmp_path: Path) -> None:
     p = tmp_path / "s.jsonl"
     p.write_text(json.dumps({"schema": "gpuacct.steps/1"}) + "\n")
     run = load(p)
-    assert run.rows == [] and run.summary["steps"] == 0
-    assert run.verdict["bound"] == "none"
+    assert run.rows == [] and not run.has_summary
+    assert run.verdict == {} and run.bound == "none"
 
 
 def test_not_a_report(tmp_path: Path) -> None:
@@ -124,5 +158,16 @@ def test_not_a_report(tmp_path: Path) -> None:
 
 def test_load_directory_picks_report(tmp_path: Path) -> None:
     (tmp_path / "other.json").write_text("{}")
-    (tmp_path / "gpuacct-1.json").write_text(json.dumps(make_report(make_rows(5))))
+    rep = golden_report()
+    (tmp_path / "gpuacct-1.json").write_text(
+        json.dumps(make_report(make_rows(5), rep["summary"], rep["verdict"])))
     assert load(tmp_path).kind == "report"
+
+
+def test_package_computes_no_verdict() -> None:
+    """One verdict: the bands and the verdict code live in C++ only."""
+    import gpuacct.results as results
+    import gpuacct.summary as summary
+    for mod in (results, summary):
+        for name in ("BANDS", "COMPUTE_HIGH", "CATEGORY_WALL", "summarize_rows"):
+            assert not hasattr(mod, name), f"{mod.__name__}.{name}"

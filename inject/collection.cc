@@ -1,0 +1,52 @@
+#include "inject/collection.h"
+
+namespace gpuacct::inject {
+
+nlohmann::json collection_section(const CollectionFacts& f) {
+  const cupti::ParseTotals& t = *f.totals;
+  nlohmann::json c = {
+      {"gpu", f.gpu.state},
+      {"detail", f.gpu.message},
+      {"cupti_version", f.cupti_version},
+      {"step_source", f.step_source},
+      {"buffers",
+       {{"count", f.buffer_count},
+        {"bytes_each", f.buffer_bytes},
+        {"allocated", f.buffers_allocated}}},
+      {"records",
+       {{"kernels", t.kernels},
+        {"memcpys", t.memcpys},
+        {"memsets", t.memsets},
+        {"api_calls", t.api_calls}}},
+  };
+  if (f.clock_source != cupti::ClockSource::kNone) {
+    c["clock"] = {{"source", cupti::to_string(f.clock_source)},
+                  {"offset_ns", f.clock_offset_ns},
+                  {"offset_uncertainty_ns", f.clock_offset_uncertainty_ns}};
+  }
+  if (f.detection.has_value()) {
+    c["step_detection"] = {{"locked", f.detection->locked},
+                           {"period_ops", f.detection->period_ops},
+                           {"step_end", f.detection->step_end},
+                           {"steps", f.detection->steps}};
+  }
+  // Indexed by CUpti_ActivitySynchronizationType (cupti_hooks/activity_parser.h SyncTotals).
+  const char* sync_names[] = {"unknown", "event_synchronize", "stream_wait_event",
+                              "stream_synchronize", "context_synchronize"};
+  nlohmann::json sync = nlohmann::json::object();
+  for (size_t i = 0; i < t.sync.count.size(); ++i) {
+    if (t.sync.count[i] == 0) continue;
+    sync[sync_names[i]] = {{"count", t.sync.count[i]},
+                           {"total_ms", static_cast<double>(t.sync.ns[i]) / 1e6}};
+  }
+  c["synchronization"] = sync;
+  c["native_sites"] = f.native_sites;
+  if (f.gpu.state != "active" && f.gpu.state != "stopped") {
+    c["note"] = "no GPU activity: " + f.gpu.message;
+  } else if (t.kernels + t.memcpys + t.memsets == 0) {
+    c["note"] = "no GPU activity was recorded";
+  }
+  return c;
+}
+
+}  // namespace gpuacct::inject

@@ -1,0 +1,365 @@
+#include "inject/pipeline.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+
+#include "analysis/model/file_io.h"
+#include "analysis/report/report.h"
+#include "cupti_hooks/collector.h"
+#include "cupti_hooks/device_info.h"
+#include "inject/log.h"
+#include "inject/watermark.h"
+
+namespace gpuacct::inject {
+namespace {
+
+// A batch this large goes on at a buffer wake-up instead of waiting for the tick.
+constexpr size_t kFeedBatchEvents = size_t{1} << 16;
+
+void mkdir_p(const std::string& dir) {
+  std::string path;
+  for (size_t i = 0; i < dir.size(); ++i) {
+    path += dir[i];
+    if ((dir[i] == '/' && i > 0) || i + 1 == dir.size()) mkdir(path.c_str(), 0777);
+  }
+}
+
+std::string read_cmdline() {
+  std::FILE* f = std::fopen("/proc/self/cmdline", "rb");
+  if (f == nullptr) return "";
+  std::string out;
+  char buf[4096];
+  size_t n = std::fread(buf, 1, sizeof buf, f);
+  std::fclose(f);
+  for (size_t i = 0; i < n; ++i) out += buf[i] == '\0' ? ' ' : buf[i];
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json summary_report(const std::vector<StepRow>& rows, const Stats& stats,
+                              const AccountingConfig& config, const RunMetadata& meta) {
+  const RunSummary summary = summarize(rows, stats, VerdictBands{}, &meta);
+  ReportInputs in;
+  in.metadata = &meta;
+  in.config = &config;
+  in.summary = &summary;
+  in.stats = &stats;
+  return report_to_json(in);
+}
+
+nlohmann::json summary_line(const nlohmann::json& report, int64_t step_rows, bool provisional) {
+  // The report's counters that are not zero, without their descriptions.
+  nlohmann::json stats = nlohmann::json::array();
+  for (const nlohmann::json& s : report.value("stats", nlohmann::json::array())) {
+    if (s.value("value", int64_t{0}) == 0) continue;
+    stats.push_back({{"name", s["name"]}, {"value", s["value"]}, {"severity", s["severity"]}});
+  }
+  return {{"summary", report.value("summary", nlohmann::json())},
+          {"verdict", report.value("verdict", nlohmann::json())},
+          {"provisional", provisional},
+          {"step_rows", step_rows},
+          {"data_loss", report.value("data_loss", false)},
+          {"stats", stats}};
+}
+
+Pipeline::Pipeline(const Config& config)
+    : cfg_(config),
+      base_(config.output_base()),
+      acc_(config.accounting()),
+      parser_(names_),
+      host_(names_, NamePatterns(config.step_patterns), NamePatterns(config.data_patterns)),
+      feeder_(detector_),
+      record_pending_(config.record) {
+  acc_.set_row_sink([this](const StepRow& row) { write_row(row); });
+  const nlohmann::json header = {{"schema", "gpuacct.steps/1"},
+                                 {"source", "injected"},
+                                 {"hostname", cfg_.host},
+                                 {"pid", cfg_.pid},
+                                 {"rank", cfg_.rank}};
+  stream_.configure(base_ + ".steps.jsonl", header.dump(), &acc_.mutable_stats());
+}
+
+// ---- sources -> batch -----------------------------------------------------------------------
+
+void Pipeline::collect() {
+  cupti::Collector::instance().consume(parser_, batch_, acc_.mutable_stats());
+  drain_rings();
+}
+
+void Pipeline::drain_rings() {
+  Registry::get().snapshot(threads_);
+  records_.clear();
+  const bool need_alias = !cupti::Collector::instance().thread_ids_are_system();
+  for (ThreadState* t : threads_) {
+    const bool orphan = t->orphaned.load(std::memory_order_acquire);
+    t->ring.drain([&](const HostRecord& r, uint64_t index, HostRing& ring) {
+      if (r.type == HostRecType::kStackFrames) return;
+      TimedRecord tr;
+      tr.rec = r;
+      tr.tid = t->tid;
+      if (r.type == HostRecType::kStack) {
+        const int n = std::min<int>(static_cast<int>(r.aux), kMaxFrames);
+        for (int k = 0; k < n; ++k) {
+          const HostRecord& c = ring.slot(index + 1 + static_cast<uint64_t>(k / kFramesPerSlot));
+          tr.frames[k] = c.frames[k % kFramesPerSlot];
+        }
+        tr.nframes = n;
+      }
+      records_.push_back(tr);
+    });
+    const uint64_t d = t->ring.dropped();
+    uint64_t& seen = dropped_seen_[t];
+    if (d > seen) {
+      acc_.mutable_stats().add(Stat::host_records_dropped, static_cast<int64_t>(d - seen));
+      seen = d;
+    }
+    if (need_alias) parser_.set_thread_alias(t->pthread_low, t->tid);
+    if (orphan) {
+      t->ring.drain([](const HostRecord&, uint64_t, HostRing&) {});
+      Registry::get().recycle(t);
+    }
+  }
+  host_.process(records_, batch_, &sites_, acc_.mutable_stats());
+}
+
+void Pipeline::drop_incomplete_ops() {
+  // A forced flush hands out unfinished work with zero timestamps: not usable.
+  auto bad = std::remove_if(batch_.gpu_ops.begin(), batch_.gpu_ops.end(),
+                            [](const GpuOp& op) { return op.start <= 0 || op.end <= 0; });
+  const auto n_bad = std::distance(bad, batch_.gpu_ops.end());
+  if (n_bad > 0) {
+    acc_.mutable_stats().add(Stat::invalid_events_skipped, n_bad);
+    batch_.gpu_ops.erase(bad, batch_.gpu_ops.end());
+  }
+}
+
+void Pipeline::describe_new_devices(std::vector<DeviceInfo>& devices) {
+  const std::vector<uint16_t>& seen = parser_.totals().devices;  // first-seen order
+  for (size_t i = devices.size(); i < seen.size(); ++i) {
+    devices.push_back(cupti::describe_device(seen[i]));
+  }
+}
+
+// ---- the one path: batch -> detector -> recording -> accountant -----------------------------
+
+void Pipeline::feed() {
+  drop_incomplete_ops();
+  if (cfg_.auto_steps && !auto_stood_down_ && !detector_.gave_up()) {
+    if (host_.explicit_steps()) {
+      auto_stood_down_ = true;  // an explicit step source appeared: it wins from here on
+    } else {
+      // Calls first, so each op of the batch finds its launch call's host time.
+      for (const HostApiCall& c : batch_.api_calls) feeder_.add_api_call(c);
+      for (const GpuOp& op : batch_.gpu_ops) feeder_.add_gpu_op(op);
+    }
+  }
+  if (!batch_.empty()) record([&] { return recording_.write_batch(batch_); });
+  acc_.add(batch_);
+  batch_.clear();
+}
+
+void Pipeline::ingest() {
+  collect();
+  if (batch_.size() >= kFeedBatchEvents) feed();
+}
+
+void Pipeline::ingest_events(const EventBatch& events) {
+  batch_.gpu_ops.insert(batch_.gpu_ops.end(), events.gpu_ops.begin(), events.gpu_ops.end());
+  batch_.api_calls.insert(batch_.api_calls.end(), events.api_calls.begin(), events.api_calls.end());
+  batch_.ranges.insert(batch_.ranges.end(), events.ranges.begin(), events.ranges.end());
+  batch_.markers.insert(batch_.markers.end(), events.markers.begin(), events.markers.end());
+  if (batch_.size() >= kFeedBatchEvents) feed();
+}
+
+void Pipeline::tick(int64_t watermark) {
+  collect();
+  describe_new_devices(devices_);  // while the driver is alive
+  feed();
+  add_detected_steps(watermark, /*final=*/false);
+  if (watermark != FlushWatermark::kNone) {
+    acc_.advance_watermark(watermark);
+    record([&] { return recording_.write_watermark(watermark); });
+  }
+  maybe_write_summary();
+}
+
+void Pipeline::maybe_write_summary() {
+  const size_t rows = acc_.rows().size();
+  if (rows == rows_at_last_summary_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_summary_) return;
+  rows_at_last_summary_ = rows;
+  const nlohmann::json report =
+      summary_report(acc_.rows(), acc_.stats(), acc_.config(), metadata(/*final=*/false));
+  stream_.write_summary(
+      summary_line(report, static_cast<int64_t>(rows), /*provisional=*/true).dump());
+  const auto cost = std::chrono::steady_clock::now() - now;
+  next_summary_ =
+      now + std::max<std::chrono::nanoseconds>(summary_interval_, cost * summary_cost_factor_);
+}
+
+// ---- live step detection --------------------------------------------------------------------
+
+// Detected boundaries -> step ranges: each boundary closes the step the previous one opened.
+std::optional<HostRange> Pipeline::step_from_boundary(const Marker& boundary) {
+  std::optional<HostRange> step;
+  if (have_boundary_) {
+    HostRange r;
+    r.start = last_boundary_.ts;
+    r.end = boundary.ts;
+    r.number = last_boundary_.number;
+    r.thread = boundary.thread;
+    r.name = names_.intern("step (detected)");
+    r.kind = RangeKind::kStep;
+    step = r;
+  }
+  last_boundary_ = boundary;
+  have_boundary_ = true;
+  return step;
+}
+
+void Pipeline::add_detected_steps(int64_t watermark, bool final) {
+  if (!cfg_.auto_steps || auto_stood_down_ || detector_.gave_up()) return;
+  for (const Marker& boundary : detector_.poll(watermark, final)) {
+    const std::optional<HostRange> step = step_from_boundary(boundary);
+    if (!step.has_value()) continue;
+    acc_.add_range(*step);
+    ++auto_steps_emitted_;
+    record([&] {
+      EventBatch b;
+      b.ranges.push_back(*step);
+      return recording_.write_batch(b);
+    });
+  }
+}
+
+// ---- outputs --------------------------------------------------------------------------------
+
+void Pipeline::ensure_output_dir() {
+  if (!output_dir_made_) mkdir_p(cfg_.output_dir);
+  output_dir_made_ = true;
+}
+
+void Pipeline::write_row(const StepRow& row) {
+  ensure_output_dir();
+  stream_.write_row(step_row_to_json(row).dump(), row.step_index);
+}
+
+// Every recording write goes through here: the first one opens the file (with GPUACCT_RECORD=1),
+// then names (events refer to them), then `write`.  The first failure abandons the recording --
+// one with a hole would mislead -- says so once, and counts it; nothing appears under the final
+// name.
+template <typename Write>
+void Pipeline::record(Write write) {
+  Status st;
+  if (record_pending_) {  // one attempt
+    record_pending_ = false;
+    mkdir_p(cfg_.output_dir);
+    recording_ok_ = true;
+    st = recording_.open(base_ + ".gpuacct");
+  }
+  if (!recording_ok_) return;
+  if (st.ok()) st = recording_.write_new_names(names_);
+  if (st.ok()) st = write();
+  if (st.ok()) return;
+  recording_ok_ = false;
+  recording_.abandon();
+  acc_.mutable_stats().add(Stat::recordings_abandoned);
+  log_line(st.message() + "; the recording is abandoned (no " + base_ + ".gpuacct is written)");
+}
+
+void Pipeline::finish_recording(const RunMetadata& meta) {
+  // The writer's own counters go into the file; the failures of this run's other outputs
+  // (the stream) are not facts about the recording.
+  Stats stats = acc_.stats();
+  stats.set(Stat::stream_rows_lost, 0);
+  record([&] { return recording_.write_metadata(meta); });
+  record([&] { return recording_.write_stats(stats); });
+  record([&] { return recording_.close(); });
+}
+
+// `final`: also the command line and the devices first seen in the final drain (a very short
+// run); a provisional summary needs neither.
+RunMetadata Pipeline::metadata(bool final) {
+  RunMetadata meta;
+  meta.source = "injected";
+  meta.hostname = cfg_.host;
+  meta.pid = cfg_.pid;
+  meta.rank = cfg_.rank;
+  meta.world_size = cfg_.world_size;
+  meta.gpuacct_version = GPUACCT_VERSION_STRING;
+  meta.devices = devices_;
+  if (final) {
+    meta.command = read_cmdline();
+    describe_new_devices(meta.devices);
+  }
+  std::sort(meta.devices.begin(), meta.devices.end(),
+            [](const DeviceInfo& a, const DeviceInfo& b) { return a.id < b.id; });
+  return meta;
+}
+
+CollectionFacts Pipeline::collection_facts(const GpuCollectionState& gpu) const {
+  const auto& col = cupti::Collector::instance();
+  CollectionFacts f;
+  f.gpu = gpu;
+  f.cupti_version = col.version();
+  f.clock_source = col.clock_source();
+  f.clock_offset_ns = col.clock_offset_ns();
+  f.clock_offset_uncertainty_ns = col.clock_offset_uncertainty_ns();
+  f.buffer_count = cfg_.buffer_count;
+  f.buffer_bytes = static_cast<int64_t>(cfg_.buffer_mb) << 20;
+  f.buffers_allocated = col.buffers_allocated();
+  f.totals = &parser_.totals();
+  f.step_source = host_.explicit_steps() ? host_.step_source()
+                                         : (auto_steps_emitted_ > 0 ? "detected" : "none");
+  if (cfg_.auto_steps && !host_.explicit_steps()) {
+    DetectionFacts d;
+    d.locked = detector_.locked();
+    d.period_ops = static_cast<int64_t>(detector_.period_tokens());
+    d.step_end = names_.text(detector_.step_end_name());
+    d.steps = auto_steps_emitted_;
+    f.detection = d;
+  }
+  f.native_sites = sites_.to_json(5);
+  return f;
+}
+
+void Pipeline::finish(const GpuCollectionState& gpu) {
+  // The final drain: everything left goes on, and every detected boundary.
+  collect();
+  feed();
+  add_detected_steps(std::numeric_limits<int64_t>::max(), /*final=*/true);
+  host_.finish(acc_.mutable_stats());
+  acc_.finish();
+
+  const RunMetadata meta = metadata(/*final=*/true);
+  finish_recording(meta);  // before the report, which counts a recording that failed
+  nlohmann::json extra = nlohmann::json::object();
+  extra["collection"] = collection_section(collection_facts(gpu));
+  const nlohmann::json report = build_report(acc_, meta, names_, extra);
+  mkdir_p(cfg_.output_dir);
+  const std::string path = base_ + ".json";
+  const Status written = write_file_atomic(path, report.dump(2) + "\n");
+  stream_.write_trailer(
+      summary_line(report, static_cast<int64_t>(acc_.rows().size()), /*provisional=*/false).dump());
+  stream_.close();
+  if (!cfg_.quiet) {
+    auto text = render_terminal_summary(report, false);
+    if (text.ok()) log_block(text.value());
+    if (report.contains("collection") && report["collection"].contains("note")) {
+      log_line(report["collection"]["note"].get<std::string>());
+    }
+  }
+  if (!written.ok()) {
+    log_line("no report: " + written.message());
+  } else if (!cfg_.quiet) {
+    log_line("report written to " + path);
+  }
+}
+
+}  // namespace gpuacct::inject

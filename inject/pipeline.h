@@ -1,0 +1,154 @@
+// The live library's one path from collected events to outputs.  A CUPTI record and a host
+// record each pass it once:
+//
+//   Collector (completed buffers) -> ActivityParser --+
+//   per-thread host rings -> HostEventProcessor ------+-> batch -> [stand-down check]
+//        -> step detector (when nothing marks steps) -> recording (GPUACCT_RECORD=1)
+//        -> StepAccountant -> row sink -> step stream (<base>.steps.jsonl)
+//
+// and at the end the report (<base>.json), the stream's closing summary line and the terminal
+// summary.  While the job runs the stream also gets provisional summary lines (below).  The
+// pipeline owns every stage; the lifecycle (Runtime, inject/runtime.cc) owns the
+// threads, the signals, fork and exit, flushes CUPTI, and computes the watermark
+// (inject/watermark.h: it depends on when the worker flushed) which tick() applies.
+//
+// Provisional summary lines (inject/step_stream.h has the format): the same C++ summary and
+// verdict the report has (summarize, analysis/report/run_summary.h, laid out by
+// report_to_json), over the rows finalised so far, so a reader of a running job's stream
+// (gpuacct.load) never computes a verdict of its own.  Cadence: written by tick() at most once
+// per kSummaryInterval and only when rows were finalised since the last one; the next one also
+// waits at least kSummaryCostFactor times what the last one cost, so however many rows a run
+// has the lines take at most 1% of the worker's time.
+//
+// Threading: not thread-safe.  The worker thread owns the pipeline; at exit the thread that
+// joined the worker does (Runtime::Impl::finalize).  Errors: none escape; every failure to
+// write is said once (inject/log.h) and counted (analysis/model/stats.h).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/accounting/step_accountant.h"
+#include "analysis/accounting/step_detection.h"
+#include "analysis/accounting/step_detector.h"
+#include "analysis/import/recording.h"
+#include "analysis/model/events.h"
+#include "analysis/model/name_table.h"
+#include "analysis/model/run_metadata.h"
+#include "cupti_hooks/activity_parser.h"
+#include "inject/collection.h"
+#include "inject/config.h"
+#include "inject/host_events.h"
+#include "inject/native_stacks.h"
+#include "inject/recorder.h"
+#include "inject/step_stream.h"
+
+namespace gpuacct::inject {
+
+// The report's summary, verdict, stats and data_loss over `rows` (no rows, no kernels, no
+// gaps: what a summary line needs).  The same functions as the report: summarize +
+// report_to_json.
+nlohmann::json summary_report(const std::vector<StepRow>& rows, const Stats& stats,
+                              const AccountingConfig& config, const RunMetadata& meta);
+// A summary line (inject/step_stream.h) from a report or a summary_report().
+nlohmann::json summary_line(const nlohmann::json& report, int64_t step_rows, bool provisional);
+
+class Pipeline {
+ public:
+  static constexpr std::chrono::milliseconds kSummaryInterval{1000};
+  static constexpr int kSummaryCostFactor = 100;
+
+  explicit Pipeline(const Config& config);
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  // Takes the completed CUPTI buffers and the drained host rings into the batch; passes the
+  // batch on when it is large (a buffer wake-up: the pool must recycle, the batch can wait for
+  // the tick).
+  void ingest();
+  // ingest(), then the whole batch on, the step detector polled, and the accountant's
+  // watermark advanced to `watermark` (FlushWatermark::kNone: not yet); a provisional summary
+  // line when one is due.
+  void tick(int64_t watermark);
+  // The end: the final drain (CUPTI must be stopped already), every open step finalised, the
+  // recording closed, the report written, the stream's closing summary line, the terminal
+  // summary (unless GPUACCT_QUIET).  Call once.
+  void finish(const GpuCollectionState& gpu);
+
+  // Events from elsewhere (tests, benchmarks) into the batch, then the same path as ingest().
+  void ingest_events(const EventBatch& events);
+
+  // Tests: the provisional summary lines' cadence (defaults kSummaryInterval,
+  // kSummaryCostFactor).
+  void set_summary_cadence_for_testing(std::chrono::nanoseconds interval, int cost_factor) {
+    summary_interval_ = interval;
+    summary_cost_factor_ = cost_factor;
+  }
+
+  const StepAccountant& accountant() const { return acc_; }
+
+ private:
+  void collect();
+  void drain_rings();
+  void drop_incomplete_ops();
+  void feed();
+  void describe_new_devices(std::vector<DeviceInfo>& devices);
+  // Live step detection, all of it behind these two: the detector polled up to the watermark
+  // and each boundary turned into a step range (step_from_boundary: each boundary closes the
+  // step the previous one opened; the piece a shared "boundaries -> step ranges" component of
+  // analysis/ replaces).
+  void add_detected_steps(int64_t watermark, bool final);
+  std::optional<HostRange> step_from_boundary(const Marker& boundary);
+  void write_row(const StepRow& row);
+  void maybe_write_summary();
+  template <typename Write>
+  void record(Write write);
+  void finish_recording(const RunMetadata& meta);
+  RunMetadata metadata(bool final);
+  CollectionFacts collection_facts(const GpuCollectionState& gpu) const;
+  void ensure_output_dir();
+
+  Config cfg_;
+  std::string base_;
+  NameTable names_;
+  StepAccountant acc_;
+  cupti::ActivityParser parser_;
+  HostEventProcessor host_;
+  SiteTable sites_;
+  EventBatch batch_;
+
+  // Host rings.
+  std::vector<TimedRecord> records_;
+  std::vector<ThreadState*> threads_;
+  std::unordered_map<ThreadState*, uint64_t> dropped_seen_;
+
+  // Step detection (when nothing marks steps).
+  StepDetector detector_;
+  DetectorFeeder feeder_;
+  bool auto_stood_down_ = false;
+  bool have_boundary_ = false;
+  Marker last_boundary_;
+  int64_t auto_steps_emitted_ = 0;
+
+  // Outputs.
+  StepStream stream_;
+  bool output_dir_made_ = false;
+  RecordingWriter recording_;
+  bool record_pending_ = false;  // GPUACCT_RECORD=1 and the file not yet opened
+  bool recording_ok_ = false;
+  std::vector<DeviceInfo> devices_;  // described while the driver is alive
+
+  // Provisional summary lines.
+  std::chrono::nanoseconds summary_interval_ = kSummaryInterval;
+  int summary_cost_factor_ = kSummaryCostFactor;
+  std::chrono::steady_clock::time_point next_summary_{};
+  size_t rows_at_last_summary_ = 0;
+};
+
+}  // namespace gpuacct::inject
