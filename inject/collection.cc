@@ -24,12 +24,6 @@ nlohmann::json collection_section(const CollectionFacts& f) {
                   {"offset_ns", f.clock_offset_ns},
                   {"offset_uncertainty_ns", f.clock_offset_uncertainty_ns}};
   }
-  if (f.detection.has_value()) {
-    c["step_detection"] = {{"locked", f.detection->locked},
-                           {"period_ops", f.detection->period_ops},
-                           {"step_end", f.detection->step_end},
-                           {"steps", f.detection->steps}};
-  }
   // Indexed by CUpti_ActivitySynchronizationType (cupti_hooks/activity_parser.h SyncTotals).
   const char* sync_names[] = {"unknown", "event_synchronize", "stream_wait_event",
                               "stream_synchronize", "context_synchronize"};

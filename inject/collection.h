@@ -1,11 +1,10 @@
 // The report's `collection` section (docs/report_schema.md): how the live library collected
-// the run -- CUPTI's state, clock, buffers, record counts, where the steps came from, step
-// detection, synchronisation totals and native call sites.  A pure function of the facts the
+// the run -- CUPTI's state, clock, buffers, record counts, where the steps came from,
+// synchronisation totals and native call sites.  A pure function of the facts the
 // lifecycle (Runtime) and the pipeline (Pipeline) hold at exit.
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -24,13 +23,6 @@ struct GpuCollectionState {
       "before the library was loaded)";
 };
 
-struct DetectionFacts {
-  bool locked = false;
-  int64_t period_ops = 0;
-  std::string step_end;
-  int64_t steps = 0;
-};
-
 struct CollectionFacts {
   GpuCollectionState gpu;
   uint32_t cupti_version = 0;
@@ -43,7 +35,6 @@ struct CollectionFacts {
   const cupti::ParseTotals* totals = nullptr;  // required
   // "capi", "nvtx", "capi+nvtx", "detected" or "none".
   std::string step_source = "none";
-  std::optional<DetectionFacts> detection;  // when steps were (to be) detected
   nlohmann::json native_sites = nlohmann::json::array();
 };
 

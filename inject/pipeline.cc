@@ -73,7 +73,7 @@ Pipeline::Pipeline(const Config& config)
       acc_(config.accounting()),
       parser_(names_),
       host_(names_, NamePatterns(config.step_patterns), NamePatterns(config.data_patterns)),
-      feeder_(detector_),
+      detection_(names_.intern(kDetectedStepName)),
       record_pending_(config.record) {
   acc_.set_row_sink([this](const StepRow& row) { write_row(row); });
   const nlohmann::json header = {{"schema", "gpuacct.steps/1"},
@@ -149,13 +149,11 @@ void Pipeline::describe_new_devices(std::vector<DeviceInfo>& devices) {
 
 void Pipeline::feed() {
   drop_incomplete_ops();
-  if (cfg_.auto_steps && !auto_stood_down_ && !detector_.gave_up()) {
+  if (detecting()) {
     if (host_.explicit_steps()) {
       auto_stood_down_ = true;  // an explicit step source appeared: it wins from here on
     } else {
-      // Calls first, so each op of the batch finds its launch call's host time.
-      for (const HostApiCall& c : batch_.api_calls) feeder_.add_api_call(c);
-      for (const GpuOp& op : batch_.gpu_ops) feeder_.add_gpu_op(op);
+      detection_.add(batch_);  // calls first, so each op finds its launch call's host time
     }
   }
   if (!batch_.empty()) record([&] { return recording_.write_batch(batch_); });
@@ -205,37 +203,17 @@ void Pipeline::maybe_write_summary() {
 
 // ---- live step detection --------------------------------------------------------------------
 
-// Detected boundaries -> step ranges: each boundary closes the step the previous one opened.
-std::optional<HostRange> Pipeline::step_from_boundary(const Marker& boundary) {
-  std::optional<HostRange> step;
-  if (have_boundary_) {
-    HostRange r;
-    r.start = last_boundary_.ts;
-    r.end = boundary.ts;
-    r.number = last_boundary_.number;
-    r.thread = boundary.thread;
-    r.name = names_.intern("step (detected)");
-    r.kind = RangeKind::kStep;
-    step = r;
-  }
-  last_boundary_ = boundary;
-  have_boundary_ = true;
-  return step;
+bool Pipeline::detecting() const {
+  return cfg_.auto_steps && !auto_stood_down_ && !detection_.gave_up();
 }
 
+// The ranges go to the accountant before the watermark that may finalise them; at the end a
+// step the capture cut off is counted (Stat::incomplete_trailing_step).  They are not recorded:
+// the recording holds what was collected, and `gpuacct analyze` of it detects the same steps
+// with the same component (tests/e2e run_e2e.py same_steps), step_detection section included.
 void Pipeline::add_detected_steps(int64_t watermark, bool final) {
-  if (!cfg_.auto_steps || auto_stood_down_ || detector_.gave_up()) return;
-  for (const Marker& boundary : detector_.poll(watermark, final)) {
-    const std::optional<HostRange> step = step_from_boundary(boundary);
-    if (!step.has_value()) continue;
-    acc_.add_range(*step);
-    ++auto_steps_emitted_;
-    record([&] {
-      EventBatch b;
-      b.ranges.push_back(*step);
-      return recording_.write_batch(b);
-    });
-  }
+  if (!detecting()) return;
+  detection_.poll_into(acc_, acc_.mutable_stats(), watermark, final);
 }
 
 // ---- outputs --------------------------------------------------------------------------------
@@ -315,16 +293,9 @@ CollectionFacts Pipeline::collection_facts(const GpuCollectionState& gpu) const 
   f.buffer_bytes = static_cast<int64_t>(cfg_.buffer_mb) << 20;
   f.buffers_allocated = col.buffers_allocated();
   f.totals = &parser_.totals();
-  f.step_source = host_.explicit_steps() ? host_.step_source()
-                                         : (auto_steps_emitted_ > 0 ? "detected" : "none");
-  if (cfg_.auto_steps && !host_.explicit_steps()) {
-    DetectionFacts d;
-    d.locked = detector_.locked();
-    d.period_ops = static_cast<int64_t>(detector_.period_tokens());
-    d.step_end = names_.text(detector_.step_end_name());
-    d.steps = auto_steps_emitted_;
-    f.detection = d;
-  }
+  f.step_source = host_.explicit_steps()         ? host_.step_source()
+                  : detection_.summary().steps > 0 ? "detected"
+                                                   : "none";
   f.native_sites = sites_.to_json(5);
   return f;
 }
@@ -341,6 +312,10 @@ void Pipeline::finish(const GpuCollectionState& gpu) {
   finish_recording(meta);  // before the report, which counts a recording that failed
   nlohmann::json extra = nlohmann::json::object();
   extra["collection"] = collection_section(collection_facts(gpu));
+  // Steps detected: the same section, keys and place as a file's (analysis/input/input.cc).
+  if (cfg_.auto_steps && !host_.explicit_steps()) {
+    add_step_detection_section(detection_.summary(), names_, &extra);
+  }
   const nlohmann::json report = build_report(acc_, meta, names_, extra);
   mkdir_p(cfg_.output_dir);
   const std::string path = base_ + ".json";

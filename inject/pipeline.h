@@ -36,7 +36,6 @@
 
 #include "analysis/accounting/step_accountant.h"
 #include "analysis/accounting/step_detection.h"
-#include "analysis/accounting/step_detector.h"
 #include "analysis/import/recording.h"
 #include "analysis/model/events.h"
 #include "analysis/model/name_table.h"
@@ -99,12 +98,10 @@ class Pipeline {
   void drop_incomplete_ops();
   void feed();
   void describe_new_devices(std::vector<DeviceInfo>& devices);
-  // Live step detection, all of it behind these two: the detector polled up to the watermark
-  // and each boundary turned into a step range (step_from_boundary: each boundary closes the
-  // step the previous one opened; the piece a shared "boundaries -> step ranges" component of
-  // analysis/ replaces).
+  // Live step detection: analysis's StepDetection (the component whole files use) polled up
+  // to the watermark; its step ranges reach the accountant through poll_into, as offline.
+  bool detecting() const;
   void add_detected_steps(int64_t watermark, bool final);
-  std::optional<HostRange> step_from_boundary(const Marker& boundary);
   void write_row(const StepRow& row);
   void maybe_write_summary();
   template <typename Write>
@@ -129,12 +126,8 @@ class Pipeline {
   std::unordered_map<ThreadState*, uint64_t> dropped_seen_;
 
   // Step detection (when nothing marks steps).
-  StepDetector detector_;
-  DetectorFeeder feeder_;
+  StepDetection detection_;
   bool auto_stood_down_ = false;
-  bool have_boundary_ = false;
-  Marker last_boundary_;
-  int64_t auto_steps_emitted_ = 0;
 
   // Outputs.
   StepStream stream_;

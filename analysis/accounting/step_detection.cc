@@ -177,7 +177,9 @@ OfflineStepDetection::Result OfflineStepDetection::detect_into(EventSink& sink, 
   for (const GpuOp& op : ops_) detection_.add_gpu_op(op);
   std::vector<HostApiCall>().swap(calls_);
   std::vector<GpuOp>().swap(ops_);
-  if (earliest_ != std::numeric_limits<TimeNs>::max()) detection_.note_input_start(earliest_);
+  if (capture_began_at_first_event_ && earliest_ != std::numeric_limits<TimeNs>::max()) {
+    detection_.note_input_start(earliest_);
+  }
   out.steps = detection_.poll_into(sink, stats, std::numeric_limits<TimeNs>::max(), /*final=*/true);
   const StepDetectionSummary s = detection_.summary();
   out.boundaries = s.boundaries;

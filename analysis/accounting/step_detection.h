@@ -146,6 +146,13 @@ class OfflineStepDetection final : public EventSink {
  public:
   explicit OfflineStepDetection(NameId step_name = kNoName, StepDetectorOptions options = {});
 
+  // Whether the capture began with the input's first event (default): a profiler trace, whose
+  // capture was switched on mid-run -- the first detected step never begins before the first
+  // event (StepDetector::note_input_start).  False for a recording of the live library, which
+  // saw the process from its start: the first step begins one typical host pause before its
+  // first token, exactly as it did live (the same steps live and offline).
+  void set_capture_began_at_first_event(bool began) { capture_began_at_first_event_ = began; }
+
   void on_gpu_op(const GpuOp& op) override;
   void on_api_call(const HostApiCall& call) override;
   void on_range(const HostRange& range) override;
@@ -176,6 +183,7 @@ class OfflineStepDetection final : public EventSink {
   std::vector<HostApiCall> calls_;  // launch, copy and sync calls
   std::vector<GpuOp> ops_;
   TimeNs earliest_ = std::numeric_limits<TimeNs>::max();  // the input's first event
+  bool capture_began_at_first_event_ = true;
 };
 
 }  // namespace gpuacct

@@ -91,6 +91,9 @@ StatusOr<InputContents> Input::read(NameTable& names, EventSink& sink, Stats& st
   // Inputs that mark no steps (on-demand profiler traces have no ProfilerStep#N, a run without
   // markers) get them from the repeating kernel sequence, as a live run does.
   OfflineStepDetection detection(names.intern(kDetectedStepName));
+  // A recording is the live library's view, which began with the process: its steps are
+  // detected as they were live.  A profiler trace began when the profiler was switched on.
+  detection.set_capture_began_at_first_event(format_ != InputFormat::kRecording);
   TeeSink tee({&sink, &detection});
   auto meta = import(names, tee, stats, opts, &out.sections);
   if (!meta.ok()) return meta.status();

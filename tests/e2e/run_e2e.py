@@ -11,6 +11,7 @@ Each ctest runs one case:  run_e2e.py --build <build dir> <case>
                                     GPUACCT_SIM_CUPTI_CLOCK=monotonic)
   subscribe_refused, drop, buffer_refused, pool_cap, fork, sigterm, sigkill, busy, bad_env,
   no_cupti, real_cupti, nocuda, record, enable_off     fault and lifecycle cases
+  same_steps                        live = analyze = timeline on one run's recording
 """
 
 from __future__ import annotations
@@ -179,6 +180,14 @@ def case_scenario(name: str, marks: str, extra_env: dict) -> None:
         src = rep["collection"]["step_source"]
         check(src == {"capi": "capi", "nvtx": "nvtx", "none": "detected"}[marks],
               f"step source {src}")
+        # Detected steps: the section every source writes, at the top level (not in collection).
+        check("step_detection" not in rep["collection"], "step_detection inside collection")
+        if marks == "none":
+            sd = rep.get("step_detection", {})
+            check(sd.get("source") == "detected" and sd.get("locked") and sd.get("steps") == n,
+                  f"step_detection section {sd}, {n} steps planted")
+        else:
+            check("step_detection" not in rep, "a step_detection section although steps are marked")
         summaries = check_stream_summaries(out)
         print(f"ok: {n} steps, worst category error {worst[0] * 100:.4f}% {worst[1]}, "
               f"verdict {want}, {summaries}")
@@ -451,12 +460,69 @@ def case_record() -> None:
         print("ok: recording written" + (" and re-analysed" if os.path.exists(cli) else ""))
 
 
+def case_same_steps() -> None:
+    """One recording, three pipelines: the live library's report, `gpuacct analyze` of its
+    recording and `gpuacct timeline` of it give the same steps (detected or marked), warm-up and
+    rows -- the front door and the live pipeline hand detected steps to the accountant the same
+    way."""
+    cli = os.path.join(BUILD, "bin", "gpuacct")
+    check(os.path.exists(cli), f"missing build output {cli}")
+    for marks in ("none", "capi"):
+        with tempfile.TemporaryDirectory(prefix="gpuacct_e2e_") as out:
+            scenario_with(out, "data_bound", marks, GPUACCT_RECORD="1")
+            live = one_report(out)
+            recs = glob.glob(os.path.join(out, "*.gpuacct"))
+            check(len(recs) == 1, f"recording missing: {os.listdir(out)}")
+            run([cli, "analyze", recs[0], "--out", os.path.join(out, "re")],
+                dict(os.environ))
+            again = glob.glob(os.path.join(out, "re", "*.report.json"))
+            check(len(again) == 1, f"no re-analysed report in {os.listdir(out)}")
+            with open(again[0]) as f:
+                offline = json.load(f)
+            tl_path = os.path.join(out, "timeline.json")
+            run([cli, "timeline", recs[0], "-o", tl_path], dict(os.environ))
+            with open(tl_path) as f:
+                tl = json.load(f)
+            events = tl["traceEvents"] if isinstance(tl, dict) else tl
+            slices = sorted((e for e in events if e.get("cat") == "gpuacct_step"),
+                            key=lambda e: e["args"]["step_index"])
+
+            def key(r):
+                return (r["step_index"], r["device"], r["window_begin_ns"], r["window_end_ns"],
+                        r["warmup"], r["launches"], r["categories"])
+            live_rows = [key(r) for r in live["steps"]]
+            check(len(live_rows) >= 10, f"{marks}: {len(live_rows)} live rows")
+            check(live_rows == [key(r) for r in offline["steps"]],
+                  f"{marks}: the live rows differ from `analyze` of the recording")
+            check(live["summary"] == offline["summary"] and live["verdict"] == offline["verdict"],
+                  f"{marks}: the live summary differs from `analyze` of the recording")
+            check(live.get("step_detection") == offline.get("step_detection"),
+                  f"{marks}: step_detection live {live.get('step_detection')} offline "
+                  f"{offline.get('step_detection')}")
+            rows0 = [r for r in live["steps"] if r["device"] == 0]
+            check(len(slices) == len(rows0),
+                  f"{marks}: {len(slices)} timeline steps, {len(rows0)} live rows")
+            # Relative times (absolute ns do not fit a double's precision in microseconds).
+            origin_us = slices[0]["ts"]
+            begin0 = rows0[0]["window_begin_ns"]
+            for s_, r in zip(slices, rows0):
+                a = s_["args"]
+                check(a["step_index"] == r["step_index"]
+                      and ("warm-up" in s_["name"]) == r["warmup"]
+                      and abs(s_["ts"] - origin_us - (r["window_begin_ns"] - begin0) / 1e3) < 0.002
+                      and abs(s_["dur"] - r["duration_ns"] / 1e3) < 0.002
+                      and abs(a["compute_us"] - r["walls"]["compute"] / 1e3) < 0.002
+                      and abs(a["other_us"] - r["walls"]["other"] / 1e3) < 0.002,
+                      f"{marks}: timeline step {s_} differs from live row {r}")
+            print(f"ok: {marks}: {len(live_rows)} rows, live = analyze = timeline")
+
+
 CASES = {
     "subscribe_refused": case_subscribe_refused, "drop": case_drop,
     "buffer_refused": case_buffer_refused, "pool_cap": case_pool_cap, "fork": case_fork,
     "sigterm": case_sigterm, "sigkill": case_sigkill, "busy": case_busy, "bad_env": case_bad_env,
     "no_cupti": case_no_cupti, "real_cupti": case_real_cupti, "nocuda": case_nocuda,
-    "record": case_record, "enable_off": case_enable_off,
+    "record": case_record, "enable_off": case_enable_off, "same_steps": case_same_steps,
 }
 
 
