@@ -1,8 +1,8 @@
 // Kineto importer throughput and memory.
 //
 //   build/bench/kineto_import_bench                      in-memory synthetic traces
-//   GPUACCT_KINETO_BENCH_TRACE=/tmp/big.json build/bench/kineto_import_bench \
-//       --benchmark_filter=File                          a real file
+//   GPUACCT_KINETO_BENCH_TRACE=/tmp/big.json
+//       build/bench/kineto_import_bench --benchmark_filter=File   a real file
 //       (scripts/gen_big_kineto_trace.py)
 //
 // Counters: events/s (trace events parsed), bytes/s (decompressed JSON), peak_rss_MiB
@@ -123,8 +123,8 @@ void BM_ImportMemoryPlain(benchmark::State& state) {
     if (!r.ok()) state.SkipWithError(r.status().message().c_str());
     benchmark::DoNotOptimize(sink.n);
   }
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * t.size()));
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(t.size()));
   state.counters["bytes_per_event"] = static_cast<double>(t.size()) / static_cast<double>(n);
 }
 BENCHMARK(BM_ImportMemoryPlain)->Unit(benchmark::kMillisecond);
@@ -140,8 +140,8 @@ void BM_ImportMemoryGzip(benchmark::State& state) {
     auto r = import_kineto_buffer(z, names, sink, stats);
     if (!r.ok()) state.SkipWithError(r.status().message().c_str());
   }
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * t.size()));
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(t.size()));
 }
 BENCHMARK(BM_ImportMemoryGzip)->Unit(benchmark::kMillisecond);
 
@@ -157,7 +157,7 @@ void BM_ImportMemoryFullPipeline(benchmark::State& state) {
     if (!r.ok()) state.SkipWithError(r.status().message().c_str());
     benchmark::DoNotOptimize(r.ok() ? r->accountant->rows().size() : 0);
   }
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
 }
 BENCHMARK(BM_ImportMemoryFullPipeline)->Unit(benchmark::kMillisecond);
 

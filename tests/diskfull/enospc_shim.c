@@ -80,7 +80,8 @@ static size_t charge(size_t want) {
   static __typeof__(&name) real_##name##_p = NULL;                   \
   __typeof__(&name) real_##name = __atomic_load_n(&real_##name##_p, __ATOMIC_ACQUIRE); \
   if (real_##name == NULL) {                                         \
-    real_##name = (__typeof__(&name))dlsym(RTLD_NEXT, #name);        \
+    void* sym_ = dlsym(RTLD_NEXT, #name); /* ISO C: copied, not cast */ \
+    memcpy(&real_##name, &sym_, sizeof sym_);                        \
     __atomic_store_n(&real_##name##_p, real_##name, __ATOMIC_RELEASE); \
   }
 

@@ -193,8 +193,8 @@ TEST_P(HtaCrossCheck, TotalsEqualHta) {
 }
 
 INSTANTIATE_TEST_SUITE_P(KinetoTraces, HtaCrossCheck, ::testing::ValuesIn(expected()),
-                         [](const ::testing::TestParamInfo<Expected>& info) {
-                           std::string n = info.param.file;
+                         [](const ::testing::TestParamInfo<Expected>& param_info) {
+                           std::string n = param_info.param.file;
                            n = n.substr(0, n.find('.'));
                            for (char& ch : n) {
                              if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
