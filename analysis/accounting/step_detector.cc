@@ -135,107 +135,127 @@ std::vector<Marker> StepDetector::poll(TimeNs watermark, bool final) {
   return out;
 }
 
-bool StepDetector::try_lock(std::vector<DetectorToken>& ready, std::vector<Marker>& out,
-                            bool final) {
-  const size_t n = ready.size();
-  const size_t min_occ = static_cast<size_t>(opt_.min_repeats) + 1;
-  if (n < 2 * min_occ) return false;
+namespace {
 
-  // Prefix sums of token hashes: the multiset hash of [a, b) is prefix[b] - prefix[a].
-  std::vector<uint64_t> prefix(n + 1, 0);
+// The tokens ready for a lock attempt, indexed: multiset hashes of any [a, b) and where each
+// name occurs.
+struct TokenIndex {
+  // prefix[b] - prefix[a] is the multiset hash of [a, b).
+  std::vector<uint64_t> prefix;
   std::unordered_map<NameId, std::vector<uint32_t>> positions;
   std::unordered_map<NameId, bool> sync_of;
-  for (size_t i = 0; i < n; ++i) {
-    prefix[i + 1] = prefix[i] + token_hash(ready[i]);
-    positions[ready[i].name].push_back(static_cast<uint32_t>(i));
-    sync_of[ready[i].name] = ready[i].is_sync;
-  }
 
-  // 1. The anchor.  Every name with enough occurrences is tried; its segments (from one
-  // occurrence to the next) are compared as multisets.  Ranking: a period that contains a
-  // blocking sync first (a per-layer sub-period never holds the step's sync), then the share
-  // of tokens inside the most common segment (a sub-period leaves the step's other tokens
-  // unexplained), then more occurrences (shorter period).
-  struct Best {
-    NameId name = kNoName;
-    size_t count = 0;
-    bool has_sync = false;
-    int explained_pct = -1;  // in 2 % buckets
-    uint64_t mode = 0;
-    size_t mode_len = 0;
-    size_t mode_begin = 0;
-  } best;
-  std::unordered_map<uint64_t, uint32_t> freq;
-  const auto rank = [](const Best& b) {
-    return std::make_tuple(b.has_sync ? 1 : 0, b.explained_pct, b.count);
+  explicit TokenIndex(const std::vector<DetectorToken>& ready) : prefix(ready.size() + 1, 0) {
+    for (size_t i = 0; i < ready.size(); ++i) {
+      prefix[i + 1] = prefix[i] + token_hash(ready[i]);
+      positions[ready[i].name].push_back(static_cast<uint32_t>(i));
+      sync_of[ready[i].name] = ready[i].is_sync;
+    }
+  }
+  uint64_t hash(size_t a, size_t b) const { return prefix[b] - prefix[a]; }
+};
+
+// The anchor: the name whose segments (one occurrence to the next) repeat best.
+struct Anchor {
+  NameId name = kNoName;
+  size_t count = 0;
+  bool has_sync = false;
+  int explained_pct = -1;  // in 2 % buckets
+  uint64_t mode = 0;
+  size_t mode_len = 0;
+  size_t mode_begin = 0;
+};
+
+// The anchor candidate `name` gives, or none (count 0) when its segments do not repeat enough.
+Anchor anchor_of(NameId name, const std::vector<uint32_t>& pos, const TokenIndex& index,
+                 const std::vector<DetectorToken>& ready, const StepDetectorOptions& opt,
+                 std::unordered_map<uint64_t, uint32_t>& freq) {
+  Anchor none;
+  freq.clear();
+  uint64_t mode = 0;
+  uint32_t mode_n = 0;
+  for (size_t j = 0; j + 1 < pos.size(); ++j) {
+    const uint32_t c = ++freq[index.hash(pos[j], pos[j + 1])];
+    if (c > mode_n) {
+      mode_n = c;
+      mode = index.hash(pos[j], pos[j + 1]);
+    }
+  }
+  const double score = static_cast<double>(mode_n) / static_cast<double>(pos.size() - 1);
+  if (mode_n < static_cast<uint32_t>(opt.min_repeats) || score < opt.match_threshold) return none;
+  Anchor cand;
+  cand.name = name;
+  cand.count = pos.size();
+  cand.mode = mode;
+  for (size_t j = 0; j + 1 < pos.size(); ++j) {
+    if (index.hash(pos[j], pos[j + 1]) == mode) {
+      cand.mode_begin = pos[j];
+      cand.mode_len = pos[j + 1] - pos[j];
+      break;
+    }
+  }
+  for (size_t i = cand.mode_begin; i < cand.mode_begin + cand.mode_len; ++i) {
+    if (ready[i].is_sync) {
+      cand.has_sync = true;
+      break;
+    }
+  }
+  // A one-token period is a burst of one op, not a loop iteration; a period whose repeats
+  // cover less than half of the run is a sub-pattern (a layer), not the step.
+  if (cand.mode_len < 2) return none;
+  const double explained = static_cast<double>(mode_n) * static_cast<double>(cand.mode_len) /
+                           static_cast<double>(ready.size());
+  if (explained < opt.min_explained) return none;
+  cand.explained_pct = static_cast<int>(explained * 50.0);
+  return cand;
+}
+
+// 1. Every name with enough occurrences is tried.  Ranking: a period that contains a blocking
+// sync first (a per-layer sub-period never holds the step's sync), then the share of tokens
+// inside the most common segment (a sub-period leaves the step's other tokens unexplained),
+// then more occurrences (shorter period).
+Anchor find_anchor(const TokenIndex& index, const std::vector<DetectorToken>& ready,
+                   const StepDetectorOptions& opt) {
+  const size_t min_occ = static_cast<size_t>(opt.min_repeats) + 1;
+  const auto rank = [](const Anchor& a) {
+    return std::make_tuple(a.has_sync ? 1 : 0, a.explained_pct, a.count);
   };
-  for (const auto& [name, pos] : positions) {
+  Anchor best;
+  std::unordered_map<uint64_t, uint32_t> freq;
+  for (const auto& [name, pos] : index.positions) {
     if (pos.size() < min_occ) continue;
-    freq.clear();
-    uint64_t mode = 0;
-    uint32_t mode_n = 0;
-    for (size_t j = 0; j + 1 < pos.size(); ++j) {
-      const uint64_t h = prefix[pos[j + 1]] - prefix[pos[j]];
-      const uint32_t c = ++freq[h];
-      if (c > mode_n) {
-        mode_n = c;
-        mode = h;
-      }
-    }
-    const double score = static_cast<double>(mode_n) / static_cast<double>(pos.size() - 1);
-    if (mode_n < static_cast<uint32_t>(opt_.min_repeats) || score < opt_.match_threshold) continue;
-    Best cand;
-    cand.name = name;
-    cand.count = pos.size();
-    cand.mode = mode;
-    for (size_t j = 0; j + 1 < pos.size(); ++j) {
-      if (prefix[pos[j + 1]] - prefix[pos[j]] == mode) {
-        cand.mode_begin = pos[j];
-        cand.mode_len = pos[j + 1] - pos[j];
-        break;
-      }
-    }
-    for (size_t i = cand.mode_begin; i < cand.mode_begin + cand.mode_len; ++i) {
-      if (ready[i].is_sync) {
-        cand.has_sync = true;
-        break;
-      }
-    }
-    // A one-token period is a burst of one op, not a loop iteration; a period whose repeats
-    // cover less than half of the run is a sub-pattern (a layer), not the step.
-    if (cand.mode_len < 2) continue;
-    const double explained =
-        static_cast<double>(mode_n) * static_cast<double>(cand.mode_len) / static_cast<double>(n);
-    if (explained < opt_.min_explained) continue;
-    cand.explained_pct = static_cast<int>(explained * 50.0);
+    const Anchor cand = anchor_of(name, pos, index, ready, opt, freq);
+    if (cand.count == 0) continue;
     if (best.count == 0 || rank(cand) > rank(best)) best = cand;
   }
-  if (best.count == 0) return false;
-  if (!best.has_sync && !final) {
-    // Too early to settle on a period without a sync: the step's sync may simply not have
-    // been seen enough times yet (the first repetitions of a long step are all kernels).
-    size_t syncs = 0;
-    for (const DetectorToken& t : ready) syncs += t.is_sync ? 1 : 0;
-    if (syncs > 0 || n < opt_.min_tokens_without_sync) return false;
-  }
+  return best;
+}
 
-  const size_t seg_begin = best.mode_begin, seg_len = best.mode_len;
-  if (seg_len == 0) return false;
+struct StepEnd {
+  NameId name;
+  bool sync;
+  TimeNs gap;  // median host pause after it
+  size_t first_pos;
+};
 
-  // 2. Candidates for the step-ending token: once per period.
+bool similar_gap(TimeNs a, TimeNs b) {
+  const TimeNs d = a > b ? a - b : b - a;
+  return d <= 1000 + std::max(a, b) / 20;
+}
+
+// 2. The step-ending token: once per period; a blocking sync first, then the one followed by
+// the longest host pause, then the one that comes last in the first period.  False if none.
+bool choose_step_end(const Anchor& anchor, const TokenIndex& index,
+                     const std::vector<DetectorToken>& ready, StepEnd* chosen) {
+  const size_t n = ready.size();
+  const size_t seg_begin = anchor.mode_begin, seg_len = anchor.mode_len;
   std::unordered_map<NameId, uint32_t> in_segment;
   for (size_t i = seg_begin; i < seg_begin + seg_len; ++i) ++in_segment[ready[i].name];
-  struct Cand {
-    NameId name;
-    bool sync;
-    TimeNs gap;
-    size_t first_pos;
-  };
-  std::vector<Cand> cands;
+  std::vector<StepEnd> cands;
   for (const auto& [name, k] : in_segment) {
     if (k != 1) continue;
-    const std::vector<uint32_t>& pos = positions[name];
-    if (pos.size() + 1 < best.count || pos.size() > best.count + 1) continue;
+    const std::vector<uint32_t>& pos = index.positions.at(name);
+    if (pos.size() + 1 < anchor.count || pos.size() > anchor.count + 1) continue;
     std::vector<TimeNs> gaps;
     gaps.reserve(pos.size());
     for (uint32_t p : pos) {
@@ -243,37 +263,57 @@ bool StepDetector::try_lock(std::vector<DetectorToken>& ready, std::vector<Marke
         gaps.push_back(std::max<TimeNs>(0, saturating_sub(ready[p + 1].start, ready[p].end)));
       }
     }
-    cands.push_back(Cand{name, sync_of[name], median(std::move(gaps)), pos.front()});
+    cands.push_back(StepEnd{name, index.sync_of.at(name), median(std::move(gaps)), pos.front()});
   }
   if (cands.empty()) return false;
-  auto similar = [](TimeNs a, TimeNs b) {
-    const TimeNs d = a > b ? a - b : b - a;
-    return d <= 1000 + std::max(a, b) / 20;
-  };
   // The first period starts at the anchor's first occurrence minus whatever precedes it in
   // the period; among equals prefer the candidate that comes last in that first period.
-  std::sort(cands.begin(), cands.end(), [&](const Cand& a, const Cand& b) {
+  std::sort(cands.begin(), cands.end(), [&](const StepEnd& a, const StepEnd& b) {
     if (a.sync != b.sync) return a.sync;
-    if (!similar(a.gap, b.gap)) return a.gap > b.gap;
+    if (!similar_gap(a.gap, b.gap)) return a.gap > b.gap;
     return a.first_pos > b.first_pos;
   });
   // Among equally good ones, "last in the first period": first occurrence below the earliest
   // candidate's first occurrence + one period.
   size_t pick = 0;
-  {
-    size_t earliest = cands[0].first_pos;
-    for (const Cand& c : cands) earliest = std::min(earliest, c.first_pos);
-    for (size_t i = 0; i < cands.size(); ++i) {
-      const Cand& c = cands[i];
-      if (c.sync != cands[0].sync || !similar(c.gap, cands[0].gap)) break;
-      if (c.first_pos < earliest + seg_len) {
-        pick = i;
-        break;
-      }
+  size_t earliest = cands[0].first_pos;
+  for (const StepEnd& c : cands) earliest = std::min(earliest, c.first_pos);
+  for (size_t i = 0; i < cands.size(); ++i) {
+    const StepEnd& c = cands[i];
+    if (c.sync != cands[0].sync || !similar_gap(c.gap, cands[0].gap)) break;
+    if (c.first_pos < earliest + seg_len) {
+      pick = i;
+      break;
     }
   }
-  const Cand chosen = cands[pick];
-  const std::vector<uint32_t>& bpos = positions[chosen.name];
+  *chosen = cands[pick];
+  return true;
+}
+
+}  // namespace
+
+bool StepDetector::try_lock(std::vector<DetectorToken>& ready, std::vector<Marker>& out,
+                            bool final) {
+  const size_t n = ready.size();
+  const size_t min_occ = static_cast<size_t>(opt_.min_repeats) + 1;
+  if (n < 2 * min_occ) return false;
+
+  const TokenIndex index(ready);
+  const Anchor anchor = find_anchor(index, ready, opt_);
+  if (anchor.count == 0) return false;
+  if (!anchor.has_sync && !final) {
+    // Too early to settle on a period without a sync: the step's sync may simply not have
+    // been seen enough times yet (the first repetitions of a long step are all kernels).
+    size_t syncs = 0;
+    for (const DetectorToken& t : ready) syncs += t.is_sync ? 1 : 0;
+    if (syncs > 0 || n < opt_.min_tokens_without_sync) return false;
+  }
+  const size_t seg_len = anchor.mode_len;
+  if (seg_len == 0) return false;
+
+  StepEnd chosen{};
+  if (!choose_step_end(anchor, index, ready, &chosen)) return false;
+  const std::vector<uint32_t>& bpos = index.positions.at(chosen.name);
 
   locked_ = true;
   end_name_ = chosen.name;

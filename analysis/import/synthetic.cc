@@ -156,175 +156,213 @@ class Delivery {
   TimeNs min_end_ = kMax;
 };
 
-}  // namespace
 
-uint64_t generate_synthetic(const SyntheticSpec& spec, NameTable& names, EventSink& sink) {
-  std::mt19937_64 rng(spec.seed);
-  std::uniform_real_distribution<double> uni(1.0 - spec.jitter, 1.0 + spec.jitter);
-  auto jit = [&](TimeNs v) {
-    return v <= 0 ? 0 : std::max<TimeNs>(1, static_cast<TimeNs>(static_cast<double>(v) * uni(rng)));
+// One synthetic run: the host thread's time `t`, each device's two streams (free0: compute and
+// copies, free1: collectives), and the events delivered as they are made.  The random draws
+// happen in a fixed order (the bundled sample and the goldens depend on it).
+class SyntheticRun {
+ public:
+  SyntheticRun(const SyntheticSpec& spec, NameTable& names, EventSink& sink)
+      : spec_(spec),
+        rng_(spec.seed),
+        uni_(1.0 - spec.jitter, 1.0 + spec.jitter),
+        out_(spec, sink),
+        t_(spec.start_ns),
+        ndev_(std::max(spec.devices, 1)),
+        free0_(static_cast<size_t>(ndev_), t_),
+        free1_(static_cast<size_t>(ndev_), t_) {
+    n_launch_ = names.intern("cudaLaunchKernel");
+    n_memcpy_ = names.intern("cudaMemcpyAsync");
+    n_sync_ = names.intern("cudaStreamSynchronize");
+    n_step_ = names.intern("train_step");
+    n_data_ = names.intern("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
+    n_h2d_ = names.intern("Memcpy HtoD (Pageable -> Device)");
+    n_coll_ = names.intern("ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+    n_tiny_ = names.intern("optimizer_foreach_add_kernel");
+    const char* bases[] = {"ampere_sgemm_128x64_tn", "vectorized_elementwise_kernel",
+                           "reduce_kernel", "softmax_warp_forward", "layer_norm_kernel"};
+    for (const char* b : bases) kernel_names_.push_back(names.intern(b));
+  }
+
+  uint64_t run() {
+    for (int step = 0; step < spec_.steps; ++step) one_step(step);
+    if (spec_.emit_steps && spec_.use_markers) step_marker(spec_.steps);  // closes the last
+    out_.finish(t_);
+    return events_;
+  }
+
+ private:
+  TimeNs jit(TimeNs v) {
+    return v <= 0 ? 0
+                  : std::max<TimeNs>(1, static_cast<TimeNs>(static_cast<double>(v) * uni_(rng_)));
+  }
+
+  struct Launch {
+    GpuOpKind kind;
+    NameId name;
+    TimeNs dur;
+    CopyDir dir = CopyDir::kNone;
+    CollectiveType coll = CollectiveType::kNone;
+    bool pageable = false;
   };
 
-  const NameId n_launch = names.intern("cudaLaunchKernel");
-  const NameId n_memcpy = names.intern("cudaMemcpyAsync");
-  const NameId n_sync = names.intern("cudaStreamSynchronize");
-  const NameId n_step = names.intern("train_step");
-  const NameId n_data = names.intern("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
-  const NameId n_h2d = names.intern("Memcpy HtoD (Pageable -> Device)");
-  const NameId n_coll = names.intern("ncclDevKernel_AllReduce_Sum_f32_RING_LL");
-  const NameId n_tiny = names.intern("optimizer_foreach_add_kernel");
-  std::vector<NameId> kernel_names;
-  const char* bases[] = {"ampere_sgemm_128x64_tn", "vectorized_elementwise_kernel", "reduce_kernel",
-                         "softmax_warp_forward", "layer_norm_kernel"};
-  for (const char* b : bases) kernel_names.push_back(names.intern(b));
-
-  Delivery out(spec, sink);
-  const uint32_t thread = 1;
-  uint64_t corr = 1;
-  uint64_t events = 0;
-  TimeNs t = spec.start_ns;
-  const int ndev = std::max(spec.devices, 1);
-  std::vector<TimeNs> free0(static_cast<size_t>(ndev), t), free1(static_cast<size_t>(ndev), t);
-
-  auto launch = [&](int dev, uint32_t stream, std::vector<TimeNs>& free, GpuOpKind kind,
-                    NameId name, TimeNs dur, CopyDir dir, CollectiveType coll, bool pageable) {
+  void launch(int dev, uint32_t stream, std::vector<TimeNs>& free, const Launch& l) {
     HostApiCall c;
-    c.start = t;
-    c.end = t + jit(spec.launch_cost_ns);
-    c.correlation_id = corr++;
-    c.thread = thread;
-    c.kind = kind == GpuOpKind::kKernel ? HostApiKind::kLaunch : HostApiKind::kCopy;
-    c.name = kind == GpuOpKind::kKernel ? n_launch : n_memcpy;
+    c.start = t_;
+    c.end = t_ + jit(spec_.launch_cost_ns);
+    c.correlation_id = corr_++;
+    c.thread = kThread;
+    c.kind = l.kind == GpuOpKind::kKernel ? HostApiKind::kLaunch : HostApiKind::kCopy;
+    c.name = l.kind == GpuOpKind::kKernel ? n_launch_ : n_memcpy_;
     GpuOp op;
-    op.start = std::max(free[static_cast<size_t>(dev)], c.start + jit(spec.launch_latency_ns));
-    op.end = op.start + dur;
+    op.start = std::max(free[static_cast<size_t>(dev)], c.start + jit(spec_.launch_latency_ns));
+    op.end = op.start + l.dur;
     op.correlation_id = c.correlation_id;
     op.device = static_cast<uint16_t>(dev);
     op.stream = stream;
-    op.kind = kind;
-    op.name = name;
-    op.copy_dir = dir;
-    op.collective = coll;
-    if (pageable) {
+    op.kind = l.kind;
+    op.name = l.name;
+    op.copy_dir = l.dir;
+    op.collective = l.coll;
+    if (l.pageable) {
       op.flags = kGpuOpPageable;
-      // A pageable copy blocks the host until it is done.
-      c.end = std::max(c.end, op.end);
+      c.end = std::max(c.end, op.end);  // a pageable copy blocks the host until it is done
     }
     free[static_cast<size_t>(dev)] = op.end;
-    out.api(c);
-    out.gpu(op);
-    events += 2;
-    t = c.end;
-  };
+    out_.api(c);
+    out_.gpu(op);
+    events_ += 2;
+    t_ = c.end;
+  }
 
   // cudaStreamSynchronize on every stream of every device: the host waits for all work.
-  auto sync_all = [&] {
-    TimeNs done = t;
-    for (int dev = 0; dev < ndev; ++dev) {
-      done = std::max({done, free0[static_cast<size_t>(dev)], free1[static_cast<size_t>(dev)]});
+  void sync_all() {
+    TimeNs done = t_;
+    for (size_t dev = 0; dev < static_cast<size_t>(ndev_); ++dev) {
+      done = std::max({done, free0_[dev], free1_[dev]});
     }
     HostApiCall sync;
-    sync.start = t;
+    sync.start = t_;
     sync.end = done + 2'000;
-    sync.thread = thread;
+    sync.thread = kThread;
     sync.kind = HostApiKind::kSync;
-    sync.name = n_sync;
-    sync.correlation_id = corr++;
-    out.api(sync);
-    ++events;
-    t = sync.end;
-  };
+    sync.name = n_sync_;
+    sync.correlation_id = corr_++;
+    out_.api(sync);
+    ++events_;
+    t_ = sync.end;
+  }
 
-  for (int step = 0; step < spec.steps; ++step) {
-    const TimeNs step_begin = t;
-    if (spec.emit_steps && spec.use_markers) {
+  void step_marker(int number) {
+    Marker m;
+    m.ts = t_;
+    m.kind = MarkerKind::kStepBoundary;
+    m.number = number;
+    m.thread = kThread;
+    m.name = n_step_;
+    out_.marker(m);
+    ++events_;
+  }
+
+  // The host's part before the GPU work: the step mark, FLOPs, waiting for data, CPU work.
+  void step_prologue(int step) {
+    if (spec_.emit_steps && spec_.use_markers) step_marker(step);
+    if (spec_.flops_per_step > 0) {
       Marker m;
-      m.ts = step_begin;
-      m.kind = MarkerKind::kStepBoundary;
-      m.number = step;
-      m.thread = thread;
-      m.name = n_step;
-      out.marker(m);
-      ++events;
-    }
-    if (spec.flops_per_step > 0) {
-      Marker m;
-      m.ts = t;
+      m.ts = t_;
       m.kind = MarkerKind::kStepFlops;
-      m.value = spec.flops_per_step;
-      m.thread = thread;
-      out.marker(m);
-      ++events;
+      m.value = spec_.flops_per_step;
+      m.thread = kThread;
+      out_.marker(m);
+      ++events_;
     }
-    if (spec.data_wait_ns > 0) {
+    if (spec_.data_wait_ns > 0) {
       HostRange r;
-      r.start = t;
-      t += jit(spec.data_wait_ns);
-      r.end = t;
+      r.start = t_;
+      t_ += jit(spec_.data_wait_ns);
+      r.end = t_;
       r.kind = RangeKind::kData;
-      r.thread = thread;
-      r.name = n_data;
-      out.range(r);
-      ++events;
+      r.thread = kThread;
+      r.name = n_data_;
+      out_.range(r);
+      ++events_;
     }
-    if (spec.cpu_work_ns > 0) t += jit(spec.cpu_work_ns);  // e.g. augmentation on the host
-    for (int dev = 0; dev < ndev; ++dev) {
-      if (spec.h2d_ns > 0) {
-        launch(dev, 7, free0, GpuOpKind::kMemcpy, n_h2d, jit(spec.h2d_ns), CopyDir::kH2D,
-               CollectiveType::kNone, spec.h2d_pageable);
+    if (spec_.cpu_work_ns > 0) t_ += jit(spec_.cpu_work_ns);  // e.g. augmentation on the host
+  }
+
+  // Input copies, the forward/backward kernels with the collective half-way, the optimizer.
+  void step_gpu_work() {
+    for (int dev = 0; dev < ndev_; ++dev) {
+      if (spec_.h2d_ns > 0) {
+        launch(dev, 7, free0_,
+               {GpuOpKind::kMemcpy, n_h2d_, jit(spec_.h2d_ns), CopyDir::kH2D,
+                CollectiveType::kNone, spec_.h2d_pageable});
       }
     }
-    for (int k = 0; k < spec.kernels_per_step; ++k) {
-      for (int dev = 0; dev < ndev; ++dev) {
-        launch(dev, 7, free0, GpuOpKind::kKernel,
-               kernel_names[static_cast<size_t>(k) % kernel_names.size()], jit(spec.kernel_ns),
-               CopyDir::kNone, CollectiveType::kNone, false);
-        if (spec.collective_ns > 0 && k == spec.kernels_per_step / 2) {
+    for (int k = 0; k < spec_.kernels_per_step; ++k) {
+      for (int dev = 0; dev < ndev_; ++dev) {
+        const size_t d = static_cast<size_t>(dev);
+        launch(dev, 7, free0_,
+               {GpuOpKind::kKernel, kernel_names_[static_cast<size_t>(k) % kernel_names_.size()],
+                jit(spec_.kernel_ns)});
+        if (spec_.collective_ns > 0 && k == spec_.kernels_per_step / 2) {
           // The collective waits for the gradients computed so far (stream 7's work).
-          free1[static_cast<size_t>(dev)] =
-              std::max(free1[static_cast<size_t>(dev)], free0[static_cast<size_t>(dev)]);
-          launch(dev, 13, free1, GpuOpKind::kKernel, n_coll, jit(spec.collective_ns),
-                 CopyDir::kNone, CollectiveType::kAllReduce, false);
+          free1_[d] = std::max(free1_[d], free0_[d]);
+          launch(dev, 13, free1_,
+                 {GpuOpKind::kKernel, n_coll_, jit(spec_.collective_ns), CopyDir::kNone,
+                  CollectiveType::kAllReduce});
         }
       }
     }
-    if (spec.tiny_kernels_per_step > 0) {
+    if (spec_.tiny_kernels_per_step > 0) {
       // The optimizer waits for the gradients (all streams), then runs many tiny kernels the
       // host cannot launch as fast as the GPU finishes them.
       sync_all();
     }
-    for (int k = 0; k < spec.tiny_kernels_per_step; ++k) {
-      for (int dev = 0; dev < ndev; ++dev) {
-        launch(dev, 7, free0, GpuOpKind::kKernel, n_tiny, jit(spec.tiny_kernel_ns), CopyDir::kNone,
-               CollectiveType::kNone, false);
+    for (int k = 0; k < spec_.tiny_kernels_per_step; ++k) {
+      for (int dev = 0; dev < ndev_; ++dev) {
+        launch(dev, 7, free0_, {GpuOpKind::kKernel, n_tiny_, jit(spec_.tiny_kernel_ns)});
       }
     }
-    if (spec.host_pause_ns > 0) t += jit(spec.host_pause_ns);
+  }
+
+  void one_step(int step) {
+    const TimeNs step_begin = t_;
+    step_prologue(step);
+    step_gpu_work();
+    if (spec_.host_pause_ns > 0) t_ += jit(spec_.host_pause_ns);
     sync_all();
-    if (spec.emit_steps && !spec.use_markers) {
+    if (spec_.emit_steps && !spec_.use_markers) {
       HostRange r;
       r.start = step_begin;
-      r.end = t;
+      r.end = t_;
       r.kind = RangeKind::kStep;
       r.number = step;
-      r.thread = thread;
-      r.name = n_step;
-      out.range(r);
-      ++events;
+      r.thread = kThread;
+      r.name = n_step_;
+      out_.range(r);
+      ++events_;
     }
   }
-  if (spec.emit_steps && spec.use_markers) {
-    Marker m;  // closes the last step
-    m.ts = t;
-    m.kind = MarkerKind::kStepBoundary;
-    m.number = spec.steps;
-    m.thread = thread;
-    m.name = n_step;
-    out.marker(m);
-    ++events;
-  }
-  out.finish(t);
-  return events;
+
+  static constexpr uint32_t kThread = 1;
+  const SyntheticSpec& spec_;
+  std::mt19937_64 rng_;
+  std::uniform_real_distribution<double> uni_;
+  Delivery out_;
+  TimeNs t_;
+  int ndev_;
+  std::vector<TimeNs> free0_, free1_;
+  uint64_t corr_ = 1;
+  uint64_t events_ = 0;
+  NameId n_launch_, n_memcpy_, n_sync_, n_step_, n_data_, n_h2d_, n_coll_, n_tiny_;
+  std::vector<NameId> kernel_names_;
+};
+
+}  // namespace
+
+uint64_t generate_synthetic(const SyntheticSpec& spec, NameTable& names, EventSink& sink) {
+  return SyntheticRun(spec, names, sink).run();
 }
 
 }  // namespace gpuacct

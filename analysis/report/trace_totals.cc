@@ -136,6 +136,55 @@ void TraceTotals::on_range(const HostRange& range) {
   ++steps_;
 }
 
+namespace {
+
+// An op HTA keeps (after the last-step filter), in µs as HTA rounds.
+struct KeptOp {
+  Iv iv;
+  int64_t launch_us;  // INT64_MIN if unknown
+  uint32_t stream;
+  uint16_t device;
+  uint8_t cls;
+};
+
+std::vector<HtaStreamIdle> idle_by_stream(const std::vector<KeptOp>& kept,
+                                          int64_t consecutive_kernel_delay_us) {
+  // Idle breakdown per stream, GPU ops only (no cuda_sync row), in start order (stable: file
+  // order breaks ties; HTA's sort is not stable, so tied starts are the one case that can
+  // differ).
+  std::map<std::pair<uint16_t, uint32_t>, std::vector<const KeptOp*>> by_stream;
+  for (const KeptOp& k : kept) {
+    if (!(k.cls & 4)) by_stream[{k.device, k.stream}].push_back(&k);
+  }
+  std::vector<HtaStreamIdle> out;
+  for (auto& [key, list] : by_stream) {
+    std::stable_sort(list.begin(), list.end(),
+                     [](const KeptOp* a, const KeptOp* b) { return a->iv.s < b->iv.s; });
+    HtaStreamIdle s;
+    s.device = key.first;
+    s.stream = key.second;
+    for (size_t i = 1; i < list.size(); ++i) {
+      // The previous op's end, not the latest end so far: an op overlapping the one before it
+      // has a negative gap, which HTA adds to kernel_wait (its launch call started before the
+      // previous op ended) like any short gap.
+      const int64_t prev_end = list[i - 1]->iv.e;
+      const int64_t gap = list[i]->iv.s - prev_end;
+      if (list[i]->launch_us != std::numeric_limits<int64_t>::min() &&
+          list[i]->launch_us > prev_end) {
+        s.host_wait_us += gap;
+      } else if (gap < consecutive_kernel_delay_us) {
+        s.kernel_wait_us += gap;
+      } else {
+        s.other_us += gap;
+      }
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace
+
 HtaTotals TraceTotals::compute() const {
   HtaTotals t;
   t.gpu_ops = static_cast<int64_t>(ops_.size());
@@ -160,14 +209,7 @@ HtaTotals TraceTotals::compute() const {
   t.last_step_dropped = filter;
   const int64_t last_step_us = ceil_us(last_step_start_);
 
-  struct K {
-    Iv iv;
-    int64_t launch_us;  // INT64_MIN if unknown
-    uint32_t stream;
-    uint16_t device;
-    uint8_t cls;
-  };
-  std::vector<K> kept;
+  std::vector<KeptOp> kept;
   kept.reserve(ops_.size());
   for (const Op& op : ops_) {
     int64_t lts = std::numeric_limits<int64_t>::min();
@@ -182,7 +224,7 @@ HtaTotals TraceTotals::compute() const {
     }
     // A sub-µs op can end before it starts after rounding (ts 100.5, dur 0.4: [101, 100]);
     // HTA keeps that negative length in its unions and gaps, and so do we.
-    kept.push_back(K{iv, has_launch ? lts : std::numeric_limits<int64_t>::min(), op.stream,
+    kept.push_back(KeptOp{iv, has_launch ? lts : std::numeric_limits<int64_t>::min(), op.stream,
                      op.device, op.cls});
   }
   t.gpu_ops_kept = static_cast<int64_t>(kept.size());
@@ -190,7 +232,7 @@ HtaTotals TraceTotals::compute() const {
 
   std::vector<Iv> all, comp, comm;
   all.reserve(kept.size());
-  for (const K& k : kept) {
+  for (const KeptOp& k : kept) {
     all.push_back(k.iv);
     if (k.cls & 1) comm.push_back(k.iv);
     if (k.cls & 2) comp.push_back(k.iv);
@@ -208,36 +250,7 @@ HtaTotals TraceTotals::compute() const {
                                                 static_cast<double>(t.comm_us)
                                           : 0.0;
 
-  // Idle breakdown per stream, GPU ops only (no cuda_sync row), in start order (stable: file
-  // order breaks ties; HTA's sort is not stable, so tied starts are the one case that can
-  // differ).
-  std::map<std::pair<uint16_t, uint32_t>, std::vector<const K*>> by_stream;
-  for (const K& k : kept) {
-    if (!(k.cls & 4)) by_stream[{k.device, k.stream}].push_back(&k);
-  }
-  for (auto& [key, list] : by_stream) {
-    std::stable_sort(list.begin(), list.end(),
-                     [](const K* a, const K* b) { return a->iv.s < b->iv.s; });
-    HtaStreamIdle s;
-    s.device = key.first;
-    s.stream = key.second;
-    for (size_t i = 1; i < list.size(); ++i) {
-      // The previous op's end, not the latest end so far: an op overlapping the one before it
-      // has a negative gap, which HTA adds to kernel_wait (its launch call started before the
-      // previous op ended) like any short gap.
-      const int64_t prev_end = list[i - 1]->iv.e;
-      const int64_t gap = list[i]->iv.s - prev_end;
-      if (list[i]->launch_us != std::numeric_limits<int64_t>::min() &&
-          list[i]->launch_us > prev_end) {
-        s.host_wait_us += gap;
-      } else if (gap < opts_.consecutive_kernel_delay_us) {
-        s.kernel_wait_us += gap;
-      } else {
-        s.other_us += gap;
-      }
-    }
-    t.idle_by_stream.push_back(s);
-  }
+  t.idle_by_stream = idle_by_stream(kept, opts_.consecutive_kernel_delay_us);
   return t;
 }
 
