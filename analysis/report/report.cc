@@ -104,86 +104,72 @@ void add_step_detection_section(const StepDetectionSummary& d, const NameTable& 
                                    {"trailing_partial_step_dropped", d.trailing_partial}};
 }
 
-json report_to_json(const ReportInputs& in) {
-  json out;
-  out["schema"] = kReportSchema;
-  out["generated_by"] = "gpuacct " + std::string(GPUACCT_VERSION_STRING);
+namespace {
 
-  json run = json::object();
-  if (in.metadata != nullptr) {
-    const RunMetadata& m = *in.metadata;
-    run = {{"source", m.source},
-           {"source_path", json_safe_utf8(m.source_path)},
-           {"hostname", json_safe_utf8(m.hostname)},
-           {"pid", m.pid},
-           {"rank", m.rank},
-           {"world_size", m.world_size},
-           {"command", json_safe_utf8(m.command)}};
-    json devs = json::array();
-    for (const DeviceInfo& d : m.devices) {
-      devs.push_back({{"id", d.id},
-                      {"name", json_safe_utf8(d.name)},
-                      {"sm_count", d.sm_count},
-                      {"compute_capability",
-                       std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor)},
-                      {"total_memory", d.total_memory}});
-    }
-    run["devices"] = devs;
-    json other = json::object();
-    for (const auto& [category, n] : m.other_accelerator_events)
-      other[json_safe_utf8(category)] = n;
-    run["other_accelerator_events"] = other;
+json run_json(const RunMetadata* meta) {
+  if (meta == nullptr) return json::object();
+  const RunMetadata& m = *meta;
+  json run = {{"source", m.source},
+              {"source_path", json_safe_utf8(m.source_path)},
+              {"hostname", json_safe_utf8(m.hostname)},
+              {"pid", m.pid},
+              {"rank", m.rank},
+              {"world_size", m.world_size},
+              {"command", json_safe_utf8(m.command)}};
+  json devs = json::array();
+  for (const DeviceInfo& d : m.devices) {
+    devs.push_back({{"id", d.id},
+                    {"name", json_safe_utf8(d.name)},
+                    {"sm_count", d.sm_count},
+                    {"compute_capability",
+                     std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor)},
+                    {"total_memory", d.total_memory}});
   }
-  out["run"] = run;
+  run["devices"] = devs;
+  json other = json::object();
+  for (const auto& [category, n] : m.other_accelerator_events) other[json_safe_utf8(category)] = n;
+  run["other_accelerator_events"] = other;
+  return run;
+}
 
-  if (in.config != nullptr) {
-    const AccountingConfig& c = *in.config;
-    out["config"] = {{"launch_latency_threshold_ns", c.launch_latency_threshold_ns},
-                     {"host_pause_threshold_ns", c.host_pause_threshold_ns},
-                     {"step_touch_tolerance_ns", c.step_touch_tolerance_ns},
-                     {"warmup_steps", c.warmup_steps},
-                     {"pending_launch_timeout_ns", c.pending_launch_timeout_ns}};
-  }
+json summary_json(const RunSummary& s, const RunMetadata* meta) {
+  return {
+      {"steps", s.steps},
+      {"warmup_steps", s.warmup_steps},
+      {"rows", s.rows},
+      {"step_time_ms",
+       {{"p50", s.step_ms_p50}, {"p90", s.step_ms_p90}, {"p99", s.step_ms_p99}, {"mean", s.step_ms_mean}}},
+      {"walls", shares_json(s.walls)},
+      {"categories_ns", categories_json(s.categories)},
+      {"communication",
+       {{"total_ns", s.comm_total_ns},
+        {"exposed_ns", s.categories.comm_exposed},
+        {"overlapped_ns", s.comm_overlapped_ns},
+        {"overlap_share", s.comm_overlap_share}}},
+      {"gpu_busy_ns", s.gpu_busy_ns},
+      {"gpu_busy_share", s.gpu_busy_share},
+      {"compute_share", s.compute_share},
+      {"model_flops", model_flops_json(s, meta)},
+      {"kernels", s.kernels},
+      {"launches", s.launches},
+      {"warmup", {{"walls", shares_json(s.warmup_walls)}}},
+  };
+}
 
-  if (in.summary != nullptr) {
-    const RunSummary& s = *in.summary;
-    out["summary"] = {
-        {"steps", s.steps},
-        {"warmup_steps", s.warmup_steps},
-        {"rows", s.rows},
-        {"step_time_ms",
-         {{"p50", s.step_ms_p50},
-          {"p90", s.step_ms_p90},
-          {"p99", s.step_ms_p99},
-          {"mean", s.step_ms_mean}}},
-        {"walls", shares_json(s.walls)},
-        {"categories_ns", categories_json(s.categories)},
-        {"communication",
-         {{"total_ns", s.comm_total_ns},
-          {"exposed_ns", s.categories.comm_exposed},
-          {"overlapped_ns", s.comm_overlapped_ns},
-          {"overlap_share", s.comm_overlap_share}}},
-        {"gpu_busy_ns", s.gpu_busy_ns},
-        {"gpu_busy_share", s.gpu_busy_share},
-        {"compute_share", s.compute_share},
-        {"model_flops", model_flops_json(s, in.metadata)},
-        {"kernels", s.kernels},
-        {"launches", s.launches},
-        {"warmup", {{"walls", shares_json(s.warmup_walls)}}},
-    };
-    const Verdict& v = s.verdict;
-    out["verdict"] = {{"bound", v.bound},
-                      {"reason", v.reason},
-                      {"severity", to_string(v.severity)},
-                      {"share", v.share},
-                      {"headline", v.headline},
-                      {"recommendation", v.recommendation},
-                      {"mean_step_ms", v.mean_step_ms},
-                      {"what_if_step_ms", v.what_if_step_ms},
-                      {"notes", v.notes}};
-  }
+json verdict_json(const Verdict& v) {
+  return {{"bound", v.bound},
+          {"reason", v.reason},
+          {"severity", to_string(v.severity)},
+          {"share", v.share},
+          {"headline", v.headline},
+          {"recommendation", v.recommendation},
+          {"mean_step_ms", v.mean_step_ms},
+          {"what_if_step_ms", v.what_if_step_ms},
+          {"notes", v.notes}};
+}
 
-  // Top kernels by exposed time.
+// Top kernels by exposed time.
+json top_kernels_json(const ReportInputs& in) {
   std::vector<KernelExposure> kernels = in.kernels;
   std::sort(kernels.begin(), kernels.end(), [](const KernelExposure& a, const KernelExposure& b) {
     return a.exposed_ns != b.exposed_ns ? a.exposed_ns > b.exposed_ns : a.name < b.name;
@@ -200,8 +186,10 @@ json report_to_json(const ReportInputs& in) {
                    {"count", k.count},
                    {"communication", k.communication}});
   }
-  out["top_kernels"] = top;
+  return top;
+}
 
+json idle_gaps_json(const ReportInputs& in) {
   json gaps = json::array();
   for (const IdleGap& g : in.gaps) {
     gaps.push_back({{"step_index", g.step_index},
@@ -217,23 +205,46 @@ json report_to_json(const ReportInputs& in) {
                     {"thread", g.thread},
                     {"op_was_queued", g.op_was_queued}});
   }
-  out["largest_idle_gaps"] = gaps;
+  return gaps;
+}
 
-  json stats = json::array();
-  bool loss = false;
-  if (in.stats != nullptr) {
-    for (size_t i = 0; i < kStatCount; ++i) {
-      const auto s = static_cast<Stat>(i);
-      const StatInfo& info = stat_info(s);
-      stats.push_back({{"name", std::string(info.name)},
-                       {"value", in.stats->get(s)},
-                       {"severity", std::string(to_string(info.severity))},
-                       {"description", std::string(info.description)}});
-    }
-    loss = in.stats->has_data_loss();
+json stats_json(const Stats* stats) {
+  json out = json::array();
+  if (stats == nullptr) return out;
+  for (size_t i = 0; i < kStatCount; ++i) {
+    const auto s = static_cast<Stat>(i);
+    const StatInfo& info = stat_info(s);
+    out.push_back({{"name", std::string(info.name)},
+                   {"value", stats->get(s)},
+                   {"severity", std::string(to_string(info.severity))},
+                   {"description", std::string(info.description)}});
   }
-  out["stats"] = stats;
-  out["data_loss"] = loss;
+  return out;
+}
+
+}  // namespace
+
+json report_to_json(const ReportInputs& in) {
+  json out;
+  out["schema"] = kReportSchema;
+  out["generated_by"] = "gpuacct " + std::string(GPUACCT_VERSION_STRING);
+  out["run"] = run_json(in.metadata);
+  if (in.config != nullptr) {
+    const AccountingConfig& c = *in.config;
+    out["config"] = {{"launch_latency_threshold_ns", c.launch_latency_threshold_ns},
+                     {"host_pause_threshold_ns", c.host_pause_threshold_ns},
+                     {"step_touch_tolerance_ns", c.step_touch_tolerance_ns},
+                     {"warmup_steps", c.warmup_steps},
+                     {"pending_launch_timeout_ns", c.pending_launch_timeout_ns}};
+  }
+  if (in.summary != nullptr) {
+    out["summary"] = summary_json(*in.summary, in.metadata);
+    out["verdict"] = verdict_json(in.summary->verdict);
+  }
+  out["top_kernels"] = top_kernels_json(in);
+  out["largest_idle_gaps"] = idle_gaps_json(in);
+  out["stats"] = stats_json(in.stats);
+  out["data_loss"] = in.stats != nullptr && in.stats->has_data_loss();
 
   json steps = json::array();
   if (in.rows != nullptr) {
@@ -291,19 +302,21 @@ T get_or(const json& j, const char* key, T fallback) {
 
 }  // namespace
 
-StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
-  if (!report.is_object() ||
-      get_or<std::string>(report, "schema", "").rfind("gpuacct.report/", 0) != 0) {
-    return Status::Error("not a gpuacct report (missing \"schema\": \"gpuacct.report/...\")");
-  }
-  const json summary = report.value("summary", json::object());
-  const json verdict = report.value("verdict", json::object());
-  const json run = report.value("run", json::object());
-  const char* bold = color ? "\033[1m" : "";
-  const char* reset = color ? "\033[0m" : "";
-  const char* red = color ? "\033[31m" : "";
+namespace {
 
-  std::ostringstream o;
+// Terminal colours (empty strings without colour).
+struct Style {
+  const char* bold;
+  const char* reset;
+  const char* red;
+};
+
+// "gpuacct - N steps ... on D devices (name) - source - rank R", step detection, step times.
+void render_header(const json& report, const Style& style, std::ostringstream& o) {
+  const json summary = report.value("summary", json::object());
+  const json run = report.value("run", json::object());
+  const char* bold = style.bold;
+  const char* reset = style.reset;
   const int64_t steps = get_or<int64_t>(summary, "steps", 0);
   const int64_t warm = get_or<int64_t>(summary, "warmup_steps", 0);
   const json st = summary.value("step_time_ms", json::object());
@@ -347,6 +360,10 @@ StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
     << fmt("%.2f", get_or<double>(st, "p90", 0)) << " ms   p99 "
     << fmt("%.2f", get_or<double>(st, "p99", 0)) << " ms\n\n";
 
+}
+
+// The five walls: share, ms per step and a bar; model FLOPs; communication hidden.
+void render_walls(const json& summary, std::ostringstream& o) {
   const json walls = summary.value("walls", json::object());
   const double rows =
       std::max<double>(1.0, static_cast<double>(get_or<int64_t>(summary, "rows", 1)));
@@ -377,6 +394,12 @@ StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
       << " ms/step, " << fmt("%.0f", get_or<double>(comm, "overlap_share", 0) * 100)
       << "% hidden behind compute)\n";
   }
+}
+
+// The verdict, its recommendation, the what-if and the notes.
+void render_verdict(const json& verdict, const Style& style, std::ostringstream& o) {
+  const char* bold = style.bold;
+  const char* reset = style.reset;
   o << "\n"
     << bold << "verdict: " << get_or<std::string>(verdict, "headline", "-") << reset << "\n";
   const std::string rec = get_or<std::string>(verdict, "recommendation", "");
@@ -393,6 +416,10 @@ StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
   for (const json& n : verdict.value("notes", json::array())) {
     if (n.is_string()) o << "  note: " << n.get<std::string>() << "\n";
   }
+}
+
+// The largest idle gap, the top kernels and the top native call site.
+void render_details(const json& report, std::ostringstream& o) {
   const json gaps = report.value("largest_idle_gaps", json::array());
   if (!gaps.empty()) {
     const json& g = gaps.front();
@@ -429,6 +456,12 @@ StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
       << get_or<int64_t>(site, "count", 0) << " calls, "
       << fmt("%.1f", get_or<double>(site, "total_ms", 0)) << " ms\n";
   }
+}
+
+// Every non-info stat that counted something, severity first.
+void render_stats(const json& report, const Style& style, std::ostringstream& o) {
+  const char* red = style.red;
+  const char* reset = style.reset;
   for (const json& s : report.value("stats", json::array())) {
     if (get_or<std::string>(s, "severity", "") == "info") continue;
     const int64_t value = get_or<int64_t>(s, "value", 0);
@@ -439,6 +472,22 @@ StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
     o << "  " << red << (loss ? "! data loss: " : "! error (input skipped): ") << reset
       << get_or<std::string>(s, "description", "") << ": " << value << "\n";
   }
+}
+
+}  // namespace
+
+StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
+  if (!report.is_object() ||
+      get_or<std::string>(report, "schema", "").rfind("gpuacct.report/", 0) != 0) {
+    return Status::Error("not a gpuacct report (missing \"schema\": \"gpuacct.report/...\")");
+  }
+  const Style style = color ? Style{"\033[1m", "\033[0m", "\033[31m"} : Style{"", "", ""};
+  std::ostringstream o;
+  render_header(report, style, o);
+  render_walls(report.value("summary", json::object()), o);
+  render_verdict(report.value("verdict", json::object()), style, o);
+  render_details(report, o);
+  render_stats(report, style, o);
   return o.str();
 }
 

@@ -70,7 +70,33 @@ void append_json_string(std::string& out, std::string_view text) {
 
 namespace {
 
-class Out {
+const char* kind_cat(GpuOpKind k) {
+  switch (k) {
+    case GpuOpKind::kKernel:
+      return "kernel";
+    case GpuOpKind::kMemcpy:
+      return "gpu_memcpy";
+    case GpuOpKind::kMemset:
+      return "gpu_memset";
+  }
+  return "kernel";
+}
+
+const char* range_cat(RangeKind k) {
+  switch (k) {
+    case RangeKind::kStep:
+      return "step";
+    case RangeKind::kData:
+      return "data";
+    case RangeKind::kUser:
+      return "user_annotation";
+  }
+  return "user_annotation";
+}
+
+}  // namespace
+
+class TimelineWriter::Out {
  public:
   explicit Out(TimeNs origin) : origin_(origin) { s.reserve(1 << 20); }
   std::string s;
@@ -156,33 +182,7 @@ class Out {
   bool first_ = true;
 };
 
-const char* kind_cat(GpuOpKind k) {
-  switch (k) {
-    case GpuOpKind::kKernel:
-      return "kernel";
-    case GpuOpKind::kMemcpy:
-      return "gpu_memcpy";
-    case GpuOpKind::kMemset:
-      return "gpu_memset";
-  }
-  return "kernel";
-}
-
-const char* range_cat(RangeKind k) {
-  switch (k) {
-    case RangeKind::kStep:
-      return "step";
-    case RangeKind::kData:
-      return "data";
-    case RangeKind::kUser:
-      return "user_annotation";
-  }
-  return "user_annotation";
-}
-
-}  // namespace
-
-std::string TimelineWriter::to_json() const {
+TimeNs TimelineWriter::origin() const {
   TimeNs origin = std::numeric_limits<TimeNs>::max();
   for (const auto& o : ops_) origin = std::min(origin, o.start);
   for (const auto& c : calls_) origin = std::min(origin, c.start);
@@ -191,21 +191,10 @@ std::string TimelineWriter::to_json() const {
   for (const auto& g : segments_) origin = std::min(origin, g.start);
   for (const auto& r : rows_) origin = std::min(origin, r.window_begin);
   if (origin == std::numeric_limits<TimeNs>::max()) origin = 0;
+  return origin;
+}
 
-  Out out(origin);
-  out.s += "{\"displayTimeUnit\":\"ms\",\"otherData\":{";
-  out.str("generator", "gpuacct timeline");
-  out.s += ',';
-  out.str("source", meta_.source);
-  out.s += ',';
-  out.str("source_path", meta_.source_path);
-  out.s += ',';
-  out.num("rank", meta_.rank);
-  out.s += ',';
-  out.num("origin_ns", origin);
-  out.s += "},\"traceEvents\":[";
-
-  // Track names.
+void TimelineWriter::write_track_names(Out& out) const {
   std::set<uint16_t> devices;
   std::set<std::pair<uint16_t, uint32_t>> streams;
   for (const auto& o : ops_) {
@@ -243,6 +232,9 @@ std::string TimelineWriter::to_json() const {
     for (uint32_t t : threads) out.meta("thread_name", kHostPid, t, "thread " + std::to_string(t));
   }
 
+}
+
+void TimelineWriter::write_accounting(Out& out) const {
   // Category ("wall") track.
   for (const auto& g : segments_) {
     out.complete(to_string(g.category), "gpuacct_wall", g.device, kWallTid, g.start, g.end);
@@ -272,7 +264,9 @@ std::string TimelineWriter::to_json() const {
     out.num("kernels", r.kernels);
     out.s += "}}";
   }
-  // GPU ops.
+}
+
+void TimelineWriter::write_gpu_ops(Out& out) const {
   for (const auto& o : ops_) {
     out.complete(names_.text(o.name), kind_cat(o.kind), o.device, o.stream, o.start, o.end);
     out.s += ",\"args\":{";
@@ -295,7 +289,9 @@ std::string TimelineWriter::to_json() const {
     }
     out.s += "}}";
   }
-  // Host.
+}
+
+void TimelineWriter::write_host(Out& out) const {
   for (const auto& r : ranges_) {
     out.complete(names_.text(r.name), range_cat(r.kind), kHostPid, r.thread, r.start, r.end);
     if (r.number >= 0) {
@@ -325,6 +321,27 @@ std::string TimelineWriter::to_json() const {
     out.ts("ts", m.ts);
     out.s += "}";
   }
+}
+
+std::string TimelineWriter::to_json() const {
+  const TimeNs origin = this->origin();
+  Out out(origin);
+  out.s += "{\"displayTimeUnit\":\"ms\",\"otherData\":{";
+  out.str("generator", "gpuacct timeline");
+  out.s += ',';
+  out.str("source", meta_.source);
+  out.s += ',';
+  out.str("source_path", meta_.source_path);
+  out.s += ',';
+  out.num("rank", meta_.rank);
+  out.s += ',';
+  out.num("origin_ns", origin);
+  out.s += "},\"traceEvents\":[";
+
+  write_track_names(out);
+  write_accounting(out);
+  write_gpu_ops(out);
+  write_host(out);
   out.s += "\n]}\n";
   return std::move(out.s);
 }

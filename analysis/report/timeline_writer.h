@@ -56,6 +56,13 @@ class TimelineWriter final : public EventSink {
   Status write(const std::string& path) const;
 
  private:
+  class Out;  // the JSON being written (timeline_writer.cc)
+  TimeNs origin() const;  // the earliest time of all: the timeline's 0
+  void write_track_names(Out& out) const;
+  void write_accounting(Out& out) const;  // the wall track and the step windows
+  void write_gpu_ops(Out& out) const;
+  void write_host(Out& out) const;  // ranges, CUDA calls, markers
+
   const NameTable& names_;
   RunMetadata meta_;
   std::vector<GpuOp> ops_;
