@@ -1,0 +1,417 @@
+// StepAccountant: delivery (out of order, late, incremental finalisation and freed state),
+// steps from markers, warm-up, host-only rows, bad input, and the derived outputs (kernel
+// exposure, category segments).  The per-rule tests with hand-computed truth are in
+// step_accountant_test.cc.
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "analysis/accounting/step_accountant.h"
+#include "analysis/accounting/step_accountant_test_util.h"
+#include "analysis/model/name_table.h"
+
+namespace gpuacct {
+namespace {
+
+using namespace testing_util;  // NOLINT(google-build-using-namespace): test helpers
+
+Trace two_step_trace() {
+  Trace t;
+  t.step(0, us(1000), 0);
+  t.step(us(1000), us(4000), 1);
+  t.step(us(4000), us(5000), 2);
+  t.data(0, us(300));
+  t.kernel(us(300), us(305), us(310), us(900));
+  t.collective(us(306), us(309), us(500), us(1200));
+  t.kernel(us(1100), us(1105), us(1300), us(3500));
+  t.copy(us(1106), us(1110), us(1120), us(1250), CopyDir::kH2D);
+  t.kernel(us(4100), us(4105), us(4110), us(4900));
+  t.call(us(3600), us(3700));
+  return t;
+}
+
+// Events delivered in random order, in batches, with watermarks: the same rows.
+TEST(StepAccountant, OutOfOrderAndLateDelivery) {
+  const Trace t = two_step_trace();
+  const auto expected = run(t);
+  ASSERT_EQ(expected.size(), 3u);
+
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 50; ++trial) {
+    // Flatten, shuffle, deliver in batches of 3; the watermark is the smallest end among
+    // events not yet delivered (the contract's strongest valid promise).
+    struct Ev {
+      int kind;
+      size_t i;
+      TimeNs end;
+    };
+    std::vector<Ev> evs;
+    for (size_t i = 0; i < t.b.gpu_ops.size(); ++i) evs.push_back({0, i, t.b.gpu_ops[i].end});
+    for (size_t i = 0; i < t.b.api_calls.size(); ++i) evs.push_back({1, i, t.b.api_calls[i].end});
+    for (size_t i = 0; i < t.b.ranges.size(); ++i) evs.push_back({2, i, t.b.ranges[i].end});
+    std::shuffle(evs.begin(), evs.end(), rng);
+    StepAccountant acc(no_warmup());
+    size_t emitted_before_finish = 0;
+    for (size_t i = 0; i < evs.size(); ++i) {
+      const Ev& e = evs[i];
+      if (e.kind == 0) acc.add_gpu_op(t.b.gpu_ops[e.i]);
+      if (e.kind == 1) acc.add_api_call(t.b.api_calls[e.i]);
+      if (e.kind == 2) acc.add_range(t.b.ranges[e.i]);
+      if (i % 3 == 2) {
+        TimeNs w = INT64_MAX;
+        for (size_t j = i + 1; j < evs.size(); ++j) w = std::min(w, evs[j].end);
+        acc.advance_watermark(w);
+        emitted_before_finish = acc.rows().size();
+      }
+    }
+    acc.finish();
+    const auto& got = acc.rows();
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].window_begin, expected[i].window_begin);
+      EXPECT_EQ(got[i].window_end, expected[i].window_end);
+      EXPECT_EQ(got[i].cat.compute, expected[i].cat.compute);
+      EXPECT_EQ(got[i].cat.comm_exposed, expected[i].cat.comm_exposed);
+      EXPECT_EQ(got[i].cat.copy_input, expected[i].cat.copy_input);
+      EXPECT_EQ(got[i].cat.data_wait, expected[i].cat.data_wait);
+      EXPECT_EQ(got[i].cat.launch_gap, expected[i].cat.launch_gap);
+      EXPECT_EQ(got[i].cat.host_other, expected[i].cat.host_other);
+    }
+    (void)emitted_before_finish;
+    EXPECT_EQ(acc.stats().get(Stat::late_gpu_ops_dropped), 0);
+  }
+}
+
+// Steps finalise as soon as the watermark allows, and their state is freed.
+TEST(StepAccountant, FinalisesIncrementallyAndFreesState) {
+  const Trace t = two_step_trace();
+  StepAccountant acc(no_warmup());
+  acc.add(t.b);
+  EXPECT_TRUE(acc.rows().empty());
+  acc.advance_watermark(us(1300));  // step 0 window ends at 1200 us; its host end 1000 us
+  ASSERT_EQ(acc.rows().size(), 1u);
+  const size_t retained = acc.retained_events();
+  acc.advance_watermark(us(6000));
+  EXPECT_EQ(acc.rows().size(), 3u);
+  EXPECT_LT(acc.retained_events(), retained);
+}
+
+// A GPU op arriving after its step was finalised is dropped and counted, never silent.
+// A run whose launches come from ever new threads (thread pools, short-lived workers, or a
+// recording with garbage thread ids) keeps no state for threads whose events are all done.
+TEST(StepAccountant, StateForFinishedThreadsIsFreed) {
+  StepAccountant acc(no_warmup());
+  for (int i = 0; i < 10000; ++i) {
+    Trace t;
+    t.next_corr = static_cast<uint64_t>(i) + 1;
+    const TimeNs b = us(100 * i);
+    t.step(b, b + us(100), i);
+    t.kernel(b + us(10), b + us(12), b + us(20), b + us(60), 0, 7, static_cast<uint32_t>(1000 + i));
+    acc.add(t.b);
+    acc.advance_watermark(b + us(100));
+  }
+  // Correlation ids are pruned in batches (at most a few thousand kept); threads are not kept.
+  EXPECT_LT(acc.retained_events(), 6000u);
+  acc.finish();
+  EXPECT_EQ(acc.rows().size(), 10000u);
+}
+
+TEST(StepAccountant, LateOpIsCountedAsDataLoss) {
+  Trace t = two_step_trace();
+  StepAccountant acc(no_warmup());
+  acc.add(t.b);
+  acc.advance_watermark(us(6000));
+  ASSERT_EQ(acc.rows().size(), 3u);
+  GpuOp late;
+  late.start = us(100);
+  late.end = us(200);
+  acc.add_gpu_op(late);
+  acc.finish();
+  EXPECT_EQ(acc.stats().get(Stat::late_gpu_ops_dropped), 1);
+  EXPECT_TRUE(acc.stats().has_data_loss());
+}
+
+// A step waits for a launched op that has not arrived yet (it may still run in the window).
+TEST(StepAccountant, WaitsForPendingLaunch) {
+  Trace t;
+  t.step(0, us(1000), 0);
+  t.step(us(1000), us(2000), 1);
+  t.kernel(us(10), us(15), us(20), us(800));
+  GpuOp held = t.b.gpu_ops.back();
+  t.b.gpu_ops.pop_back();
+  StepAccountant acc(no_warmup());
+  acc.add(t.b);
+  acc.advance_watermark(us(1500));
+  EXPECT_TRUE(acc.rows().empty()) << "the op of a seen launch call has not arrived";
+  acc.add_gpu_op(held);
+  acc.advance_watermark(us(1600));
+  ASSERT_EQ(acc.rows().size(), 1u);
+  EXPECT_EQ(acc.rows()[0].window_end, us(800));
+}
+
+// Rule 6: warm-up steps are flagged.
+TEST(StepAccountant, WarmupStepsAreFlagged) {
+  Trace t;
+  for (int i = 0; i < 5; ++i) {
+    t.step(us(1000.0 * i), us(1000.0 * (i + 1)), i);
+    t.kernel(us(1000.0 * i + 1), us(1000.0 * i + 5), us(1000.0 * i + 10), us(1000.0 * i + 900));
+  }
+  AccountingConfig cfg;
+  cfg.warmup_steps = 2;
+  const auto rows = run(t, cfg);
+  ASSERT_EQ(rows.size(), 5u);
+  EXPECT_TRUE(rows[0].warmup);
+  EXPECT_TRUE(rows[1].warmup);
+  EXPECT_FALSE(rows[2].warmup);
+  EXPECT_EQ(rows[3].step_number, 3);
+}
+
+// Steps from markers: one mark per iteration; the open last step ends at its last CUDA call.
+TEST(StepAccountant, StepsFromMarkers) {
+  Trace t;
+  for (int i = 0; i < 3; ++i) {
+    t.b.markers.push_back(Marker{us(1000.0 * i), 0, i, 1, 4, MarkerKind::kStepBoundary, {}});
+    t.kernel(us(1000.0 * i + 1), us(1000.0 * i + 5), us(1000.0 * i + 10), us(1000.0 * i + 900));
+  }
+  t.call(us(2900), us(2950));
+  const auto rows = run(t);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[2].host_end, us(2950));
+  for (const auto& r : rows) expect_exact(r);
+  EXPECT_EQ(rows[1].window_begin, rows[0].window_end);
+}
+
+// No GPU at all: host-only rows whose idle time is split by the host's activity.
+TEST(StepAccountant, HostOnlyRowsWithoutGpu) {
+  Trace t;
+  t.step(0, us(1000), 0);
+  t.step(us(1000), us(2000), 1);
+  t.data(us(100), us(400));
+  t.data(us(1000), us(1700));
+  const auto rows = run(t);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].device, 0xFFFF);
+  EXPECT_EQ(rows[0].cat.data_wait, us(300));
+  EXPECT_EQ(rows[1].cat.data_wait, us(700));
+  EXPECT_EQ(rows[0].cat.host_other, us(700));
+  expect_exact(rows[0]);
+  expect_exact(rows[1]);
+}
+
+// Bad input is counted and skipped, never a crash.
+TEST(StepAccountant, InvalidEventsAreCountedAndSkipped) {
+  Trace t;
+  t.step(0, us(1000));
+  t.kernel(us(10), us(15), us(20), us(500));
+  GpuOp bad;
+  bad.start = us(300);
+  bad.end = us(100);
+  t.b.gpu_ops.push_back(bad);
+  t.b.ranges.push_back(HostRange{us(900), us(800), -1, 1, 0, RangeKind::kData, {}});
+  t.step(us(500), us(1500));  // overlaps the first step
+  StepAccountant acc(no_warmup());
+  acc.add(t.b);
+  acc.finish();
+  EXPECT_EQ(acc.stats().get(Stat::invalid_events_skipped), 2);
+  EXPECT_EQ(acc.stats().get(Stat::overlapping_steps_skipped), 1);
+  ASSERT_EQ(acc.rows().size(), 1u);
+  expect_exact(acc.rows()[0]);
+}
+
+// Exposure: compute split equally between concurrent kernels; sums to compute + comm.
+// Timestamps near the int64 limits (a corrupt recording) would overflow window lengths: they
+// are skipped as invalid, and the rest is accounted exactly.
+TEST(StepAccountant, TimestampsNearInt64LimitsAreSkipped) {
+  constexpr TimeNs kMax = std::numeric_limits<TimeNs>::max();
+  constexpr TimeNs kMin = std::numeric_limits<TimeNs>::min();
+  Trace t;
+  t.step(us(0), us(100));
+  t.kernel(us(10), us(12), us(20), us(50));
+  t.kernel(us(30), us(31), kMin, kMax);  // spans every window
+  t.step(kMin, us(-1));                  // a step "before" everything
+  t.call(us(60), kMax);
+  Marker m;
+  m.kind = MarkerKind::kStepBoundary;
+  m.ts = kMax;
+  t.b.markers.push_back(m);
+  StepAccountant acc(no_warmup());
+  acc.add(t.b);
+  acc.finish();
+  ASSERT_EQ(acc.rows().size(), 1u);
+  const StepRow& r = acc.rows()[0];
+  expect_exact(r);
+  EXPECT_EQ(r.window_begin, us(0));
+  EXPECT_EQ(r.window_end, us(50));  // its last op's end
+  EXPECT_EQ(r.cat.compute, us(30));
+  EXPECT_EQ(acc.stats().get(Stat::invalid_events_skipped), 4);
+}
+
+// Bad input whose rows must not depend on the order events were delivered in: a correlation id
+// used by two launch calls (the earliest call is the launch), and two step ranges that begin
+// at the same instant (the shorter one is the step; the other overlaps it and is skipped).
+TEST(StepAccountant, TiesInBadInputDoNotDependOnDeliveryOrder) {
+  Trace t;
+  t.step(us(0), us(100), 0);
+  t.step(us(0), us(300), 7);
+  t.step(us(100), us(200), 1);
+  t.kernel(us(10), us(11), us(150), us(160));
+  t.b.api_calls.push_back(HostApiCall{us(120), us(121), 1, 1, 1, HostApiKind::kLaunch, {}});
+  for (int order = 0; order < 2; ++order) {
+    if (order == 1) {
+      std::reverse(t.b.api_calls.begin(), t.b.api_calls.end());
+      std::reverse(t.b.ranges.begin(), t.b.ranges.end());
+    }
+    const auto rows = run(t);
+    ASSERT_EQ(rows.size(), 2u) << "order " << order;
+    EXPECT_EQ(rows[0].step_number, 0) << "order " << order;
+    EXPECT_EQ(rows[0].kernels, 1u) << "order " << order;  // launched at 10 us, in step 0
+    EXPECT_EQ(rows[0].window_end, us(160)) << "order " << order;
+    EXPECT_EQ(rows[1].kernels, 0u) << "order " << order;
+  }
+}
+
+// A step range nested in another is skipped; the ops launched inside it belong to the outer
+// step, whether the steps are finalised one by one or many at once at the end.
+TEST(StepAccountant, OpsInsideASkippedNestedStepStayWithTheOuterStep) {
+  Trace t;
+  for (int i = 0; i < 6; ++i) {
+    const TimeNs b = us(1000 * i);
+    t.step(b, b + us(1000), i);
+    t.kernel(b + us(10), b + us(12), b + us(20), b + us(100));
+  }
+  t.step(us(1400), us(1600), 99);                    // nested in step 1: skipped
+  t.kernel(us(1500), us(1501), us(1510), us(1900));  // launched in step 1, inside the nested one
+  for (bool incremental : {false, true}) {
+    StepAccountant acc(no_warmup());
+    acc.add(t.b);
+    if (incremental) {
+      for (int i = 1; i <= 7; ++i) acc.advance_watermark(us(1000 * i));
+    }
+    acc.finish();
+    const auto& rows = acc.rows();
+    ASSERT_EQ(rows.size(), 6u) << "incremental " << incremental;
+    EXPECT_EQ(rows[1].kernels, 2u) << "incremental " << incremental;
+    EXPECT_EQ(rows[1].window_end, us(1900)) << "incremental " << incremental;
+    EXPECT_EQ(acc.stats().get(Stat::overlapping_steps_skipped), 1);
+  }
+}
+
+// Issue 8, item 1: a step range that begins up to the touch tolerance (1 us: rounding by the
+// trace writer) before the previous one ends touches it -- it begins where that one ends --
+// instead of being skipped (which merged two steps into one row).  Beyond the tolerance, or
+// nested, it is still skipped and counted.  All at once, and live with the next step arriving
+// before or after the previous one is finalised, give the same rows.
+TEST(StepAccountant, StepsOverlappingByRoundingTouch) {
+  const TimeNs tol = AccountingConfig{}.step_touch_tolerance_ns;
+  ASSERT_EQ(tol, 1000);
+  // Nominal boundaries every 1000 us; each step's recorded begin is moved earlier by `early`.
+  const TimeNs early[] = {0, 1, tol, tol + 1, 0, 500};
+  Trace t;
+  for (int i = 0; i < 6; ++i) {
+    const TimeNs b = us(1000 * i);
+    t.step(b - early[i], b + us(1000), i);
+    t.kernel(b + us(10), b + us(11), b + us(20), b + us(100));
+  }
+  t.step(us(6000) - 500, us(6000) - 100, 99);  // nested at step 5's end: not touching
+  for (int mode = 0; mode < 3; ++mode) {
+    StepAccountant acc(no_warmup());
+    if (mode == 0) {  // all at once
+      acc.add(t.b);
+    } else {
+      // Live: step i's events, then (mode 2) a watermark that finalises it before step i+1
+      // arrives; mode 1 delivers everything first and finalises step by step.
+      if (mode == 1) acc.add(t.b);
+      for (int i = 0; i < 6; ++i) {
+        if (mode == 2) {
+          acc.add_range(t.b.ranges[static_cast<size_t>(i)]);
+          acc.add_api_call(t.b.api_calls[static_cast<size_t>(i)]);
+          acc.add_gpu_op(t.b.gpu_ops[static_cast<size_t>(i)]);
+          if (i == 5) acc.add_range(t.b.ranges[6]);
+        }
+        acc.advance_watermark(us(1000 * (i + 1)) + 1);
+      }
+    }
+    acc.finish();
+    const auto& rows = acc.rows();
+    ASSERT_EQ(rows.size(), 5u) << "mode " << mode;
+    const int64_t numbers[] = {0, 1, 2, 4, 5};
+    for (size_t r = 0; r < rows.size(); ++r) {
+      EXPECT_EQ(rows[r].step_number, numbers[r]) << "mode " << mode << " row " << r;
+      EXPECT_EQ(rows[r].host_begin, us(static_cast<double>(1000 * numbers[r])))
+          << "mode " << mode << " row " << r;
+      expect_exact(rows[r]);
+    }
+    EXPECT_EQ(rows[1].kernels, 1u);
+    EXPECT_EQ(rows[1].duration(), us(1000)) << "mode " << mode;  // not two steps long
+    EXPECT_EQ(acc.stats().get(Stat::step_boundaries_aligned), 3) << "mode " << mode;
+    // Step 3 (1 ns beyond the tolerance) and the nested range: skipped all at once; live,
+    // step 3 arrives once step 2 is final (late, data loss) in mode 2.
+    const int64_t skipped = acc.stats().get(Stat::overlapping_steps_skipped);
+    const int64_t late = acc.stats().get(Stat::late_steps_dropped);
+    EXPECT_EQ(skipped + late, 2) << "mode " << mode;
+    if (mode < 2) {
+      EXPECT_EQ(skipped, 2) << "mode " << mode;
+    }
+  }
+}
+
+// Device id 65535 is the host-only rows' marker (device -1 in reports): an op claiming it is
+// a corrupt record, skipped, not a GPU whose rows would read as host-only.
+TEST(StepAccountant, DeviceIdOfHostOnlyRowsIsInvalid) {
+  Trace t;
+  t.step(us(0), us(100));
+  t.kernel(us(10), us(12), us(20), us(50), /*device=*/0xFFFF);
+  StepAccountant acc(no_warmup());
+  acc.add(t.b);
+  acc.finish();
+  ASSERT_EQ(acc.rows().size(), 1u);
+  EXPECT_EQ(acc.rows()[0].cat.compute, 0);
+  EXPECT_EQ(acc.stats().get(Stat::invalid_events_skipped), 1);
+}
+
+TEST(StepAccountant, KernelExposureSumsToComputeAndComm) {
+  Trace t;
+  t.step(0, us(1000));
+  GpuOp& a = t.kernel(0, us(5), us(10), us(410), 0, 7);
+  a.name = 10;
+  GpuOp& b = t.kernel(us(1), us(6), us(210), us(610), 0, 8);
+  b.name = 11;
+  t.collective(us(2), us(7), us(500), us(800));
+  StepAccountant acc(no_warmup());
+  acc.add(t.b);
+  acc.finish();
+  const auto k = acc.kernel_exposure();
+  int64_t total = 0;
+  int64_t a_ns = 0;
+  for (const auto& e : k) {
+    total += e.exposed_ns;
+    if (e.name == 10) a_ns = e.exposed_ns;
+  }
+  const StepRow& r = acc.rows()[0];
+  EXPECT_EQ(total, r.cat.compute + r.cat.comm_exposed);
+  EXPECT_EQ(a_ns, us(200) + us(100));  // alone 200 us, shared 200 us
+}
+
+// Segments (timeline) cover each window exactly with one category per instant.
+TEST(StepAccountant, SegmentsTileTheWindow) {
+  const Trace t = two_step_trace();
+  StepAccountant acc(no_warmup());
+  std::vector<CategorySegment> segs;
+  acc.set_segment_sink([&](const CategorySegment& s) { segs.push_back(s); });
+  acc.add(t.b);
+  acc.finish();
+  ASSERT_FALSE(segs.empty());
+  TimeNs pos = acc.rows().front().window_begin;
+  for (const auto& s : segs) {
+    EXPECT_EQ(s.start, pos);
+    EXPECT_LT(s.start, s.end);
+    pos = s.end;
+  }
+  EXPECT_EQ(pos, acc.rows().back().window_end);
+}
+
+}  // namespace
+}  // namespace gpuacct

@@ -1,0 +1,88 @@
+// Helpers shared by the StepAccountant rule tests (step_accountant_test.cc,
+// step_accountant_delivery_test.cc): events built with automatic correlation ids, times in
+// microseconds so the thresholds (30 us launch latency, 100 us host pause) read naturally.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "analysis/accounting/step_accountant.h"
+
+namespace gpuacct::testing_util {
+
+inline constexpr TimeNs us(double v) {
+  return static_cast<TimeNs>(v * 1000.0);
+}
+
+// Builds events for a test with automatic correlation ids.
+struct Trace {
+  EventBatch b;
+  uint64_t next_corr = 1;
+
+  // A launch call on `thread` during [a, b) and the kernel it launched running [ks, ke).
+  GpuOp& kernel(TimeNs a, TimeNs b_, TimeNs ks, TimeNs ke, uint16_t device = 0, uint32_t stream = 7,
+                uint32_t thread = 1) {
+    const uint64_t c = next_corr++;
+    b.api_calls.push_back(HostApiCall{a, b_, c, thread, 1, HostApiKind::kLaunch, {}});
+    GpuOp op;
+    op.start = ks;
+    op.end = ke;
+    op.correlation_id = c;
+    op.device = device;
+    op.stream = stream;
+    op.name = 2;
+    b.gpu_ops.push_back(op);
+    return b.gpu_ops.back();
+  }
+  GpuOp& collective(TimeNs a, TimeNs b_, TimeNs ks, TimeNs ke, uint16_t device = 0,
+                    uint32_t stream = 13) {
+    GpuOp& op = kernel(a, b_, ks, ke, device, stream);
+    op.collective = CollectiveType::kAllReduce;
+    op.name = 3;
+    return op;
+  }
+  GpuOp& copy(TimeNs a, TimeNs b_, TimeNs ks, TimeNs ke, CopyDir dir, uint16_t device = 0,
+              uint32_t stream = 9) {
+    GpuOp& op = kernel(a, b_, ks, ke, device, stream);
+    op.kind = GpuOpKind::kMemcpy;
+    op.copy_dir = dir;
+    b.api_calls.back().kind = HostApiKind::kCopy;
+    return op;
+  }
+  void step(TimeNs a, TimeNs b_, int64_t number = -1, uint32_t thread = 1) {
+    b.ranges.push_back(HostRange{a, b_, number, thread, 4, RangeKind::kStep, {}});
+  }
+  void data(TimeNs a, TimeNs b_, uint32_t thread = 1) {
+    b.ranges.push_back(HostRange{a, b_, -1, thread, 5, RangeKind::kData, {}});
+  }
+  void call(TimeNs a, TimeNs b_, HostApiKind kind = HostApiKind::kSync, uint32_t thread = 1) {
+    b.api_calls.push_back(HostApiCall{a, b_, 0, thread, 6, kind, {}});
+  }
+};
+
+inline AccountingConfig no_warmup() {
+  AccountingConfig c;
+  c.warmup_steps = 0;
+  return c;
+}
+
+inline std::vector<StepRow> run(const Trace& t, AccountingConfig cfg = no_warmup()) {
+  StepAccountant acc(cfg);
+  acc.add(t.b);
+  acc.finish();
+  return acc.rows();
+}
+
+inline void expect_exact(const StepRow& r) {
+  EXPECT_EQ(r.cat.sum(), r.duration()) << "categories must sum to the window";
+  EXPECT_GE(r.cat.compute, 0);
+  EXPECT_GE(r.cat.comm_exposed, 0);
+  EXPECT_GE(r.cat.copy_input, 0);
+  EXPECT_GE(r.cat.copy_other, 0);
+  EXPECT_GE(r.cat.data_wait, 0);
+  EXPECT_GE(r.cat.launch_gap, 0);
+  EXPECT_GE(r.cat.host_other, 0);
+}
+
+}  // namespace gpuacct::testing_util
