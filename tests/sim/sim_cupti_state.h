@@ -1,0 +1,207 @@
+// Internal to the fake CUPTI (libcupti.so.13): the shared state, its locks and the steps the
+// translation units call on each other (state, engine hooks, delivery, exported API).  Nothing
+// here is exported (the library is built with hidden visibility).
+#ifndef GPUACCT_TESTS_SIM_SIM_CUPTI_STATE_H_
+#define GPUACCT_TESTS_SIM_SIM_CUPTI_STATE_H_
+
+#include <cupti.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "sim_internal.h"
+
+#define CUPTI_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace sim_cupti {
+
+// ---- callback names ----------------------------------------------------------------------------
+
+constexpr size_t kMaxCbid = 1024;  // > CUPTI_DRIVER_TRACE_CBID_SIZE (807)
+
+// The number of callback ids of a domain; 0 for an unknown domain.
+size_t DomainCbidLimit(CUpti_CallbackDomain d);
+
+// Names as cuptiGetCallbackName returns them ("cudaLaunchKernel_v7000") and the callback's
+// functionName ("cudaLaunchKernel", the version suffix stripped).  Built once, never freed; the
+// stripped names live in `storage` (a deque: its strings never move), so every allocation stays
+// reachable from the table (LeakSanitizer saw the strings leaked when only their buffers were
+// kept).
+struct NameTables {
+  const char* full[3][kMaxCbid] = {};
+  const char* plain[3][kMaxCbid] = {};
+  std::deque<std::string> storage;
+  NameTables();
+};
+const NameTables& Names();
+
+// ---- records ----------------------------------------------------------------------------------
+
+union AnyRecord {
+  CUpti_Activity base;
+  CUpti_ActivityKernel10 kernel;
+  CUpti_ActivityMemcpy6 memcpy;
+  CUpti_ActivityMemcpyPtoP4 p2p;
+  CUpti_ActivityMemset4 memset;
+  CUpti_ActivityAPI api;
+  CUpti_ActivitySynchronization2 sync;
+  CUpti_ActivityExternalCorrelation ext;
+};
+
+// The size of one record of `kind` in a client buffer; 0 for a kind the sim does not produce.
+size_t RecordSize(CUpti_ActivityKind kind);
+
+struct Pending {
+  uint64_t complete_at;  // sim time at which the record is complete (GPU end / API end)
+  uint64_t lane;         // delivery lane: one per host thread, one per (device, stream)
+  uint8_t delay;         // flushes to hold the record back once it is complete
+  AnyRecord rec;
+};
+
+constexpr uint64_t kHostLaneBit = 1ull << 63;
+constexpr size_t kThresholdStep = 4096;  // pending records between buffer fills
+constexpr size_t kMaxPendingWithoutBuffers = 1u << 20;
+
+// The seeded generator behind delay draws and delivery order.
+uint64_t SplitMix(uint64_t& s);
+
+// GPUACCT_SIM_FAULTS, parsed.
+struct Faults {
+  bool subscribe_refused = false;
+  uint64_t drop_first = 0;                 // drop=N
+  uint64_t drop_every = 0;                 // drop_every=K
+  int64_t buffer_refused = 0;              // buffer_refused (-1: every request) / buffer_refused=N
+  std::unordered_set<std::string> errors;  // error:FUNCTION
+
+  void Parse(const char* spec);
+};
+
+struct ClientBuffer {
+  uint8_t* buf = nullptr;
+  size_t size = 0;
+  size_t used = 0;  // bytes from buf (alignment padding included) = validSize
+  size_t count = 0;
+  size_t max_records = 0;
+};
+
+struct Completed {
+  uint8_t* buf;
+  size_t size;
+  size_t valid;
+};
+
+enum class PlaceMode { kThreshold, kFlush, kForced, kPeriodic };
+
+// Locks, outermost first: fill_mu (recursive; one thread fills client buffers at a time; held
+// while calling bufferRequested), deliver_mu (recursive; held while calling bufferCompleted),
+// mu (short critical sections over the state; never held while calling the client).
+struct State {
+  std::mutex mu;
+  std::recursive_mutex fill_mu;
+  std::recursive_mutex deliver_mu;
+  std::condition_variable worker_cv;
+
+  // Fault and delivery knobs (re-read by Configure()).
+  Faults faults;
+  std::atomic<bool> any_error_fault{false};
+  uint64_t rng = 1;
+  uint32_t delay_pct = 5;
+  bool shuffle = true;
+  bool forced_zero_incomplete = true;
+
+  // Subscriber (one per process, as with real CUPTI).
+  bool subscribed = false;
+  std::string subscriber_name;
+  std::atomic<CUpti_CallbackFunc> callback{nullptr};
+  // Read by callbacks on any thread without the lock, so atomic: a callback racing
+  // cuptiUnsubscribe (a SIGTERM's final flush) reads it while it changes.
+  std::atomic<void*> userdata{nullptr};
+  std::atomic<uint8_t> cb_enabled[CUPTI_CB_DOMAIN_SIZE][kMaxCbid] = {};
+
+  // Activity configuration.
+  std::atomic<uint8_t> kind_enabled[CUPTI_ACTIVITY_KIND_COUNT] = {};
+  std::atomic<uint8_t> runtime_api[kMaxCbid] = {};
+  std::atomic<uint8_t> driver_api[kMaxCbid] = {};
+  std::atomic<int> thread_id_type{CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT};
+  std::atomic<bool> latency_timestamps{false};
+  // CUPTI's clock: sim time + clock_shift (GPUACCT_SIM_CUPTI_CLOCK), or the client's timestamp
+  // callback once one is registered.
+  std::atomic<int64_t> clock_shift{0};
+  std::atomic<CUpti_TimestampCallbackFunc> timestamp_cb{nullptr};
+  uint64_t attrs[16] = {};
+  CUpti_BuffersCallbackRequestFunc request = nullptr;
+  CUpti_BuffersCallbackCompleteFunc complete = nullptr;
+
+  // Records and buffers.
+  std::deque<Pending> pending;
+  size_t next_threshold = kThresholdStep;
+  uint64_t produced = 0;
+  uint64_t dropped = 0;
+  int64_t buffer_requests = 0;
+  ClientBuffer current;        // guarded by fill_mu
+  std::deque<Completed> done;  // guarded by mu, delivered under deliver_mu
+
+  // Worker thread: periodic flush + asynchronous delivery of full buffers.
+  std::thread worker;
+  bool worker_started = false;
+  bool worker_stop = false;
+  uint32_t flush_period_ms = 0;
+
+  State() { Configure(); }
+  // (Re-)reads the fault and delivery knobs from the environment.
+  void Configure();
+};
+
+// Never destroyed: the client's exit-time flushes may run after our static destructors would.
+State& S();
+
+// True when GPUACCT_SIM_FAULTS has error:<fn>.
+bool Faulted(const char* fn);
+
+#define SIM_FAULT_POINT()                                           \
+  do {                                                              \
+    if (::sim_cupti::Faulted(__func__)) return CUPTI_ERROR_UNKNOWN; \
+  } while (0)
+
+// The thread id a record carries, for CUpti_ActivityThreadIdType `type`.
+uint32_t ThreadIdFor(int type);
+
+// Per-thread external correlation stacks (cuptiActivityPush/PopExternalCorrelationId).
+extern thread_local std::vector<uint64_t> t_external[CUPTI_EXTERNAL_CORRELATION_KIND_SIZE];
+
+// The distance from the sim clock to CUPTI's clock now (GPUACCT_SIM_CUPTI_CLOCK, or the client's
+// timestamp callback once one is registered).
+int64_t CuptiClockShift(State& s);
+
+// Drops the subscriber, the activity configuration and every record (s.mu held).
+void ResetLocked(State& s);
+
+bool ValidSubscriber(State& s, CUpti_SubscriberHandle h);
+
+// ---- engine hooks (sim_cupti_records.cc) ------------------------------------------------------
+
+extern const SimTracer kTracer;
+
+// ---- buffers and delivery (sim_cupti_delivery.cc) ----------------------------------------------
+
+// Starts the worker thread (periodic flush, asynchronous delivery) once.  s.mu held.
+void StartWorkerLocked(State& s);
+// Moves pending records into client buffers, as `mode` allows, then delivers (or wakes the
+// worker for a threshold fill).
+void Place(PlaceMode mode);
+// Hands completed buffers to the client's bufferCompleted.
+void Deliver();
+// Queues the current client buffer for delivery (fill_mu held).
+void QueueCurrent(State& s, bool even_empty);
+
+}  // namespace sim_cupti
+
+#endif  // GPUACCT_TESTS_SIM_SIM_CUPTI_STATE_H_
