@@ -109,16 +109,25 @@ class SimTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_NE(C().handle, nullptr) << dlerror();
+    UnsetSimEnvironment();
+    setenv("GPUACCT_SIM_DELAY_PCT", "0", 1);  // tests opt into late records explicitly
+    ResetAll();
+  }
+  // The settings a test made must not reach the tests after it, fixture or not (the EndToEnd
+  // tests start scenario processes that inherit the environment; seen with --gtest_shuffle).
+  void TearDown() override {
+    UnsetSimEnvironment();
+    simReset();
+  }
+
+  static void UnsetSimEnvironment() {
     for (const char* v :
          {"GPUACCT_SIM_FAULTS", "GPUACCT_SIM_SEED", "GPUACCT_SIM_DELAY_PCT", "GPUACCT_SIM_SHUFFLE",
           "GPUACCT_SIM_CLOCK", "GPUACCT_SIM_FORCED_INCOMPLETE", "GPUACCT_SIM_CUPTI_CLOCK",
           "GPUACCT_SIM_NESTED_IDS", "GPUACCT_SIM_DEVICE_MEMORY"}) {
       unsetenv(v);
     }
-    setenv("GPUACCT_SIM_DELAY_PCT", "0", 1);  // tests opt into late records explicitly
-    ResetAll();
   }
-  void TearDown() override { simReset(); }
 
   // Re-reads the environment into the sim and the fake CUPTI, clears the client.
   void ResetAll(int devices = 2) {
