@@ -133,7 +133,7 @@ void Pipeline::drop_incomplete_ops() {
                             [](const GpuOp& op) { return op.start <= 0 || op.end <= 0; });
   const auto n_bad = std::distance(bad, batch_.gpu_ops.end());
   if (n_bad > 0) {
-    acc_.mutable_stats().add(Stat::invalid_events_skipped, n_bad);
+    acc_.mutable_stats().add(Stat::cupti_records_incomplete, n_bad);
     batch_.gpu_ops.erase(bad, batch_.gpu_ops.end());
   }
 }
@@ -208,12 +208,31 @@ bool Pipeline::detecting() const {
 }
 
 // The ranges go to the accountant before the watermark that may finalise them; at the end a
-// step the capture cut off is counted (Stat::incomplete_trailing_step).  They are not recorded:
-// the recording holds what was collected, and `gpuacct analyze` of it detects the same steps
-// with the same component (tests/e2e run_e2e.py same_steps), step_detection section included.
+// step the capture cut off is counted (Stat::incomplete_trailing_step).  They are recorded, and
+// the metadata carries the step_detection section: `gpuacct analyze` of the recording accounts
+// exactly the steps live found (detection decides on what it has seen so far, so a whole-file
+// detection of an irregular run could place them differently), the same section included
+// (tests/e2e run_e2e.py same_steps).
 void Pipeline::add_detected_steps(int64_t watermark, bool final) {
   if (!detecting()) return;
-  detection_.poll_into(acc_, acc_.mutable_stats(), watermark, final);
+  const std::vector<HostRange> steps =
+      detection_.poll_into(acc_, acc_.mutable_stats(), watermark, final);
+  if (steps.empty()) return;
+  record([&] {
+    EventBatch b;
+    b.ranges = steps;
+    return recording_.write_batch(b);
+  });
+}
+
+// The report's step_detection section when steps were to be detected (none when a step source
+// marked them): one object for the report and for the recording's metadata.
+nlohmann::json Pipeline::step_detection_section() const {
+  nlohmann::json sections = nlohmann::json::object();
+  if (cfg_.auto_steps && !host_.explicit_steps()) {
+    add_step_detection_section(detection_.summary(), names_, &sections);
+  }
+  return sections;
 }
 
 // ---- outputs --------------------------------------------------------------------------------
@@ -237,7 +256,7 @@ void Pipeline::record(Write write) {
   Status st;
   if (record_pending_) {  // one attempt
     record_pending_ = false;
-    mkdir_p(cfg_.output_dir);
+    ensure_output_dir();
     recording_ok_ = true;
     st = recording_.open(base_ + ".gpuacct");
   }
@@ -252,12 +271,10 @@ void Pipeline::record(Write write) {
 }
 
 void Pipeline::finish_recording(const RunMetadata& meta) {
-  // The writer's own counters go into the file; the failures of this run's other outputs
-  // (the stream) are not facts about the recording.
-  Stats stats = acc_.stats();
-  stats.set(Stat::stream_rows_lost, 0);
+  // The file keeps the collector's counters (StatOrigin::kCollection): what never became an
+  // event in it.
   record([&] { return recording_.write_metadata(meta); });
-  record([&] { return recording_.write_stats(stats); });
+  record([&] { return recording_.write_stats(acc_.stats()); });
   record([&] { return recording_.close(); });
 }
 
@@ -275,6 +292,9 @@ RunMetadata Pipeline::metadata(bool final) {
   if (final) {
     meta.command = read_cmdline();
     describe_new_devices(meta.devices);
+    const nlohmann::json detection = step_detection_section();
+    if (detection.contains("step_detection"))
+      meta.step_detection = detection["step_detection"].dump();
   }
   std::sort(meta.devices.begin(), meta.devices.end(),
             [](const DeviceInfo& a, const DeviceInfo& b) { return a.id < b.id; });
@@ -293,7 +313,7 @@ CollectionFacts Pipeline::collection_facts(const GpuCollectionState& gpu) const 
   f.buffer_bytes = static_cast<int64_t>(cfg_.buffer_mb) << 20;
   f.buffers_allocated = col.buffers_allocated();
   f.totals = &parser_.totals();
-  f.step_source = host_.explicit_steps()         ? host_.step_source()
+  f.step_source = host_.explicit_steps()           ? host_.step_source()
                   : detection_.summary().steps > 0 ? "detected"
                                                    : "none";
   f.native_sites = sites_.to_json(5);
@@ -313,11 +333,9 @@ void Pipeline::finish(const GpuCollectionState& gpu) {
   nlohmann::json extra = nlohmann::json::object();
   extra["collection"] = collection_section(collection_facts(gpu));
   // Steps detected: the same section, keys and place as a file's (analysis/input/input.cc).
-  if (cfg_.auto_steps && !host_.explicit_steps()) {
-    add_step_detection_section(detection_.summary(), names_, &extra);
-  }
+  extra.update(step_detection_section());
   const nlohmann::json report = build_report(acc_, meta, names_, extra);
-  mkdir_p(cfg_.output_dir);
+  mkdir_p(cfg_.output_dir);  // again: the directory may have been removed while the job ran
   const std::string path = base_ + ".json";
   const Status written = write_file_atomic(path, report.dump(2) + "\n");
   stream_.write_trailer(

@@ -101,6 +101,7 @@ class Pipeline {
   // Live step detection: analysis's StepDetection (the component whole files use) polled up
   // to the watermark; its step ranges reach the accountant through poll_into, as offline.
   bool detecting() const;
+  nlohmann::json step_detection_section() const;
   void add_detected_steps(int64_t watermark, bool final);
   void write_row(const StepRow& row);
   void maybe_write_summary();

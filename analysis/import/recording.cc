@@ -47,15 +47,20 @@ json metadata_to_json(const RunMetadata& m) {
                     {"compute_minor", d.compute_minor},
                     {"total_memory", d.total_memory}});
   }
-  return {{"source", m.source},
-          {"source_path", m.source_path},
-          {"hostname", m.hostname},
-          {"pid", m.pid},
-          {"rank", m.rank},
-          {"world_size", m.world_size},
-          {"command", m.command},
-          {"devices", devs},
-          {"gpuacct_version", m.gpuacct_version}};
+  json out = {{"source", m.source},
+              {"source_path", m.source_path},
+              {"hostname", m.hostname},
+              {"pid", m.pid},
+              {"rank", m.rank},
+              {"world_size", m.world_size},
+              {"command", m.command},
+              {"devices", devs},
+              {"gpuacct_version", m.gpuacct_version}};
+  if (!m.step_detection.empty()) {
+    json section = json::parse(m.step_detection, nullptr, /*allow_exceptions=*/false);
+    if (section.is_object()) out["step_detection"] = section;
+  }
+  return out;
 }
 
 // Reads the integer `key` of `j` into `out` when present.  Only a JSON integer that fits T is
@@ -89,6 +94,12 @@ Status metadata_from_json(const json& j, RunMetadata& m) {
   GPUACCT_RETURN_IF_ERROR(integer_field(j, "pid", m.pid));
   GPUACCT_RETURN_IF_ERROR(integer_field(j, "rank", m.rank));
   GPUACCT_RETURN_IF_ERROR(integer_field(j, "world_size", m.world_size));
+  const auto detection = j.find("step_detection");
+  if (detection != j.end()) {
+    if (!detection->is_object())
+      return Status::Error("metadata field 'step_detection' is not an object");
+    m.step_detection = detection->dump();
+  }
   const auto devices = j.find("devices");
   if (devices == j.end()) return Status::Ok();
   if (!devices->is_array()) return Status::Error("metadata field 'devices' is not an array");
@@ -171,6 +182,7 @@ Status RecordingWriter::write_stats(const Stats& stats) {
   json j = json::object();
   for (size_t i = 0; i < kStatCount; ++i) {
     const auto s = static_cast<Stat>(i);
+    if (stat_info(s).origin != StatOrigin::kCollection) continue;  // a re-analysis counts those
     if (stats.get(s) != 0) j[std::string(stat_info(s).name)] = stats.get(s);
   }
   const std::string text = j.dump();
@@ -388,6 +400,9 @@ Status RecordingReader::decode_stats() {
   GPUACCT_RETURN_IF_ERROR(decode_json(j, "stats"));
   for (size_t i = 0; i < kStatCount; ++i) {
     const auto s = static_cast<Stat>(i);
+    // Only what the collector alone knew; older recordings also hold the accountant's own
+    // counters, which this analysis counts again.
+    if (stat_info(s).origin != StatOrigin::kCollection) continue;
     auto it = j.find(std::string(stat_info(s).name));
     // Counters are non-negative; a negative or non-integer value is corrupt and ignored.
     if (it != j.end() && it->is_number_unsigned()) {

@@ -184,16 +184,56 @@ TEST(Recording, BrokenFilesGiveClearErrors) {
 TEST(Recording, CorruptStatsValuesAreIgnored) {
   // A STATS chunk with a negative and a non-integer value, in both versions.
   const std::string text =
-      R"({"cupti_records_dropped": -5, "unknown_names": 2.5, "steps_finalized": 3})";
+      R"({"cupti_records_dropped": -5, "host_records_dropped": 2.5, "cupti_buffers_refused": 3})";
   for (const std::string& file :
        {file_header(1) + chunk_v1(8, 1, text.size(), text) + chunk_v1(9, 0, 0, ""),
         file_header(2) + chunk_v2(8, 1, text) + chunk_v2(9, 0, "")}) {
     Stats st;
     ASSERT_EQ(read_error(file, nullptr, &st), "");
     EXPECT_EQ(st.get(Stat::cupti_records_dropped), 0);
-    EXPECT_EQ(st.get(Stat::unknown_names), 0);
-    EXPECT_EQ(st.get(Stat::steps_finalized), 3);
+    EXPECT_EQ(st.get(Stat::host_records_dropped), 0);
+    EXPECT_EQ(st.get(Stat::cupti_buffers_refused), 3);
   }
+}
+
+// A recording carries only what the collector alone knew (StatOrigin::kCollection).  The
+// accountant's counters (events received, steps finalised, late drops, ...) are counted again by
+// whoever analyses the recording: carried, they were counted twice (gpu_ops_received 200 live,
+// 400 in `gpuacct analyze` of the run's recording).
+TEST(Recording, CarriesOnlyTheCollectorsCounters) {
+  Stats live;
+  live.add(Stat::cupti_records_dropped, 7);
+  live.add(Stat::host_ranges_dropped, 2);
+  live.add(Stat::gpu_ops_received, 200);
+  live.add(Stat::steps_finalized, 20);
+  live.add(Stat::late_gpu_ops_dropped, 1);
+  live.add(Stat::stream_rows_lost, 4);
+  const std::string path = tmp_path("gpuacct_stats_origin.gpuacct");
+  {
+    RecordingWriter w;
+    ASSERT_TRUE(w.open(path).ok());
+    ASSERT_TRUE(w.write_stats(live).ok());
+    ASSERT_TRUE(w.close().ok());
+  }
+  std::ifstream in(path, std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Stats read;
+  ASSERT_EQ(read_error(file, nullptr, &read), "");
+  for (size_t i = 0; i < kStatCount; ++i) {
+    const auto s = static_cast<Stat>(i);
+    const bool carried = stat_info(s).origin == StatOrigin::kCollection;
+    EXPECT_EQ(read.get(s), carried ? live.get(s) : 0) << stat_info(s).name;
+  }
+  EXPECT_EQ(file.find("gpu_ops_received"), std::string::npos) << "not even written";
+  // An older recording that holds the accountant's counters: they are ignored on reading.
+  const std::string old_text = R"({"gpu_ops_received": 200, "cupti_records_dropped": 7})";
+  Stats from_old;
+  ASSERT_EQ(read_error(file_header(2) + chunk_v2(8, 1, old_text) + chunk_v2(9, 0, ""), nullptr,
+                       &from_old),
+            "");
+  EXPECT_EQ(from_old.get(Stat::gpu_ops_received), 0);
+  EXPECT_EQ(from_old.get(Stat::cupti_records_dropped), 7);
+  std::remove(path.c_str());
 }
 
 TEST(Recording, AbandonedWriterLeavesNothing) {

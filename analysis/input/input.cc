@@ -102,6 +102,15 @@ StatusOr<InputContents> Input::read(NameTable& names, EventSink& sink, Stats& st
   if (!detection.input_marks_steps()) {
     detection.detect_into(sink, stats);
     add_step_detection_section(detection.summary(), names, &out.sections);
+  } else if (!out.metadata.step_detection.empty()) {
+    // A live run's recording: its steps are the ranges the library detected, recorded with
+    // the section that describes them.
+    out.sections["step_detection"] = nlohmann::json::parse(out.metadata.step_detection);
+    // Live detection counted a step the capture cut off (StepDetection::poll_into); that count
+    // is the accountant's kind, not carried by the recording: count it here, as live did.
+    if (out.sections["step_detection"].value("trailing_partial_step_dropped", false)) {
+      stats.add(Stat::incomplete_trailing_step);
+    }
   }
   return out;
 }

@@ -31,6 +31,11 @@ struct RunMetadata {
   // "mtia_runtime", "xpu_runtime", "hpu_op", ...), by category, most frequent first: the
   // verdict names them when there is no CUDA GPU work to account.
   std::vector<std::pair<std::string, int64_t>> other_accelerator_events;
+  // A live run that detected its steps: its report's "step_detection" section (JSON object
+  // text, report/report.h add_step_detection_section).  Recordings carry it with the detected
+  // step ranges, so a re-analysis reports the steps and the section live found; empty
+  // otherwise.
+  std::string step_detection;
 };
 
 }  // namespace gpuacct

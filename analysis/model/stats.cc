@@ -3,7 +3,8 @@
 namespace gpuacct {
 namespace {
 constexpr StatInfo kInfos[] = {
-#define GPUACCT_STAT_INFO(name, sev, desc) {#name, StatSeverity::sev, desc},
+#define GPUACCT_STAT_INFO(name, sev, origin, desc) \
+  {#name, StatSeverity::sev, StatOrigin::origin, desc},
     GPUACCT_STATS_LIST(GPUACCT_STAT_INFO)
 #undef GPUACCT_STAT_INFO
 };

@@ -14,43 +14,65 @@ namespace gpuacct {
 
 enum class StatSeverity : uint8_t { kInfo, kError, kDataLoss };
 
-// X(name, severity, description)
-#define GPUACCT_STATS_LIST(X)                                                                   \
-  X(gpu_ops_received, kInfo, "GPU operations received")                                         \
-  X(api_calls_received, kInfo, "host CUDA API calls received")                                  \
-  X(ranges_received, kInfo, "host ranges received")                                             \
-  X(markers_received, kInfo, "markers received")                                                \
-  X(steps_finalized, kInfo, "steps finalised")                                                  \
-  X(ops_outside_steps, kInfo, "GPU ops that ran outside every step window")                     \
-  X(unmatched_launches, kInfo, "launch calls whose GPU op never arrived")                       \
-  X(incomplete_trailing_step, kInfo, "open step at the end of the run that was dropped")        \
-  X(invalid_events_skipped, kError, "events skipped: end before start or out of range")         \
-  X(step_boundaries_aligned, kInfo,                                                             \
-    "step ranges that began within the touch tolerance (rounding) before the previous step "    \
-    "ended; they begin where it ends")                                                          \
-  X(overlapping_steps_skipped, kError,                                                          \
-    "step ranges that overlapped an earlier step (nested or concurrent), skipped: their time "  \
-    "is in the neighbouring rows")                                                              \
-  X(unknown_names, kError, "events naming an unknown string id")                                \
-  X(late_gpu_ops_dropped, kDataLoss, "GPU ops that arrived after their step was finalised")     \
-  X(late_host_events_dropped, kDataLoss,                                                        \
-    "host events that arrived after their step was finalised")                                  \
-  X(late_steps_dropped, kDataLoss, "step ranges that arrived after later steps were finalised") \
-  X(cupti_records_dropped, kDataLoss, "activity records CUPTI dropped (buffers full)")          \
-  X(cupti_buffers_refused, kDataLoss, "activity buffers refused at the pool cap")               \
-  X(cupti_records_unparsed, kDataLoss, "activity records of an unexpected kind or version")     \
-  X(host_records_dropped, kDataLoss, "host ranges/markers dropped (per-thread ring full)")      \
-  X(host_ranges_dropped, kDataLoss,                                                             \
-    "step / data ranges dropped: nested deeper than the per-thread cap, or too many "           \
-    "nvtxRangeStart ranges open at once")                                                       \
-  X(native_sites_dropped, kInfo, "native call-site samples left out (the site table was full)") \
-  X(stream_rows_lost, kDataLoss, "per-step stream rows that could not be written (disk full?)") \
-  X(recordings_abandoned, kDataLoss, "recordings abandoned after a failed write (disk full?)")  \
-  X(importer_events_skipped, kError, "trace events skipped by the importer (malformed)")        \
-  X(importer_unknown_categories, kInfo, "trace events of categories the importer ignores")
+// Who counts it, which says whether a recording carries it:
+//   kCollection - only the live collector knows it (what CUPTI or the host rings dropped, what
+//                 never became an event): recordings carry it, a re-analysis adds it;
+//   kAccounting - counted again by whoever accounts the events (received, late, skipped,
+//                 detected): recordings do not carry it, so a re-analysis does not count twice;
+//   kOutput     - about the live run's own output files (stream, recording): not carried.
+enum class StatOrigin : uint8_t { kCollection, kAccounting, kOutput };
+
+// X(name, severity, origin, description)
+#define GPUACCT_STATS_LIST(X)                                                                  \
+  X(gpu_ops_received, kInfo, kAccounting, "GPU operations received")                           \
+  X(api_calls_received, kInfo, kAccounting, "host CUDA API calls received")                    \
+  X(ranges_received, kInfo, kAccounting, "host ranges received")                               \
+  X(markers_received, kInfo, kAccounting, "markers received")                                  \
+  X(steps_finalized, kInfo, kAccounting, "steps finalised")                                    \
+  X(ops_outside_steps, kInfo, kAccounting, "GPU ops that ran outside every step window")       \
+  X(unmatched_launches, kInfo, kAccounting, "launch calls whose GPU op never arrived")         \
+  X(incomplete_trailing_step, kInfo, kAccounting,                                              \
+    "open step at the end of the run that was dropped")                                        \
+  X(invalid_events_skipped, kError, kAccounting,                                               \
+    "events skipped: end before start or out of range")                                        \
+  X(step_boundaries_aligned, kInfo, kAccounting,                                               \
+    "step ranges that began within the touch tolerance (rounding) before the previous step "   \
+    "ended; they begin where it ends")                                                         \
+  X(overlapping_steps_skipped, kError, kAccounting,                                            \
+    "step ranges that overlapped an earlier step (nested or concurrent), skipped: their time " \
+    "is in the neighbouring rows")                                                             \
+  X(unknown_names, kError, kAccounting, "events naming an unknown string id")                  \
+  X(late_gpu_ops_dropped, kDataLoss, kAccounting,                                              \
+    "GPU ops that arrived after their step was finalised")                                     \
+  X(late_host_events_dropped, kDataLoss, kAccounting,                                          \
+    "host events that arrived after their step was finalised")                                 \
+  X(late_steps_dropped, kDataLoss, kAccounting,                                                \
+    "step ranges that arrived after later steps were finalised")                               \
+  X(cupti_records_dropped, kDataLoss, kCollection,                                             \
+    "activity records CUPTI dropped (buffers full)")                                           \
+  X(cupti_buffers_refused, kDataLoss, kCollection, "activity buffers refused at the pool cap") \
+  X(cupti_records_unparsed, kDataLoss, kCollection,                                            \
+    "activity records of an unexpected kind or version")                                       \
+  X(cupti_records_incomplete, kError, kCollection,                                             \
+    "activity records a forced flush handed out unfinished (zero timestamps), skipped")        \
+  X(host_records_dropped, kDataLoss, kCollection,                                              \
+    "host ranges/markers dropped (per-thread ring full)")                                      \
+  X(host_ranges_dropped, kDataLoss, kCollection,                                               \
+    "step / data ranges dropped: nested deeper than the per-thread cap, or too many "          \
+    "nvtxRangeStart ranges open at once")                                                      \
+  X(native_sites_dropped, kInfo, kCollection,                                                  \
+    "native call-site samples left out (the site table was full)")                             \
+  X(stream_rows_lost, kDataLoss, kOutput,                                                      \
+    "per-step stream rows that could not be written (disk full?)")                             \
+  X(recordings_abandoned, kDataLoss, kOutput,                                                  \
+    "recordings abandoned after a failed write (disk full?)")                                  \
+  X(importer_events_skipped, kError, kAccounting,                                              \
+    "trace events skipped by the importer (malformed)")                                        \
+  X(importer_unknown_categories, kInfo, kAccounting,                                           \
+    "trace events of categories the importer ignores")
 
 enum class Stat : uint16_t {
-#define GPUACCT_STAT_ENUM(name, sev, desc) name,
+#define GPUACCT_STAT_ENUM(name, sev, origin, desc) name,
   GPUACCT_STATS_LIST(GPUACCT_STAT_ENUM)
 #undef GPUACCT_STAT_ENUM
       kCount
@@ -61,6 +83,7 @@ inline constexpr size_t kStatCount = static_cast<size_t>(Stat::kCount);
 struct StatInfo {
   std::string_view name;
   StatSeverity severity;
+  StatOrigin origin;
   std::string_view description;
 };
 

@@ -496,6 +496,12 @@ def case_same_steps() -> None:
                   f"{marks}: the live rows differ from `analyze` of the recording")
             check(live["summary"] == offline["summary"] and live["verdict"] == offline["verdict"],
                   f"{marks}: the live summary differs from `analyze` of the recording")
+            live_stats = {s["name"]: s["value"] for s in live["stats"]}
+            offline_stats = {s["name"]: s["value"] for s in offline["stats"]}
+            check(live_stats == offline_stats,
+                  f"{marks}: counters differ live vs analyze: " + str(
+                      {k: (v, offline_stats.get(k)) for k, v in live_stats.items()
+                       if offline_stats.get(k) != v}))
             check(live.get("step_detection") == offline.get("step_detection"),
                   f"{marks}: step_detection live {live.get('step_detection')} offline "
                   f"{offline.get('step_detection')}")
