@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "analysis/model/name_table.h"
+#include "analysis/report/report.h"
 #include "cupti_hooks/activity_parser.h"
 #include "cupti_hooks/collector.h"
 #include "inject/pipeline.h"
@@ -148,7 +149,7 @@ void BM_SummaryLine(benchmark::State& state) {
   const gpuacct::AccountingConfig config;
   for (auto _ : state) {
     const std::string line =
-        gpuacct::inject::summary_line(gpuacct::inject::summary_report(rows, stats, config, meta),
+        gpuacct::inject::summary_line(gpuacct::summary_report(rows, stats, config, meta),
                                       static_cast<int64_t>(n), true)
             .dump();
     benchmark::DoNotOptimize(line.data());

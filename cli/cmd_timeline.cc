@@ -42,10 +42,7 @@ StatusOr<InputTimeline> timeline_of_input(const std::string& path, const Account
   out.names = std::make_unique<NameTable>();
   out.writer = std::make_unique<TimelineWriter>(*out.names);
   TimelineWriter& tw = *out.writer;
-  AccountingObservers observers;
-  observers.events = &tw;
-  observers.on_row = [&tw](const StepRow& r) { tw.on_step_row(r); };
-  observers.on_segment = [&tw](const CategorySegment& s) { tw.on_segment(s); };
+  const AccountingObservers observers = timeline_observers(tw);
   InputOptions opts;
   opts.progress = progress;
   auto accounted = account_input(input.value(), cfg, *out.names, opts, observers);

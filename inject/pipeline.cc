@@ -41,17 +41,6 @@ std::string read_cmdline() {
 
 }  // namespace
 
-nlohmann::json summary_report(const std::vector<StepRow>& rows, const Stats& stats,
-                              const AccountingConfig& config, const RunMetadata& meta) {
-  const RunSummary summary = summarize(rows, stats, VerdictBands{}, &meta);
-  ReportInputs in;
-  in.metadata = &meta;
-  in.config = &config;
-  in.summary = &summary;
-  in.stats = &stats;
-  return report_to_json(in);
-}
-
 nlohmann::json summary_line(const nlohmann::json& report, int64_t step_rows, bool provisional) {
   // The report's counters that are not zero, without their descriptions.
   nlohmann::json stats = nlohmann::json::array();

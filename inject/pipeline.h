@@ -50,12 +50,8 @@
 
 namespace gpuacct::inject {
 
-// The report's summary, verdict, stats and data_loss over `rows` (no rows, no kernels, no
-// gaps: what a summary line needs).  The same functions as the report: summarize +
-// report_to_json.
-nlohmann::json summary_report(const std::vector<StepRow>& rows, const Stats& stats,
-                              const AccountingConfig& config, const RunMetadata& meta);
-// A summary line (inject/step_stream.h) from a report or a summary_report().
+// A summary line (inject/step_stream.h) from a report or a summary_report()
+// (analysis/report/report.h).
 nlohmann::json summary_line(const nlohmann::json& report, int64_t step_rows, bool provisional);
 
 class Pipeline {

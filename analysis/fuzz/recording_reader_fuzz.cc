@@ -20,10 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gpuacct;
   NameTable names;
   TimelineWriter timeline(names);
-  AccountingObservers observers;
-  observers.events = &timeline;
-  observers.on_row = [&](const StepRow& r) { timeline.on_step_row(r); };
-  observers.on_segment = [&](const CategorySegment& s) { timeline.on_segment(s); };
+  const AccountingObservers observers = timeline_observers(timeline);
   const Input input = Input::from_buffer(
       std::string_view(reinterpret_cast<const char*>(data), size), "fuzz", InputFormat::kRecording);
   auto accounted = account_input(input, AccountingConfig{}, names, {}, observers);

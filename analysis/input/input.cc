@@ -115,6 +115,14 @@ StatusOr<InputContents> Input::read(NameTable& names, EventSink& sink, Stats& st
   return out;
 }
 
+AccountingObservers timeline_observers(TimelineWriter& timeline) {
+  AccountingObservers observers;
+  observers.events = &timeline;
+  observers.on_row = [&timeline](const StepRow& r) { timeline.on_step_row(r); };
+  observers.on_segment = [&timeline](const CategorySegment& s) { timeline.on_segment(s); };
+  return observers;
+}
+
 StatusOr<AccountedInput> account_input(const Input& input, const AccountingConfig& cfg,
                                        NameTable& names, const InputOptions& opts,
                                        const AccountingObservers& observers) {

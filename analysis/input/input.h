@@ -32,6 +32,7 @@
 #include "analysis/model/run_metadata.h"
 #include "analysis/model/stats.h"
 #include "analysis/model/status.h"
+#include "analysis/report/timeline_writer.h"
 
 namespace gpuacct {
 
@@ -97,6 +98,10 @@ struct AccountingObservers {
   StepAccountant::RowSink on_row;
   StepAccountant::SegmentSink on_segment;
 };
+
+// Observers that fill `timeline` with the input's events, step rows and category segments
+// (`gpuacct timeline`, the fuzzers).
+AccountingObservers timeline_observers(TimelineWriter& timeline);
 
 struct AccountedInput {
   InputContents contents;

@@ -256,15 +256,32 @@ json report_to_json(const ReportInputs& in) {
   return out;
 }
 
+namespace {
+
+// The inputs every report has: the run, the config, the summary (verdict) and the stats.
+ReportInputs summary_inputs(const RunSummary& summary, const AccountingConfig& config,
+                            const Stats& stats, const RunMetadata& meta) {
+  ReportInputs in;
+  in.metadata = &meta;
+  in.config = &config;
+  in.summary = &summary;
+  in.stats = &stats;
+  return in;
+}
+
+}  // namespace
+
+json summary_report(const std::vector<StepRow>& rows, const Stats& stats,
+                    const AccountingConfig& config, const RunMetadata& meta) {
+  const RunSummary summary = summarize(rows, stats, VerdictBands{}, &meta);
+  return report_to_json(summary_inputs(summary, config, stats, meta));
+}
+
 json build_report(const StepAccountant& acc, const RunMetadata& meta, const NameTable& names,
                   const json& extra) {
   const RunSummary summary = summarize(acc.rows(), acc.stats(), VerdictBands{}, &meta);
-  ReportInputs in;
-  in.metadata = &meta;
-  in.config = &acc.config();
+  ReportInputs in = summary_inputs(summary, acc.config(), acc.stats(), meta);
   in.rows = &acc.rows();
-  in.summary = &summary;
-  in.stats = &acc.stats();
   in.names = &names;
   in.kernels = acc.kernel_exposure();
   in.gaps = acc.largest_gaps();

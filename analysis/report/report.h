@@ -44,6 +44,11 @@ void add_step_detection_section(const StepDetectionSummary& detection, const Nam
                                 nlohmann::json* sections);
 nlohmann::json report_to_json(const ReportInputs& in);
 
+// The report's summary, verdict, config, stats and data_loss over `rows` (no rows, kernels
+// or gaps): what a provisional summary line of the live stream holds (inject/step_stream.h).
+nlohmann::json summary_report(const std::vector<StepRow>& rows, const Stats& stats,
+                              const AccountingConfig& config, const RunMetadata& meta);
+
 // Builds the whole report from a finished accountant (convenience for CLI and library).
 nlohmann::json build_report(const StepAccountant& acc, const RunMetadata& meta,
                             const NameTable& names, const nlohmann::json& extra = {});

@@ -153,31 +153,29 @@ class TimelineWriter::Out {
     us_digits("dur", "", span(start, end));
   }
   void meta(const char* what, int64_t pid, int64_t tid, std::string_view name) {
-    begin_event();
-    s += "{\"ph\":\"M\",\"name\":\"";
-    s += what;
-    s += "\",";
-    num("pid", pid);
-    s += ',';
-    num("tid", tid);
-    s += ",\"args\":{";
+    begin_meta(what, pid, tid);
     str("name", name);
     s += "}}";
   }
   void sort_index(const char* what, int64_t pid, int64_t tid, int64_t index) {
-    begin_event();
-    s += "{\"ph\":\"M\",\"name\":\"";
-    s += what;
-    s += "\",";
-    num("pid", pid);
-    s += ',';
-    num("tid", tid);
-    s += ",\"args\":{";
+    begin_meta(what, pid, tid);
     num("sort_index", index);
     s += "}}";
   }
 
  private:
+  // A metadata event up to its open "args" object.
+  void begin_meta(const char* what, int64_t pid, int64_t tid) {
+    begin_event();
+    s += "{\"ph\":\"M\",\"name\":\"";
+    s += what;
+    s += "\",";
+    num("pid", pid);
+    s += ',';
+    num("tid", tid);
+    s += ",\"args\":{";
+  }
+
   TimeNs origin_;
   bool first_ = true;
 };

@@ -1,8 +1,8 @@
 // stream_summary_check STREAM.jsonl: checks every summary line of a library's step stream
 // against the C++ summary of the step rows before it.  For each line (provisional or final)
 // the rows above it are read back into StepRows and summarised with the library's own
-// functions (inject/pipeline.h summary_report / summary_line: summarize + report_to_json),
-// with the counters the line carries; summary, verdict, data_loss and step_rows must be equal.
+// functions (report/report.h summary_report, inject/pipeline.h summary_line: summarize +
+// report_to_json), with the counters the line carries; summary, verdict, data_loss and step_rows must be equal.
 // Exit status 0 when every line matches (prints how many were checked), 1 on a mismatch, 2 on
 // bad input or a stream that lost rows (gap lines: the rows to check are not all there).
 //
@@ -17,6 +17,7 @@
 #include "analysis/accounting/step_row.h"
 #include "analysis/model/run_metadata.h"
 #include "analysis/model/stats.h"
+#include "analysis/report/report.h"
 #include "inject/pipeline.h"
 
 namespace {
@@ -95,7 +96,7 @@ int main(int argc, char** argv) {
       }
       if (!line.contains("summary")) continue;  // the header
       const json expected = gpuacct::inject::summary_line(
-          gpuacct::inject::summary_report(rows, stats_from_line(line), {}, meta),
+          gpuacct::summary_report(rows, stats_from_line(line), {}, meta),
           static_cast<int64_t>(rows.size()), line.value("provisional", false));
       json got = line;
       json want = expected;
