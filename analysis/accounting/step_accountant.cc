@@ -160,6 +160,14 @@ struct StepAccountant::Impl {
   size_t corr_prune_at = 4096;
   TimeNs blocked_step_begin = kMinTime;
   TimeNs blocked_until = kMinTime;
+  // Delivery progress: the latest launch-call start among launches whose op has arrived.  An
+  // owed launch is given up on only once this has moved the pending-launch timeout past it:
+  // GPU records that come late hold this back with them, so they are waited for.
+  TimeNs launch_frontier = kMinTime;
+  // More events held than cfg.pending_event_limit: owed launches blocking the next step are cut
+  // off (counted) until the held events fit again.
+  bool over_limit = false;
+  DeliveryLag lag;
   std::vector<IdleGap> gaps_sorted;  // longest first, rebuilt by largest_gaps()
 
   WindowSweep sweep{cfg};
@@ -183,6 +191,7 @@ struct StepAccountant::Impl {
       last_device_id = op.device;
     }
     DeviceState& dev = *last_device;
+    lag.add(watermark == kMinTime ? 0 : watermark - op.end);
     if (dev.has_window && op.end <= dev.finalized_until) {
       stats.add(Stat::late_gpu_ops_dropped);
       return;
@@ -192,6 +201,7 @@ struct StepAccountant::Impl {
       CorrEntry& e = host.corr[op.correlation_id];
       e.has_op = true;
       e.op_end = std::max(e.op_end, op.end);
+      if (e.has_api) launch_frontier = std::max(launch_frontier, e.api_start);
     }
   }
 
@@ -222,6 +232,8 @@ struct StepAccountant::Impl {
       e.has_api = true;
       if (!e.has_op) {
         pending_launches.push_back({call.start, call.end, call.correlation_id, call.thread});
+      } else {
+        launch_frontier = std::max(launch_frontier, call.start);
       }
     }
   }
@@ -377,8 +389,9 @@ struct StepAccountant::Impl {
   // A step can be finalised when nothing that could still arrive can change its rows: its host
   // range is over, every op it launched has arrived and ended before the watermark, and no
   // launch call made before its window's end is still waiting for its op (such an op could
-  // run inside the window).  Launches whose op never comes are given up on after
-  // cfg.pending_launch_timeout_ns.
+  // run inside the window).  A launch whose op has not come is given up on once delivery has
+  // moved cfg.pending_launch_timeout_ns past it (gave_up), or cut off when the events held
+  // exceed cfg.pending_event_limit (cut_off_owed).
   bool ready_to_finalize(const PendingStep& s) {
     if (watermark < s.end) return false;
     // An op of this step known to end after `blocked_until` keeps it open at least until the
@@ -413,8 +426,7 @@ struct StepAccountant::Impl {
       const PendingLaunch& p = pl[pending_head];
       const CorrEntry* e = host.corr.find(p.corr);
       const bool done = e == nullptr || e->has_op || host.nest_has_op(p.thread, p.start, p.end);
-      const bool timed_out = watermark >= p.end + cfg.pending_launch_timeout_ns;
-      if (!done && !timed_out) break;
+      if (!done && !gave_up(p) && !cut_off_owed(p, horizon)) break;
       ++pending_head;
     }
     if (pending_head > 4096 && pending_head * 2 > pl.size()) {
@@ -423,6 +435,37 @@ struct StepAccountant::Impl {
       pending_head = 0;
     }
     return pending_head == pl.size() || pl[pending_head].start >= horizon;
+  }
+
+  // An owed launch is given up on (its op presumed never to come: a failed launch, a record
+  // CUPTI lost) once both the watermark and the delivered ops' launch frontier are the timeout
+  // past it.  The frontier keeps late records owed: while every GPU record comes seconds late
+  // it trails the watermark by that lag, so the wait grows with the lag observed.
+  bool gave_up(const PendingLaunch& p) const {
+    const TimeNs at = p.end + cfg.pending_launch_timeout_ns;
+    return watermark >= at && launch_frontier >= at;
+  }
+  // Over the memory bound, an owed launch that blocks the step being finalised (made before
+  // its horizon) is cut off: counted as data loss (its op, if it comes, is dropped late).
+  bool cut_off_owed(const PendingLaunch& p, TimeNs horizon) {
+    if (!over_limit || p.start >= horizon) return false;
+    stats.add(Stat::owed_launches_cut_off);
+    return true;
+  }
+
+  // The events kept for unfinalised steps (what waiting for owed launches holds): pending GPU
+  // ops, host calls and ranges, steps.  O(devices + threads).
+  int64_t held_events() const {
+    size_t n = steps.size() + boundaries.size();
+    for (const auto& [id, dev] : devices) n += dev.live() + dev.consumed_early.size();
+    for (const auto& [tid, th] : host.threads)  // without the pruned prefix not yet erased
+      n += th.calls.size() - th.calls_stale + th.data.size() - th.data_stale;
+    return static_cast<int64_t>(n);
+  }
+  void check_held_events() {
+    const int64_t held = held_events();
+    lag.note_held(held);
+    over_limit = held > cfg.pending_event_limit;
   }
 
   void try_finalize(bool force) {
@@ -446,6 +489,9 @@ struct StepAccountant::Impl {
       if (!force && !ready_to_finalize(s)) break;
       if (fit == StepFit::kTouches) stats.add(Stat::step_boundaries_aligned);
       finalize_step(s, owned.empty() ? nullptr : &owned[k]);
+      // Cut off only until the held events fit again (steps[0, k] are finalised, not yet erased).
+      if (over_limit)
+        over_limit = held_events() - static_cast<int64_t>(k + 1) > cfg.pending_event_limit;
     }
     steps.erase(steps.begin(), steps.begin() + static_cast<ptrdiff_t>(k));
   }
@@ -674,6 +720,7 @@ void StepAccountant::advance_watermark(TimeNs watermark) {
   if (impl_->finished || watermark <= impl_->watermark) return;
   impl_->watermark = watermark;
   impl_->convert_boundaries(false);
+  impl_->check_held_events();
   impl_->try_finalize(false);
 }
 
@@ -718,6 +765,9 @@ Stats& StepAccountant::mutable_stats() {
 }
 const AccountingConfig& StepAccountant::config() const {
   return impl_->cfg;
+}
+const DeliveryLag& StepAccountant::delivery_lag() const {
+  return impl_->lag;
 }
 
 size_t StepAccountant::retained_events() const {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "analysis/accounting/accounting_config.h"
+#include "analysis/accounting/delivery_lag.h"
 #include "analysis/accounting/step_row.h"
 #include "analysis/model/event_sink.h"
 #include "analysis/model/events.h"
@@ -103,6 +104,8 @@ class StepAccountant final : public EventSink {
   const Stats& stats() const;
   Stats& mutable_stats();
   const AccountingConfig& config() const;
+  // How late GPU records came behind the watermark, and the most events held waiting.
+  const DeliveryLag& delivery_lag() const;
 
   // Bytes currently held for unfinalised steps (for the memory benchmark and self-checks).
   size_t retained_events() const;
