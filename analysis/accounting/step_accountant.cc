@@ -191,7 +191,9 @@ struct StepAccountant::Impl {
       last_device_id = op.device;
     }
     DeviceState& dev = *last_device;
-    lag.add(watermark == kMinTime ? 0 : watermark - op.end);
+    // A watermark can be anything a recording says; clamped to the valid range, the difference
+    // of two valid times cannot overflow.
+    lag.add(watermark > op.end ? std::min(watermark, kValidTimeLimit - 1) - op.end : 0);
     if (dev.has_window && op.end <= dev.finalized_until) {
       stats.add(Stat::late_gpu_ops_dropped);
       return;

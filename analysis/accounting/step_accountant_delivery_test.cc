@@ -560,6 +560,18 @@ TEST(StepAccountant, OwedLaunchesAreCutOffAtTheEventLimit) {
   EXPECT_GT(acc.delivery_lag().held_peak(), cfg.pending_event_limit);
 }
 
+// A watermark far beyond every valid time (a crafted recording) gives a lag, not an overflow.
+TEST(DeliveryLag, FarWatermarkDoesNotOverflow) {
+  StepAccountant acc(no_warmup());
+  acc.advance_watermark(std::numeric_limits<TimeNs>::max());
+  GpuOp op;
+  op.start = -(TimeNs{1} << 62);
+  op.end = op.start + 1;
+  acc.add_gpu_op(op);
+  EXPECT_EQ(acc.delivery_lag().max(), std::numeric_limits<TimeNs>::max() - 1);
+  EXPECT_EQ(acc.delivery_lag().quantile(0.99), std::numeric_limits<TimeNs>::max() - 1);
+}
+
 // The lag histogram: quantiles are the upper end of their bucket (at most 1/8 above), capped
 // at the maximum; on-time ops count as 0.
 TEST(DeliveryLag, QuantilesWithinAnEighth) {
