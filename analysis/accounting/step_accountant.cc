@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "analysis/accounting/host_state.h"
+#include "analysis/accounting/owed_launches.h"
 #include "analysis/accounting/window_sweep.h"
 
 namespace gpuacct {
@@ -18,6 +19,7 @@ namespace gpuacct {
 using accounting::CorrEntry;
 using accounting::HostState;
 using accounting::kMinTime;
+using accounting::OwedLaunches;
 using accounting::WindowSweep;
 
 Category IdleGap::dominant() const {
@@ -145,25 +147,10 @@ struct StepAccountant::Impl {
   TimeNs host_only_until = kMinTime;
 
   std::vector<StepRow> rows;
-  // Launch calls whose op had not arrived when the call did.  Sorted by start from
-  // `pending_head` up to `pending_sorted` (calls arrive nearly in order: sorting the new tail
-  // and merging is linear in the usual case); entries before the head are consumed.
-  struct PendingLaunch {
-    TimeNs start;
-    TimeNs end;
-    uint64_t corr;
-    uint32_t thread;
-  };
-  std::vector<PendingLaunch> pending_launches;
-  size_t pending_head = 0;
-  size_t pending_sorted = 0;
+  OwedLaunches owed;  // launch calls whose op had not arrived when the call did
   size_t corr_prune_at = 4096;
   TimeNs blocked_step_begin = kMinTime;
   TimeNs blocked_until = kMinTime;
-  // Delivery progress: the latest launch-call start among launches whose op has arrived.  An
-  // owed launch is given up on only once this has moved the pending-launch timeout past it:
-  // GPU records that come late hold this back with them, so they are waited for.
-  TimeNs launch_frontier = kMinTime;
   // More events held than cfg.pending_event_limit: owed launches blocking the next step are cut
   // off (counted) until the held events fit again.
   bool over_limit = false;
@@ -203,7 +190,7 @@ struct StepAccountant::Impl {
       CorrEntry& e = host.corr[op.correlation_id];
       e.has_op = true;
       e.op_end = std::max(e.op_end, op.end);
-      if (e.has_api) launch_frontier = std::max(launch_frontier, e.api_start);
+      if (e.has_api) owed.delivered(e.api_start);
     }
   }
 
@@ -233,9 +220,9 @@ struct StepAccountant::Impl {
       e.api_name = call.name;
       e.has_api = true;
       if (!e.has_op) {
-        pending_launches.push_back({call.start, call.end, call.correlation_id, call.thread});
+        owed.add({call.start, call.end, call.correlation_id, call.thread});
       } else {
-        launch_frontier = std::max(launch_frontier, call.start);
+        owed.delivered(call.start);
       }
     }
   }
@@ -410,46 +397,27 @@ struct StepAccountant::Impl {
       blocked_until = blocking;
       return false;
     }
-    // Drop launches whose op has arrived (or that timed out) from the front; the earliest
-    // remaining one decides.
-    auto& pl = pending_launches;
-    if (pending_sorted < pl.size()) {
-      auto by_start = [](const PendingLaunch& a, const PendingLaunch& b) {
-        return a.start < b.start;
-      };
-      const auto mid = pl.begin() + static_cast<ptrdiff_t>(pending_sorted);
-      if (!std::is_sorted(mid, pl.end(), by_start)) std::sort(mid, pl.end(), by_start);
-      const auto head = pl.begin() + static_cast<ptrdiff_t>(pending_head);
-      if (head < mid && by_start(*mid, *std::prev(mid)))
-        std::inplace_merge(head, mid, pl.end(), by_start);
-      pending_sorted = pl.size();
-    }
-    while (pending_head < pl.size()) {
-      const PendingLaunch& p = pl[pending_head];
+    // Settle owed launches from the front (their op came, or they were given up on or cut
+    // off); the earliest one still owed decides.
+    const TimeNs first_owed = owed.earliest_owed([&](const OwedLaunches::Launch& p) {
       const CorrEntry* e = host.corr.find(p.corr);
       const bool done = e == nullptr || e->has_op || host.nest_has_op(p.thread, p.start, p.end);
-      if (!done && !gave_up(p) && !cut_off_owed(p, horizon)) break;
-      ++pending_head;
-    }
-    if (pending_head > 4096 && pending_head * 2 > pl.size()) {
-      pl.erase(pl.begin(), pl.begin() + static_cast<ptrdiff_t>(pending_head));
-      pending_sorted -= pending_head;
-      pending_head = 0;
-    }
-    return pending_head == pl.size() || pl[pending_head].start >= horizon;
+      return done || gave_up(p) || cut_off_owed(p, horizon);
+    });
+    return first_owed >= horizon;
   }
 
   // An owed launch is given up on (its op presumed never to come: a failed launch, a record
   // CUPTI lost) once both the watermark and the delivered ops' launch frontier are the timeout
   // past it.  The frontier keeps late records owed: while every GPU record comes seconds late
   // it trails the watermark by that lag, so the wait grows with the lag observed.
-  bool gave_up(const PendingLaunch& p) const {
+  bool gave_up(const OwedLaunches::Launch& p) const {
     const TimeNs at = p.end + cfg.pending_launch_timeout_ns;
-    return watermark >= at && launch_frontier >= at;
+    return watermark >= at && owed.frontier() >= at;
   }
   // Over the memory bound, an owed launch that blocks the step being finalised (made before
   // its horizon) is cut off: counted as data loss (its op, if it comes, is dropped late).
-  bool cut_off_owed(const PendingLaunch& p, TimeNs horizon) {
+  bool cut_off_owed(const OwedLaunches::Launch& p, TimeNs horizon) {
     if (!over_limit || p.start >= horizon) return false;
     stats.add(Stat::owed_launches_cut_off);
     return true;

@@ -537,9 +537,9 @@ TEST(StepAccountant, OpThatNeverComesIsGivenUpOnceDeliveryMovesPast) {
 }
 
 // Waiting is bounded by memory: with the ops held back for good after the first 10 steps (CUPTI
-// stalled), the held events reach pending_event_limit, and from then on the oldest owed launches are cut off -- counted as data
-// loss -- so steps are finalised and the held events stay near the limit.  Their ops, when
-// they come at last, are dropped as late (counted too).
+// stalled), the held events reach pending_event_limit, and from then on the oldest owed launches
+// are cut off -- counted as data loss -- so steps are finalised and the held events stay near the
+// limit.  Their ops, when they come at last, are dropped as late (counted too).
 TEST(StepAccountant, OwedLaunchesAreCutOffAtTheEventLimit) {
   const Trace t = data_bound_loop(900);
   AccountingConfig cfg = no_warmup();
@@ -547,8 +547,8 @@ TEST(StepAccountant, OwedLaunchesAreCutOffAtTheEventLimit) {
   StepAccountant acc(cfg);
   size_t rows_before_end = 0;
   deliver_live(
-      acc, t, /*gpu_lag=*/3600 * 1000 * kMs,
-      [&](TimeNs) { rows_before_end = acc.rows().size(); }, /*on_time=*/10);
+      acc, t, /*gpu_lag=*/3600 * 1000 * kMs, [&](TimeNs) { rows_before_end = acc.rows().size(); },
+      /*on_time=*/10);
   ASSERT_EQ(acc.rows().size(), 900u);
   EXPECT_GT(rows_before_end, 500u) << "steps finalised once the limit was reached";
   const int64_t cut = acc.stats().get(Stat::owed_launches_cut_off);
