@@ -235,7 +235,8 @@ json report_to_json(const ReportInputs& in) {
                      {"host_pause_threshold_ns", c.host_pause_threshold_ns},
                      {"step_touch_tolerance_ns", c.step_touch_tolerance_ns},
                      {"warmup_steps", c.warmup_steps},
-                     {"pending_launch_timeout_ns", c.pending_launch_timeout_ns}};
+                     {"pending_launch_timeout_ns", c.pending_launch_timeout_ns},
+                     {"pending_event_limit", c.pending_event_limit}};
   }
   if (in.summary != nullptr) {
     out["summary"] = summary_json(*in.summary, in.metadata);
@@ -286,6 +287,14 @@ json build_report(const StepAccountant& acc, const RunMetadata& meta, const Name
   in.kernels = acc.kernel_exposure();
   in.gaps = acc.largest_gaps();
   if (extra.is_object()) in.extra = extra;
+  // How late GPU records came (analysis/accounting/delivery_lag.h), for every source.
+  const DeliveryLag& lag = acc.delivery_lag();
+  in.extra["delivery"] = {{"gpu_ops", lag.ops()},
+                          {"behind_watermark", lag.behind_watermark()},
+                          {"lag_max_ns", lag.max()},
+                          {"lag_p50_ns", lag.quantile(0.50)},
+                          {"lag_p99_ns", lag.quantile(0.99)},
+                          {"held_events_peak", lag.held_peak()}};
   return report_to_json(in);
 }
 
