@@ -298,9 +298,11 @@ RunSummary summarize(const std::vector<StepRow>& rows, const Stats& stats,
     out.comm_overlapped_ns = saturating_add(out.comm_overlapped_ns, r.comm_overlapped);
     out.gpu_busy_ns = saturating_add(out.gpu_busy_ns, r.gpu_busy);
     out.kernels += r.kernels;
-    double& ms = step_ms[r.step_index];
-    const bool first_row_of_step = ms == 0.0;
-    ms = std::max(ms, static_cast<double>(r.duration()) / 1e6);
+    // Every row of a step carries the step's launches (all threads and devices): count them
+    // at its first row -- the step's first appearance, not a zero time so far, which a first
+    // row lasting 0 ns would leave for the next row to count again.
+    const auto [it, first_row_of_step] = step_ms.try_emplace(r.step_index, 0.0);
+    it->second = std::max(it->second, static_cast<double>(r.duration()) / 1e6);
     if (first_row_of_step) out.launches += r.launches;
   }
   {

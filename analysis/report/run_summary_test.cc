@@ -228,5 +228,22 @@ TEST(RunSummary, NothingToAccountSaysWhy) {
   EXPECT_EQ(summarize({}, Stats{}).verdict.reason, "no_steps");
 }
 
+// Reading finding B (issue 14): launches are per step (every row of a step carries the same
+// count); the summary takes them from a step's first row, which it recognised by a zero
+// duration so far -- a first row lasting 0 ns made the second row "first" too.
+TEST(RunSummary, LaunchesCountOncePerStepWhenTheFirstRowLastsNoTime) {
+  CategoryNs busy;
+  busy.compute = 1'000'000;
+  StepRow empty = row(0, CategoryNs{});  // device 0: a window of 0 ns
+  empty.device = 0;
+  empty.launches = 7;
+  StepRow other = row(0, busy);  // device 1, same step
+  other.device = 1;
+  other.launches = 7;
+  const RunSummary s = summarize({empty, other}, Stats{});
+  EXPECT_EQ(s.steps, 1);
+  EXPECT_EQ(s.launches, 7);
+}
+
 }  // namespace
 }  // namespace gpuacct
