@@ -73,8 +73,9 @@ StatusOr<RunMetadata> Input::import(NameTable& names, EventSink& sink, Stats& st
   TeeSink tee({&sink, &totals});
   KinetoImportOptions kopts;
   kopts.progress = opts.progress;
-  // cuda_sync rows count in HTA's temporal breakdown; they are not GPU work for the steps.
-  kopts.on_cuda_sync = [&totals](const GpuOp& row) { totals.on_cuda_sync(row); };
+  // cuda_sync rows count in HTA's temporal breakdown, GPU-side ProfilerSteps in its last-step
+  // rule; neither is GPU work or a step for the accounting.
+  totals.attach(&kopts);
   auto imported = bytes_ ? import_kineto_buffer(*bytes_, names, tee, stats, kopts)
                          : import_kineto_trace(path_, names, tee, stats, kopts);
   if (!imported.ok()) return imported.status();
