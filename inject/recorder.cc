@@ -121,9 +121,10 @@ void emit_at(int64_t ts, HostRecType type, int64_t value, const char* name, uint
   s->ring.publish(1);
 }
 
-void emit(HostRecType type, int64_t value, const char* name, uint32_t aux, uint8_t kind) {
+void emit(int64_t ts, HostRecType type, int64_t value, const char* name, uint32_t aux,
+          uint8_t kind) {
   if (!recording()) return;
-  emit_at(now_ns(), type, value, name, aux, kind);
+  emit_at(ts, type, value, name, aux, kind);
 }
 
 uint64_t next_range_id() {
@@ -168,10 +169,10 @@ void emit_stack(ThreadState* s, int64_t ts, StackKind kind, int64_t value) {
 
 void hook_api_enter(HostApiKind kind, uint64_t* scratch) {
   if (g_mode.load(std::memory_order_relaxed) != kModeRecording) return;
+  const int64_t now = now_ns();  // before the thread's state is made (its first call)
   ThreadState* s = current_thread();
   if (s == nullptr) return;
   if (s->api_depth++ != 0) return;  // a driver call inside a runtime call
-  const int64_t now = now_ns();
   if (scratch != nullptr) *scratch = static_cast<uint64_t>(now);
   if (kind == HostApiKind::kLaunch && g_hot.stacks && s->last_api_exit != 0 &&
       now - s->last_api_exit > g_hot.pause_threshold_ns &&

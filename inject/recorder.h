@@ -47,11 +47,20 @@ bool start_lazily();
 // The calling thread's state; created (one allocation) on the thread's first call.
 ThreadState* current_thread();
 
-// Emits one record.  `name` may be null.  O(1), no lock, no allocation after the first call.
-void emit(HostRecType type, int64_t value, const char* name, uint32_t aux = 0, uint8_t kind = 0);
+// Emits one record stamped `ts` when recording (starting the library on its first use).
+// `name` may be null.  O(1), no lock, no allocation after the first call.
+//
+// `ts` is now_ns() read by the entry point (C API, NVTX callback) before anything else: the
+// first call of a process starts the library and the first call of a thread creates its state
+// (milliseconds on a busy machine), and a mark must carry the time it was made, not the time
+// set-up ended (a step opened before cuInit came out 0.38 ms short).
+void emit(int64_t ts, HostRecType type, int64_t value, const char* name, uint32_t aux = 0,
+          uint8_t kind = 0);
+// The same without the recording check (tests).
 void emit_at(int64_t ts, HostRecType type, int64_t value, const char* name, uint32_t aux,
              uint8_t kind);
-// Next id for nvtxRangeStart on this thread (unique process-wide).
+// Next id for nvtxRangeStart on this thread (unique process-wide).  May start the library:
+// read the clock before calling it.
 uint64_t next_range_id();
 
 // CUPTI API callback hooks (launch / sync calls): see CollectorHooks.
