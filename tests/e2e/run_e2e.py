@@ -13,6 +13,9 @@ Each ctest runs one case:  run_e2e.py --build <build dir> <case>
   no_cupti, real_cupti, nocuda, record, enable_off     fault and lifecycle cases
   same_steps                        live = analyze = timeline on one run's recording
   first_mark                        the first mark (it starts the library) keeps its time
+  thread_ids_system, thread_ids_pthread, thread_ids_pthread_nostacks
+                                    each step on a new thread (pthread ids reused), exact, with
+                                    SYSTEM thread ids and with them refused
 """
 
 from __future__ import annotations
@@ -469,6 +472,35 @@ def case_record() -> None:
         print("ok: recording written" + (" and re-analysed" if os.path.exists(cli) else ""))
 
 
+def case_thread_ids(pthread_ids: bool, stacks: bool) -> None:
+    """Threads created after start, gone before CUPTI delivers their records, their pthread ids
+    reused by the next step's thread (e2e_driver --mode=threads): each step's 10 ms data wait is
+    on the thread that launches, so it is data_wait only when the launches' API records name
+    that thread.  pthread_ids: cuptiSetThreadIdType(SYSTEM) refused, records carry pthread ids;
+    stacks: GPUACCT_STACKS (the launch callbacks)."""
+    _, _, _, driver = paths()
+    steps = 30
+    env_extra = {"GPUACCT_STACKS": "1" if stacks else "0"}
+    if pthread_ids:
+        env_extra["GPUACCT_SIM_FAULTS"] = "error:cuptiSetThreadIdType"
+    with tempfile.TemporaryDirectory(prefix="gpuacct_e2e_") as out:
+        res = run([driver, "--mode=threads", f"--steps={steps}"], base_env(out, **env_extra))
+        reused = [l for l in res.stdout.splitlines() if l.startswith("pthread_ids_reused=")]
+        check(reused and int(reused[0].split("=")[1]) > 0,
+              f"no step's thread reused an earlier pthread id, the case tests less: {res.stdout}")
+        rep = one_report(out, res)
+        rows = sorted((r for r in rep["steps"] if r["device"] == 0), key=lambda r: r["step_index"])
+        check(len(rows) == steps, f"{len(rows)} steps, {steps} made")
+        want = {"data_wait": 10_000_000, "launch_gap": 5_000, "compute": 5_000_000,
+                "host_other": 0, "copy_input": 0, "copy_other": 0, "comm_exposed": 0}
+        bad = [(r["step_index"], {k: r["categories"][k] for k in want})
+               for r in rows if any(r["categories"][k] != v for k, v in want.items())]
+        check(not bad, f"{len(bad)} of {steps} steps differ from the truth {want}: {bad[:3]}")
+        check(not rep["data_loss"], f"data loss reported: {rep['stats']}")
+        check(stat(rep, "cupti_thread_ids_unknown") == 0, str(rep["stats"]))
+        print(f"ok: {steps} steps exact, each on a new thread ({reused[0]})")
+
+
 def case_first_mark() -> None:
     """The first mark of a run starts the library: it must carry the time the program made it,
     not the time start-up ended.  early_init opens step 0 before cuInit with the library
@@ -570,6 +602,9 @@ CASES = {
     "no_cupti": case_no_cupti, "real_cupti": case_real_cupti, "nocuda": case_nocuda,
     "record": case_record, "enable_off": case_enable_off, "same_steps": case_same_steps,
     "first_mark": case_first_mark,
+    "thread_ids_system": lambda: case_thread_ids(pthread_ids=False, stacks=True),
+    "thread_ids_pthread": lambda: case_thread_ids(pthread_ids=True, stacks=True),
+    "thread_ids_pthread_nostacks": lambda: case_thread_ids(pthread_ids=True, stacks=False),
 }
 
 
