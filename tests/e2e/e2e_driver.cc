@@ -40,11 +40,13 @@ void one_step(const gpuacct_dyn_api* api, simStream_t s, int i, int sleep_ms) {
 // Step i's work on a thread of its own, created after the library started and gone (joined)
 // before the step ends, so CUPTI delivers its records after it exited; the C library reuses a
 // joined thread's stack, so later threads usually get the same pthread_self() (CUPTI's default
-// thread id).  The main thread marks the step; the thread waits 10 ms for data in a data range,
-// then launches 5 kernels of 1 ms (L = 4 us, lat = 5 us) and synchronizes.  Per step: data_wait
-// 10 ms, launch_gap 5 us, compute 5 ms -- the data wait is the launching thread's, so it counts
-// only when the launches' API records name that thread.  Prints how many steps ran on a
-// pthread id an earlier step's thread had.
+// thread id).  The main thread marks the step.  The thread's first call is CUDA's: a 1 ms
+// kernel and a synchronize, then a flush and 30 ms of real time, so the library parses that
+// launch's record before the thread marks anything; then it waits 10 ms for data in a data
+// range, launches 5 kernels of 1 ms (L = 4 us, lat = 5 us) and synchronizes.  Per step:
+// data_wait 10 ms, launch_gap 2 x 5 us, compute 6 ms -- the data wait is the launching
+// thread's, so it counts only when the launches' API records name that thread.  Prints how many
+// steps ran on a pthread id an earlier step's thread had.
 void threads_mode(const gpuacct_dyn_api* api, simStream_t s, int steps) {
   std::set<uint32_t> seen;
   int reused = 0;
@@ -53,6 +55,10 @@ void threads_mode(const gpuacct_dyn_api* api, simStream_t s, int steps) {
     uint32_t id = 0;
     std::thread t([&] {
       id = static_cast<uint32_t>(pthread_self());
+      simLaunchKernel(s, "first_kernel", 1'000'000);
+      simStreamSynchronize(s);
+      api->flush();
+      usleep(30'000);
       api->data_push("dataloader");
       simHostWork(10'000'000);
       api->data_pop();
