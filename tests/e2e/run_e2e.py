@@ -533,7 +533,7 @@ def case_first_mark() -> None:
         print(f"ok: {marks}: the first mark is stamped {min(lates) / 1e3:.1f} us after it was made")
 
 
-def case_same_steps() -> None:
+def case_same_steps(**extra_env: str) -> None:
     """One recording, three pipelines: the live library's report, `gpuacct analyze` of its
     recording and `gpuacct timeline` of it give the same steps (detected or marked), warm-up and
     rows -- the front door and the live pipeline hand detected steps to the accountant the same
@@ -542,7 +542,7 @@ def case_same_steps() -> None:
     check(os.path.exists(cli), f"missing build output {cli}")
     for marks in ("none", "capi"):
         with tempfile.TemporaryDirectory(prefix="gpuacct_e2e_") as out:
-            scenario_with(out, "data_bound", marks, GPUACCT_RECORD="1")
+            scenario_with(out, "data_bound", marks, GPUACCT_RECORD="1", **extra_env)
             live = one_report(out)
             recs = glob.glob(os.path.join(out, "*.gpuacct"))
             check(len(recs) == 1, f"recording missing: {os.listdir(out)}")
@@ -603,6 +603,9 @@ CASES = {
     "no_cupti": case_no_cupti, "real_cupti": case_real_cupti, "nocuda": case_nocuda,
     "record": case_record, "enable_off": case_enable_off, "same_steps": case_same_steps,
     "first_mark": case_first_mark,
+    # The recording carries the thread ids the live run resolved.
+    "same_steps_pthread_ids": lambda: case_same_steps(
+        GPUACCT_SIM_FAULTS="error:cuptiSetThreadIdType"),
     "thread_ids_system": lambda: case_thread_ids(pthread_ids=False, stacks=True),
     "thread_ids_pthread": lambda: case_thread_ids(pthread_ids=True, stacks=True),
     "thread_ids_pthread_nostacks": lambda: case_thread_ids(pthread_ids=True, stacks=False),
