@@ -53,7 +53,7 @@ class ThreadIds {
   };
   struct Lives {
     int64_t forgotten_until = std::numeric_limits<int64_t>::min();  // records before it: unknown
-    std::vector<Life> lives;              // in the order the threads started
+    std::vector<Life> lives;  // in the order the threads started
   };
   static constexpr int64_t kOpen = std::numeric_limits<int64_t>::max();
   std::unordered_map<uint32_t, Lives> by_id_;

@@ -75,7 +75,8 @@ void emit_at(int64_t ts, HostRecType type, int64_t value, const char* name, uint
 // read the clock before calling it.
 uint64_t next_range_id();
 
-// CUPTI API callback hooks (launch / sync calls): see CollectorHooks.
+// CUPTI API callback hooks (launch / sync calls; copies too without SYSTEM thread ids, only to
+// make the thread's state): see CollectorHooks.
 void hook_api_enter(HostApiKind kind, uint64_t* scratch);
 void hook_api_exit(HostApiKind kind, uint64_t* scratch);
 
