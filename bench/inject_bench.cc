@@ -18,6 +18,7 @@
 #include "analysis/report/report.h"
 #include "cupti_hooks/activity_parser.h"
 #include "cupti_hooks/collector.h"
+#include "inject/clock.h"
 #include "inject/pipeline.h"
 #include "inject/recorder.h"
 
@@ -86,7 +87,7 @@ void BM_CApiStepMark(benchmark::State& state) {
   make_recording();
   int64_t i = 0;
   for (auto _ : state) {
-    gpuacct::inject::emit(HostRecType::kStepMark, i, nullptr);
+    gpuacct::inject::emit(gpuacct::inject::now_ns(), HostRecType::kStepMark, i, nullptr);
     if ((++i & 4095) == 0) drain_all();
   }
   state.SetItemsProcessed(state.iterations());
@@ -97,8 +98,8 @@ void BM_NvtxPushPop(benchmark::State& state) {
   make_recording();
   int64_t i = 0;
   for (auto _ : state) {
-    gpuacct::inject::emit(HostRecType::kNvtxPush, 0, "aten::linear");
-    gpuacct::inject::emit(HostRecType::kNvtxPop, 0, nullptr);
+    gpuacct::inject::emit(gpuacct::inject::now_ns(), HostRecType::kNvtxPush, 0, "aten::linear");
+    gpuacct::inject::emit(gpuacct::inject::now_ns(), HostRecType::kNvtxPop, 0, nullptr);
     if ((++i & 2047) == 0) drain_all();
   }
   state.SetItemsProcessed(state.iterations() * 2);

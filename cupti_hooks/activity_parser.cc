@@ -169,11 +169,7 @@ void ActivityParser::parse_record(const void* record, EventBatch& out, Stats& st
       // A call that failed submitted nothing: no op will come for its id (it is still host
       // time in CUDA).
       call.correlation_id = a->returnValue == 0 ? a->correlationId : 0;
-      call.thread = a->threadId;
-      if (!thread_alias_.empty()) {
-        auto it = thread_alias_.find(a->threadId);
-        if (it != thread_alias_.end()) call.thread = it->second;
-      }
+      call.thread = a->threadId;  // a pthread id when SYSTEM ids were refused: resolve_threads
       call.name = api_names_[static_cast<size_t>(api - first)];
       call.kind = api->kind;
       out.api_calls.push_back(call);
@@ -193,6 +189,69 @@ void ActivityParser::parse_record(const void* record, EventBatch& out, Stats& st
       stats.add(Stat::cupti_records_unparsed);
       return;
   }
+}
+
+void ThreadIds::started(uint32_t cupti_id, uint32_t tid, int64_t ns) {
+  std::vector<Life>& lives = by_id_[cupti_id].lives;
+  if (!lives.empty() && lives.back().end == kOpen) {
+    if (lives.back().tid == tid) return;  // told twice
+    lives.back().end = ns;
+  }
+  lives.push_back({tid, kOpen});
+}
+
+void ThreadIds::exited(uint32_t cupti_id, uint32_t tid, int64_t ns) {
+  auto it = by_id_.find(cupti_id);
+  if (it == by_id_.end()) return;
+  std::vector<Life>& lives = it->second.lives;
+  // The latest life of `tid` (a tid can come back too); a successor may have closed it at its
+  // own start, later than this exit.
+  for (auto life = lives.rbegin(); life != lives.rend(); ++life) {
+    if (life->tid != tid) continue;
+    if (ns < life->end) life->end = ns;
+    return;
+  }
+}
+
+uint32_t ThreadIds::resolve(uint32_t cupti_id, int64_t t) const {
+  auto it = by_id_.find(cupti_id);
+  if (it == by_id_.end() || t < it->second.forgotten_until) return 0;
+  for (const Life& life : it->second.lives) {
+    if (t < life.end) return life.tid;
+  }
+  return 0;
+}
+
+void ThreadIds::forget_before(int64_t t) {
+  for (auto& [id, entry] : by_id_) {
+    std::vector<Life>& lives = entry.lives;
+    size_t n = 0;  // ends increase along the list: the forgotten lives are a prefix
+    while (n < lives.size() && lives[n].end < t) {
+      if (lives[n].end > entry.forgotten_until) entry.forgotten_until = lives[n].end;
+      ++n;
+    }
+    lives.erase(lives.begin(), lives.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+}
+
+size_t ThreadIds::lives() const {
+  size_t n = 0;
+  for (const auto& [id, entry] : by_id_) n += entry.lives.size();
+  return n;
+}
+
+void ActivityParser::resolve_threads(std::vector<HostApiCall>& calls, size_t from,
+                                     Stats& stats) const {
+  int64_t unknown = 0;
+  for (size_t i = from; i < calls.size(); ++i) {
+    const uint32_t tid = thread_ids_.resolve(calls[i].thread, calls[i].start);
+    if (tid != 0) {
+      calls[i].thread = tid;
+    } else {
+      ++unknown;
+    }
+  }
+  if (unknown > 0) stats.add(Stat::cupti_thread_ids_unknown, unknown);
 }
 
 size_t ActivityParser::parse_buffer(void* next_record, uint8_t* buffer, size_t valid_bytes,

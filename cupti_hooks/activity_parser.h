@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <unordered_map>
 #include <vector>
 
@@ -23,6 +24,39 @@ namespace gpuacct::cupti {
 struct SyncTotals {
   std::array<int64_t, 5> count{};
   std::array<int64_t, 5> ns{};
+};
+
+// CUPTI's default thread ids, used when cuptiSetThreadIdType(SYSTEM) is refused: the low 32
+// bits of pthread_self(), which the C library gives to a new thread once an old one has gone,
+// mapped onto gettid() by time.  The library learns each thread's id at the thread's first
+// call, before CUPTI has a record of it, and its exit (inject/recorder.h, Registry); a record
+// belongs to the thread that had its id when the call was made.  A thread's lives stay known
+// after it exits, until forget_before() says no record of it can still come.
+class ThreadIds {
+ public:
+  // Thread `tid` had `cupti_id` from `ns` on.  An open life of another thread with that id is
+  // over by then (the ids of live threads are unique).
+  void started(uint32_t cupti_id, uint32_t tid, int64_t ns);
+  // Thread `tid`'s life with `cupti_id` ended at `ns`.
+  void exited(uint32_t cupti_id, uint32_t tid, int64_t ns);
+  // The tid of the thread that had `cupti_id` at `t` (the first life not over by then); 0 when
+  // none is known, or its life was forgotten.
+  uint32_t resolve(uint32_t cupti_id, int64_t t) const;
+  // Forgets lives that ended before `t` (the watermark: no record made before it is to come).
+  void forget_before(int64_t t);
+  size_t lives() const;
+
+ private:
+  struct Life {
+    uint32_t tid;
+    int64_t end;  // kOpen while the thread lives
+  };
+  struct Lives {
+    int64_t forgotten_until = std::numeric_limits<int64_t>::min();  // records before it: unknown
+    std::vector<Life> lives;  // in the order the threads started
+  };
+  static constexpr int64_t kOpen = std::numeric_limits<int64_t>::max();
+  std::unordered_map<uint32_t, Lives> by_id_;
 };
 
 struct ParseTotals {
@@ -44,12 +78,13 @@ class ActivityParser {
   size_t parse_buffer(void* next_record, uint8_t* buffer, size_t valid_bytes, EventBatch& out,
                       Stats& stats);
 
-  // CUPTI thread ids are gettid() when cuptiSetThreadIdType(SYSTEM) succeeded.  Otherwise they
-  // are pthread_self() values: the worker registers pthread -> tid pairs it learns from its
-  // per-thread rings so HostApiCall.thread matches the ranges' thread ids.
-  void set_thread_alias(uint32_t cupti_thread_id, uint32_t tid) {
-    thread_alias_[cupti_thread_id] = tid;
-  }
+  // CUPTI thread ids are gettid() when cuptiSetThreadIdType(SYSTEM) succeeded, as the host
+  // ranges' are.  Otherwise parse_record() leaves CUPTI's pthread ids in HostApiCall.thread and
+  // the worker, once it has learnt the threads that made the parsed records (thread_ids()),
+  // calls resolve_threads() on them.  A call whose thread stays unknown keeps CUPTI's id and is
+  // counted (Stat::cupti_thread_ids_unknown): its data ranges cannot be told.
+  ThreadIds& thread_ids() { return thread_ids_; }
+  void resolve_threads(std::vector<HostApiCall>& calls, size_t from, Stats& stats) const;
 
   // CUPTI's clock minus the host clock (Collector::clock_offset_ns): every record timestamp is
   // moved onto the host clock by subtracting it.  0 (the default) when CUPTI reads the host
@@ -82,7 +117,7 @@ class ActivityParser {
   std::array<NameId, 6> copy_names_{};  // by CopyDir
   NameId memset_name_ = kNoName;
   std::vector<NameId> api_names_;  // by traced-api index
-  std::unordered_map<uint32_t, uint32_t> thread_alias_;
+  ThreadIds thread_ids_;
   uint64_t devices_seen_mask_ = 0;
   int64_t clock_offset_ = 0;
   ParseTotals totals_;

@@ -83,5 +83,80 @@ TEST(ActivityParser, FailedCallNamesNoOp) {
   EXPECT_EQ(out.api_calls[1].start, 300);
 }
 
+// SYSTEM thread ids refused: records carry CUPTI's pthread ids, left as they are by the parse
+// and mapped afterwards by when the call was made.  Thread 100 had id P from 10 until it exited
+// at 50; thread 200 got P from 60 (the C library reused the stack).
+TEST(ThreadIds, AReusedPthreadIdNamesTheThreadThatHadItWhenTheCallWasMade) {
+  constexpr uint32_t P = 0xabc000;
+  ThreadIds ids;
+  ids.started(P, 100, 10);
+  ids.exited(P, 100, 50);
+  ids.started(P, 200, 60);
+  EXPECT_EQ(ids.resolve(P, 5), 100u) << "a call made before the thread's first mark";
+  EXPECT_EQ(ids.resolve(P, 49), 100u) << "a record delivered after the next thread started";
+  EXPECT_EQ(ids.resolve(P, 55), 200u) << "after the exit: the next thread's, even before it "
+                                         "was seen (CUPTI may stamp a call before its callback)";
+  EXPECT_EQ(ids.resolve(P, 1'000), 200u);
+  EXPECT_EQ(ids.resolve(P + 1, 20), 0u) << "an id never seen";
+}
+
+// The next thread's start can be learnt before the old thread's exit (the worker has not seen
+// the orphan yet): the old life ends at the new start, then at its exit once that is known.
+TEST(ThreadIds, AnExitLearntAfterTheNextStartStillEndsTheOldLife) {
+  constexpr uint32_t P = 7;
+  ThreadIds ids;
+  ids.started(P, 100, 10);
+  ids.started(P, 200, 60);
+  EXPECT_EQ(ids.resolve(P, 55), 100u);
+  ids.exited(P, 100, 50);
+  EXPECT_EQ(ids.resolve(P, 55), 200u);
+  EXPECT_EQ(ids.resolve(P, 45), 100u);
+  ids.exited(P, 100, 58);  // a later report of the same exit does not move it back
+  EXPECT_EQ(ids.resolve(P, 55), 200u);
+  ids.started(P, 200, 70);  // told twice
+  EXPECT_EQ(ids.lives(), 2u);
+}
+
+// Lives that ended before the watermark are forgotten; a record that still names one is
+// unknown, never the id's next thread.
+TEST(ThreadIds, ForgottenLivesAreUnknownNotTheNextThreads) {
+  constexpr uint32_t P = 9;
+  ThreadIds ids;
+  ids.started(P, 100, 10);
+  ids.exited(P, 100, 50);
+  ids.started(P, 200, 60);
+  ids.forget_before(55);
+  EXPECT_EQ(ids.lives(), 1u);
+  EXPECT_EQ(ids.resolve(P, 40), 0u);
+  EXPECT_EQ(ids.resolve(P, 60), 200u);
+  ids.forget_before(1'000);  // the live thread stays
+  EXPECT_EQ(ids.resolve(P, 2'000), 200u);
+}
+
+// The parse leaves CUPTI's id; resolve_threads maps the calls parsed from `from` on and counts
+// the ones whose thread stays unknown as data loss.
+TEST(ActivityParser, ResolveThreadsMapsPthreadIdsAndCountsTheUnknown) {
+  NameTable names;
+  ActivityParser parser(names);
+  EventBatch out;
+  Stats stats;
+  out.api_calls.push_back(HostApiCall{});  // an earlier collect's call: left alone
+  out.api_calls[0].thread = 7;
+  ApiRecord known = launch_call(100, 200, 1);  // threadId 7
+  ApiRecord unknown = launch_call(300, 400, 2);
+  unknown.threadId = 8;
+  parser.parse_record(&known, out, stats);
+  parser.parse_record(&unknown, out, stats);
+  ASSERT_EQ(out.api_calls.size(), 3u);
+  EXPECT_EQ(out.api_calls[1].thread, 7u) << "the parse keeps CUPTI's id";
+  parser.thread_ids().started(7, 4242, 50);
+  parser.resolve_threads(out.api_calls, 1, stats);
+  EXPECT_EQ(out.api_calls[0].thread, 7u);
+  EXPECT_EQ(out.api_calls[1].thread, 4242u);
+  EXPECT_EQ(out.api_calls[2].thread, 8u);
+  EXPECT_EQ(stats.get(Stat::cupti_thread_ids_unknown), 1);
+  EXPECT_TRUE(stats.has_data_loss());
+}
+
 }  // namespace
 }  // namespace gpuacct::cupti

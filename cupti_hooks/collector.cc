@@ -201,9 +201,14 @@ void Collector::enable_callbacks() {
                     CUPTI_CBID_STATE_FATAL_ERROR);
   size_t n_apis = 0;
   const TracedApi* apis = traced_apis(&n_apis);
-  if (m.options.api_callbacks) {
+  // Without SYSTEM thread ids, records carry pthread ids, which the library maps onto thread
+  // ids it learns at each thread's first call: every traced call then gets its callbacks, so
+  // that a thread is known before CUPTI records any call of it (ActivityParser::ThreadIds).
+  const bool identify_threads = !system_thread_ids_;
+  if (m.options.api_callbacks || identify_threads) {
     for (size_t i = 0; i < n_apis; ++i) {
-      if (apis[i].kind == HostApiKind::kCopy) continue;  // launches and syncs only
+      // Launches and syncs (call sites); copies only to identify their threads.
+      if (apis[i].kind == HostApiKind::kCopy && !identify_threads) continue;
       const auto domain = apis[i].domain == ApiDomain::kRuntime ? CUPTI_CB_DOMAIN_RUNTIME_API
                                                                 : CUPTI_CB_DOMAIN_DRIVER_API;
       GPUACCT_CUPTI_TRY(api, cuptiEnableCallback, 1, m.subscriber, domain, apis[i].cbid);

@@ -62,7 +62,9 @@ struct CollectorOptions {
   size_t buffer_bytes = 4u << 20;
   int buffer_count = 8;
   uint32_t flush_period_ms = 100;
-  bool api_callbacks = true;  // launch / sync callbacks (native call sites)
+  // Launch / sync callbacks (native call sites).  Without SYSTEM thread ids every traced call
+  // gets them regardless (a thread's first call makes it known: ActivityParser::ThreadIds).
+  bool api_callbacks = true;
   CollectorHooks hooks;
 };
 

@@ -1,13 +1,17 @@
 // The public C API (include/gpuacct/gpuacct.h).  Every entry point is noexcept in effect: a
-// try/catch keeps any exception from crossing the C boundary.
+// try/catch keeps any exception from crossing the C boundary.  Each mark reads the clock
+// first (now_ns() is emit's first argument): the first call starts the library (emit, in
+// inject/recorder.h).
 #include <bit>
 
 #include "gpuacct/gpuacct.h"
+#include "inject/clock.h"
 #include "inject/recorder.h"
 #include "inject/runtime.h"
 
 using gpuacct::inject::emit;
 using gpuacct::inject::HostRecType;
+using gpuacct::inject::now_ns;
 
 #define GPUACCT_GUARD(body) \
   try {                     \
@@ -29,29 +33,42 @@ GPUACCT_EXPORT int gpuacct_is_active(void) {
   }
 }
 
-GPUACCT_EXPORT void gpuacct_step_begin(int64_t step_number){
-    GPUACCT_GUARD(emit(HostRecType::kStepBegin, step_number < 0 ? -1 : step_number, nullptr))}
+GPUACCT_EXPORT void gpuacct_step_begin(int64_t step_number) {
+  GPUACCT_GUARD(
+      emit(now_ns(), HostRecType::kStepBegin, step_number < 0 ? -1 : step_number, nullptr));
+}
 
-GPUACCT_EXPORT void gpuacct_step_end(void){GPUACCT_GUARD(emit(HostRecType::kStepEnd, 0, nullptr))}
+GPUACCT_EXPORT void gpuacct_step_end(void) {
+  GPUACCT_GUARD(emit(now_ns(), HostRecType::kStepEnd, 0, nullptr));
+}
 
-GPUACCT_EXPORT void gpuacct_step_mark(int64_t step_number){
-    GPUACCT_GUARD(emit(HostRecType::kStepMark, step_number < 0 ? -1 : step_number, nullptr))}
+GPUACCT_EXPORT void gpuacct_step_mark(int64_t step_number) {
+  GPUACCT_GUARD(
+      emit(now_ns(), HostRecType::kStepMark, step_number < 0 ? -1 : step_number, nullptr));
+}
 
-GPUACCT_EXPORT void gpuacct_data_push(const char* name){
-    GPUACCT_GUARD(emit(HostRecType::kDataPush, 0, name != nullptr ? name : "data"))}
+GPUACCT_EXPORT void gpuacct_data_push(const char* name) {
+  GPUACCT_GUARD(emit(now_ns(), HostRecType::kDataPush, 0, name != nullptr ? name : "data"));
+}
 
-GPUACCT_EXPORT void gpuacct_data_pop(void){GPUACCT_GUARD(emit(HostRecType::kDataPop, 0, nullptr))}
+GPUACCT_EXPORT void gpuacct_data_pop(void) {
+  GPUACCT_GUARD(emit(now_ns(), HostRecType::kDataPop, 0, nullptr));
+}
 
-GPUACCT_EXPORT void gpuacct_range_push(const char* name){
-    GPUACCT_GUARD(emit(HostRecType::kUserPush, 0, name != nullptr ? name : "range"))}
+GPUACCT_EXPORT void gpuacct_range_push(const char* name) {
+  GPUACCT_GUARD(emit(now_ns(), HostRecType::kUserPush, 0, name != nullptr ? name : "range"));
+}
 
-GPUACCT_EXPORT void gpuacct_range_pop(void){GPUACCT_GUARD(emit(HostRecType::kUserPop, 0, nullptr))}
+GPUACCT_EXPORT void gpuacct_range_pop(void) {
+  GPUACCT_GUARD(emit(now_ns(), HostRecType::kUserPop, 0, nullptr));
+}
 
-GPUACCT_EXPORT void gpuacct_set_step_flops(double flops){
-    GPUACCT_GUARD(emit(HostRecType::kStepFlops, std::bit_cast<int64_t>(flops), nullptr))}
+GPUACCT_EXPORT void gpuacct_set_step_flops(double flops) {
+  GPUACCT_GUARD(emit(now_ns(), HostRecType::kStepFlops, std::bit_cast<int64_t>(flops), nullptr));
+}
 
 GPUACCT_EXPORT void gpuacct_flush(void) {
-  GPUACCT_GUARD(gpuacct::inject::Runtime::get().request_flush())
+  GPUACCT_GUARD(gpuacct::inject::Runtime::get().request_flush());
 }
 
 }  // extern "C"

@@ -2,16 +2,24 @@
 // patterns, the SPSC ring, host-record processing.
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <map>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "inject/config.h"
 #include "inject/host_events.h"
 #include "inject/host_ring.h"
 #include "inject/log.h"
 #include "inject/name_patterns.h"
+#include "inject/recorder.h"
 
 namespace gpuacct::inject {
 namespace {
@@ -160,6 +168,52 @@ TEST(HostRing, FifoDropWhenFullAndWrap) {
     for (int i = 0; i < 4; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], round * 10 + i);
   }
   EXPECT_EQ(ring.dropped(), 3u);
+}
+
+// A thread's CUPTI identity is logged at its first call (before CUPTI can record one of its
+// calls); when a gone thread's pthread id comes back, its exit is logged before the new
+// thread's start, so the worker never maps the old thread's late records to the new one.
+TEST(Registry, LogsEachThreadsStartAndAReusedIdsExitInOrder) {
+  std::vector<ThreadIdEvent> events;
+  Registry::get().take_thread_events(events);  // whatever earlier tests left
+  struct Seen {
+    uint32_t pthread_low = 0, tid = 0;
+  };
+  auto one_thread = [] {
+    Seen seen;
+    std::thread t([&] {
+      seen.pthread_low = static_cast<uint32_t>(pthread_self());
+      seen.tid = static_cast<uint32_t>(syscall(SYS_gettid));
+      emit_at(1, HostRecType::kStepMark, 0, nullptr, 0, 0);  // the thread's first call
+    });
+    t.join();
+    return seen;
+  };
+  const Seen a = one_thread();
+  const Seen b = one_thread();
+  // The C library reuses a joined thread's stack, hence its pthread_t: the case under test.
+  ASSERT_EQ(a.pthread_low, b.pthread_low) << "the second thread got a new pthread id";
+  ASSERT_NE(a.tid, b.tid);
+  Registry::get().take_thread_events(events);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_FALSE(events[0].exited);
+  EXPECT_EQ(events[0].tid, a.tid);
+  EXPECT_EQ(events[0].pthread_low, a.pthread_low);
+  EXPECT_TRUE(events[1].exited) << "a's exit, learnt when its id came back";
+  EXPECT_EQ(events[1].tid, a.tid);
+  EXPECT_FALSE(events[2].exited);
+  EXPECT_EQ(events[2].tid, b.tid);
+  EXPECT_LE(events[0].ns, events[1].ns);
+  EXPECT_LE(events[1].ns, events[2].ns) << "a exited before b started";
+
+  // Leave no state behind for the pipeline tests: drain and recycle the two orphans.
+  std::vector<ThreadState*> states;
+  Registry::get().snapshot(states);
+  for (ThreadState* st : states) {
+    if (!st->orphaned.load() || (st->tid != a.tid && st->tid != b.tid)) continue;
+    st->ring.drain([](const HostRecord&, uint64_t, HostRing&) {});
+    Registry::get().recycle(st);
+  }
 }
 
 TimedRecord rec(HostRecType type, int64_t ts, const char* name = nullptr, int64_t value = 0,

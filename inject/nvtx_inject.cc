@@ -1,7 +1,9 @@
 // NVTX injection: the NVTX3 loader in the application (PyTorch, NCCL, the program itself)
 // dlopens NVTX_INJECTION64_PATH on its first NVTX call and calls InitializeInjectionNvtx2
 // with its export table.  We fill the core (and core2 = domain) callback slots; every other
-// slot stays a no-op.  Each callback writes one record into the calling thread's ring.
+// slot stays a no-op.  Each callback writes one record into the calling thread's ring, stamped
+// with the clock read as the callback's first act: the first call starts the library
+// (inject/recorder.h, emit).
 #define NVTX_NO_IMPL
 #include <nvtx3/nvToolsExt.h>
 
@@ -9,6 +11,7 @@
 #include <cstring>
 #include <new>
 
+#include "inject/clock.h"
 #include "inject/recorder.h"
 
 // The handle types NVTX leaves for tools to define.
@@ -44,58 +47,66 @@ uint32_t domain_id(nvtxDomainHandle_t d) {
 
 // ---- core -----------------------------------------------------------------------------------
 void NVTX_API MarkEx(const nvtxEventAttributes_t* a) {
+  const int64_t ts = now_ns();
   try {
-    emit(HostRecType::kNvtxMark, 0, message_of(a));
+    emit(ts, HostRecType::kNvtxMark, 0, message_of(a));
   } catch (...) {
   }
 }
 void NVTX_API MarkA(const char* m) {
+  const int64_t ts = now_ns();
   try {
-    emit(HostRecType::kNvtxMark, 0, m);
+    emit(ts, HostRecType::kNvtxMark, 0, m);
   } catch (...) {
   }
 }
 nvtxRangeId_t NVTX_API RangeStartEx(const nvtxEventAttributes_t* a) {
+  const int64_t ts = now_ns();
   try {
     const uint64_t id = next_range_id();
-    emit(HostRecType::kNvtxStart, static_cast<int64_t>(id), message_of(a));
+    emit(ts, HostRecType::kNvtxStart, static_cast<int64_t>(id), message_of(a));
     return id;
   } catch (...) {
     return 0;
   }
 }
 nvtxRangeId_t NVTX_API RangeStartA(const char* m) {
+  const int64_t ts = now_ns();
   try {
     const uint64_t id = next_range_id();
-    emit(HostRecType::kNvtxStart, static_cast<int64_t>(id), m);
+    emit(ts, HostRecType::kNvtxStart, static_cast<int64_t>(id), m);
     return id;
   } catch (...) {
     return 0;
   }
 }
 void NVTX_API RangeEnd(nvtxRangeId_t id) {
+  const int64_t ts = now_ns();
   try {
-    emit(HostRecType::kNvtxEnd, static_cast<int64_t>(id), nullptr);
+    emit(ts, HostRecType::kNvtxEnd, static_cast<int64_t>(id), nullptr);
   } catch (...) {
   }
 }
 int NVTX_API RangePushEx(const nvtxEventAttributes_t* a) {
+  const int64_t ts = now_ns();
   try {
-    emit(HostRecType::kNvtxPush, 0, message_of(a));
+    emit(ts, HostRecType::kNvtxPush, 0, message_of(a));
   } catch (...) {
   }
   return 0;
 }
 int NVTX_API RangePushA(const char* m) {
+  const int64_t ts = now_ns();
   try {
-    emit(HostRecType::kNvtxPush, 0, m);
+    emit(ts, HostRecType::kNvtxPush, 0, m);
   } catch (...) {
   }
   return 0;
 }
 int NVTX_API RangePop() {
+  const int64_t ts = now_ns();
   try {
-    emit(HostRecType::kNvtxPop, 0, nullptr);
+    emit(ts, HostRecType::kNvtxPop, 0, nullptr);
   } catch (...) {
   }
   return 0;
@@ -103,36 +114,41 @@ int NVTX_API RangePop() {
 
 // ---- core2 (domains) ------------------------------------------------------------------------
 void NVTX_API DomainMarkEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
+  const int64_t ts = now_ns();
   try {
-    emit(HostRecType::kNvtxMark, 0, message_of(a), domain_id(d));
+    emit(ts, HostRecType::kNvtxMark, 0, message_of(a), domain_id(d));
   } catch (...) {
   }
 }
 nvtxRangeId_t NVTX_API DomainRangeStartEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
+  const int64_t ts = now_ns();
   try {
     const uint64_t id = next_range_id();
-    emit(HostRecType::kNvtxStart, static_cast<int64_t>(id), message_of(a), domain_id(d));
+    emit(ts, HostRecType::kNvtxStart, static_cast<int64_t>(id), message_of(a), domain_id(d));
     return id;
   } catch (...) {
     return 0;
   }
 }
 void NVTX_API DomainRangeEnd(nvtxDomainHandle_t d, nvtxRangeId_t id) {
+  const int64_t ts = now_ns();
   try {
-    emit(HostRecType::kNvtxEnd, static_cast<int64_t>(id), nullptr, domain_id(d));
+    emit(ts, HostRecType::kNvtxEnd, static_cast<int64_t>(id), nullptr, domain_id(d));
   } catch (...) {
   }
 }
 int NVTX_API DomainRangePushEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
+  const int64_t ts = now_ns();
   try {
-    emit(HostRecType::kNvtxPush, 0, message_of(a), domain_id(d));
+    emit(ts, HostRecType::kNvtxPush, 0, message_of(a), domain_id(d));
   } catch (...) {
   }
   return 0;
 }
 int NVTX_API DomainRangePop(nvtxDomainHandle_t d) {
+  const int64_t ts = now_ns();
   try {
-    emit(HostRecType::kNvtxPop, 0, nullptr, domain_id(d));
+    emit(ts, HostRecType::kNvtxPop, 0, nullptr, domain_id(d));
   } catch (...) {
   }
   return 0;

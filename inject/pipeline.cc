@@ -75,15 +75,37 @@ Pipeline::Pipeline(const Config& config)
 
 // ---- sources -> batch -----------------------------------------------------------------------
 
+// The threads are learnt after the buffers are parsed: a thread's start is logged before CUPTI
+// has any record of it (Registry::acquire), so every thread whose records were just parsed is
+// known by now, whatever its records' delivery order, however long ago it exited.
 void Pipeline::collect() {
-  cupti::Collector::instance().consume(parser_, batch_, acc_.mutable_stats());
+  auto& collector = cupti::Collector::instance();
+  const size_t parsed_from = batch_.api_calls.size();
+  collector.consume(parser_, batch_, acc_.mutable_stats());
+  Registry::get().snapshot(threads_);
+  learn_threads();
+  if (!collector.thread_ids_are_system()) {
+    parser_.resolve_threads(batch_.api_calls, parsed_from, acc_.mutable_stats());
+  }
   drain_rings();
 }
 
+// Starts, and exits of threads whose id came back, in the order they were logged; the other
+// exits are learnt when drain_rings recycles an orphan's state (the parser keeps its life).
+void Pipeline::learn_threads() {
+  cupti::ThreadIds& ids = parser_.thread_ids();
+  Registry::get().take_thread_events(thread_events_);
+  for (const ThreadIdEvent& e : thread_events_) {
+    if (e.exited) {
+      ids.exited(e.pthread_low, e.tid, e.ns);
+    } else {
+      ids.started(e.pthread_low, e.tid, e.ns);
+    }
+  }
+}
+
 void Pipeline::drain_rings() {
-  Registry::get().snapshot(threads_);
   records_.clear();
-  const bool need_alias = !cupti::Collector::instance().thread_ids_are_system();
   for (ThreadState* t : threads_) {
     const bool orphan = t->orphaned.load(std::memory_order_acquire);
     t->ring.drain([&](const HostRecord& r, uint64_t index, HostRing& ring) {
@@ -107,8 +129,9 @@ void Pipeline::drain_rings() {
       acc_.mutable_stats().add(Stat::host_records_dropped, static_cast<int64_t>(d - seen));
       seen = d;
     }
-    if (need_alias) parser_.set_thread_alias(t->pthread_low, t->tid);
     if (orphan) {
+      parser_.thread_ids().exited(t->pthread_low, t->tid,
+                                  t->exit_ns.load(std::memory_order_relaxed));
       t->ring.drain([](const HostRecord&, uint64_t, HostRing&) {});
       Registry::get().recycle(t);
     }
@@ -171,6 +194,8 @@ void Pipeline::tick(int64_t watermark) {
   if (watermark != FlushWatermark::kNone) {
     acc_.advance_watermark(watermark);
     record([&] { return recording_.write_watermark(watermark); });
+    // Every record made before the watermark has been parsed: threads gone before it are done.
+    parser_.thread_ids().forget_before(watermark);
   }
   maybe_write_summary();
 }

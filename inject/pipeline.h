@@ -90,6 +90,7 @@ class Pipeline {
 
  private:
   void collect();
+  void learn_threads();
   void drain_rings();
   void drop_incomplete_ops();
   void feed();
@@ -120,6 +121,7 @@ class Pipeline {
   // Host rings.
   std::vector<TimedRecord> records_;
   std::vector<ThreadState*> threads_;
+  std::vector<ThreadIdEvent> thread_events_;
   std::unordered_map<ThreadState*, uint64_t> dropped_seen_;
 
   // Step detection (when nothing marks steps).

@@ -23,7 +23,12 @@ thread_local ThreadState* t_state = nullptr;
 struct ExitGuard {
   ThreadState* state = nullptr;
   ~ExitGuard() {
-    if (state != nullptr) state->orphaned.store(true, std::memory_order_release);
+    if (state != nullptr) {
+      // No lock here (a fork child's exit could wait on a lock a parent thread held): the
+      // worker reads the time when it sees the orphan, acquire() when the id comes back.
+      state->exit_ns.store(now_ns(), std::memory_order_relaxed);
+      state->orphaned.store(true, std::memory_order_release);
+    }
     t_state = nullptr;
   }
 };
@@ -55,7 +60,15 @@ Registry& Registry::get() {
 }
 
 ThreadState* Registry::acquire(uint32_t tid, uint32_t pthread_low) {
+  const int64_t now = now_ns();
   std::lock_guard<std::mutex> lock(mu_);
+  for (const ThreadState* gone : live_) {
+    if (gone->pthread_low == pthread_low && gone->orphaned.load(std::memory_order_acquire)) {
+      events_.push_back(
+          {pthread_low, gone->tid, gone->exit_ns.load(std::memory_order_relaxed), true});
+    }
+  }
+  events_.push_back({pthread_low, tid, now, false});
   ThreadState* s = nullptr;
   if (!free_.empty()) {
     s = free_.back();
@@ -72,6 +85,7 @@ ThreadState* Registry::acquire(uint32_t tid, uint32_t pthread_low) {
   s->api_depth = 0;
   s->last_api_exit = 0;
   s->last_stack_ts = 0;
+  s->exit_ns.store(0, std::memory_order_relaxed);
   s->orphaned.store(false, std::memory_order_relaxed);
   live_.push_back(s);
   return s;
@@ -80,6 +94,12 @@ ThreadState* Registry::acquire(uint32_t tid, uint32_t pthread_low) {
 void Registry::snapshot(std::vector<ThreadState*>& out) {
   std::lock_guard<std::mutex> lock(mu_);
   out.assign(live_.begin(), live_.end());
+}
+
+void Registry::take_thread_events(std::vector<ThreadIdEvent>& out) {
+  out.clear();
+  std::lock_guard<std::mutex> lock(mu_);
+  out.swap(events_);
 }
 
 void Registry::recycle(ThreadState* s) {
@@ -121,9 +141,10 @@ void emit_at(int64_t ts, HostRecType type, int64_t value, const char* name, uint
   s->ring.publish(1);
 }
 
-void emit(HostRecType type, int64_t value, const char* name, uint32_t aux, uint8_t kind) {
+void emit(int64_t ts, HostRecType type, int64_t value, const char* name, uint32_t aux,
+          uint8_t kind) {
   if (!recording()) return;
-  emit_at(now_ns(), type, value, name, aux, kind);
+  emit_at(ts, type, value, name, aux, kind);
 }
 
 uint64_t next_range_id() {
@@ -168,10 +189,16 @@ void emit_stack(ThreadState* s, int64_t ts, StackKind kind, int64_t value) {
 
 void hook_api_enter(HostApiKind kind, uint64_t* scratch) {
   if (g_mode.load(std::memory_order_relaxed) != kModeRecording) return;
+  if (kind == HostApiKind::kCopy) {
+    // Traced only so that the thread has a state, and its id is known, before CUPTI records
+    // the call (without SYSTEM thread ids: Registry::acquire).
+    current_thread();
+    return;
+  }
+  const int64_t now = now_ns();  // before the thread's state is made (its first call)
   ThreadState* s = current_thread();
   if (s == nullptr) return;
   if (s->api_depth++ != 0) return;  // a driver call inside a runtime call
-  const int64_t now = now_ns();
   if (scratch != nullptr) *scratch = static_cast<uint64_t>(now);
   if (kind == HostApiKind::kLaunch && g_hot.stacks && s->last_api_exit != 0 &&
       now - s->last_api_exit > g_hot.pause_threshold_ns &&
@@ -183,6 +210,7 @@ void hook_api_enter(HostApiKind kind, uint64_t* scratch) {
 
 void hook_api_exit(HostApiKind kind, uint64_t* scratch) {
   if (g_mode.load(std::memory_order_relaxed) != kModeRecording) return;
+  if (kind == HostApiKind::kCopy) return;
   ThreadState* s = current_thread();
   if (s == nullptr) return;
   if (s->api_depth > 1) {

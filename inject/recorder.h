@@ -23,7 +23,19 @@ struct ThreadState {
   int api_depth = 0;  // nesting of traced CUDA calls (runtime -> driver)
   int64_t last_api_exit = 0;
   int64_t last_stack_ts = 0;
+  std::atomic<int64_t> exit_ns{0};    // when the thread exited (set before `orphaned`)
   std::atomic<bool> orphaned{false};  // the thread exited; the worker recycles after draining
+};
+
+// What the worker learns of a thread's CUPTI identity.  CUPTI's default thread id (when
+// cuptiSetThreadIdType(SYSTEM) is refused) is the low 32 bits of pthread_self(), which the C
+// library hands to a new thread once an old one is gone: the id names `tid` from its first call
+// (`ns`, `exited` false) until it exits (`ns`, `exited` true).
+struct ThreadIdEvent {
+  uint32_t pthread_low = 0;
+  uint32_t tid = 0;
+  int64_t ns = 0;
+  bool exited = false;
 };
 
 // 0 = not started, 1 = recording, 2 = stopped (finished, disabled, or a fork child).
@@ -47,14 +59,24 @@ bool start_lazily();
 // The calling thread's state; created (one allocation) on the thread's first call.
 ThreadState* current_thread();
 
-// Emits one record.  `name` may be null.  O(1), no lock, no allocation after the first call.
-void emit(HostRecType type, int64_t value, const char* name, uint32_t aux = 0, uint8_t kind = 0);
+// Emits one record stamped `ts` when recording (starting the library on its first use).
+// `name` may be null.  O(1), no lock, no allocation after the first call.
+//
+// `ts` is now_ns() read by the entry point (C API, NVTX callback) before anything else: the
+// first call of a process starts the library and the first call of a thread creates its state
+// (milliseconds on a busy machine), and a mark must carry the time it was made, not the time
+// set-up ended (a step opened before cuInit came out 0.38 ms short).
+void emit(int64_t ts, HostRecType type, int64_t value, const char* name, uint32_t aux = 0,
+          uint8_t kind = 0);
+// The same without the recording check (tests).
 void emit_at(int64_t ts, HostRecType type, int64_t value, const char* name, uint32_t aux,
              uint8_t kind);
-// Next id for nvtxRangeStart on this thread (unique process-wide).
+// Next id for nvtxRangeStart on this thread (unique process-wide).  May start the library:
+// read the clock before calling it.
 uint64_t next_range_id();
 
-// CUPTI API callback hooks (launch / sync calls): see CollectorHooks.
+// CUPTI API callback hooks (launch / sync calls; copies too without SYSTEM thread ids, only to
+// make the thread's state): see CollectorHooks.
 void hook_api_enter(HostApiKind kind, uint64_t* scratch);
 void hook_api_exit(HostApiKind kind, uint64_t* scratch);
 
@@ -62,16 +84,24 @@ void hook_api_exit(HostApiKind kind, uint64_t* scratch);
 class Registry {
  public:
   static Registry& get();
+  // A thread's state, made on its first call (a mark, or the ENTER callback of its first
+  // traced CUDA call: before CUPTI has any record of it).  Logs the thread's start, and the exit
+  // of any gone thread that had the same pthread id (it must have exited for the id to be
+  // reused), so the worker learns both before it parses a record of the new thread.
   ThreadState* acquire(uint32_t tid, uint32_t pthread_low);
   // Snapshot of live states (pointers stay valid: states are never freed).
   void snapshot(std::vector<ThreadState*>& out);
   // Returns a drained orphan to the free list.
   void recycle(ThreadState* s);
+  // The thread events logged since the last call (in order), into `out` (replaced).  Every
+  // state in an earlier snapshot() has its start in them or in an earlier call's.
+  void take_thread_events(std::vector<ThreadIdEvent>& out);
 
  private:
   std::mutex mu_;
   std::vector<ThreadState*> live_;
   std::vector<ThreadState*> free_;
+  std::vector<ThreadIdEvent> events_;  // taken by the worker every collect
   uint32_t next_index_ = 0;
 };
 

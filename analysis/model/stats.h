@@ -63,6 +63,9 @@ enum class StatOrigin : uint8_t { kCollection, kAccounting, kOutput };
   X(host_ranges_dropped, kDataLoss, kCollection,                                               \
     "step / data ranges dropped: nested deeper than the per-thread cap, or too many "          \
     "nvtxRangeStart ranges open at once")                                                      \
+  X(cupti_thread_ids_unknown, kDataLoss, kCollection,                                          \
+    "CUDA API records whose CUPTI thread id (pthread_self(): SYSTEM thread ids refused) "      \
+    "matched no thread the library knew: their thread's data ranges could not be told")        \
   X(native_sites_dropped, kInfo, kCollection,                                                  \
     "native call-site samples left out (the site table was full)")                             \
   X(stream_rows_lost, kDataLoss, kOutput,                                                      \

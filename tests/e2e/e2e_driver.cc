@@ -5,14 +5,18 @@
 //              [--kernels=K]                       K kernels of 1 ms per step instead of 5
 //   e2e_driver --mode=fork  --steps=N                forks mid-run; the child marks and exit()s
 //   e2e_driver --mode=nocuda --steps=N --sleep-ms=M  never initialises CUDA (host ranges only)
+//   e2e_driver --mode=threads --steps=N              each step's work on a new thread (below)
 #include <gpuacct/gpuacct_dynamic.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
+#include <thread>
 
 #include "sim_cuda.h"
 
@@ -31,6 +35,41 @@ void one_step(const gpuacct_dyn_api* api, simStream_t s, int i, int sleep_ms) {
     simStreamSynchronize(s);
   }
   api->step_end();
+}
+
+// Step i's work on a thread of its own, created after the library started and gone (joined)
+// before the step ends, so CUPTI delivers its records after it exited; the C library reuses a
+// joined thread's stack, so later threads usually get the same pthread_self() (CUPTI's default
+// thread id).  The main thread marks the step.  The thread's first call is CUDA's: a 1 ms
+// kernel and a synchronize, then a flush and 30 ms of real time, so the library parses that
+// launch's record before the thread marks anything; then it waits 10 ms for data in a data
+// range, launches 5 kernels of 1 ms (L = 4 us, lat = 5 us) and synchronizes.  Per step:
+// data_wait 10 ms, launch_gap 2 x 5 us, compute 6 ms -- the data wait is the launching
+// thread's, so it counts only when the launches' API records name that thread.  Prints how many
+// steps ran on a pthread id an earlier step's thread had.
+void threads_mode(const gpuacct_dyn_api* api, simStream_t s, int steps) {
+  std::set<uint32_t> seen;
+  int reused = 0;
+  for (int i = 0; i < steps; ++i) {
+    api->step_begin(i);
+    uint32_t id = 0;
+    std::thread t([&] {
+      id = static_cast<uint32_t>(pthread_self());
+      simLaunchKernel(s, "first_kernel", 1'000'000);
+      simStreamSynchronize(s);
+      api->flush();
+      usleep(30'000);
+      api->data_push("dataloader");
+      simHostWork(10'000'000);
+      api->data_pop();
+      for (int k = 0; k < 5; ++k) simLaunchKernel(s, "thread_kernel", 1'000'000);
+      simStreamSynchronize(s);
+    });
+    t.join();
+    api->step_end();
+    if (!seen.insert(id).second) ++reused;
+  }
+  std::printf("pthread_ids_reused=%d\n", reused);
 }
 
 }  // namespace
@@ -76,6 +115,8 @@ int main(int argc, char** argv) {
     waitpid(child, &status, 0);
     std::printf("child_pid=%d status=%d\n", static_cast<int>(child), status);
     for (int i = steps / 2; i < steps; ++i) one_step(api, s, i, 0);
+  } else if (mode == "threads") {
+    threads_mode(api, s, steps);
   } else {
     for (int i = 0; i < steps; ++i) {
       one_step(api, s, i, sleep_ms);

@@ -13,6 +13,10 @@ Each ctest runs one case:  run_e2e.py --build <build dir> <case>
   no_cupti, real_cupti, nocuda, record, enable_off     fault and lifecycle cases
   same_steps                        live = analyze = timeline on one run's recording
   late_gpu_records                  GPU records delivered 3.1 s late: every step still exact
+  first_mark                        the first mark (it starts the library) keeps its time
+  thread_ids_system, thread_ids_pthread, thread_ids_pthread_nostacks
+                                    each step on a new thread (pthread ids reused), exact, with
+                                    SYSTEM thread ids and with them refused
 """
 
 from __future__ import annotations
@@ -34,6 +38,10 @@ SIM_DEVICE_MEMORY = 80 << 30  # what the sim's cuDeviceTotalMem reports (tests/s
 
 # Scenarios that need the library loaded before cuInit (tests/sim/scenarios/early_init.cc).
 PRELOADED_SCENARIOS = {"early_init"}
+# How late the first mark of a run may be stamped after the program made it (the first_mark
+# case): the library starts on that call, which took 0.23-13 ms here when the clock was read
+# after it; read first, 1-42 us (11-16 us under TSan).
+FIRST_MARK_TOL_NS = 100_000
 
 
 class Fail(Exception):
@@ -161,6 +169,10 @@ def case_scenario(name: str, marks: str, extra_env: dict) -> None:
                     worst = (d, (row["step_index"], k, got[k], exp[k]))
                 check(d <= TOL, f"step {row['step_index']} {k}: got {got[k]} ns, planted "
                                 f"{exp[k]} ns (step {wall} ns)")
+        if name in PRELOADED_SCENARIOS:  # the first mark, made before the library started
+            late = rows[0]["window_begin_ns"] - truth["steps"][0]["host_begin_ns"]
+            check(0 <= late <= FIRST_MARK_TOL_NS, f"step 0 begins {late} ns after the program "
+                                                  "opened it")
         want = expected_verdict(truth, marks)
         check(rep["verdict"]["bound"] == want,
               f"verdict {rep['verdict']['bound']!r}, the truth implies {want!r}")
@@ -461,7 +473,68 @@ def case_record() -> None:
         print("ok: recording written" + (" and re-analysed" if os.path.exists(cli) else ""))
 
 
-def case_same_steps() -> None:
+def case_thread_ids(pthread_ids: bool, stacks: bool) -> None:
+    """Threads created after start, gone before CUPTI delivers their records, their pthread ids
+    reused by the next step's thread, their first call a CUDA call whose record is parsed
+    before they mark anything (e2e_driver --mode=threads): each step's 10 ms data wait is on the
+    thread that launches, so it is data_wait only when the launches' API records name that
+    thread.  pthread_ids: cuptiSetThreadIdType(SYSTEM) refused, records carry pthread ids;
+    stacks: GPUACCT_STACKS (the launch callbacks)."""
+    _, _, _, driver = paths()
+    steps = 30
+    env_extra = {"GPUACCT_STACKS": "1" if stacks else "0"}
+    if pthread_ids:
+        env_extra["GPUACCT_SIM_FAULTS"] = "error:cuptiSetThreadIdType"
+    with tempfile.TemporaryDirectory(prefix="gpuacct_e2e_") as out:
+        res = run([driver, "--mode=threads", f"--steps={steps}"], base_env(out, **env_extra))
+        reused = [l for l in res.stdout.splitlines() if l.startswith("pthread_ids_reused=")]
+        check(reused and int(reused[0].split("=")[1]) > 0,
+              f"no step's thread reused an earlier pthread id, the case tests less: {res.stdout}")
+        rep = one_report(out, res)
+        rows = sorted((r for r in rep["steps"] if r["device"] == 0), key=lambda r: r["step_index"])
+        check(len(rows) == steps, f"{len(rows)} steps, {steps} made")
+        want = {"data_wait": 10_000_000, "launch_gap": 10_000, "compute": 6_000_000,
+                "host_other": 0, "copy_input": 0, "copy_other": 0, "comm_exposed": 0}
+        bad = [(r["step_index"], {k: r["categories"][k] for k in want})
+               for r in rows if any(r["categories"][k] != v for k, v in want.items())]
+        check(not bad, f"{len(bad)} of {steps} steps differ from the truth {want}: {bad[:3]}")
+        check(not rep["data_loss"], f"data loss reported: {rep['stats']}")
+        check(stat(rep, "cupti_thread_ids_unknown") == 0, str(rep["stats"]))
+        print(f"ok: {steps} steps exact, each on a new thread ({reused[0]})")
+
+
+def case_first_mark() -> None:
+    """The first mark of a run starts the library: it must carry the time the program made it,
+    not the time start-up ended.  early_init opens step 0 before cuInit with the library
+    preloaded; under the hybrid clock (real time counts) start-up takes real time.  Best of three
+    runs: a late stamp from start-up is there every time, scheduling noise is not."""
+    lib, _, sim_bin, _ = paths()
+    for marks in ("capi", "nvtx"):
+        lates = []
+        for _ in range(3):
+            with tempfile.TemporaryDirectory(prefix="gpuacct_e2e_") as out:
+                truth_path = os.path.join(out, "truth.json")
+                env = base_env(out, GPUACCT_SIM_TRUTH=truth_path, GPUACCT_SIM_CLOCK="hybrid",
+                               LD_PRELOAD=lib)
+                run([os.path.join(sim_bin, "sim_scenario_early_init"), f"--marks={marks}",
+                     "--steps=3"], env)
+                rep = one_report(out)
+                with open(truth_path) as f:
+                    truth = json.load(f)
+                row0 = min((r for r in rep["steps"] if r["device"] == 0),
+                           key=lambda r: r["step_index"])
+                late = row0["window_begin_ns"] - truth["steps"][0]["host_begin_ns"]
+                check(late >= 0, f"{marks}: step 0 begins {-late} ns before the program opened it")
+                lates.append(late)
+            if lates[-1] <= FIRST_MARK_TOL_NS:
+                break
+        check(min(lates) <= FIRST_MARK_TOL_NS,
+              f"{marks}: step 0 begins {[l / 1e3 for l in lates]} us after the program opened it "
+              f"(at most {FIRST_MARK_TOL_NS / 1e3:.0f} us)")
+        print(f"ok: {marks}: the first mark is stamped {min(lates) / 1e3:.1f} us after it was made")
+
+
+def case_same_steps(**extra_env: str) -> None:
     """One recording, three pipelines: the live library's report, `gpuacct analyze` of its
     recording and `gpuacct timeline` of it give the same steps (detected or marked), warm-up and
     rows -- the front door and the live pipeline hand detected steps to the accountant the same
@@ -470,7 +543,7 @@ def case_same_steps() -> None:
     check(os.path.exists(cli), f"missing build output {cli}")
     for marks in ("none", "capi"):
         with tempfile.TemporaryDirectory(prefix="gpuacct_e2e_") as out:
-            scenario_with(out, "data_bound", marks, GPUACCT_RECORD="1")
+            scenario_with(out, "data_bound", marks, GPUACCT_RECORD="1", **extra_env)
             live = one_report(out)
             recs = glob.glob(os.path.join(out, "*.gpuacct"))
             check(len(recs) == 1, f"recording missing: {os.listdir(out)}")
@@ -581,6 +654,13 @@ CASES = {
     "no_cupti": case_no_cupti, "real_cupti": case_real_cupti, "nocuda": case_nocuda,
     "record": case_record, "enable_off": case_enable_off, "same_steps": case_same_steps,
     "late_gpu_records": case_late_gpu_records,
+    "first_mark": case_first_mark,
+    # The recording carries the thread ids the live run resolved.
+    "same_steps_pthread_ids": lambda: case_same_steps(
+        GPUACCT_SIM_FAULTS="error:cuptiSetThreadIdType"),
+    "thread_ids_system": lambda: case_thread_ids(pthread_ids=False, stacks=True),
+    "thread_ids_pthread": lambda: case_thread_ids(pthread_ids=True, stacks=True),
+    "thread_ids_pthread_nostacks": lambda: case_thread_ids(pthread_ids=True, stacks=False),
 }
 
 
