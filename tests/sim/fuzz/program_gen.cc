@@ -1,0 +1,317 @@
+// Random programs from a seed (program.h).  Every choice comes from one SplitMix64 stream, in
+// a fixed order, so a seed and a set of dimensions give the same program on every machine.
+#include <algorithm>
+#include <stdexcept>
+
+#include "program.h"
+
+namespace sim_fuzz {
+namespace {
+
+constexpr uint64_t kUs = 1000;
+constexpr uint64_t kMs = 1000 * kUs;
+
+class Rng {
+ public:
+  // The seed is mixed first: consecutive seeds would otherwise be one stream shifted by a step.
+  explicit Rng(uint64_t seed) : s_(mix(seed ^ 0x632BE59BD9B4E019ull)) {}
+  uint64_t next() { return mix(s_ += 0x9E3779B97F4A7C15ull); }  // SplitMix64
+  uint64_t in(uint64_t lo, uint64_t hi) { return lo + next() % (hi - lo + 1); }  // [lo, hi]
+  int in(int lo, int hi) {
+    return lo + static_cast<int>(next() % static_cast<uint64_t>(hi - lo + 1));
+  }
+  bool chance(int percent) { return next() % 100 < static_cast<uint64_t>(percent); }
+  template <typename T>
+  const T& pick(const std::vector<T>& v) {
+    return v[next() % v.size()];
+  }
+
+ private:
+  static uint64_t mix(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  uint64_t s_;
+};
+
+const std::vector<std::string> kDims = {
+    // on by default (tests/e2e/differential.py says which)
+    "threads", "thread_churn", "driver_api", "nested", "nested_ids", "graphs", "copies",
+    "memsets", "syncs", "collectives", "marks_capi", "marks_nvtx", "marks_none", "data_ranges",
+    "delivery", "cupti_clock", "buffer_pressure", "record_loss", "live_ticks", "spill",
+    "empty_steps", "threshold_edges", "measured_offset", "stacks_off",
+    // the defects of issue 14 (items 1-4), each a switch
+    "byte_names", "thread_id_refused", "early_marks", "long_lag"};
+
+struct Gen {
+  Rng rng;
+  const std::set<std::string>& dims;
+  Program p;
+  std::vector<bool> alive;  // workers that can act now (index 1..)
+
+  bool on(const char* d) const { return dims.count(d) != 0; }
+
+  std::string ascii_name() {
+    static const char kAlpha[] =
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_";
+    std::string s = rng.pick(std::vector<std::string>{"gemm_", "elementwise_", "reduce_", "k"});
+    const int n = rng.in(1, 30);
+    for (int i = 0; i < n; ++i) s += kAlpha[rng.next() % (sizeof(kAlpha) - 1)];
+    return s;
+  }
+  // Arbitrary bytes (no NUL): Latin-1, broken and valid UTF-8, control characters, quotes.
+  std::string byte_name() {
+    std::string s;
+    const int n = rng.in(1, 80);
+    for (int i = 0; i < n; ++i) s += static_cast<char>(rng.in(1, 255));
+    if (rng.chance(30)) s += "sc\xe9narios";
+    return s;
+  }
+  std::string kernel_name() {
+    return on("byte_names") && rng.chance(30) ? byte_name() : ascii_name();
+  }
+
+  // A GPU duration: mostly short kernels, some long ones.
+  uint64_t gpu_ns() {
+    if (on("long_lag") && rng.chance(3)) return rng.in(uint64_t{500} * kMs, uint64_t{1500} * kMs);
+    return rng.chance(60) ? rng.in(uint64_t{1} * kUs, uint64_t{60} * kUs)
+                          : rng.in(uint64_t{60} * kUs, uint64_t{2} * kMs);
+  }
+  // Host work: around the thresholds (launch latency 30 µs, host pause 100 µs) on purpose.
+  uint64_t host_ns() {
+    if (on("threshold_edges") && rng.chance(30)) {
+      const uint64_t edge = rng.chance(50) ? uint64_t{100} * kUs : uint64_t{30} * kUs;
+      return edge + rng.in(uint64_t{0}, uint64_t{2}) - 1 - (rng.chance(50) ? p.launch_cost : 0);
+    }
+    return rng.chance(50) ? rng.in(uint64_t{1} * kUs, uint64_t{90} * kUs)
+                          : rng.in(uint64_t{110} * kUs, uint64_t{3} * kMs);
+  }
+
+  int actor() {
+    std::vector<int> live{0};
+    for (int w = 1; w <= p.workers; ++w)
+      if (alive[static_cast<size_t>(w)]) live.push_back(w);
+    return rng.pick(live);
+  }
+
+  Action body_action(int thread) {
+    Action a;
+    a.thread = thread;
+    a.stream = rng.in(0, p.streams - 1);
+    std::vector<ActKind> kinds{ActKind::kKernel, ActKind::kKernel, ActKind::kKernel,
+                               ActKind::kHostWork};
+    if (on("driver_api")) kinds.push_back(ActKind::kCuKernel);
+    if (on("nested")) kinds.push_back(ActKind::kNested);
+    if (on("graphs") && !p.graphs.empty()) kinds.push_back(ActKind::kGraph);
+    if (on("collectives")) kinds.push_back(ActKind::kAllReduce);
+    if (on("copies")) {
+      kinds.push_back(ActKind::kCopyAsync);
+      kinds.push_back(ActKind::kCopySync);
+    }
+    if (on("memsets")) kinds.push_back(ActKind::kMemset);
+    if (on("data_ranges") && p.marks != Marks::kNone) kinds.push_back(ActKind::kData);
+    if (on("syncs")) {
+      kinds.push_back(ActKind::kSyncStream);
+      kinds.push_back(ActKind::kSyncDevice);
+    }
+    a.kind = rng.pick(kinds);
+    switch (a.kind) {
+      case ActKind::kKernel:
+      case ActKind::kCuKernel:
+      case ActKind::kAllReduce:
+      case ActKind::kMemset:
+        a.ns = gpu_ns();
+        a.name = kernel_name();
+        break;
+      case ActKind::kNested:
+        a.ns = gpu_ns();
+        a.name = kernel_name();
+        a.pre = rng.in(uint64_t{0}, uint64_t{10} * kUs);
+        a.tail = rng.chance(50) ? rng.in(uint64_t{0}, uint64_t{20} * kUs)
+                                : rng.in(uint64_t{20} * kUs, uint64_t{400} * kUs);
+        break;
+      case ActKind::kGraph:
+        a.arg = rng.in(0, static_cast<int>(p.graphs.size()) - 1);
+        break;
+      case ActKind::kCopyAsync:
+      case ActKind::kCopySync:
+        a.arg = rng.in(1, 3);
+        a.pageable = rng.chance(50);
+        a.ns = gpu_ns();
+        break;
+      case ActKind::kHostWork:
+        a.ns = host_ns();
+        break;
+      case ActKind::kData:
+        a.ns = rng.chance(20) ? host_ns() : rng.in(uint64_t{50} * kUs, uint64_t{4} * kMs);
+        a.name = p.data_marks == DataMarks::kNvtx ? "dataloader"
+                 : on("byte_names") && rng.chance(50) ? byte_name()
+                                                      : "dataloader";
+        break;
+      default:
+        break;
+    }
+    return a;
+  }
+
+  Action main_action(ActKind k, int arg = 0, uint64_t ns = 0) {
+    Action a;
+    a.kind = k;
+    a.arg = arg;
+    a.ns = ns;
+    return a;
+  }
+
+  void choose_settings() {
+    std::vector<Marks> marks;
+    if (on("marks_capi")) marks.push_back(Marks::kCapi);
+    if (on("marks_nvtx")) marks.push_back(Marks::kNvtx);
+    if (on("marks_none")) marks.push_back(Marks::kNone);
+    if (marks.empty()) marks.push_back(Marks::kCapi);
+    p.marks = rng.pick(marks);
+    p.data_marks = rng.chance(50) ? DataMarks::kCapi : DataMarks::kNvtx;
+    if (p.marks == Marks::kNvtx && rng.chance(70)) p.data_marks = DataMarks::kNvtx;
+    p.workers = on("threads") ? rng.in(0, 7) : 0;
+    p.streams = rng.in(1, 4);
+    p.launch_cost = rng.in(uint64_t{1} * kUs, uint64_t{20} * kUs);
+    p.latency = rng.in(uint64_t{1} * kUs, uint64_t{40} * kUs);
+    if (on("nested_ids")) {
+      p.nested_ids = rng.pick(
+          std::vector<NestedIds>{NestedIds::kShared, NestedIds::kRuntime, NestedIds::kDriver});
+    }
+    if (on("graphs")) {
+      const int n = rng.in(0, 2);
+      for (int g = 0; g < n; ++g) {
+        std::vector<std::pair<std::string, uint64_t>> nodes;
+        const int k = rng.in(1, 5);
+        for (int i = 0; i < k; ++i) nodes.emplace_back(kernel_name(), gpu_ns());
+        p.graphs.push_back(nodes);
+      }
+    }
+    p.preload = on("early_marks") && p.marks != Marks::kNone && rng.chance(30);
+  }
+
+  void choose_env() {
+    auto env = [&](const char* k, std::string v) { p.env.emplace_back(k, std::move(v)); };
+    std::string faults;
+    auto fault = [&](const std::string& f) { faults += (faults.empty() ? "" : ",") + f; };
+    env("GPUACCT_SIM_SEED", std::to_string(p.seed));
+    if (on("delivery")) {
+      env("GPUACCT_SIM_DELAY_PCT", std::to_string(rng.pick(std::vector<int>{0, 5, 20, 50})));
+      env("GPUACCT_SIM_SHUFFLE", rng.chance(50) ? "1" : "0");
+    }
+    env("GPUACCT_SIM_NESTED_IDS", p.nested_ids == NestedIds::kShared    ? "shared"
+                                  : p.nested_ids == NestedIds::kRuntime ? "runtime"
+                                                                        : "driver");
+    if (on("cupti_clock")) {
+      env("GPUACCT_SIM_CUPTI_CLOCK",
+          rng.pick(std::vector<std::string>{"host", "monotonic", "offset:5000000000000",
+                                            "offset:-86400000000000"}));
+      if (on("measured_offset") && rng.chance(25)) {
+        fault("error:cuptiActivityRegisterTimestampCallback");
+        p.exact = false;
+      }
+    }
+    if (on("thread_id_refused") && rng.chance(50)) fault("error:cuptiSetThreadIdType");
+    if (on("buffer_pressure") && rng.chance(30)) {
+      env("GPUACCT_BUFFER_MB", "1");
+      env("GPUACCT_BUFFER_COUNT", std::to_string(rng.in(2, 3)));
+      env("GPUACCT_RING_RECORDS", rng.chance(50) ? "256" : "8192");
+    }
+    if (on("record_loss") && rng.chance(10)) {
+      fault(rng.pick(std::vector<std::string>{"drop=3", "drop_every=7", "buffer_refused=1"}));
+    }
+    if (on("live_ticks")) env("GPUACCT_FLUSH_MS", std::to_string(rng.pick(std::vector<int>{1, 3, 10, 100})));
+    if (on("stacks_off") && rng.chance(20)) env("GPUACCT_STACKS", "0");
+    if (!faults.empty()) env("GPUACCT_SIM_FAULTS", faults);
+  }
+
+  void steps() {
+    const int n = p.marks == Marks::kNone ? rng.in(6, 10) : rng.in(2, 8);
+    alive.assign(static_cast<size_t>(p.workers) + 1, false);
+    // Workers that start at once; with churn some start later and some end early.
+    std::vector<int> start_step(static_cast<size_t>(p.workers) + 1, 0);
+    std::vector<int> exit_step(static_cast<size_t>(p.workers) + 1, n);
+    for (int w = 1; w <= p.workers; ++w) {
+      if (on("thread_churn") && rng.chance(40)) start_step[static_cast<size_t>(w)] = rng.in(1, n);
+      if (on("thread_churn") && rng.chance(40)) exit_step[static_cast<size_t>(w)] = rng.in(0, n - 1);
+      exit_step[static_cast<size_t>(w)] =
+          std::max(exit_step[static_cast<size_t>(w)], start_step[static_cast<size_t>(w)]);
+    }
+    if (!p.preload) p.actions.push_back(main_action(ActKind::kInit));
+    std::vector<Action> body;  // marks=none repeats one body, so detection has a loop to find
+    for (int k = 0; k < n; ++k) {
+      for (int w = 1; w <= p.workers; ++w) {
+        if (start_step[static_cast<size_t>(w)] == k) {
+          p.actions.push_back(main_action(ActKind::kSpawn, w));
+          alive[static_cast<size_t>(w)] = true;
+        }
+      }
+      if (on("live_ticks") && rng.chance(30))
+        p.actions.push_back(main_action(ActKind::kRealSleep, 0, rng.in(uint64_t{100}, uint64_t{3000})));
+      if (rng.chance(40)) p.actions.push_back(main_action(ActKind::kHostWork, 0, host_ns()));
+      p.actions.push_back(main_action(ActKind::kStepBegin, k));
+      if (p.preload && k == 0) {  // the first step opens before cuInit
+        Action d = body_action(0);
+        d.kind = ActKind::kData;
+        d.ns = rng.in(uint64_t{10} * kUs, uint64_t{3} * kMs);
+        d.name = "dataloader";
+        if (on("data_ranges")) p.actions.push_back(d);
+        p.actions.push_back(main_action(ActKind::kInit));
+      }
+      const bool empty = on("empty_steps") && rng.chance(10);
+      if (p.marks != Marks::kNone || k == 0) {
+        body.clear();
+        const int m = empty ? rng.in(0, 2) : rng.in(1, 12);
+        for (int i = 0; i < m; ++i) {
+          Action a = body_action(actor());
+          if (empty && a.kind != ActKind::kData) a.kind = ActKind::kHostWork, a.ns = host_ns();
+          body.push_back(a);
+        }
+        if (!empty) {  // at least one GPU op
+          Action a = body_action(0);
+          a.kind = ActKind::kKernel;
+          a.ns = gpu_ns();
+          a.name = kernel_name();
+          body.push_back(a);
+        }
+      }
+      for (const Action& a : body) {
+        if (a.thread == 0 || alive[static_cast<size_t>(a.thread)]) p.actions.push_back(a);
+      }
+      if (!(on("spill") && rng.chance(20)) || k == n - 1 || p.marks == Marks::kNone)
+        p.actions.push_back(main_action(ActKind::kSyncDevice));
+      p.actions.push_back(main_action(ActKind::kStepEnd, k));
+      for (int w = 1; w <= p.workers; ++w) {
+        if (exit_step[static_cast<size_t>(w)] == k && alive[static_cast<size_t>(w)]) {
+          Action a = main_action(ActKind::kExit);
+          a.thread = w;
+          p.actions.push_back(a);
+          alive[static_cast<size_t>(w)] = false;
+        }
+      }
+    }
+    p.num_steps = n;
+  }
+};
+
+}  // namespace
+
+const std::vector<std::string>& known_dims() { return kDims; }
+
+Program generate(uint64_t seed, const std::set<std::string>& dims) {
+  for (const std::string& d : dims) {
+    if (std::find(kDims.begin(), kDims.end(), d) == kDims.end())
+      throw std::invalid_argument("unknown dimension '" + d + "'");
+  }
+  Gen g{Rng(seed), dims, Program{}, {}};
+  g.p.seed = seed;
+  g.p.dims = dims;
+  g.choose_settings();
+  g.choose_env();
+  g.steps();
+  return g.p;
+}
+
+}  // namespace sim_fuzz
