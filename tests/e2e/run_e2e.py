@@ -463,7 +463,7 @@ def case_record() -> None:
 def compare_pipelines(live: dict, offline: dict, tl, marks: str) -> None:
     """The live report against `gpuacct analyze` (offline) and `gpuacct timeline` (tl) of the
     same run's recording: the same rows, summary, verdict, counters and step detection, and one
-    timeline step per row of the first device with the row's window and walls (same_steps, and the
+    timeline step per step (its row on the first device) with the row's window and walls (same_steps, and the
     differential fuzzer, tests/e2e/differential.py)."""
     events = tl["traceEvents"] if isinstance(tl, dict) else tl
     slices = sorted((e for e in events if e.get("cat") == "gpuacct_step"),
@@ -486,9 +486,12 @@ def compare_pipelines(live: dict, offline: dict, tl, marks: str) -> None:
     check(live.get("step_detection") == offline.get("step_detection"),
           f"{marks}: step_detection live {live.get('step_detection')} offline "
           f"{offline.get('step_detection')}")
-    # The timeline shows the steps of the first device (device -1: host-only rows).
-    first = min((r["device"] for r in live["steps"]), default=0)
-    rows0 = [r for r in live["steps"] if r["device"] == first]
+    # The timeline has one step slice per step: its row on the first device (device -1 is a
+    # host-only row).
+    firsts = {}
+    for r in sorted(live["steps"], key=lambda r: (r["step_index"], r["device"])):
+        firsts.setdefault(r["step_index"], r)
+    rows0 = list(firsts.values())
     check(len(slices) == len(rows0),
           f"{marks}: {len(slices)} timeline steps, {len(rows0)} live rows")
     if not rows0:

@@ -35,6 +35,7 @@ enum class ActKind {
   kMemset,      // simMemsetAsync
   kHostWork,    // simHostWork
   kData,        // data range (push, host work, pop) on the acting thread
+  kUserRange,   // a user range (C API or NVTX, no step or data name) around host work
   kSyncStream,  // simStreamSynchronize
   kSyncDevice,  // simDeviceSynchronize(0)
   kStepBegin,   // main thread
@@ -72,6 +73,8 @@ struct Program {
   std::vector<std::pair<std::string, std::string>> env;  // the environment it runs under
   bool preload = false;        // the library is preloaded, the first step opens before cuInit
   bool exact = true;           // rows must equal the truth to the nanosecond
+  bool loss_allowed = false;   // a fault or a small buffer may lose records (counted)
+  bool argv_bytes = false;     // run under a non-UTF-8 file name, with a non-UTF-8 argument
   std::vector<Action> actions;
   int num_steps = 0;
 };

@@ -39,6 +39,7 @@ const std::vector<std::string> kDims = {
     // on by default (tests/e2e/differential.py says which)
     "threads", "thread_churn", "driver_api", "nested", "nested_ids", "graphs", "copies",
     "memsets", "syncs", "collectives", "marks_capi", "marks_nvtx", "marks_none", "data_ranges",
+    "user_ranges",
     "delivery", "cupti_clock", "buffer_pressure", "record_loss", "live_ticks", "spill",
     "empty_steps", "threshold_edges", "measured_offset", "stacks_off",
     // the defects of issue 14 (items 1-4), each a switch
@@ -111,6 +112,7 @@ struct Gen {
     }
     if (on("memsets")) kinds.push_back(ActKind::kMemset);
     if (on("data_ranges") && p.marks != Marks::kNone) kinds.push_back(ActKind::kData);
+    if (on("user_ranges")) kinds.push_back(ActKind::kUserRange);
     if (on("syncs")) {
       kinds.push_back(ActKind::kSyncStream);
       kinds.push_back(ActKind::kSyncDevice);
@@ -143,6 +145,11 @@ struct Gen {
       case ActKind::kHostWork:
         a.ns = host_ns();
         break;
+      case ActKind::kUserRange:
+        a.ns = host_ns();
+        a.arg = rng.in(0, 1);  // 0: C API, 1: NVTX
+        a.name = on("byte_names") && rng.chance(50) ? "user_" + byte_name() : "user_" + ascii_name();
+        break;
       case ActKind::kData:
         a.ns = rng.chance(20) ? host_ns() : rng.in(uint64_t{50} * kUs, uint64_t{4} * kMs);
         a.name = p.data_marks == DataMarks::kNvtx ? "dataloader"
@@ -169,7 +176,9 @@ struct Gen {
     if (on("marks_nvtx")) marks.push_back(Marks::kNvtx);
     if (on("marks_none")) marks.push_back(Marks::kNone);
     if (marks.empty()) marks.push_back(Marks::kCapi);
+    // Detected steps are not planted (their truth is not checked): fewer of them.
     p.marks = rng.pick(marks);
+    if (p.marks == Marks::kNone && marks.size() > 1 && rng.chance(60)) p.marks = marks[0];
     p.data_marks = rng.chance(50) ? DataMarks::kCapi : DataMarks::kNvtx;
     if (p.marks == Marks::kNvtx && rng.chance(70)) p.data_marks = DataMarks::kNvtx;
     p.workers = on("threads") ? rng.in(0, 7) : 0;
@@ -215,15 +224,22 @@ struct Gen {
     }
     if (on("thread_id_refused") && rng.chance(50)) fault("error:cuptiSetThreadIdType");
     if (on("buffer_pressure") && rng.chance(30)) {
+      p.loss_allowed = true;
       env("GPUACCT_BUFFER_MB", "1");
       env("GPUACCT_BUFFER_COUNT", std::to_string(rng.in(2, 3)));
       env("GPUACCT_RING_RECORDS", rng.chance(50) ? "256" : "8192");
     }
     if (on("record_loss") && rng.chance(10)) {
+      p.loss_allowed = true;
       fault(rng.pick(std::vector<std::string>{"drop=3", "drop_every=7", "buffer_refused=1"}));
     }
     if (on("live_ticks")) env("GPUACCT_FLUSH_MS", std::to_string(rng.pick(std::vector<int>{1, 3, 10, 100})));
     if (on("stacks_off") && rng.chance(20)) env("GPUACCT_STACKS", "0");
+    // GPU records held back until the clock is this far past their end (the fake CUPTI's
+    // delivery lag, issue 14 item 4; a sim without the knob ignores it).
+    if (on("long_lag") && rng.chance(30))
+      env("GPUACCT_SIM_GPU_DELIVERY_LAG_NS", std::to_string(rng.in(uint64_t{1} * 1000 * kMs, uint64_t{3500} * kMs)));
+    p.argv_bytes = on("byte_names") && rng.chance(50);
     if (!faults.empty()) env("GPUACCT_SIM_FAULTS", faults);
   }
 

@@ -168,6 +168,20 @@ void Runner::run_action(const Action& a) {
       log_.data.push_back(Range{a.thread, t, t + a.ns});
       expect_now(t + a.ns, a);
       return;
+    case ActKind::kUserRange:
+      if (a.arg == 0) {
+        api()->range_push(a.name.c_str());
+      } else {
+        nvtxRangePushA(a.name.c_str());
+      }
+      simHostWork(a.ns);
+      if (a.arg == 0) {
+        api()->range_pop();
+      } else {
+        nvtxRangePop();
+      }
+      expect_now(t + a.ns, a);
+      return;
     case ActKind::kStepBegin:
       log_.steps.push_back(StepLog{0, t, t});
       if (p_.marks == Marks::kCapi) api()->step_begin(a.arg);
@@ -279,6 +293,8 @@ void describe(const Program& p, std::FILE* f) {
   std::fprintf(f, "{\"seed\": %" PRIu64 ", \"marks\": \"%s\", \"preload\": %s, \"exact\": %s, ",
                p.seed, marks_name(p.marks), p.preload ? "true" : "false",
                p.exact ? "true" : "false");
+  std::fprintf(f, "\"loss_allowed\": %s, \"argv_bytes\": %s, ", p.loss_allowed ? "true" : "false",
+               p.argv_bytes ? "true" : "false");
   std::fprintf(f, "\"steps\": %d, \"workers\": %d, \"actions\": %zu, \"env\": {", p.num_steps,
                p.workers, p.actions.size());
   for (size_t i = 0; i < p.env.size(); ++i)
@@ -343,7 +359,8 @@ bool write_truth(const Program& p, const ProgramLog& log, const std::vector<Expe
 
 [[noreturn]] void usage() {
   std::fprintf(stderr,
-               "usage: sim_program --seed=N [--dims=a,b,...|all] (--describe | --truth=PATH)\n");
+               "usage: sim_program --seed=N [--dims=a,b,...|all] (--describe | --truth=PATH) "
+               "[--tag=BYTES]\n");
   std::exit(2);
 }
 
@@ -376,6 +393,8 @@ int main(int argc, char** argv) {
       describe_only = true;
     } else if (std::strncmp(a, "--truth=", 8) == 0) {
       truth = a + 8;
+    } else if (std::strncmp(a, "--tag=", 6) == 0) {
+      // ignored: arbitrary bytes on the command line (the report carries the command line)
     } else {
       usage();
     }
