@@ -71,8 +71,34 @@ DIMENSIONS = {
                         "GPUACCT_SIM_GPU_DELIVERY_LAG_NS in the fake CUPTI)"),
 }
 
-# Seeds that once failed, replayed by every run: (seed, --dims value or None for the default).
+# The default dimensions when the seeds below were found (a program depends on the seed and
+# on the set of dimensions, so a seed keeps its full list).
+_DIMS_V1 = ("threads,thread_churn,driver_api,nested,nested_ids,graphs,copies,memsets,syncs,"
+            "collectives,marks_capi,marks_nvtx,marks_none,data_ranges,user_ranges,delivery,"
+            "cupti_clock,measured_offset,buffer_pressure,record_loss,live_ticks,spill,"
+            "empty_steps,threshold_edges,stacks_off")
+
+# Seeds that once failed, replayed by every run: (seed, --dims value).
 REGRESSION_SEEDS: list = []
+
+# Seeds that fail while a defect of issue 14 is open, under the dimension that shows it;
+# replayed by every run in which that dimension is on (then move them to REGRESSION_SEEDS).
+PENDING_SEEDS = {
+    # item 1: a non-UTF-8 file name -> "internal error while writing the report", no report
+    "byte_names": [(1, _DIMS_V1 + ",byte_names"), (4, _DIMS_V1 + ",byte_names")],
+    # item 2: SYSTEM thread ids refused -> a data wait (or launch time) of a thread filed as
+    # host time, nothing counted
+    "thread_id_refused": [(16, _DIMS_V1 + ",thread_id_refused"),
+                          (35, _DIMS_V1 + ",thread_id_refused"),
+                          (80, _DIMS_V1 + ",thread_id_refused"),
+                          (89, _DIMS_V1 + ",thread_id_refused")],
+    # with item 3's set-up (library preloaded, the first step opened before cuInit): a first
+    # step without GPU work gets a host-only row (device -1) although the run has GPU work,
+    # and device 0's first window begins at step 1's host begin: the time between step 0's end
+    # and step 1's begin is in no row
+    "early_marks": [(1075, _DIMS_V1 + ",early_marks"), (1551, _DIMS_V1 + ",early_marks"),
+                    (1776, _DIMS_V1 + ",early_marks")],
+}
 
 TOL = 0.01  # of the step's window, when the program's clock is not exact (measured offset)
 
@@ -247,7 +273,9 @@ def main() -> int:
     if a.seed is not None:
         jobs = [(a.seed, a.dims)]
     else:
-        jobs = [(s, d or "") for s, d in REGRESSION_SEEDS]
+        on = set(parse_dims(a.dims))
+        jobs = list(REGRESSION_SEEDS)
+        jobs += [job for dim, seeds in PENDING_SEEDS.items() if dim in on for job in seeds]
         jobs += [(s, a.dims) for s in range(a.start, a.start + a.count)]
     results = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
