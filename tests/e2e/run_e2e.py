@@ -463,7 +463,7 @@ def case_record() -> None:
 def compare_pipelines(live: dict, offline: dict, tl, marks: str) -> None:
     """The live report against `gpuacct analyze` (offline) and `gpuacct timeline` (tl) of the
     same run's recording: the same rows, summary, verdict, counters and step detection, and one
-    timeline step per step (its row on the first device) with the row's window and walls (same_steps, and the
+    timeline step per row (step and device) with the row's window and walls (same_steps, and the
     differential fuzzer, tests/e2e/differential.py)."""
     events = tl["traceEvents"] if isinstance(tl, dict) else tl
     slices = sorted((e for e in events if e.get("cat") == "gpuacct_step"),
@@ -486,23 +486,22 @@ def compare_pipelines(live: dict, offline: dict, tl, marks: str) -> None:
     check(live.get("step_detection") == offline.get("step_detection"),
           f"{marks}: step_detection live {live.get('step_detection')} offline "
           f"{offline.get('step_detection')}")
-    # The timeline has one step slice per step: its row on the first device (device -1 is a
-    # host-only row).
-    firsts = {}
-    for r in sorted(live["steps"], key=lambda r: (r["step_index"], r["device"])):
-        firsts.setdefault(r["step_index"], r)
-    rows0 = list(firsts.values())
-    check(len(slices) == len(rows0),
-          f"{marks}: {len(slices)} timeline steps, {len(rows0)} live rows")
-    if not rows0:
+    # The timeline has one step slice per row: process id = device (65535: host-only rows).
+    rows = {(r["step_index"], r["device"]): r for r in live["steps"]}
+    by_key = {(s_["args"]["step_index"], -1 if s_["pid"] == 65535 else s_["pid"]): s_
+              for s_ in slices}
+    check(len(slices) == len(by_key) and set(by_key) == set(rows),
+          f"{marks}: timeline steps {sorted(by_key)} ({len(slices)} slices), live rows "
+          f"{sorted(rows)}")
+    if not rows:
         return
     # Relative times (absolute ns do not fit a double's precision in microseconds).
-    origin_us = slices[0]["ts"]
-    begin0 = rows0[0]["window_begin_ns"]
-    for s_, r in zip(slices, rows0):
+    origin_us = min(s_["ts"] for s_ in slices)
+    begin0 = min(r["window_begin_ns"] for r in rows.values())
+    for k, r in rows.items():
+        s_ = by_key[k]
         a = s_["args"]
-        check(a["step_index"] == r["step_index"]
-              and ("warm-up" in s_["name"]) == r["warmup"]
+        check(("warm-up" in s_["name"]) == r["warmup"]
               and abs(s_["ts"] - origin_us - (r["window_begin_ns"] - begin0) / 1e3) < 0.002
               and abs(s_["dur"] - r["duration_ns"] / 1e3) < 0.002
               and abs(a["compute_us"] - r["walls"]["compute"] / 1e3) < 0.002

@@ -37,7 +37,7 @@ enum class ActKind {
   kData,        // data range (push, host work, pop) on the acting thread
   kUserRange,   // a user range (C API or NVTX, no step or data name) around host work
   kSyncStream,  // simStreamSynchronize
-  kSyncDevice,  // simDeviceSynchronize(0)
+  kSyncDevice,  // simDeviceSynchronize(arg): one device, or every device (-1)
   kStepBegin,   // main thread
   kStepEnd,     // main thread, right after a device synchronize
   kSpawn,       // main thread starts worker `arg`
@@ -51,7 +51,8 @@ struct Action {
   ActKind kind = ActKind::kHostWork;
   int thread = 0;      // 0 = main, 1.. = workers
   int stream = 0;      // index into the program's streams (0 = the default stream)
-  int arg = 0;         // graph index, copy kind (1 H2D, 2 D2H, 3 D2D), thread to spawn, step
+  int arg = 0;         // graph index, copy kind (1 H2D, 2 D2H, 3 D2D, 4 P2P), thread to spawn,
+                       // step index, device to synchronize
   bool pageable = false;
   uint64_t ns = 0;     // GPU duration, host work, data wait or real sleep (µs for the sleep)
   uint64_t pre = 0;    // nested: runtime time before its driver call
@@ -66,7 +67,9 @@ struct Program {
   DataMarks data_marks = DataMarks::kCapi;
   NestedIds nested_ids = NestedIds::kShared;
   int workers = 0;               // threads besides main
-  int streams = 1;               // including the default stream
+  int devices = 1;
+  int streams = 1;               // the first `devices` are the devices' default streams
+  std::vector<int> stream_device;  // the device of each stream
   uint64_t launch_cost = 4000;   // simSetLaunchCost
   uint64_t latency = 5000;       // simSetLaunchLatency
   std::vector<std::vector<std::pair<std::string, uint64_t>>> graphs;  // kernels of each graph
@@ -103,6 +106,7 @@ struct Op {
   uint64_t submitted = 0;    // start of the innermost launch / copy call of its nest
   int thread = 0;            // the launching thread
   int stream = 0;
+  int device = 0;
 };
 
 struct Range {
@@ -134,12 +138,15 @@ struct Thresholds {
 };
 
 struct ExpectedRow {
+  size_t step = 0;
+  int device = 0;
   uint64_t window_begin = 0, window_end = 0;
   uint64_t cat[kNumCats] = {};
   uint64_t launches = 0;
 };
 
-// One row per step on device 0, in step order (the program marks steps without overlap).
+// One row per step and device that runs any op, by step then device (the program marks steps
+// without overlap).
 std::vector<ExpectedRow> expected_rows(const ProgramLog& log, const Thresholds& t);
 
 }  // namespace sim_fuzz

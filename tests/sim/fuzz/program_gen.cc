@@ -39,7 +39,7 @@ const std::vector<std::string> kDims = {
     // on by default (tests/e2e/differential.py says which)
     "threads", "thread_churn", "driver_api", "nested", "nested_ids", "graphs", "copies",
     "memsets", "syncs", "collectives", "marks_capi", "marks_nvtx", "marks_none", "data_ranges",
-    "user_ranges",
+    "user_ranges", "devices", "late_device",
     "delivery", "cupti_clock", "buffer_pressure", "record_loss", "live_ticks", "spill",
     "empty_steps", "threshold_edges", "measured_offset", "stacks_off",
     // the defects of issue 14 (items 1-4), each a switch
@@ -138,12 +138,15 @@ struct Gen {
         break;
       case ActKind::kCopyAsync:
       case ActKind::kCopySync:
-        a.arg = rng.in(1, 3);
+        a.arg = rng.in(1, p.devices > 1 ? 4 : 3);
         a.pageable = rng.chance(50);
         a.ns = gpu_ns();
         break;
       case ActKind::kHostWork:
         a.ns = host_ns();
+        break;
+      case ActKind::kSyncDevice:
+        a.arg = p.devices > 1 ? rng.in(-1, p.devices - 1) : 0;
         break;
       case ActKind::kUserRange:
         a.ns = host_ns();
@@ -182,7 +185,12 @@ struct Gen {
     p.data_marks = rng.chance(50) ? DataMarks::kCapi : DataMarks::kNvtx;
     if (p.marks == Marks::kNvtx && rng.chance(70)) p.data_marks = DataMarks::kNvtx;
     p.workers = on("threads") ? rng.in(0, 7) : 0;
-    p.streams = rng.in(1, 4);
+    p.devices = on("devices") && rng.chance(40) ? 2 : 1;
+    p.streams = rng.in(p.devices, 4);
+    // (No draw with one device: a seed keeps its program when the dimension is off.)
+    for (int s = 0; s < p.streams; ++s)
+      p.stream_device.push_back(s < p.devices || p.devices == 1 ? s % p.devices
+                                                                : rng.in(0, p.devices - 1));
     p.launch_cost = rng.in(uint64_t{1} * kUs, uint64_t{20} * kUs);
     p.latency = rng.in(uint64_t{1} * kUs, uint64_t{40} * kUs);
     if (on("nested_ids")) {
@@ -292,12 +300,24 @@ struct Gen {
           a.name = kernel_name();
           body.push_back(a);
         }
+        // Every device runs an op in the first step, unless late_device: a device whose first
+        // op comes in a later step (rows that depend on delivery timing, docs/testing.md).
+        if (k == 0 && p.devices > 1 && !on("late_device")) {
+          for (int d = 0; d < p.devices; ++d) {
+            Action a = body_action(0);
+            a.kind = ActKind::kKernel;
+            a.stream = d;  // the device's default stream
+            a.ns = gpu_ns();
+            a.name = kernel_name();
+            body.push_back(a);
+          }
+        }
       }
       for (const Action& a : body) {
         if (a.thread == 0 || alive[static_cast<size_t>(a.thread)]) p.actions.push_back(a);
       }
       if (!(on("spill") && rng.chance(20)) || k == n - 1 || p.marks == Marks::kNone)
-        p.actions.push_back(main_action(ActKind::kSyncDevice));
+        p.actions.push_back(main_action(ActKind::kSyncDevice, -1));
       p.actions.push_back(main_action(ActKind::kStepEnd, k));
       for (int w = 1; w <= p.workers; ++w) {
         if (exit_step[static_cast<size_t>(w)] == k && alive[static_cast<size_t>(w)]) {

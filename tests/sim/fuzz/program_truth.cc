@@ -2,6 +2,7 @@
 // the document and apart from analysis/accounting: it walks elementary intervals instead of
 // sweeping endpoints, so a shared mistake would have to be made twice in different shapes.
 #include <algorithm>
+#include <set>
 
 #include "program.h"
 
@@ -63,7 +64,8 @@ void by_pauses(const ProgramLog& log, int thread, uint64_t a, uint64_t b, const 
 }
 
 // The idle gap [g0, g1) of a window: `next` is the op that ends it (null: the window ends
-// idle), `step_thread` the thread that marked the step.
+// idle), `step_thread` the thread that marked the step.  Host facts are per thread, on every
+// device alike.
 Split idle(const ProgramLog& log, uint64_t g0, uint64_t g1, const Op* next, int step_thread,
            const Thresholds& t) {
   Split s;
@@ -90,8 +92,13 @@ Split idle(const ProgramLog& log, uint64_t g0, uint64_t g1, const Op* next, int 
 
 // Categories of one window: every elementary interval between op boundaries gets the busy
 // class of highest priority running, or, when nothing runs, its share of the idle gap.
-void categorize(const ProgramLog& log, int step_thread, const Thresholds& t, ExpectedRow* row) {
+void categorize(const ProgramLog& all, int step_thread, const Thresholds& t, ExpectedRow* row) {
   const uint64_t ws = row->window_begin, we = row->window_end;
+  ProgramLog log;  // the host facts of every thread, the ops of this row's device
+  log.calls = all.calls;
+  log.data = all.data;
+  for (const Op& op : all.ops)
+    if (op.device == row->device) log.ops.push_back(op);
   std::vector<uint64_t> cuts{ws, we};
   for (const Op& op : log.ops) {
     if (op.end <= ws || op.start >= we || op.end <= op.start) continue;
@@ -138,30 +145,42 @@ void categorize(const ProgramLog& log, int step_thread, const Thresholds& t, Exp
 }  // namespace
 
 std::vector<ExpectedRow> expected_rows(const ProgramLog& log, const Thresholds& t) {
+  std::set<int> devices;  // every device that runs an op has a row in every step
+  for (const Op& op : log.ops) devices.insert(op.device);
+  const bool host_only = devices.empty();  // no op at all: one host-only row per step (-1)
+  if (host_only) devices.insert(0);
   std::vector<ExpectedRow> rows;
-  uint64_t prev_end = 0;
+  std::vector<uint64_t> prev_end(devices.empty() ? 0 : static_cast<size_t>(*devices.rbegin()) + 1);
   for (size_t k = 0; k < log.steps.size(); ++k) {
     const StepLog& st = log.steps[k];
-    ExpectedRow row;
-    // Window: from the previous window's end (the first: the step's host begin) to the end of
-    // the last op the step owns (launched inside its host range), else its host end.
-    row.window_begin = k == 0 ? st.begin : prev_end;
-    uint64_t end = 0;
-    bool owns = false;
-    for (const Op& op : log.ops) {
-      if (op.launch_time >= st.begin && op.launch_time < st.end) {
-        end = std::max(end, op.end);
-        owns = true;
-      }
-    }
-    row.window_end = std::max(row.window_begin, owns ? end : st.end);
-    prev_end = row.window_end;
+    uint64_t launches = 0;  // all threads and devices; a nested launch once
     for (const Call& c : log.calls) {
       if (c.outer && c.kind == CallKind::kLaunch && c.start >= st.begin && c.start < st.end)
-        ++row.launches;
+        ++launches;
     }
-    categorize(log, st.thread, t, &row);
-    rows.push_back(row);
+    for (int d : devices) {
+      ExpectedRow row;
+      row.step = k;
+      row.device = host_only ? -1 : d;
+      row.launches = launches;
+      // Window: from the previous window's end on the device (the first: the step's host
+      // begin) to the end of the last op the step owns there (launched inside its host range),
+      // else its host end.
+      uint64_t& prev = prev_end[static_cast<size_t>(d)];
+      row.window_begin = k == 0 ? st.begin : prev;
+      uint64_t end = 0;
+      bool owns = false;
+      for (const Op& op : log.ops) {
+        if (op.device == d && op.launch_time >= st.begin && op.launch_time < st.end) {
+          end = std::max(end, op.end);
+          owns = true;
+        }
+      }
+      row.window_end = std::max(row.window_begin, owns ? end : st.end);
+      prev = row.window_end;
+      categorize(log, st.thread, t, &row);
+      rows.push_back(row);
+    }
   }
   return rows;
 }

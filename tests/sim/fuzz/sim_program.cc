@@ -89,19 +89,20 @@ class Runner {
     o.submitted = submit;
     o.thread = thread;
     o.stream = stream;
+    o.device = p_.stream_device[static_cast<size_t>(stream)];
     free = o.end;
     log_.ops.push_back(o);
     return log_.ops.back();
   }
 
   void init() {
-    if (simInit(1) != SIM_OK) throw std::runtime_error("simInit failed");
+    if (simInit(p_.devices) != SIM_OK) throw std::runtime_error("simInit failed");
     simSetLaunchCost(p_.launch_cost);
     simSetLaunchLatency(p_.latency);
-    streams_.push_back(simDefaultStream(0));
-    for (int i = 1; i < p_.streams; ++i) {
+    for (int d = 0; d < p_.devices; ++d) streams_.push_back(simDefaultStream(d));
+    for (int i = p_.devices; i < p_.streams; ++i) {
       const uint64_t t = simNow();
-      streams_.push_back(simStreamCreate(0));
+      streams_.push_back(simStreamCreate(p_.stream_device[static_cast<size_t>(i)]));
       call(0, CallKind::kOther, t, simNow());
     }
     free_at_.assign(streams_.size(), 0);
@@ -240,7 +241,8 @@ void Runner::run_gpu_action(const Action& a, uint64_t t) {
         simMemcpyAsync(st, kind, 1 << 20, a.ns, a.pageable ? 1 : 0);
       }
       const Op& o = op(kind == SIM_MEMCPY_H2D ? kCopyInput : kCopyOther, s, t, t, a.ns, a.thread);
-      const bool blocks = sync || (a.pageable && kind != SIM_MEMCPY_D2D);
+      const bool blocks =
+          sync || (a.pageable && (kind == SIM_MEMCPY_H2D || kind == SIM_MEMCPY_D2H));
       const uint64_t end = blocks ? std::max(t + L, o.end) : t + L;
       call(a.thread, CallKind::kCopy, t, end);
       expect_now(end, a);
@@ -260,10 +262,15 @@ void Runner::run_gpu_action(const Action& a, uint64_t t) {
       return;
     }
     case ActKind::kSyncDevice: {
-      simDeviceSynchronize(0);
+      simDeviceSynchronize(a.arg);  // -1: one call per device, in device order
       uint64_t end = t;
-      for (uint64_t f : free_at_) end = std::max(end, f);
-      call(a.thread, CallKind::kSync, t, end);
+      for (int d = 0; d < p_.devices; ++d) {
+        if (a.arg >= 0 && d != a.arg) continue;
+        const uint64_t begin = end;
+        for (size_t i = 0; i < free_at_.size(); ++i)
+          if (p_.stream_device[i] == d) end = std::max(end, free_at_[i]);
+        call(a.thread, CallKind::kSync, begin, end);
+      }
       expect_now(end, a);
       return;
     }
@@ -295,8 +302,9 @@ void describe(const Program& p, std::FILE* f) {
                p.exact ? "true" : "false");
   std::fprintf(f, "\"loss_allowed\": %s, \"argv_bytes\": %s, ", p.loss_allowed ? "true" : "false",
                p.argv_bytes ? "true" : "false");
-  std::fprintf(f, "\"steps\": %d, \"workers\": %d, \"actions\": %zu, \"env\": {", p.num_steps,
-               p.workers, p.actions.size());
+  std::fprintf(f, "\"steps\": %d, \"devices\": %d, \"workers\": %d, \"actions\": %zu, ",
+               p.num_steps, p.devices, p.workers, p.actions.size());
+  std::fprintf(f, "\"env\": {");
   for (size_t i = 0; i < p.env.size(); ++i)
     std::fprintf(f, "%s\"%s\": \"%s\"", i ? ", " : "", p.env[i].first.c_str(),
                  p.env[i].second.c_str());
@@ -315,11 +323,12 @@ bool write_truth(const Program& p, const ProgramLog& log, const std::vector<Expe
   for (size_t k = 0; k < rows.size(); ++k) {
     const ExpectedRow& r = rows[k];
     std::fprintf(f,
-                 "  {\"index\": %zu, \"host_begin_ns\": %" PRIu64 ", \"host_end_ns\": %" PRIu64
+                 "  {\"index\": %zu, \"device\": %d, \"host_begin_ns\": %" PRIu64
+                 ", \"host_end_ns\": %" PRIu64
                  ", \"window_begin_ns\": %" PRIu64 ", \"window_end_ns\": %" PRIu64
                  ", \"launches\": %" PRIu64 ", \"expected_ns\": {",
-                 k, log.steps[k].begin, log.steps[k].end, r.window_begin, r.window_end,
-                 r.launches);
+                 r.step, r.device, log.steps[r.step].begin, log.steps[r.step].end,
+                 r.window_begin, r.window_end, r.launches);
     for (int c = 0; c < kNumCats; ++c)
       std::fprintf(f, "%s\"%s\": %" PRIu64, c ? ", " : "", kCatKeys[c], r.cat[c]);
     std::fprintf(f, "}}%s\n", k + 1 < rows.size() ? "," : "");
@@ -344,9 +353,9 @@ bool write_truth(const Program& p, const ProgramLog& log, const std::vector<Expe
   std::fprintf(f, "],\n\"ops\": [");
   for (size_t i = 0; i < log.ops.size(); ++i) {
     const Op& o = log.ops[i];
-    std::fprintf(f, "%s[%d, %" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %d, %d]",
+    std::fprintf(f, "%s[%d, %" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %d, %d, %d]",
                  i ? ", " : "", o.cls, o.start, o.end, o.launch_time, o.submitted, o.thread,
-                 o.stream);
+                 o.stream, o.device);
   }
   std::fprintf(f, "],\n\"data\": [");
   for (size_t i = 0; i < log.data.size(); ++i) {
