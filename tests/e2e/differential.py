@@ -64,12 +64,15 @@ DIMENSIONS = {
     "record_loss": (True, "drop / drop_every / buffer_refused faults (counted loss)"),
     "live_ticks": (True, "GPUACCT_FLUSH_MS 1-100 and real pauses: steps finalised live"),
     "spill": (True, "steps that end without a synchronize: work spills into the next"),
-    "empty_steps": (True, "steps without GPU work"),
+    "empty_steps": (True, "steps without GPU work (after the first)"),
+    "empty_first_steps": (False, "a first step without GPU work (open defect: host-only rows "
+                                 "for steps finalised before the first op arrived)"),
     "threshold_edges": (True, "host work at the launch-latency and host-pause thresholds"),
     "stacks_off": (True, "GPUACCT_STACKS=0"),
     "byte_names": (False, "names of arbitrary bytes: kernels, data ranges, argv (issue 14 item 1)"),
     "thread_id_refused": (False, "cuptiSetThreadIdType(SYSTEM) refused (issue 14 item 2)"),
-    "early_marks": (False, "the first step opens before cuInit, library preloaded (item 3)"),
+    "early_marks": (True, "the first step opens before cuInit, library preloaded (item 3's "
+                          "set-up; its late first timestamp costs no virtual time)"),
     "long_lag": (False, "kernels of 0.5-1.5 s, GPU records 1-3.5 s late (item 4; the lag needs "
                         "GPUACCT_SIM_GPU_DELIVERY_LAG_NS in the fake CUPTI)"),
 }
@@ -95,14 +98,16 @@ PENDING_SEEDS = {
                           (35, _DIMS_V1 + ",thread_id_refused"),
                           (80, _DIMS_V1 + ",thread_id_refused"),
                           (89, _DIMS_V1 + ",thread_id_refused")],
-    # with item 3's set-up (library preloaded, the first step opened before cuInit): a first
-    # step without GPU work gets a host-only row (device -1) although the run has GPU work,
-    # and device 0's first window begins at step 1's host begin: the time between step 0's end
-    # and step 1's begin is in no row
-    "early_marks": [(1075, _DIMS_V1 + ",early_marks"), (1551, _DIMS_V1 + ",early_marks"),
-                    (1776, _DIMS_V1 + ",early_marks")],
-    # the same with two devices: a device whose first op comes in step 1 has no row for step 0
-    # when step 0 was finalised before that op's record arrived (timing-dependent)
+    # new: first steps without GPU work, finalised before the first op arrived, get host-only
+    # rows (device -1) although the run has GPU work, and device 0's first window begins at
+    # the next step's host begin: the time between is in no row (timing-dependent; found
+    # with early_marks, then in the long run)
+    "empty_first_steps": [(1075, _DIMS_V1 + ",early_marks,empty_first_steps"),
+                          (1551, _DIMS_V1 + ",early_marks,empty_first_steps"),
+                          (1776, _DIMS_V1 + ",early_marks,empty_first_steps"),
+                          (1270, _DIMS_V1 + ",devices,empty_first_steps")],
+    # the same per device: a device whose first op comes in step 1 has no row for step 0 when
+    # step 0 was finalised before that op's record arrived (timing-dependent)
     "late_device": [(183, "devices,threads,copies,marks_capi,syncs,spill,collectives,nested,"
                           "live_ticks,delivery,late_device")],
 }
