@@ -51,6 +51,8 @@ DIMENSIONS = {
     "collectives": (True, "NCCL all-reduce kernels"),
     "marks_capi": (True, "steps from the C API"),
     "marks_nvtx": (True, "steps from NVTX ranges"),
+    "marks_capi_mark": (True, "steps from gpuacct_step_mark (the last ends at its thread's last "
+                              "CUDA call)"),
     "marks_none": (True, "no marks: detected steps (truth not checked, see docs/testing.md)"),
     "data_ranges": (True, "data ranges from the C API or NVTX"),
     "user_ranges": (True, "user ranges from the C API or NVTX (named neither step nor data)"),

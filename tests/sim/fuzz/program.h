@@ -20,7 +20,9 @@ namespace sim_fuzz {
 
 // ---- the program --------------------------------------------------------------------------
 
-enum class Marks { kCapi, kNvtx, kNone };
+// Steps from gpuacct_step_begin/end, gpuacct_step_mark (a step runs to the next mark; the last
+// to its thread's last CUDA call), NVTX ranges, or none (detected).
+enum class Marks { kCapi, kCapiMark, kNvtx, kNone };
 enum class DataMarks { kCapi, kNvtx };
 enum class NestedIds { kShared, kRuntime, kDriver };  // GPUACCT_SIM_NESTED_IDS
 

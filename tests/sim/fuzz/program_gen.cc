@@ -39,7 +39,7 @@ const std::vector<std::string> kDims = {
     // on by default (tests/e2e/differential.py says which)
     "threads", "thread_churn", "driver_api", "nested", "nested_ids", "graphs", "copies",
     "memsets", "syncs", "collectives", "marks_capi", "marks_nvtx", "marks_none", "data_ranges",
-    "user_ranges", "devices", "late_device", "empty_first_steps",
+    "user_ranges", "devices", "late_device", "empty_first_steps", "marks_capi_mark",
     "delivery", "cupti_clock", "buffer_pressure", "record_loss", "live_ticks", "spill",
     "empty_steps", "threshold_edges", "measured_offset", "stacks_off",
     // the defects of issue 14 (items 1-4), each a switch
@@ -177,6 +177,7 @@ struct Gen {
     std::vector<Marks> marks;
     if (on("marks_capi")) marks.push_back(Marks::kCapi);
     if (on("marks_nvtx")) marks.push_back(Marks::kNvtx);
+    if (on("marks_capi_mark")) marks.push_back(Marks::kCapiMark);
     if (on("marks_none")) marks.push_back(Marks::kNone);
     if (marks.empty()) marks.push_back(Marks::kCapi);
     // Detected steps are not planted (their truth is not checked): fewer of them.

@@ -41,6 +41,14 @@ class Runner {
     return errors_.empty();
   }
   const ProgramLog& log() const { return log_; }
+  // The step the last mark opened ends at its thread's last CUDA call; when that call ends at
+  // the mark (a synchronize with nothing to wait for) there is no step (docs/accounting.md §1:
+  // incomplete_trailing_step).
+  void drop_empty_trailing_mark() {
+    if (p_.marks == Marks::kCapiMark && !log_.steps.empty() &&
+        log_.steps.back().end <= log_.steps.back().begin)
+      log_.steps.pop_back();
+  }
   const std::vector<std::string>& errors() const { return errors_; }
 
  private:
@@ -184,11 +192,16 @@ void Runner::run_action(const Action& a) {
       expect_now(t + a.ns, a);
       return;
     case ActKind::kStepBegin:
+      // A mark also ends the step before it (whose StepEnd only marked the end of its work).
+      if (p_.marks == Marks::kCapiMark && !log_.steps.empty()) log_.steps.back().end = t;
       log_.steps.push_back(StepLog{0, t, t});
       if (p_.marks == Marks::kCapi) api()->step_begin(a.arg);
+      if (p_.marks == Marks::kCapiMark) api()->step_mark(a.arg);
       if (p_.marks == Marks::kNvtx) nvtxRangePushA("train_step");
       return;
     case ActKind::kStepEnd:
+      // With marks, the last step ends at the main thread's last CUDA call: the synchronize
+      // right before this action.
       log_.steps.back().end = t;
       if (p_.marks == Marks::kCapi) api()->step_end();
       if (p_.marks == Marks::kNvtx) nvtxRangePop();
@@ -293,7 +306,10 @@ std::string hex(const std::string& s) {
 }
 
 const char* marks_name(Marks m) {
-  return m == Marks::kCapi ? "capi" : m == Marks::kNvtx ? "nvtx" : "none";
+  return m == Marks::kCapi       ? "capi"
+         : m == Marks::kCapiMark ? "capi_mark"
+         : m == Marks::kNvtx     ? "nvtx"
+                                 : "none";
 }
 
 void describe(const Program& p, std::FILE* f) {
@@ -422,7 +438,8 @@ int main(int argc, char** argv) {
   }
   Runner r(p);
   const bool ok = r.run();
-  if (const gpuacct_dyn_api* api = gpuacct_dyn(); p.marks == Marks::kCapi) api->flush();
+  r.drop_empty_trailing_mark();
+  if (p.marks == Marks::kCapi || p.marks == Marks::kCapiMark) gpuacct_dyn()->flush();
   const std::vector<ExpectedRow> rows = expected_rows(r.log(), Thresholds{});
   const bool written = write_truth(p, r.log(), rows, truth);
   simShutdown();
