@@ -8,7 +8,7 @@
 #   scripts/test.sh --sanitize=thread             the injected library, the simulated device and
 #                                                 the end-to-end tests under TSan (build-tsan/)
 #   scripts/test.sh --long                        the CI run, then the differential fuzzer's long
-#                                                 run: 3000 programs (seeds 1001-4000), ~2 min
+#                                                 run: 3000 programs (seeds 1001-4000), 2-4 min
 # docs/testing.md says what each sanitizer run covers, what it leaves out and why, and how long
 # it takes.
 set -euo pipefail

@@ -6,7 +6,8 @@ the real libgpuacct.so with GPUACCT_RECORD=1.  For every program:
 
   1. the library wrote a report (always) and a recording;
   2. the live rows, summary, verdict and counters equal `gpuacct analyze` of the recording and
-     `gpuacct timeline` of it (run_e2e.compare_pipelines, as e2e same_steps);
+     `gpuacct timeline` of it, given the run's accounting settings as flags
+     (run_e2e.compare_pipelines, as e2e same_steps);
   3. a data loss is counted only where the program caused one (a fault, small buffers);
   4. the rows equal the program's truth (the accounting contract applied to what it did):
      exactly under the virtual clock, within 1% of the step under a measured clock offset --
@@ -70,6 +71,10 @@ DIMENSIONS = {
     "empty_first_steps": (False, "a first step without GPU work (open defect: host-only rows "
                                  "for steps finalised before the first op arrived)"),
     "threshold_edges": (True, "host work at the launch-latency and host-pause thresholds"),
+    "thresholds": (True, "GPUACCT_LAUNCH_LATENCY_US 0-100, GPUACCT_HOST_PAUSE_US 0-500"),
+    "warmup": (True, "GPUACCT_WARMUP_STEPS 0-3"),
+    "recorded_settings": (False, "analyze / timeline get no flags for the run's accounting "
+                                 "settings (open defect: a recording does not carry them)"),
     "stacks_off": (True, "GPUACCT_STACKS=0"),
     "byte_names": (False, "names of arbitrary bytes: kernels, data ranges, argv (issue 14 item 1)"),
     "thread_id_refused": (False, "cuptiSetThreadIdType(SYSTEM) refused (issue 14 item 2)"),
@@ -85,6 +90,16 @@ _DIMS_V1 = ("threads,thread_churn,driver_api,nested,nested_ids,graphs,copies,mem
             "collectives,marks_capi,marks_nvtx,marks_none,data_ranges,user_ranges,delivery,"
             "cupti_clock,measured_offset,buffer_pressure,record_loss,live_ticks,spill,"
             "empty_steps,threshold_edges,stacks_off")
+
+# Dimensions of the driver alone (not passed to sim_program).
+DRIVER_DIMS = {"recorded_settings"}
+
+# The library's accounting settings and the CLI flags that give analyze / timeline the same.
+SETTING_FLAGS = {"GPUACCT_WARMUP_STEPS": "--warmup", "GPUACCT_LAUNCH_LATENCY_US":
+                 "--launch-latency-us", "GPUACCT_HOST_PAUSE_US": "--host-pause-us"}
+
+# The defaults since thresholds, warmup, devices, early_marks and marks_capi_mark.
+_DIMS_V2 = _DIMS_V1 + ",devices,early_marks,marks_capi_mark,thresholds,warmup"
 
 # Seeds that once failed, replayed by every run: (seed, --dims value).
 REGRESSION_SEEDS: list = []
@@ -110,6 +125,11 @@ PENDING_SEEDS = {
                           (1270, _DIMS_V1 + ",devices,empty_first_steps")],
     # the same per device: a device whose first op comes in step 1 has no row for step 0 when
     # step 0 was finalised before that op's record arrived (timing-dependent)
+    # new: a recording does not carry the run's accounting settings (GPUACCT_WARMUP_STEPS,
+    # GPUACCT_LAUNCH_LATENCY_US, GPUACCT_HOST_PAUSE_US): `gpuacct analyze` / `timeline` of it
+    # account with the defaults and disagree with the live report, nothing says so
+    "recorded_settings": [(1, _DIMS_V2 + ",recorded_settings"),  # GPUACCT_WARMUP_STEPS=0
+                          (20, _DIMS_V2 + ",recorded_settings")],  # both thresholds 0
     "late_device": [(183, "devices,threads,copies,marks_capi,syncs,spill,collectives,nested,"
                           "live_ticks,delivery,late_device")],
 }
@@ -188,7 +208,8 @@ def device_rows_check(rep: dict, truth: dict, dev: int) -> None:
 
 def run_seed(build_cli: str, sim_program: str, seed: int, spec: str, keep: str = "") -> tuple:
     """Runs one program; returns (status, message): status 'ok', 'explained' or 'fail'."""
-    dims = ",".join(parse_dims(spec))
+    all_dims = parse_dims(spec)
+    dims = ",".join(x for x in all_dims if x not in DRIVER_DIMS)
     out = tempfile.mkdtemp(prefix=f"gpuacct_diff_{seed}_")
     try:
         desc = json.loads(subprocess.run(
@@ -219,7 +240,11 @@ def run_seed(build_cli: str, sim_program: str, seed: int, spec: str, keep: str =
         check(len(recs) == 1, f"no recording in {sorted(os.listdir(out))}")
         # 2. live = analyze = timeline.
         cli_env = {k: v for k, v in os.environ.items() if not k.startswith("GPUACCT_")}
-        a = subprocess.run([build_cli, "analyze", recs[0], "--out", os.path.join(out, "re")],
+        flags = [] if "recorded_settings" in all_dims else [
+            x for k, flag in SETTING_FLAGS.items() if k in desc["env"]
+            for x in (flag, desc["env"][k])]
+        a = subprocess.run([build_cli, "analyze", recs[0], "--out", os.path.join(out, "re")]
+                           + flags,
                            env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True, errors="replace", timeout=60)
         check(a.returncode in (0, 1), f"gpuacct analyze exited {a.returncode}: {a.stderr}")
@@ -228,7 +253,7 @@ def run_seed(build_cli: str, sim_program: str, seed: int, spec: str, keep: str =
         with open(again[0], "rb") as f:
             offline = json.loads(f.read().decode("utf-8"))
         tl_path = os.path.join(out, "timeline.json")
-        t = subprocess.run([build_cli, "timeline", recs[0], "-o", tl_path], env=cli_env,
+        t = subprocess.run([build_cli, "timeline", recs[0], "-o", tl_path] + flags, env=cli_env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            errors="replace", timeout=60)
         check(t.returncode == 0, f"gpuacct timeline exited {t.returncode}: {t.stderr}")

@@ -62,6 +62,11 @@ struct Action {
   std::string name;    // kernel name (bytes) or data range name
 };
 
+struct Thresholds {
+  uint64_t launch_latency_ns = 30000;  // AccountingConfig's defaults (docs/accounting.md)
+  uint64_t host_pause_ns = 100000;
+};
+
 struct Program {
   uint64_t seed = 0;
   std::set<std::string> dims;  // enabled dimensions (sim_program --dims)
@@ -80,6 +85,7 @@ struct Program {
   bool exact = true;           // rows must equal the truth to the nanosecond
   bool loss_allowed = false;   // a fault or a small buffer may lose records (counted)
   bool argv_bytes = false;     // run under a non-UTF-8 file name, with a non-UTF-8 argument
+  Thresholds thresholds;       // GPUACCT_LAUNCH_LATENCY_US / GPUACCT_HOST_PAUSE_US
   std::vector<Action> actions;
   int num_steps = 0;
 };
@@ -134,10 +140,6 @@ enum Cat { kCatCompute, kCatComm, kCatCopyInput, kCatCopyOther, kCatData, kCatLa
            kNumCats };
 extern const char* const kCatKeys[kNumCats];  // the report's category keys
 
-struct Thresholds {
-  uint64_t launch_latency_ns = 30000;  // AccountingConfig's defaults (docs/accounting.md)
-  uint64_t host_pause_ns = 100000;
-};
 
 struct ExpectedRow {
   size_t step = 0;

@@ -40,6 +40,7 @@ const std::vector<std::string> kDims = {
     "threads", "thread_churn", "driver_api", "nested", "nested_ids", "graphs", "copies",
     "memsets", "syncs", "collectives", "marks_capi", "marks_nvtx", "marks_none", "data_ranges",
     "user_ranges", "devices", "late_device", "empty_first_steps", "marks_capi_mark",
+    "thresholds", "warmup",
     "delivery", "cupti_clock", "buffer_pressure", "record_loss", "live_ticks", "spill",
     "empty_steps", "threshold_edges", "measured_offset", "stacks_off",
     // the defects of issue 14 (items 1-4), each a switch
@@ -79,11 +80,15 @@ struct Gen {
     return rng.chance(60) ? rng.in(uint64_t{1} * kUs, uint64_t{60} * kUs)
                           : rng.in(uint64_t{60} * kUs, uint64_t{2} * kMs);
   }
-  // Host work: around the thresholds (launch latency 30 µs, host pause 100 µs) on purpose.
+  // Host work: around the thresholds (launch latency, host pause) on purpose: +-1 ns, and
+  // less a launch cost (a pause that ends with a call).
   uint64_t host_ns() {
     if (on("threshold_edges") && rng.chance(30)) {
-      const uint64_t edge = rng.chance(50) ? uint64_t{100} * kUs : uint64_t{30} * kUs;
-      return edge + rng.in(uint64_t{0}, uint64_t{2}) - 1 - (rng.chance(50) ? p.launch_cost : 0);
+      const uint64_t edge =
+          rng.chance(50) ? p.thresholds.host_pause_ns : p.thresholds.launch_latency_ns;
+      const uint64_t base = edge + rng.in(uint64_t{0}, uint64_t{2});
+      const uint64_t less = 1 + (rng.chance(50) ? p.launch_cost : 0);
+      return base > less ? base - less : base;
     }
     return rng.chance(50) ? rng.in(uint64_t{1} * kUs, uint64_t{90} * kUs)
                           : rng.in(uint64_t{110} * kUs, uint64_t{3} * kMs);
@@ -244,6 +249,16 @@ struct Gen {
     }
     if (on("live_ticks")) env("GPUACCT_FLUSH_MS", std::to_string(rng.pick(std::vector<int>{1, 3, 10, 100})));
     if (on("stacks_off") && rng.chance(20)) env("GPUACCT_STACKS", "0");
+    if (on("thresholds") && rng.chance(40)) {  // the oracle takes the same values
+      const uint64_t lat_us = rng.pick(std::vector<uint64_t>{0, 5, 30, 100});
+      const uint64_t pause_us = rng.pick(std::vector<uint64_t>{0, 20, 100, 500});
+      p.thresholds.launch_latency_ns = lat_us * kUs;
+      p.thresholds.host_pause_ns = pause_us * kUs;
+      env("GPUACCT_LAUNCH_LATENCY_US", std::to_string(lat_us));
+      env("GPUACCT_HOST_PAUSE_US", std::to_string(pause_us));
+    }
+    if (on("warmup") && rng.chance(40))
+      env("GPUACCT_WARMUP_STEPS", std::to_string(rng.in(0, 3)));
     // GPU records held back until the clock is this far past their end (the fake CUPTI's
     // delivery lag, issue 14 item 4; a sim without the knob ignores it).
     if (on("long_lag") && rng.chance(30))

@@ -440,7 +440,7 @@ int main(int argc, char** argv) {
   const bool ok = r.run();
   r.drop_empty_trailing_mark();
   if (p.marks == Marks::kCapi || p.marks == Marks::kCapiMark) gpuacct_dyn()->flush();
-  const std::vector<ExpectedRow> rows = expected_rows(r.log(), Thresholds{});
+  const std::vector<ExpectedRow> rows = expected_rows(r.log(), p.thresholds);
   const bool written = write_truth(p, r.log(), rows, truth);
   simShutdown();
   for (const std::string& e : r.errors()) std::fprintf(stderr, "sim_program: %s\n", e.c_str());
