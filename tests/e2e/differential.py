@@ -9,7 +9,8 @@ the real libgpuacct.so with GPUACCT_RECORD=1.  For every program:
      `gpuacct timeline` of it, given the run's accounting settings as flags
      (run_e2e.compare_pipelines, as e2e same_steps);
   3. a data loss is counted only where the program caused one (a fault, small buffers);
-  4. the rows equal the program's truth (the accounting contract applied to what it did):
+  4. the rows equal the program's truth (the accounting contract applied to what it did; for
+     detected steps, to the host ranges the library detected):
      exactly under the virtual clock, within 1% of the step under a measured clock offset --
      or the report counts a data loss (then the difference is explained, not a failure).
 
@@ -54,7 +55,7 @@ DIMENSIONS = {
     "marks_nvtx": (True, "steps from NVTX ranges"),
     "marks_capi_mark": (True, "steps from gpuacct_step_mark (the last ends at its thread's last "
                               "CUDA call)"),
-    "marks_none": (True, "no marks: detected steps (truth not checked, see docs/testing.md)"),
+    "marks_none": (True, "no marks: detected steps (the truth of the detected host ranges)"),
     "data_ranges": (True, "data ranges from the C API or NVTX"),
     "user_ranges": (True, "user ranges from the C API or NVTX (named neither step nor data)"),
     "devices": (True, "two devices: streams on either, P2P copies, per-device windows"),
@@ -206,6 +207,19 @@ def device_rows_check(rep: dict, truth: dict, dev: int) -> None:
         check(not diffs, f"{where}: categories (report, truth) {diffs}")
 
 
+def detected_truth(sim_program: str, truth_path: str, truth: dict, ranges: list,
+                   out: str) -> dict:
+    """The truth for the steps the library detected: the program's log, these host ranges."""
+    steps_path = os.path.join(out, "detected_steps.txt")
+    with open(steps_path, "w") as f:
+        f.writelines(f"{b} {e}\n" for _, b, e in ranges)
+    det_path = os.path.join(out, "detected_truth.json")
+    subprocess.run([sim_program, f"--oracle={truth_path}.log", f"--steps={steps_path}",
+                    f"--truth={det_path}"], check=True, timeout=60)
+    with open(det_path) as f:
+        return dict(truth, steps=json.load(f)["steps"])
+
+
 def run_seed(build_cli: str, sim_program: str, seed: int, spec: str, keep: str = "") -> tuple:
     """Runs one program; returns (status, message): status 'ok', 'explained' or 'fail'."""
     all_dims = parse_dims(spec)
@@ -265,9 +279,14 @@ def run_seed(build_cli: str, sim_program: str, seed: int, spec: str, keep: str =
                 if s["severity"] == "data_loss" and s["value"]}
         check(not lost or desc["loss_allowed"],
               f"data loss counted although the program caused none: {lost}")
-        # 4. The truth (marked steps only: detected steps are not planted).
+        # 4. The truth.  Detected steps are not planted: their rows are checked against the
+        # contract applied to the host ranges the library detected.
         if desc["marks"] == "none":
-            return "ok", "detected steps: pipelines compared, truth not checked"
+            ranges = sorted({(r["step_index"], r["host_begin_ns"], r["host_end_ns"])
+                             for r in live["steps"]})
+            if not ranges:
+                return "ok", "no steps detected: pipelines compared"
+            truth = detected_truth(sim_program, truth_path, truth, ranges, out)
         try:
             truth_rows_check(live, truth)
         except Fail as e:
@@ -333,11 +352,12 @@ def main() -> int:
         print(f"FAIL seed {seed}: {msg}\n  reproduce: {repro(seed, spec)}")
     if a.seed is not None and not fails:
         print(f"ok: seed {a.seed}: {results[(a.seed, a.dims)][1] or 'rows = truth'}")
-    detected = sum(1 for st, m in results.values() if st == "ok" and m)
+    undetected = sum(1 for st, m in results.values() if st == "ok" and m)
     exact = sum(1 for st, m in results.values() if st == "ok" and not m)
-    print(f"differential: {len(results)} programs: {exact} rows = truth, {detected} with detected "
-          f"steps (pipelines compared), {len(explained)} differences explained by a counted "
-          f"data loss, {len(fails)} failed; dimensions on: {','.join(parse_dims(a.dims))}")
+    print(f"differential: {len(results)} programs: {exact} rows = truth, {undetected} without "
+          f"steps (none detected: pipelines compared), {len(explained)} differences explained "
+          f"by a counted data loss, {len(fails)} failed; dimensions on: "
+          f"{','.join(parse_dims(a.dims))}")
     return 1 if fails else 0
 
 

@@ -37,12 +37,17 @@ struct Split {
 
 // [a, b) outside data ranges, by the thread's CUDA calls: a pause (no call) whose non-data time
 // exceeds the host-pause threshold is host time, calls and shorter pauses are launch time.  A
-// call of no length between two pauses still separates them (it was a CUDA call).
+// call of no length between two pauses still separates them (it was a CUDA call).  "CUDA
+// calls" are the calls the library traces: launches, copies and synchronizes
+// (cupti_hooks/api_table.cc); another runtime call (a stream creation) is host time.
+bool traced(const Call& c) { return c.kind != CallKind::kOther; }
+
 void by_pauses(const ProgramLog& log, int thread, uint64_t a, uint64_t b, const Thresholds& t,
                Split* s) {
   std::vector<const Call*> calls;
   for (const Call& c : log.calls) {
-    if (c.thread == thread && c.start < b && (c.end > a || (c.end == c.start && c.start > a)))
+    if (traced(c) && c.thread == thread && c.start < b &&
+        (c.end > a || (c.end == c.start && c.start > a)))
       calls.push_back(&c);
   }
   std::sort(calls.begin(), calls.end(),
@@ -80,7 +85,7 @@ Split idle(const ProgramLog& log, uint64_t g0, uint64_t g1, const Op* next, int 
     s.launch += (g1 - cs) - data_in(log, thread, cs, g1);
   } else {
     bool has_calls = false;
-    for (const Call& c : log.calls) has_calls = has_calls || c.thread == thread;
+    for (const Call& c : log.calls) has_calls = has_calls || (traced(c) && c.thread == thread);
     if (has_calls) {
       by_pauses(log, thread, g0, g1, t, &s);
     } else {

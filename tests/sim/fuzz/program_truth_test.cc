@@ -84,6 +84,18 @@ TEST(ProgramTruth, ACallOfNoLengthSplitsAPause) {
   EXPECT_EQ(rows[0].cat[kCatOther], 0u);
 }
 
+TEST(ProgramTruth, AnUntracedCallDoesNotSplitAPause) {
+  // A stream creation at 60 µs is not a traced CUDA call: [0, 120) is one pause of 120 µs.
+  auto rows = LogBuilder()
+                  .step(0, 200 * kUs)
+                  .call(60 * kUs, 60 * kUs, CallKind::kOther)
+                  .call(120 * kUs, 124 * kUs)
+                  .op(130 * kUs, 200 * kUs, 120 * kUs)
+                  .rows();
+  EXPECT_EQ(rows[0].cat[kCatOther], 120 * kUs);
+  EXPECT_EQ(rows[0].cat[kCatLaunch], 10 * kUs);
+}
+
 TEST(ProgramTruth, AQueuedOpsGapIsLatencyWhenShortElseADependency) {
   // Both ops launched at 0.  Gap [10, 39) = 29 µs < 30 µs: launch; gap [49, 79) = 30 µs: other.
   auto rows = LogBuilder()

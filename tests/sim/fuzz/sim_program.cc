@@ -1,7 +1,10 @@
 // sim_program: one random program on the simulated device (README.md, "Differential fuzzer").
 //
 //   sim_program --seed=N [--dims=a,b,...] --describe      the environment to run it under (JSON)
-//   sim_program --seed=N [--dims=a,b,...] --truth=PATH    runs it, writes its truth log
+//   sim_program --seed=N [--dims=a,b,...] --truth=PATH    runs it, writes its truth log (and
+//                                                         the log as plain lines, PATH.log)
+//   sim_program --oracle=PATH.log --steps=RANGES --truth=OUT   the expected rows of other
+//                                                         step ranges (detected steps)
 //
 // The actions run one at a time (a turnstile hands the turn to the thread of the next action),
 // so the virtual clock makes every time exact.  The program predicts each call's and each op's
@@ -327,6 +330,98 @@ void describe(const Program& p, std::FILE* f) {
   std::fprintf(f, "}}\n");
 }
 
+// `"steps": [...]`: one entry per expected row.
+void write_rows(std::FILE* f, const ProgramLog& log, const std::vector<ExpectedRow>& rows) {
+  std::fprintf(f, ",\n\"steps\": [\n");
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const ExpectedRow& r = rows[k];
+    std::fprintf(f,
+                 "  {\"index\": %zu, \"device\": %d, \"host_begin_ns\": %" PRIu64
+                 ", \"host_end_ns\": %" PRIu64 ", \"window_begin_ns\": %" PRIu64
+                 ", \"window_end_ns\": %" PRIu64 ", \"launches\": %" PRIu64
+                 ", \"expected_ns\": {",
+                 r.step, r.device, log.steps[r.step].begin, log.steps[r.step].end,
+                 r.window_begin, r.window_end, r.launches);
+    for (int c = 0; c < kNumCats; ++c)
+      std::fprintf(f, "%s\"%s\": %" PRIu64, c ? ", " : "", kCatKeys[c], r.cat[c]);
+    std::fprintf(f, "}}%s\n", k + 1 < rows.size() ? "," : "");
+  }
+  std::fprintf(f, "]");
+}
+
+// The log as plain lines, for --oracle (the expected rows of other step ranges, e.g. the
+// steps the library detected).
+bool write_plain_log(const ProgramLog& log, const Thresholds& t, const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return false;
+  std::fprintf(f, "thresholds %" PRIu64 " %" PRIu64 "\n", t.launch_latency_ns, t.host_pause_ns);
+  for (const Call& c : log.calls)
+    std::fprintf(f, "call %d %d %" PRIu64 " %" PRIu64 " %d\n", c.thread, static_cast<int>(c.kind),
+                 c.start, c.end, c.outer ? 1 : 0);
+  for (const Op& o : log.ops)
+    std::fprintf(f, "op %d %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %d %d %d\n", o.cls,
+                 o.start, o.end, o.launch_time, o.submitted, o.thread, o.stream, o.device);
+  for (const Range& r : log.data)
+    std::fprintf(f, "data %d %" PRIu64 " %" PRIu64 "\n", r.thread, r.start, r.end);
+  return std::fclose(f) == 0;
+}
+
+bool read_plain_log(const char* path, ProgramLog* log, Thresholds* t) {
+  std::FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return false;
+  char kind[16];
+  bool ok = true;
+  while (ok && std::fscanf(f, "%15s", kind) == 1) {
+    if (std::strcmp(kind, "thresholds") == 0) {
+      ok = std::fscanf(f, "%" SCNu64 " %" SCNu64, &t->launch_latency_ns, &t->host_pause_ns) == 2;
+    } else if (std::strcmp(kind, "call") == 0) {
+      Call c;
+      int k = 0, outer = 0;
+      ok = std::fscanf(f, "%d %d %" SCNu64 " %" SCNu64 " %d", &c.thread, &k, &c.start, &c.end,
+                       &outer) == 5;
+      c.kind = static_cast<CallKind>(k);
+      c.outer = outer != 0;
+      log->calls.push_back(c);
+    } else if (std::strcmp(kind, "op") == 0) {
+      Op o;
+      ok = std::fscanf(f, "%d %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %d %d %d", &o.cls,
+                       &o.start, &o.end, &o.launch_time, &o.submitted, &o.thread, &o.stream,
+                       &o.device) == 8;
+      log->ops.push_back(o);
+    } else if (std::strcmp(kind, "data") == 0) {
+      Range r;
+      ok = std::fscanf(f, "%d %" SCNu64 " %" SCNu64, &r.thread, &r.start, &r.end) == 3;
+      log->data.push_back(r);
+    } else {
+      ok = false;
+    }
+  }
+  std::fclose(f);
+  return ok;
+}
+
+// --oracle=LOG --steps=FILE --truth=OUT: the expected rows of the step ranges in FILE (lines
+// "begin end", main thread) for the logged program.  Exit 0, or 2 on bad input.
+int oracle_main(const char* log_path, const char* steps_path, const char* out) {
+  ProgramLog log;
+  Thresholds t;
+  std::FILE* sf = std::fopen(steps_path, "r");
+  if (!read_plain_log(log_path, &log, &t) || sf == nullptr) {
+    std::fprintf(stderr, "sim_program: cannot read %s or %s\n", log_path, steps_path);
+    if (sf != nullptr) std::fclose(sf);
+    return 2;
+  }
+  StepLog st;
+  while (std::fscanf(sf, "%" SCNu64 " %" SCNu64, &st.begin, &st.end) == 2) log.steps.push_back(st);
+  std::fclose(sf);
+  std::FILE* f = std::fopen(out, "w");
+  if (f == nullptr) return 2;
+  std::fprintf(f, "{\"schema\": \"gpuacct-fuzz-truth/1\"");
+  write_rows(f, log, expected_rows(log, t));
+  std::fprintf(f, "}\n");
+  return std::fclose(f) == 0 ? 0 : 2;
+}
+
 bool write_truth(const Program& p, const ProgramLog& log, const std::vector<ExpectedRow>& rows,
                  const char* path) {
   std::FILE* f = std::fopen(path, "w");
@@ -335,22 +430,10 @@ bool write_truth(const Program& p, const ProgramLog& log, const std::vector<Expe
   describe(p, f);
   std::fprintf(f, ", \"launch_cost_ns\": %" PRIu64 ", \"launch_latency_ns\": %" PRIu64,
                p.launch_cost, p.latency);
-  std::fprintf(f, ",\n\"steps\": [\n");
-  for (size_t k = 0; k < rows.size(); ++k) {
-    const ExpectedRow& r = rows[k];
-    std::fprintf(f,
-                 "  {\"index\": %zu, \"device\": %d, \"host_begin_ns\": %" PRIu64
-                 ", \"host_end_ns\": %" PRIu64
-                 ", \"window_begin_ns\": %" PRIu64 ", \"window_end_ns\": %" PRIu64
-                 ", \"launches\": %" PRIu64 ", \"expected_ns\": {",
-                 r.step, r.device, log.steps[r.step].begin, log.steps[r.step].end,
-                 r.window_begin, r.window_end, r.launches);
-    for (int c = 0; c < kNumCats; ++c)
-      std::fprintf(f, "%s\"%s\": %" PRIu64, c ? ", " : "", kCatKeys[c], r.cat[c]);
-    std::fprintf(f, "}}%s\n", k + 1 < rows.size() ? "," : "");
-  }
+  write_rows(f, log, rows);
   // What it did: the actions, then the log the truth was computed from.
-  std::fprintf(f, "],\n\"actions\": [\n");
+  std::fprintf(f, ",\n\"actions\": [\n");
+
   for (size_t i = 0; i < p.actions.size(); ++i) {
     const Action& a = p.actions[i];
     std::fprintf(f,
@@ -385,7 +468,8 @@ bool write_truth(const Program& p, const ProgramLog& log, const std::vector<Expe
 [[noreturn]] void usage() {
   std::fprintf(stderr,
                "usage: sim_program --seed=N [--dims=a,b,...|all] (--describe | --truth=PATH) "
-               "[--tag=BYTES]\n");
+               "[--tag=BYTES]\n"
+               "       sim_program --oracle=TRUTH.log --steps=RANGES --truth=OUT\n");
   std::exit(2);
 }
 
@@ -398,6 +482,8 @@ int main(int argc, char** argv) {
   bool have_seed = false, describe_only = false;
   std::set<std::string> dims;
   const char* truth = nullptr;
+  const char* oracle_log = nullptr;
+  const char* oracle_steps = nullptr;
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     if (std::strncmp(a, "--seed=", 7) == 0) {
@@ -418,12 +504,18 @@ int main(int argc, char** argv) {
       describe_only = true;
     } else if (std::strncmp(a, "--truth=", 8) == 0) {
       truth = a + 8;
+    } else if (std::strncmp(a, "--oracle=", 9) == 0) {
+      oracle_log = a + 9;
+    } else if (std::strncmp(a, "--steps=", 8) == 0) {
+      oracle_steps = a + 8;
     } else if (std::strncmp(a, "--tag=", 6) == 0) {
       // ignored: arbitrary bytes on the command line (the report carries the command line)
     } else {
       usage();
     }
   }
+  if (oracle_log != nullptr && oracle_steps != nullptr && truth != nullptr)
+    return oracle_main(oracle_log, oracle_steps, truth);
   if (!have_seed || (!describe_only && truth == nullptr)) usage();
   Program p;
   try {
@@ -441,7 +533,8 @@ int main(int argc, char** argv) {
   r.drop_empty_trailing_mark();
   if (p.marks == Marks::kCapi || p.marks == Marks::kCapiMark) gpuacct_dyn()->flush();
   const std::vector<ExpectedRow> rows = expected_rows(r.log(), p.thresholds);
-  const bool written = write_truth(p, r.log(), rows, truth);
+  const bool written = write_truth(p, r.log(), rows, truth) &&
+                       write_plain_log(r.log(), p.thresholds, std::string(truth) + ".log");
   simShutdown();
   for (const std::string& e : r.errors()) std::fprintf(stderr, "sim_program: %s\n", e.c_str());
   if (!written) {
