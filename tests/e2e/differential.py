@@ -77,6 +77,7 @@ DIMENSIONS = {
     "recorded_settings": (False, "analyze / timeline get no flags for the run's accounting "
                                  "settings (open defect: a recording does not carry them)"),
     "stacks_off": (True, "GPUACCT_STACKS=0"),
+    "no_gpu": (True, "no GPU collection (CUPTI missing, or GPUACCT_ENABLE=0): host-only rows"),
     "byte_names": (False, "names of arbitrary bytes: kernels, data ranges, argv (issue 14 item 1)"),
     "thread_id_refused": (False, "cuptiSetThreadIdType(SYSTEM) refused (issue 14 item 2)"),
     "early_marks": (True, "the first step opens before cuInit, library preloaded (item 3's "

@@ -86,6 +86,7 @@ struct Program {
   bool loss_allowed = false;   // a fault or a small buffer may lose records (counted)
   bool argv_bytes = false;     // run under a non-UTF-8 file name, with a non-UTF-8 argument
   Thresholds thresholds;       // GPUACCT_LAUNCH_LATENCY_US / GPUACCT_HOST_PAUSE_US
+  bool no_gpu = false;         // the library collects no GPU activity (no CUPTI, or disabled)
   std::vector<Action> actions;
   int num_steps = 0;
 };

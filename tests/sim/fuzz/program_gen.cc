@@ -40,7 +40,7 @@ const std::vector<std::string> kDims = {
     "threads", "thread_churn", "driver_api", "nested", "nested_ids", "graphs", "copies",
     "memsets", "syncs", "collectives", "marks_capi", "marks_nvtx", "marks_none", "data_ranges",
     "user_ranges", "devices", "late_device", "empty_first_steps", "marks_capi_mark",
-    "thresholds", "warmup",
+    "thresholds", "warmup", "no_gpu",
     "delivery", "cupti_clock", "buffer_pressure", "record_loss", "live_ticks", "spill",
     "empty_steps", "threshold_edges", "measured_offset", "stacks_off",
     // the defects of issue 14 (items 1-4), each a switch
@@ -264,6 +264,17 @@ struct Gen {
     if (on("long_lag") && rng.chance(30))
       env("GPUACCT_SIM_GPU_DELIVERY_LAG_NS", std::to_string(rng.in(uint64_t{1} * 1000 * kMs, uint64_t{3500} * kMs)));
     p.argv_bytes = on("byte_names") && rng.chance(50);
+    // No GPU collection: CUPTI missing, or GPUACCT_ENABLE=0 (which leaves NVTX alone: C API
+    // marks only).  The library sees host ranges only.
+    if (on("no_gpu") && rng.chance(10)) {
+      p.no_gpu = true;
+      const bool capi = p.marks == Marks::kCapi || p.marks == Marks::kCapiMark;
+      if (capi && p.data_marks == DataMarks::kCapi && rng.chance(50)) {
+        env("GPUACCT_ENABLE", "0");
+      } else {
+        env("GPUACCT_CUPTI_LIBRARY", "/nonexistent/libcupti.so");
+      }
+    }
     if (!faults.empty()) env("GPUACCT_SIM_FAULTS", faults);
   }
 

@@ -44,14 +44,7 @@ class Runner {
     return errors_.empty();
   }
   const ProgramLog& log() const { return log_; }
-  // The step the last mark opened ends at its thread's last CUDA call; when that call ends at
-  // the mark (a synchronize with nothing to wait for) there is no step (docs/accounting.md §1:
-  // incomplete_trailing_step).
-  void drop_empty_trailing_mark() {
-    if (p_.marks == Marks::kCapiMark && !log_.steps.empty() &&
-        log_.steps.back().end <= log_.steps.back().begin)
-      log_.steps.pop_back();
-  }
+
   const std::vector<std::string>& errors() const { return errors_; }
 
  private:
@@ -319,8 +312,9 @@ void describe(const Program& p, std::FILE* f) {
   std::fprintf(f, "{\"seed\": %" PRIu64 ", \"marks\": \"%s\", \"preload\": %s, \"exact\": %s, ",
                p.seed, marks_name(p.marks), p.preload ? "true" : "false",
                p.exact ? "true" : "false");
-  std::fprintf(f, "\"loss_allowed\": %s, \"argv_bytes\": %s, ", p.loss_allowed ? "true" : "false",
-               p.argv_bytes ? "true" : "false");
+  std::fprintf(f, "\"loss_allowed\": %s, \"argv_bytes\": %s, \"no_gpu\": %s, ",
+               p.loss_allowed ? "true" : "false", p.argv_bytes ? "true" : "false",
+               p.no_gpu ? "true" : "false");
   std::fprintf(f, "\"steps\": %d, \"devices\": %d, \"workers\": %d, \"actions\": %zu, ",
                p.num_steps, p.devices, p.workers, p.actions.size());
   std::fprintf(f, "\"env\": {");
@@ -465,6 +459,24 @@ bool write_truth(const Program& p, const ProgramLog& log, const std::vector<Expe
   return std::fclose(f) == 0;
 }
 
+// The step the last mark opened ends at its thread's last CUDA call (the last that begins after
+// the mark); with none, or one that ends at the mark (a synchronize with nothing to wait for),
+// there is no step (docs/accounting.md §1: incomplete_trailing_step).
+void end_last_mark(ProgramLog* log) {
+  if (log->steps.empty()) return;
+  StepLog& last = log->steps.back();
+  uint64_t end = last.begin;
+  for (const Call& c : log->calls) {
+    if (c.thread == last.thread && c.kind != CallKind::kOther && c.start >= last.begin)
+      end = std::max(end, c.end);
+  }
+  if (end > last.begin) {
+    last.end = end;
+  } else {
+    log->steps.pop_back();
+  }
+}
+
 [[noreturn]] void usage() {
   std::fprintf(stderr,
                "usage: sim_program --seed=N [--dims=a,b,...|all] (--describe | --truth=PATH) "
@@ -530,11 +542,14 @@ int main(int argc, char** argv) {
   }
   Runner r(p);
   const bool ok = r.run();
-  r.drop_empty_trailing_mark();
   if (p.marks == Marks::kCapi || p.marks == Marks::kCapiMark) gpuacct_dyn()->flush();
-  const std::vector<ExpectedRow> rows = expected_rows(r.log(), p.thresholds);
-  const bool written = write_truth(p, r.log(), rows, truth) &&
-                       write_plain_log(r.log(), p.thresholds, std::string(truth) + ".log");
+  // Without GPU collection the library knows the host ranges only: no call, no op.
+  ProgramLog seen = r.log();
+  if (p.no_gpu) seen.calls.clear(), seen.ops.clear();
+  if (p.marks == Marks::kCapiMark) end_last_mark(&seen);
+  const std::vector<ExpectedRow> rows = expected_rows(seen, p.thresholds);
+  const bool written = write_truth(p, seen, rows, truth) &&
+                       write_plain_log(seen, p.thresholds, std::string(truth) + ".log");
   simShutdown();
   for (const std::string& e : r.errors()) std::fprintf(stderr, "sim_program: %s\n", e.c_str());
   if (!written) {
