@@ -63,7 +63,9 @@ DIMENSIONS = {
                            "its rows depend on when that op's record arrives)"),
     "delivery": (True, "GPUACCT_SIM_DELAY_PCT and GPUACCT_SIM_SHUFFLE"),
     "cupti_clock": (True, "GPUACCT_SIM_CUPTI_CLOCK host / monotonic / offsets"),
-    "measured_offset": (True, "the timestamp callback refused: a measured clock offset"),
+    "measured_offset": (False, "the timestamp callback refused: a measured clock offset (open "
+                               "defect: records parsed before the offset is stored keep CUPTI's "
+                               "clock, 1 in 3000 programs under load)"),
     "buffer_pressure": (True, "1 MiB buffers, 2-3 of them, small host rings"),
     "record_loss": (True, "drop / drop_every / buffer_refused faults (counted loss)"),
     "live_ticks": (True, "GPUACCT_FLUSH_MS 1-100 and real pauses: steps finalised live"),
@@ -76,6 +78,7 @@ DIMENSIONS = {
     "warmup": (True, "GPUACCT_WARMUP_STEPS 0-3"),
     "recorded_settings": (False, "analyze / timeline get no flags for the run's accounting "
                                  "settings (open defect: a recording does not carry them)"),
+    "timeline_ops": (True, "the timeline's GPU ops lie inside its steps (marked steps)"),
     "stacks_off": (True, "GPUACCT_STACKS=0"),
     "no_gpu": (True, "no GPU collection (CUPTI missing, or GPUACCT_ENABLE=0): host-only rows"),
     "byte_names": (False, "names of arbitrary bytes: kernels, data ranges, argv (issue 14 item 1)"),
@@ -94,14 +97,16 @@ _DIMS_V1 = ("threads,thread_churn,driver_api,nested,nested_ids,graphs,copies,mem
             "empty_steps,threshold_edges,stacks_off")
 
 # Dimensions of the driver alone (not passed to sim_program).
-DRIVER_DIMS = {"recorded_settings"}
+DRIVER_DIMS = {"recorded_settings", "timeline_ops"}
 
 # The library's accounting settings and the CLI flags that give analyze / timeline the same.
 SETTING_FLAGS = {"GPUACCT_WARMUP_STEPS": "--warmup", "GPUACCT_LAUNCH_LATENCY_US":
                  "--launch-latency-us", "GPUACCT_HOST_PAUSE_US": "--host-pause-us"}
 
-# The defaults since thresholds, warmup, devices, early_marks and marks_capi_mark.
+# Later defaults: with devices, early_marks, marks_capi_mark, thresholds and warmup (V2), then
+# no_gpu (V3); since then measured_offset is off and the driver's timeline_ops on.
 _DIMS_V2 = _DIMS_V1 + ",devices,early_marks,marks_capi_mark,thresholds,warmup"
+_DIMS_V3 = _DIMS_V2 + ",no_gpu"
 
 # Seeds that once failed, replayed by every run: (seed, --dims value).
 REGRESSION_SEEDS: list = []
@@ -132,6 +137,11 @@ PENDING_SEEDS = {
     # account with the defaults and disagree with the live report, nothing says so
     "recorded_settings": [(1, _DIMS_V2 + ",recorded_settings"),  # GPUACCT_WARMUP_STEPS=0
                           (20, _DIMS_V2 + ",recorded_settings")],  # both thresholds 0
+    # new: with a measured clock offset (CUPTI on another clock, the timestamp callback
+    # refused), records parsed before the offset was stored keep CUPTI's raw clock: step 0 got
+    # 0 of its 4 launches, and the timeline's origin and GPU ops sat on CUPTI's monotonic clock,
+    # 56 years from the steps (once in 3000 programs, load average 13; 0 of 60 reruns)
+    "measured_offset": [(3504, _DIMS_V3 + ",timeline_ops")],
     "late_device": [(183, "devices,threads,copies,marks_capi,syncs,spill,collectives,nested,"
                           "live_ticks,delivery,late_device")],
 }
@@ -203,9 +213,27 @@ def device_rows_check(rep: dict, truth: dict, dev: int) -> None:
               f"{where}: window {row['duration_ns']} ns, the truth says {wall} ns")
         check(row["launches"] == t["launches"],
               f"{where}: {row['launches']} launches, the program made {t['launches']}")
+        if truth.get("detected") and t["step_thread_ns"]:
+            continue  # idle time judged on a detected step's thread, which is not specified
         diffs = {c: (row["categories"][c], v) for c, v in t["expected_ns"].items()
                  if abs(row["categories"][c] - v) > tol}
         check(not diffs, f"{where}: categories (report, truth) {diffs}")
+
+
+def timeline_ops_inside_steps(tl) -> None:
+    """Every GPU op of the timeline lies inside the span of its steps (the programs make all
+    their GPU work inside marked steps)."""
+    events = tl["traceEvents"] if isinstance(tl, dict) else tl
+    steps = [e for e in events if e.get("cat") == "gpuacct_step"]
+    ops = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    if not steps or not ops:
+        return
+    lo = min(e["ts"] for e in steps) - 1
+    hi = max(e["ts"] + e["dur"] for e in steps) + 1
+    out = [e for e in ops if e["ts"] < lo or e["ts"] + e.get("dur", 0) > hi]
+    check(not out, f"{len(out)} of {len(ops)} GPU ops of the timeline lie outside its steps "
+                   f"[{lo:.1f}, {hi:.1f}] us, e.g. {out[0]['name']!r} at {out[0]['ts']} us"
+          if out else "")
 
 
 def detected_truth(sim_program: str, truth_path: str, truth: dict, ranges: list,
@@ -218,7 +246,7 @@ def detected_truth(sim_program: str, truth_path: str, truth: dict, ranges: list,
     subprocess.run([sim_program, f"--oracle={truth_path}.log", f"--steps={steps_path}",
                     f"--truth={det_path}"], check=True, timeout=60)
     with open(det_path) as f:
-        return dict(truth, steps=json.load(f)["steps"])
+        return dict(truth, steps=json.load(f)["steps"], detected=True)
 
 
 def run_seed(build_cli: str, sim_program: str, seed: int, spec: str, keep: str = "") -> tuple:
@@ -275,6 +303,8 @@ def run_seed(build_cli: str, sim_program: str, seed: int, spec: str, keep: str =
         with open(tl_path, "rb") as f:
             tl = json.loads(f.read().decode("utf-8"))
         run_e2e.compare_pipelines(live, offline, tl, f"seed {seed}")
+        if "timeline_ops" in all_dims and desc["marks"] != "none":
+            timeline_ops_inside_steps(tl)
         # 3. A loss only where the program caused one (a fault, small buffers or rings).
         lost = {s["name"]: s["value"] for s in live["stats"]
                 if s["severity"] == "data_loss" and s["value"]}

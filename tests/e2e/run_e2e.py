@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import math
 import os
 import signal
 import subprocess
@@ -495,14 +496,16 @@ def compare_pipelines(live: dict, offline: dict, tl, marks: str) -> None:
           f"{sorted(rows)}")
     if not rows:
         return
-    # Relative times (absolute ns do not fit a double's precision in microseconds).
+    # Relative times (absolute ns do not fit a double's precision in microseconds); a slice far
+    # from the timeline's origin holds its time to the double's spacing there.
     origin_us = min(s_["ts"] for s_ in slices)
     begin0 = min(r["window_begin_ns"] for r in rows.values())
     for k, r in rows.items():
         s_ = by_key[k]
         a = s_["args"]
+        tol = max(0.002, 2 * math.ulp(s_["ts"]))
         check(("warm-up" in s_["name"]) == r["warmup"]
-              and abs(s_["ts"] - origin_us - (r["window_begin_ns"] - begin0) / 1e3) < 0.002
+              and abs(s_["ts"] - origin_us - (r["window_begin_ns"] - begin0) / 1e3) < tol
               and abs(s_["dur"] - r["duration_ns"] / 1e3) < 0.002
               and abs(a["compute_us"] - r["walls"]["compute"] / 1e3) < 0.002
               and abs(a["other_us"] - r["walls"]["other"] / 1e3) < 0.002,

@@ -148,6 +148,9 @@ struct ExpectedRow {
   uint64_t window_begin = 0, window_end = 0;
   uint64_t cat[kNumCats] = {};
   uint64_t launches = 0;
+  // Idle time no op ends (the window ends idle), judged on the step's thread: the thread that
+  // marked the step (for detected steps the contract does not say which thread that is).
+  uint64_t step_thread_ns = 0;
 };
 
 // One row per step and device that runs any op, by step then device (the program marks steps

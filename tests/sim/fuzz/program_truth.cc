@@ -141,6 +141,7 @@ void categorize(const ProgramLog& all, int step_thread, const Thresholds& t, Exp
         next = &op;
     }
     const Split s = idle(log, gap_start, b, next, step_thread, t);
+    if (next == nullptr) row->step_thread_ns += b - gap_start;
     row->cat[kCatData] += s.data;
     row->cat[kCatLaunch] += s.launch;
     row->cat[kCatOther] += s.other;

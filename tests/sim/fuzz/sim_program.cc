@@ -333,9 +333,9 @@ void write_rows(std::FILE* f, const ProgramLog& log, const std::vector<ExpectedR
                  "  {\"index\": %zu, \"device\": %d, \"host_begin_ns\": %" PRIu64
                  ", \"host_end_ns\": %" PRIu64 ", \"window_begin_ns\": %" PRIu64
                  ", \"window_end_ns\": %" PRIu64 ", \"launches\": %" PRIu64
-                 ", \"expected_ns\": {",
+                 ", \"step_thread_ns\": %" PRIu64 ", \"expected_ns\": {",
                  r.step, r.device, log.steps[r.step].begin, log.steps[r.step].end,
-                 r.window_begin, r.window_end, r.launches);
+                 r.window_begin, r.window_end, r.launches, r.step_thread_ns);
     for (int c = 0; c < kNumCats; ++c)
       std::fprintf(f, "%s\"%s\": %" PRIu64, c ? ", " : "", kCatKeys[c], r.cat[c]);
     std::fprintf(f, "}}%s\n", k + 1 < rows.size() ? "," : "");
