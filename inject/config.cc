@@ -184,6 +184,7 @@ Config parse_config(EnvLookup env, std::vector<std::string>* warnings) {
     p.integer("GPUACCT_WARMUP_STEPS", &c.warmup_steps, 0, 1000000);
     p.integer("GPUACCT_LAUNCH_LATENCY_US", &c.launch_latency_us, 0, 10000000);
     p.integer("GPUACCT_HOST_PAUSE_US", &c.host_pause_us, 0, 100000000);
+    p.integer("GPUACCT_PENDING_EVENT_LIMIT", &c.pending_event_limit, 1000, int64_t{1} << 32);
     p.patterns("GPUACCT_STEP_PATTERNS", &c.step_patterns);
     p.patterns("GPUACCT_DATA_PATTERNS", &c.data_patterns);
     p.integer("GPUACCT_FLUSH_MS", &c.flush_ms, 1, 60000);
@@ -230,6 +231,7 @@ AccountingConfig Config::accounting() const {
   a.launch_latency_threshold_ns = launch_latency_us * 1000;
   a.host_pause_threshold_ns = host_pause_us * 1000;
   a.warmup_steps = warmup_steps;
+  a.pending_event_limit = pending_event_limit;
   return a;
 }
 

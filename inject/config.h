@@ -33,6 +33,7 @@ struct Config {
   int64_t launch_latency_us =
       AccountingConfig{}.launch_latency_threshold_ns / 1000;  // GPUACCT_LAUNCH_LATENCY_US
   int64_t host_pause_us = AccountingConfig{}.host_pause_threshold_ns / 1000;  // GPUACCT_HOST_PAUSE_US
+  int64_t pending_event_limit = AccountingConfig{}.pending_event_limit;  // GPUACCT_PENDING_EVENT_LIMIT
   std::vector<std::string> step_patterns;  // GPUACCT_STEP_PATTERNS (comma separated)
   std::vector<std::string> data_patterns;  // GPUACCT_DATA_PATTERNS (comma separated)
   int flush_ms = static_cast<int>(cupti::CollectorOptions{}.flush_period_ms);  // GPUACCT_FLUSH_MS

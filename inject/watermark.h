@@ -6,6 +6,9 @@
 // back), and every tick flushes: so a tick promises only the clock value seen kTicksBehind
 // ticks earlier, and at most now - 2 flush periods (ticks can come faster, on
 // gpuacct_flush()).  Until that many ticks have been seen nothing is promised (kNone).
+// A record later than that (a deep queue, a busy CUPTI thread) breaks the promise; the
+// accountant still takes it while its launch is owed (docs/accounting.md, "Finalisation") and
+// reports how far behind the watermark it came (the report's delivery section).
 #pragma once
 
 #include <algorithm>

@@ -5,8 +5,8 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${GPUACCT_BUILD_DIR:-$root/build}"
-"$root/scripts/install_deps.sh"
-"$root/scripts/build.sh" >/dev/null
+"$root/scripts/install_deps.sh" --main
+"$root/scripts/build.sh" --main >/dev/null
 
 if [ $# -eq 0 ]; then
   echo "gpuacct: no program given; analysing the bundled sample recording" >&2

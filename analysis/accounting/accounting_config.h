@@ -41,9 +41,20 @@ struct AccountingConfig {
   static constexpr int kWarmupBySource = -1;
   int warmup_steps = kWarmupStepsWholeRun;
 
-  // A launch call whose GPU op has not arrived this long after its step's host end is given
-  // up on (counted in unmatched_launches) so the step can be finalised.
+  // A launch call whose GPU op has not arrived is *owed*: the steps it may run in wait for it.
+  // It is given up on (counted in unmatched_launches: a failed launch, a record CUPTI lost) once
+  // delivery has moved this far past it: the watermark has passed the call's end by this much
+  // AND ops of launches made this much later have arrived.  Delivery progress, not the clock,
+  // decides, so GPU records that come seconds late (a deep queue, a busy CUPTI thread) are
+  // waited for as long as their lag needs (docs/accounting.md, "Finalisation").
   TimeNs pending_launch_timeout_ns = 2'000'000'000;
+
+  // What waiting for owed launches may hold: at most this many events (GPU ops, host calls and
+  // ranges, steps) kept for unfinalised steps, checked at every watermark.  Beyond it the
+  // oldest owed launches are given up on until the held events fit again, each counted as
+  // data loss (owed_launches_cut_off).  About 100 bytes per event with its bookkeeping
+  // (correlation entry, pending launch): ~100 MB at the default.
+  int64_t pending_event_limit = 1'000'000;
 
   // How many idle gaps and kernels the run summary lists.
   int top_gaps = 10;

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "analysis/accounting/host_state.h"
+#include "analysis/accounting/owed_launches.h"
 #include "analysis/accounting/window_sweep.h"
 
 namespace gpuacct {
@@ -18,6 +19,7 @@ namespace gpuacct {
 using accounting::CorrEntry;
 using accounting::HostState;
 using accounting::kMinTime;
+using accounting::OwedLaunches;
 using accounting::WindowSweep;
 
 Category IdleGap::dominant() const {
@@ -145,21 +147,14 @@ struct StepAccountant::Impl {
   TimeNs host_only_until = kMinTime;
 
   std::vector<StepRow> rows;
-  // Launch calls whose op had not arrived when the call did.  Sorted by start from
-  // `pending_head` up to `pending_sorted` (calls arrive nearly in order: sorting the new tail
-  // and merging is linear in the usual case); entries before the head are consumed.
-  struct PendingLaunch {
-    TimeNs start;
-    TimeNs end;
-    uint64_t corr;
-    uint32_t thread;
-  };
-  std::vector<PendingLaunch> pending_launches;
-  size_t pending_head = 0;
-  size_t pending_sorted = 0;
+  OwedLaunches owed;  // launch calls whose op had not arrived when the call did
   size_t corr_prune_at = 4096;
   TimeNs blocked_step_begin = kMinTime;
   TimeNs blocked_until = kMinTime;
+  // More events held than cfg.pending_event_limit: owed launches blocking the next step are cut
+  // off (counted) until the held events fit again.
+  bool over_limit = false;
+  DeliveryLag lag;
   std::vector<IdleGap> gaps_sorted;  // longest first, rebuilt by largest_gaps()
 
   WindowSweep sweep{cfg};
@@ -183,6 +178,9 @@ struct StepAccountant::Impl {
       last_device_id = op.device;
     }
     DeviceState& dev = *last_device;
+    // A watermark can be anything a recording says; clamped to the valid range, the difference
+    // of two valid times cannot overflow.
+    lag.add(watermark > op.end ? std::min(watermark, kValidTimeLimit - 1) - op.end : 0);
     if (dev.has_window && op.end <= dev.finalized_until) {
       stats.add(Stat::late_gpu_ops_dropped);
       return;
@@ -192,6 +190,7 @@ struct StepAccountant::Impl {
       CorrEntry& e = host.corr[op.correlation_id];
       e.has_op = true;
       e.op_end = std::max(e.op_end, op.end);
+      if (e.has_api) owed.delivered(e.api_start);
     }
   }
 
@@ -221,7 +220,9 @@ struct StepAccountant::Impl {
       e.api_name = call.name;
       e.has_api = true;
       if (!e.has_op) {
-        pending_launches.push_back({call.start, call.end, call.correlation_id, call.thread});
+        owed.add({call.start, call.end, call.correlation_id, call.thread});
+      } else {
+        owed.delivered(call.start);
       }
     }
   }
@@ -377,8 +378,9 @@ struct StepAccountant::Impl {
   // A step can be finalised when nothing that could still arrive can change its rows: its host
   // range is over, every op it launched has arrived and ended before the watermark, and no
   // launch call made before its window's end is still waiting for its op (such an op could
-  // run inside the window).  Launches whose op never comes are given up on after
-  // cfg.pending_launch_timeout_ns.
+  // run inside the window).  A launch whose op has not come is given up on once delivery has
+  // moved cfg.pending_launch_timeout_ns past it (gave_up), or cut off when the events held
+  // exceed cfg.pending_event_limit (cut_off_owed).
   bool ready_to_finalize(const PendingStep& s) {
     if (watermark < s.end) return false;
     // An op of this step known to end after `blocked_until` keeps it open at least until the
@@ -395,34 +397,45 @@ struct StepAccountant::Impl {
       blocked_until = blocking;
       return false;
     }
-    // Drop launches whose op has arrived (or that timed out) from the front; the earliest
-    // remaining one decides.
-    auto& pl = pending_launches;
-    if (pending_sorted < pl.size()) {
-      auto by_start = [](const PendingLaunch& a, const PendingLaunch& b) {
-        return a.start < b.start;
-      };
-      const auto mid = pl.begin() + static_cast<ptrdiff_t>(pending_sorted);
-      if (!std::is_sorted(mid, pl.end(), by_start)) std::sort(mid, pl.end(), by_start);
-      const auto head = pl.begin() + static_cast<ptrdiff_t>(pending_head);
-      if (head < mid && by_start(*mid, *std::prev(mid)))
-        std::inplace_merge(head, mid, pl.end(), by_start);
-      pending_sorted = pl.size();
-    }
-    while (pending_head < pl.size()) {
-      const PendingLaunch& p = pl[pending_head];
+    // Settle owed launches from the front (their op came, or they were given up on or cut
+    // off); the earliest one still owed decides.
+    const TimeNs first_owed = owed.earliest_owed([&](const OwedLaunches::Launch& p) {
       const CorrEntry* e = host.corr.find(p.corr);
       const bool done = e == nullptr || e->has_op || host.nest_has_op(p.thread, p.start, p.end);
-      const bool timed_out = watermark >= p.end + cfg.pending_launch_timeout_ns;
-      if (!done && !timed_out) break;
-      ++pending_head;
-    }
-    if (pending_head > 4096 && pending_head * 2 > pl.size()) {
-      pl.erase(pl.begin(), pl.begin() + static_cast<ptrdiff_t>(pending_head));
-      pending_sorted -= pending_head;
-      pending_head = 0;
-    }
-    return pending_head == pl.size() || pl[pending_head].start >= horizon;
+      return done || gave_up(p) || cut_off_owed(p, horizon);
+    });
+    return first_owed >= horizon;
+  }
+
+  // An owed launch is given up on (its op presumed never to come: a failed launch, a record
+  // CUPTI lost) once both the watermark and the delivered ops' launch frontier are the timeout
+  // past it.  The frontier keeps late records owed: while every GPU record comes seconds late
+  // it trails the watermark by that lag, so the wait grows with the lag observed.
+  bool gave_up(const OwedLaunches::Launch& p) const {
+    const TimeNs at = p.end + cfg.pending_launch_timeout_ns;
+    return watermark >= at && owed.frontier() >= at;
+  }
+  // Over the memory bound, an owed launch that blocks the step being finalised (made before
+  // its horizon) is cut off: counted as data loss (its op, if it comes, is dropped late).
+  bool cut_off_owed(const OwedLaunches::Launch& p, TimeNs horizon) {
+    if (!over_limit || p.start >= horizon) return false;
+    stats.add(Stat::owed_launches_cut_off);
+    return true;
+  }
+
+  // The events kept for unfinalised steps (what waiting for owed launches holds): pending GPU
+  // ops, host calls and ranges, steps.  O(devices + threads).
+  int64_t held_events() const {
+    size_t n = steps.size() + boundaries.size();
+    for (const auto& [id, dev] : devices) n += dev.live() + dev.consumed_early.size();
+    for (const auto& [tid, th] : host.threads)  // without the pruned prefix not yet erased
+      n += th.calls.size() - th.calls_stale + th.data.size() - th.data_stale;
+    return static_cast<int64_t>(n);
+  }
+  void check_held_events() {
+    const int64_t held = held_events();
+    lag.note_held(held);
+    over_limit = held > cfg.pending_event_limit;
   }
 
   void try_finalize(bool force) {
@@ -446,6 +459,9 @@ struct StepAccountant::Impl {
       if (!force && !ready_to_finalize(s)) break;
       if (fit == StepFit::kTouches) stats.add(Stat::step_boundaries_aligned);
       finalize_step(s, owned.empty() ? nullptr : &owned[k]);
+      // Cut off only until the held events fit again (steps[0, k] are finalised, not yet erased).
+      if (over_limit)
+        over_limit = held_events() - static_cast<int64_t>(k + 1) > cfg.pending_event_limit;
     }
     steps.erase(steps.begin(), steps.begin() + static_cast<ptrdiff_t>(k));
   }
@@ -674,6 +690,7 @@ void StepAccountant::advance_watermark(TimeNs watermark) {
   if (impl_->finished || watermark <= impl_->watermark) return;
   impl_->watermark = watermark;
   impl_->convert_boundaries(false);
+  impl_->check_held_events();
   impl_->try_finalize(false);
 }
 
@@ -718,6 +735,9 @@ Stats& StepAccountant::mutable_stats() {
 }
 const AccountingConfig& StepAccountant::config() const {
   return impl_->cfg;
+}
+const DeliveryLag& StepAccountant::delivery_lag() const {
+  return impl_->lag;
 }
 
 size_t StepAccountant::retained_events() const {

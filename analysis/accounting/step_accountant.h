@@ -13,7 +13,9 @@
 //
 // Implementation: step_accountant.cc (intake, steps, when a step can be finalised, the ops it
 // owns), host_state.{h,cc} (launch calls by correlation id, per-thread calls and data ranges,
-// nested calls), window_sweep.{h,cc} (the sweep of one window and its idle gaps).
+// nested calls), window_sweep.{h,cc} (the sweep of one window and its idle gaps),
+// owed_launches.h (launches still waiting for their op, delivery progress), delivery_lag.h (how
+// late GPU records came).
 #pragma once
 
 #include <functional>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "analysis/accounting/accounting_config.h"
+#include "analysis/accounting/delivery_lag.h"
 #include "analysis/accounting/step_row.h"
 #include "analysis/model/event_sink.h"
 #include "analysis/model/events.h"
@@ -103,6 +106,8 @@ class StepAccountant final : public EventSink {
   const Stats& stats() const;
   Stats& mutable_stats();
   const AccountingConfig& config() const;
+  // How late GPU records came behind the watermark, and the most events held waiting.
+  const DeliveryLag& delivery_lag() const;
 
   // Bytes currently held for unfinalised steps (for the memory benchmark and self-checks).
   size_t retained_events() const;

@@ -413,5 +413,183 @@ TEST(StepAccountant, SegmentsTileTheWindow) {
   EXPECT_EQ(pos, acc.rows().back().window_end);
 }
 
+// ---- owed launches: GPU records later than the pending-launch timeout (issue 14, item 4) ----
+
+constexpr TimeNs kMs = 1'000'000;
+
+// A data-bound loop as the live library sees it: `steps` steps of 10 ms (7 ms data range, then
+// one launch whose kernel runs to the step's end).  `lost`: a step whose op never comes.
+Trace data_bound_loop(int steps, int lost = -1) {
+  Trace t;
+  for (int i = 0; i < steps; ++i) {
+    const TimeNs b = i * 10 * kMs;
+    t.step(b, b + 10 * kMs, i);
+    t.data(b, b + 7 * kMs);
+    t.kernel(b + 7 * kMs, b + 7 * kMs + us(4), b + 7 * kMs + us(9), b + 10 * kMs);
+    if (i == lost) t.b.gpu_ops.pop_back();
+  }
+  return t;
+}
+
+// Delivers `t` the way the library does: every `tick` the host events that ended by then and
+// the GPU ops that ended `gpu_lag` before then, then a watermark 300 ms behind the clock (the
+// flush watermark's margin, inject/watermark.h), for at most 10 s past the last event; what
+// is still held back then comes at the end.  Calls `on_tick(now)` after each tick.  The first
+// `on_time` ops come without the lag.
+template <typename F>
+void deliver_live(StepAccountant& acc, const Trace& t, TimeNs gpu_lag, F&& on_tick,
+                  size_t on_time = 0) {
+  const TimeNs tick = 100 * kMs;
+  TimeNs last_end = 0;
+  for (const GpuOp& op : t.b.gpu_ops) last_end = std::max(last_end, op.end);
+  for (const HostRange& r : t.b.ranges) last_end = std::max(last_end, r.end);
+  const TimeNs stop = last_end + std::min(gpu_lag, 10'000 * kMs) + tick;
+  TimeNs now = tick;
+  for (; now <= stop; now += tick) {
+    EventBatch batch;
+    for (const HostRange& r : t.b.ranges)
+      if (r.end <= now && r.end > now - tick) batch.ranges.push_back(r);
+    for (const HostApiCall& c : t.b.api_calls)
+      if (c.end <= now && c.end > now - tick) batch.api_calls.push_back(c);
+    for (size_t i = 0; i < t.b.gpu_ops.size(); ++i) {
+      const GpuOp& op = t.b.gpu_ops[i];
+      const TimeNs at = op.end + (i < on_time ? 0 : gpu_lag);
+      if (at <= now && at > now - tick) batch.gpu_ops.push_back(op);
+    }
+    acc.add(batch);
+    acc.advance_watermark(now - 300 * kMs);
+    on_tick(now);
+  }
+  EventBatch rest;
+  for (size_t i = on_time; i < t.b.gpu_ops.size(); ++i)
+    if (t.b.gpu_ops[i].end + gpu_lag > now - tick) rest.gpu_ops.push_back(t.b.gpu_ops[i]);
+  acc.add(rest);
+  acc.finish();
+}
+
+void expect_same_rows(const std::vector<StepRow>& got, const std::vector<StepRow>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].window_begin, want[i].window_begin) << "row " << i;
+    EXPECT_EQ(got[i].window_end, want[i].window_end) << "row " << i;
+    EXPECT_EQ(got[i].kernels, want[i].kernels) << "row " << i;
+    EXPECT_EQ(got[i].cat.compute, want[i].cat.compute) << "row " << i;
+    EXPECT_EQ(got[i].cat.data_wait, want[i].cat.data_wait) << "row " << i;
+    EXPECT_EQ(got[i].cat.launch_gap, want[i].cat.launch_gap) << "row " << i;
+    EXPECT_EQ(got[i].cat.host_other, want[i].cat.host_other) << "row " << i;
+  }
+}
+
+// GPU records 3.1 s late (past the 2 s timeout) are owed, not lost: the steps wait for them, and
+// the rows are those of the same events all at once.  Before: each launch was given up 2 s
+// after the watermark passed it, and 899 of 900 ops were dropped.
+TEST(StepAccountant, OwedOpsFarBeyondTheTimeoutAreWaitedFor) {
+  const Trace t = data_bound_loop(900);
+  const std::vector<StepRow> truth = run(t);
+  ASSERT_EQ(truth.size(), 900u);
+  ASSERT_EQ(truth[5].cat.data_wait, 7 * kMs);
+  for (const TimeNs lag : {3100 * kMs, 8000 * kMs}) {
+    SCOPED_TRACE(lag);
+    StepAccountant acc(no_warmup());
+    size_t rows_before_end = 0;
+    deliver_live(acc, t, lag, [&](TimeNs) { rows_before_end = acc.rows().size(); });
+    EXPECT_EQ(acc.stats().get(Stat::late_gpu_ops_dropped), 0);
+    EXPECT_EQ(acc.stats().get(Stat::unmatched_launches), 0);
+    EXPECT_FALSE(acc.stats().has_data_loss());
+    expect_same_rows(acc.rows(), truth);
+    EXPECT_GT(rows_before_end, 500u) << "the steps are finalised while the run goes on";
+    // How late they came: the watermark (300 ms behind the clock, moved each 100 ms tick) had
+    // passed their end by the lag less 300-400 ms when they arrived.
+    const DeliveryLag& d = acc.delivery_lag();
+    EXPECT_EQ(d.ops(), 900);
+    EXPECT_EQ(d.behind_watermark(), 900);
+    EXPECT_GE(d.max(), lag - 400 * kMs);
+    EXPECT_LE(d.max(), lag - 300 * kMs);
+    EXPECT_GE(d.quantile(0.99), lag - 400 * kMs);
+    EXPECT_LE(d.quantile(0.99), d.max());
+    // Waiting holds the lag's worth of steps (~4 events each), far under the limit.
+    EXPECT_LT(d.held_peak(), 4 * (lag / (10 * kMs) + 50));
+  }
+}
+
+// An op that never comes (a failed launch, a lost record) is still given up on once delivery
+// has moved the timeout past its launch, on time or late: its step is finalised while the run
+// goes on, counted as one unmatched launch, and nothing else is lost.
+TEST(StepAccountant, OpThatNeverComesIsGivenUpOnceDeliveryMovesPast) {
+  const Trace t = data_bound_loop(900, /*lost=*/5);
+  for (const TimeNs lag : {TimeNs{0}, 3100 * kMs}) {
+    SCOPED_TRACE(lag);
+    StepAccountant acc(no_warmup());
+    TimeNs step5_final_at = -1;
+    deliver_live(acc, t, lag, [&](TimeNs now) {
+      if (step5_final_at < 0 && acc.rows().size() > 5) step5_final_at = now;
+    });
+    ASSERT_EQ(acc.rows().size(), 900u);
+    EXPECT_EQ(acc.rows()[5].kernels, 0u);
+    EXPECT_EQ(acc.stats().get(Stat::unmatched_launches), 1);
+    EXPECT_EQ(acc.stats().get(Stat::late_gpu_ops_dropped), 0);
+    // Given up when ops launched 2 s after it arrived: 2 s + the lag after its launch (+ the
+    // watermark's margin and the tick).
+    const TimeNs launch_end = 57 * kMs;
+    EXPECT_GE(step5_final_at, launch_end + 2000 * kMs + lag);
+    EXPECT_LE(step5_final_at, launch_end + 2000 * kMs + lag + 500 * kMs);
+  }
+}
+
+// Waiting is bounded by memory: with the ops held back for good after the first 10 steps (CUPTI
+// stalled), the held events reach pending_event_limit, and from then on the oldest owed launches
+// are cut off -- counted as data loss -- so steps are finalised and the held events stay near the
+// limit.  Their ops, when they come at last, are dropped as late (counted too).
+TEST(StepAccountant, OwedLaunchesAreCutOffAtTheEventLimit) {
+  const Trace t = data_bound_loop(900);
+  AccountingConfig cfg = no_warmup();
+  cfg.pending_event_limit = 1000;
+  StepAccountant acc(cfg);
+  size_t rows_before_end = 0;
+  deliver_live(
+      acc, t, /*gpu_lag=*/3600 * 1000 * kMs, [&](TimeNs) { rows_before_end = acc.rows().size(); },
+      /*on_time=*/10);
+  ASSERT_EQ(acc.rows().size(), 900u);
+  EXPECT_GT(rows_before_end, 500u) << "steps finalised once the limit was reached";
+  const int64_t cut = acc.stats().get(Stat::owed_launches_cut_off);
+  EXPECT_EQ(cut, static_cast<int64_t>(rows_before_end) - 10);
+  EXPECT_EQ(acc.stats().get(Stat::late_gpu_ops_dropped), cut);
+  EXPECT_TRUE(acc.stats().has_data_loss());
+  // At most one tick's intake (10 steps of 4 events) above the limit.
+  EXPECT_LE(acc.delivery_lag().held_peak(), cfg.pending_event_limit + 40);
+  EXPECT_GT(acc.delivery_lag().held_peak(), cfg.pending_event_limit);
+}
+
+// A watermark far beyond every valid time (a crafted recording) gives a lag, not an overflow.
+TEST(DeliveryLag, FarWatermarkDoesNotOverflow) {
+  StepAccountant acc(no_warmup());
+  acc.advance_watermark(std::numeric_limits<TimeNs>::max());
+  GpuOp op;
+  op.start = -(TimeNs{1} << 62);
+  op.end = op.start + 1;
+  acc.add_gpu_op(op);
+  EXPECT_EQ(acc.delivery_lag().max(), std::numeric_limits<TimeNs>::max() - 1);
+  EXPECT_EQ(acc.delivery_lag().quantile(0.99), std::numeric_limits<TimeNs>::max() - 1);
+}
+
+// The lag histogram: quantiles are the upper end of their bucket (at most 1/8 above), capped
+// at the maximum; on-time ops count as 0.
+TEST(DeliveryLag, QuantilesWithinAnEighth) {
+  DeliveryLag d;
+  EXPECT_EQ(d.quantile(0.99), 0);
+  for (int i = 0; i < 900; ++i) d.add(0);
+  for (int i = 1; i <= 100; ++i) d.add(i * 10 * kMs);
+  EXPECT_EQ(d.ops(), 1000);
+  EXPECT_EQ(d.behind_watermark(), 100);
+  EXPECT_EQ(d.max(), 1000 * kMs);
+  EXPECT_EQ(d.quantile(0.5), 0);
+  EXPECT_EQ(d.quantile(1.0), 1000 * kMs);
+  const TimeNs p99 = d.quantile(0.99);  // the 990th lag: 90th late op, 900 ms
+  EXPECT_GE(p99, 900 * kMs);
+  EXPECT_LE(p99, 900 * kMs + 900 * kMs / 8);
+  d.add(-5);  // a record in time
+  EXPECT_EQ(d.behind_watermark(), 100);
+}
+
 }  // namespace
 }  // namespace gpuacct

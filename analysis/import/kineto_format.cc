@@ -57,10 +57,10 @@ CatKind classify_cat(std::string_view cat) {
   if (cat == "user_annotation") return CatKind::kUserAnnotation;
   if (cat == "ac2g" || cat == "async_cpu_to_gpu") return CatKind::kFlow;
   if (cat == "cuda_sync") return CatKind::kCudaSync;
+  if (cat == "gpu_user_annotation") return CatKind::kGpuUserAnnotation;
   static constexpr std::string_view kIgnored[] = {
-      "gpu_user_annotation", "python_function", "fwdbwd", "Trace", "cpu_instant_event",
-      "cuda_profiler_range", "overhead",        "Python", "Mark",  "gpu_op",
-      "ProfilerStep",
+      "python_function", "fwdbwd", "Trace",  "cpu_instant_event", "cuda_profiler_range",
+      "overhead",        "Python", "Mark",   "gpu_op",            "ProfilerStep",
   };
   for (std::string_view k : kIgnored) {
     if (cat == k) return CatKind::kIgnored;

@@ -22,6 +22,8 @@ enum class CatKind : uint8_t {
   kCpuOp,
   kFlow,
   kCudaSync,          // when a host or stream waited: only for KinetoImportOptions::on_cuda_sync
+  kGpuUserAnnotation,  // an annotation on the GPU timeline: only its ProfilerStep#N, for
+                       // KinetoImportOptions::on_gpu_step_annotation
   kOtherAccelerator,  // another accelerator's activity (MTIA, XPU, HPU, ...): not supported
 };
 

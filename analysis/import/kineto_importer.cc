@@ -147,6 +147,7 @@ class Importer final : json_scan::StreamErrors {
   void map_gpu_op(CatKind kind, const XEvent& x);
   void map_api_call(const XEvent& x);
   void map_range(CatKind kind, const XEvent& x);
+  void emit_gpu_step_annotation();
   bool device_and_stream(const XEvent& x, int64_t* device, int64_t* stream);
   bool correlation(int64_t* corr);
   void handle_flow();
@@ -531,6 +532,21 @@ void Importer::emit_cuda_sync(int64_t ts, int64_t end, std::string_view name, in
   opts_.on_cuda_sync(row);
 }
 
+// A gpu_user_annotation ProfilerStep#N, to KinetoImportOptions::on_gpu_step_annotation (the
+// caller checked it is set) when it is one of HTA's CPU rows: no stream (or -1), a ts and a
+// dur (HTA drops rows without a dur).  Anything else of the kind is left out silently, as
+// before: annotations are not events of the model.
+void Importer::emit_gpu_step_annotation() {
+  int64_t number = 0, stream = -1, ts = 0, end = 0;
+  if (ev_.name.type != ValueType::kString || !profiler_step_number(ev_.name.text, &number)) return;
+  if (ev_.stream.type != ValueType::kNone && (!num_i64(ev_.stream, &stream) || stream != -1))
+    return;
+  if (ev_.ts.type != ValueType::kNumber || ev_.dur.type != ValueType::kNumber ||
+      !parse_span_ns(ev_.ts.text, ev_.dur.text, &ts, &end))
+    return;
+  opts_.on_gpu_step_annotation(ts);
+}
+
 void Importer::handle_event() {
   ++event_index_;
   std::string_view ph = ev_.ph.type == ValueType::kString ? ev_.ph.text : std::string_view();
@@ -549,6 +565,10 @@ void Importer::handle_event() {
     stats_.add(Stat::importer_unknown_categories);  // not handled either, and named below
     count_other_accelerator(ev_.cat.text);
     return;
+  }
+  if (kind == CatKind::kGpuUserAnnotation) {
+    if (opts_.on_gpu_step_annotation && ph == "X") emit_gpu_step_annotation();
+    return;  // nothing else of it is used, and nothing of it is an error
   }
   if (ev_.ph.type == ValueType::kNone) {
     // Events without a phase are meaningless in Chrome traces; count the ones we would use.

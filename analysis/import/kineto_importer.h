@@ -34,6 +34,11 @@ struct KinetoImportOptions {
   // They are not GPU work -- the time the host or a stream waited -- so they never reach
   // `sink`; HTA's temporal breakdown counts them (TraceTotals::on_cuda_sync).
   std::function<void(const GpuOp&)> on_cuda_sync;
+  // Optional: the start (ns) of every `gpu_user_annotation` named ProfilerStep#N without a
+  // stream.  PyTorch writes each profiler step on the GPU timeline too (args: "External id"
+  // only); HTA counts such rows among its CPU rows (stream -1) when it looks for the latest
+  // ProfilerStep (TraceTotals::on_gpu_step_annotation).  Not a step of the accounting.
+  std::function<void(TimeNs)> on_gpu_step_annotation;
 };
 
 StatusOr<RunMetadata> import_kineto_trace(const std::string& path, NameTable& names,

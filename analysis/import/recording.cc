@@ -84,13 +84,23 @@ Status integer_field(const json& j, const char* key, T& out) {
   return Status::Ok();
 }
 
-// Throws json::type_error for a string field of another type (the caller catches it).
+// Reads the string `key` of `j` into `out` when present; another type is an error naming it.
+Status string_field(const json& j, const char* key, std::string& out) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (!it->is_string())
+    return Status::Error(std::string("metadata field '") + key + "' is not a string");
+  out = it->get<std::string>();
+  return Status::Ok();
+}
+
+// Every field type-checked: an error names the field.
 Status metadata_from_json(const json& j, RunMetadata& m) {
-  m.source = j.value("source", "");
-  m.source_path = j.value("source_path", "");
-  m.hostname = j.value("hostname", "");
-  m.command = j.value("command", "");
-  m.gpuacct_version = j.value("gpuacct_version", "");
+  GPUACCT_RETURN_IF_ERROR(string_field(j, "source", m.source));
+  GPUACCT_RETURN_IF_ERROR(string_field(j, "source_path", m.source_path));
+  GPUACCT_RETURN_IF_ERROR(string_field(j, "hostname", m.hostname));
+  GPUACCT_RETURN_IF_ERROR(string_field(j, "command", m.command));
+  GPUACCT_RETURN_IF_ERROR(string_field(j, "gpuacct_version", m.gpuacct_version));
   GPUACCT_RETURN_IF_ERROR(integer_field(j, "pid", m.pid));
   GPUACCT_RETURN_IF_ERROR(integer_field(j, "rank", m.rank));
   GPUACCT_RETURN_IF_ERROR(integer_field(j, "world_size", m.world_size));
@@ -106,7 +116,7 @@ Status metadata_from_json(const json& j, RunMetadata& m) {
   for (const json& d : *devices) {
     if (!d.is_object()) return Status::Error("metadata device is not an object");
     DeviceInfo di;
-    di.name = d.value("name", "");
+    GPUACCT_RETURN_IF_ERROR(string_field(d, "name", di.name));
     GPUACCT_RETURN_IF_ERROR(integer_field(d, "id", di.id));
     GPUACCT_RETURN_IF_ERROR(integer_field(d, "sm_count", di.sm_count));
     GPUACCT_RETURN_IF_ERROR(integer_field(d, "compute_major", di.compute_major));

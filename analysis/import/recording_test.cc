@@ -282,6 +282,11 @@ TEST(Recording, MetadataValuesOutOfRangeAreErrorsNotCasts) {
         R"({"hostname":7})"}) {
     EXPECT_NE(read_error(with_meta(bad)).find("metadata"), std::string::npos) << bad;
   }
+  // A field of the wrong JSON type is named (issue 14).
+  EXPECT_NE(read_error(with_meta(R"({"hostname":7})")).find("'hostname' is not a string"),
+            std::string::npos);
+  EXPECT_NE(read_error(with_meta(R"({"devices":[{"name":[]}]})")).find("'name'"),
+            std::string::npos);
   NameTable names;
   Collect c;
   Stats st;

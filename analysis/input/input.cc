@@ -73,8 +73,9 @@ StatusOr<RunMetadata> Input::import(NameTable& names, EventSink& sink, Stats& st
   TeeSink tee({&sink, &totals});
   KinetoImportOptions kopts;
   kopts.progress = opts.progress;
-  // cuda_sync rows count in HTA's temporal breakdown; they are not GPU work for the steps.
-  kopts.on_cuda_sync = [&totals](const GpuOp& row) { totals.on_cuda_sync(row); };
+  // cuda_sync rows count in HTA's temporal breakdown, GPU-side ProfilerSteps in its last-step
+  // rule; neither is GPU work or a step for the accounting.
+  totals.attach(&kopts);
   auto imported = bytes_ ? import_kineto_buffer(*bytes_, names, tee, stats, kopts)
                          : import_kineto_trace(path_, names, tee, stats, kopts);
   if (!imported.ok()) return imported.status();
@@ -105,12 +106,26 @@ StatusOr<InputContents> Input::read(NameTable& names, EventSink& sink, Stats& st
   } else if (!out.metadata.step_detection.empty()) {
     // A live run's recording: its steps are the ranges the library detected, recorded with
     // the section that describes them.
-    out.sections["step_detection"] = nlohmann::json::parse(out.metadata.step_detection);
+    // A checksum proves the bytes, not their types: every field read here is checked, and a
+    // wrong one is a named error (analysis/ never throws).
+    auto section = nlohmann::json::parse(out.metadata.step_detection, nullptr,
+                                         /*allow_exceptions=*/false);
+    if (!section.is_object()) {
+      return Status::Error(path_ + ": metadata field 'step_detection' is not an object");
+    }
     // Live detection counted a step the capture cut off (StepDetection::poll_into); that count
     // is the accountant's kind, not carried by the recording: count it here, as live did.
-    if (out.sections["step_detection"].value("trailing_partial_step_dropped", false)) {
+    auto trailing = section.find("trailing_partial_step_dropped");
+    if (trailing != section.end() && trailing->is_null()) trailing = section.end();  // absent
+    if (trailing != section.end() && !trailing->is_boolean()) {
+      return Status::Error(path_ +
+                           ": metadata field 'step_detection.trailing_partial_step_dropped' is "
+                           "not a boolean");
+    }
+    if (trailing != section.end() && trailing->get<bool>()) {
       stats.add(Stat::incomplete_trailing_step);
     }
+    out.sections["step_detection"] = std::move(section);
   }
   return out;
 }

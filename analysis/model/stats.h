@@ -48,6 +48,9 @@ enum class StatOrigin : uint8_t { kCollection, kAccounting, kOutput };
     "host events that arrived after their step was finalised")                                 \
   X(late_steps_dropped, kDataLoss, kAccounting,                                                \
     "step ranges that arrived after later steps were finalised")                               \
+  X(owed_launches_cut_off, kDataLoss, kAccounting,                                             \
+    "launch calls given up on while their GPU op was still owed: the events held for "         \
+    "unfinalised steps reached pending_event_limit")                                           \
   X(cupti_records_dropped, kDataLoss, kCollection,                                             \
     "activity records CUPTI dropped (buffers full)")                                           \
   X(cupti_buffers_refused, kDataLoss, kCollection, "activity buffers refused at the pool cap") \

@@ -132,6 +132,19 @@ json run_json(const RunMetadata* meta) {
   return run;
 }
 
+// The warm-up steps' walls; `slow_start` only when that rule left steps out (run_summary.h).
+json warmup_json(const RunSummary& s) {
+  json out = {{"walls", shares_json(s.warmup_walls)}};
+  if (!s.slow_start_steps.empty()) {
+    out["slow_start"] = {{"steps", s.slow_start_steps},
+                         {"step_ms", s.slow_start_step_ms},
+                         {"steady_median_ms", s.slow_start_steady_ms},
+                         {"factor", s.slow_start_rule.factor},
+                         {"min_steady_steps", s.slow_start_rule.min_steady_steps}};
+  }
+  return out;
+}
+
 json summary_json(const RunSummary& s, const RunMetadata* meta) {
   return {
       {"steps", s.steps},
@@ -152,7 +165,7 @@ json summary_json(const RunSummary& s, const RunMetadata* meta) {
       {"model_flops", model_flops_json(s, meta)},
       {"kernels", s.kernels},
       {"launches", s.launches},
-      {"warmup", {{"walls", shares_json(s.warmup_walls)}}},
+      {"warmup", warmup_json(s)},
   };
 }
 
@@ -235,7 +248,8 @@ json report_to_json(const ReportInputs& in) {
                      {"host_pause_threshold_ns", c.host_pause_threshold_ns},
                      {"step_touch_tolerance_ns", c.step_touch_tolerance_ns},
                      {"warmup_steps", c.warmup_steps},
-                     {"pending_launch_timeout_ns", c.pending_launch_timeout_ns}};
+                     {"pending_launch_timeout_ns", c.pending_launch_timeout_ns},
+                     {"pending_event_limit", c.pending_event_limit}};
   }
   if (in.summary != nullptr) {
     out["summary"] = summary_json(*in.summary, in.metadata);
@@ -285,7 +299,24 @@ json build_report(const StepAccountant& acc, const RunMetadata& meta, const Name
   in.names = &names;
   in.kernels = acc.kernel_exposure();
   in.gaps = acc.largest_gaps();
+  // The accountant kept the gaps of every step it did not flag; the summary's slow start is
+  // warm-up too.
+  const auto& slow = summary.slow_start_steps;
+  in.gaps.erase(std::remove_if(in.gaps.begin(), in.gaps.end(),
+                               [&slow](const IdleGap& g) {
+                                 return std::find(slow.begin(), slow.end(), g.step_index) !=
+                                        slow.end();
+                               }),
+                in.gaps.end());
   if (extra.is_object()) in.extra = extra;
+  // How late GPU records came (analysis/accounting/delivery_lag.h), for every source.
+  const DeliveryLag& lag = acc.delivery_lag();
+  in.extra["delivery"] = {{"gpu_ops", lag.ops()},
+                          {"behind_watermark", lag.behind_watermark()},
+                          {"lag_max_ns", lag.max()},
+                          {"lag_p50_ns", lag.quantile(0.50)},
+                          {"lag_p99_ns", lag.quantile(0.99)},
+                          {"held_events_peak", lag.held_peak()}};
   return report_to_json(in);
 }
 

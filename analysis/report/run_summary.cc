@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
+#include <set>
 
 namespace gpuacct {
 
@@ -192,7 +194,8 @@ void explain_nothing(Verdict& v, const RunSummary& out, const Stats& stats,
 }
 
 // The verdict (docs/accounting.md §5): the wall with the highest band, or compute, or none.
-void decide_verdict(RunSummary& out, const std::vector<StepRow>& rows, const Stats& stats,
+void decide_verdict(RunSummary& out, const std::vector<StepRow>& rows,
+                    const std::function<bool(const StepRow&)>& left_out, const Stats& stats,
                     const VerdictBands& bands, const RunMetadata* meta) {
   Verdict& v = out.verdict;
   v.mean_step_ms = out.step_ms_mean;
@@ -225,7 +228,7 @@ void decide_verdict(RunSummary& out, const std::vector<StepRow>& rows, const Sta
       describe_wall(v, *best, out);
       double removed_ms = 0;
       for (const StepRow& r : rows) {
-        if (!r.warmup) removed_ms += static_cast<double>(r.walls()[best->wall]) / 1e6;
+        if (!left_out(r)) removed_ms += static_cast<double>(r.walls()[best->wall]) / 1e6;
       }
       const double per_step = removed_ms / static_cast<double>(std::max<int64_t>(out.rows, 1));
       v.what_if_step_ms = std::max(0.0, out.step_ms_mean - per_step);
@@ -280,15 +283,84 @@ void decide_verdict(RunSummary& out, const std::vector<StepRow>& rows, const Sta
 
 }  // namespace
 
+std::vector<int64_t> slow_start_steps(const std::map<int64_t, double>& step_ms,
+                                      const SlowStartRule& rule, double* steady_ms) {
+  if (steady_ms != nullptr) *steady_ms = 0;
+  const size_t n = step_ms.size();
+  const size_t steady_n = std::max(static_cast<size_t>(std::max(rule.min_steady_steps, 1)),
+                                   (n + 1) / 2);
+  if (n <= steady_n) return {};
+  std::vector<int64_t> index;
+  std::vector<double> ms;
+  for (const auto& [i, t] : step_ms) {
+    index.push_back(i);
+    ms.push_back(t);
+  }
+  const double steady =
+      percentile(std::vector<double>(ms.end() - static_cast<std::ptrdiff_t>(steady_n), ms.end()),
+                 50);
+  if (steady_ms != nullptr) *steady_ms = steady;
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < n - steady_n && ms[i] > rule.factor * steady; ++i) {
+    out.push_back(index[i]);
+  }
+  return out;
+}
+
+namespace {
+
+// The time of each step not flagged warm-up: the slowest device's window (ms).
+std::map<int64_t, double> summary_step_ms(const std::vector<StepRow>& rows) {
+  std::map<int64_t, double> out;
+  for (const StepRow& r : rows) {
+    if (r.warmup) continue;
+    double& ms = out[r.step_index];
+    ms = std::max(ms, static_cast<double>(r.duration()) / 1e6);
+  }
+  return out;
+}
+
+std::string ms_text(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, ms < 10 ? "%.2f ms" : "%.1f ms", ms);
+  return buf;
+}
+
+// The verdict note naming the steps the slow-start rule left out.
+std::string slow_start_note(const RunSummary& s, const SlowStartRule& rule) {
+  std::string steps, times;
+  for (size_t i = 0; i < s.slow_start_steps.size(); ++i) {
+    steps += (i ? ", " : "") + std::to_string(s.slow_start_steps[i]);
+    times += (i ? ", " : "") + ms_text(s.slow_start_step_ms[i]);
+  }
+  char factor[16];
+  std::snprintf(factor, sizeof factor, "%g", rule.factor);
+  return std::string(s.slow_start_steps.size() == 1 ? "Step " : "Steps ") + steps + " (" +
+         times + ") left out as warm-up: more than " + factor + "x the steady step time (" +
+         ms_text(s.slow_start_steady_ms) + ", the median of the last steps).";
+}
+
+}  // namespace
+
 RunSummary summarize(const std::vector<StepRow>& rows, const Stats& stats,
-                     const VerdictBands& bands, const RunMetadata* meta) {
+                     const VerdictBands& bands, const RunMetadata* meta,
+                     const SlowStartRule& slow_start) {
   RunSummary out;
+  // Leading steps far slower than the steady state are warm-up too (SlowStartRule).
+  {
+    const std::map<int64_t, double> candidates = summary_step_ms(rows);
+    out.slow_start_steps = slow_start_steps(candidates, slow_start, &out.slow_start_steady_ms);
+    for (int64_t i : out.slow_start_steps) out.slow_start_step_ms.push_back(candidates.at(i));
+  }
+  const std::set<int64_t> slow(out.slow_start_steps.begin(), out.slow_start_steps.end());
+  auto left_out = [&slow](const StepRow& r) { return r.warmup || slow.count(r.step_index) > 0; };
+
   std::map<int64_t, double> step_ms;  // step index -> slowest device's window (ms)
-  std::map<int64_t, bool> warm;
+  std::set<int64_t> warm;
   CategoryNs warm_cat;
   for (const StepRow& r : rows) {
-    if (r.warmup) {
-      warm[r.step_index] = true;
+    if (left_out(r)) {
+      warm.insert(r.step_index);
       warm_cat += r.cat;
       continue;
     }
@@ -298,15 +370,17 @@ RunSummary summarize(const std::vector<StepRow>& rows, const Stats& stats,
     out.comm_overlapped_ns = saturating_add(out.comm_overlapped_ns, r.comm_overlapped);
     out.gpu_busy_ns = saturating_add(out.gpu_busy_ns, r.gpu_busy);
     out.kernels += r.kernels;
-    double& ms = step_ms[r.step_index];
-    const bool first_row_of_step = ms == 0.0;
-    ms = std::max(ms, static_cast<double>(r.duration()) / 1e6);
+    // Every row of a step carries the step's launches (all threads and devices): count them
+    // at its first row -- the step's first appearance, not a zero time so far, which a first
+    // row lasting 0 ns would leave for the next row to count again.
+    const auto [it, first_row_of_step] = step_ms.try_emplace(r.step_index, 0.0);
+    it->second = std::max(it->second, static_cast<double>(r.duration()) / 1e6);
     if (first_row_of_step) out.launches += r.launches;
   }
   {
     std::map<int64_t, std::pair<double, double>> flops;  // step -> (flops, slowest ms)
     for (const StepRow& r : rows) {
-      if (r.warmup || r.flops <= 0) continue;
+      if (left_out(r) || r.flops <= 0) continue;
       auto& f = flops[r.step_index];
       f.first = r.flops;
       f.second = std::max(f.second, static_cast<double>(r.duration()) / 1e6);
@@ -342,7 +416,11 @@ RunSummary summarize(const std::vector<StepRow>& rows, const Stats& stats,
                                                        static_cast<double>(out.comm_total_ns)
                                                  : 0;
 
-  decide_verdict(out, rows, stats, bands, meta);
+  decide_verdict(out, rows, left_out, stats, bands, meta);
+  out.slow_start_rule = slow_start;
+  if (!out.slow_start_steps.empty()) {
+    out.verdict.notes.push_back(slow_start_note(out, slow_start));
+  }
   if (stats.has_data_loss()) {
     out.verdict.notes.push_back(
         "Some events were lost (see the data-loss counters): numbers may be incomplete.");

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,22 @@ struct VerdictBands {
   // A compute verdict is "high" when the GPU computes at least this share of the step (it can
   // only be below it by a hair: the other walls are all under their moderate bands).
   double compute_high = 0.80;
+};
+
+// Slow start (docs/accounting.md §6): leading steps far slower than the steady state are
+// warm-up whatever the source -- cuDNN autotuning, first-call set-up, allocator growth, lazy
+// compilation -- also where no warm-up was configured (a profiler trace without a schedule).
+// Over the n summary steps in step order: the steady state is the median step time of the
+// last max(min_steady_steps, ceil(n / 2)) steps; the steps before those are candidates, and
+// from the first on each is left out while it lasts more than `factor` times the steady
+// median (the first that does not ends the rule).  So at most half the steps go, at least
+// min_steady_steps stay, and a run of n <= min_steady_steps is left alone.  Why 3x: steady
+// steps vary by tens of percent (a GC pause or a slow batch may double one), while first-call
+// set-up costs several steps' time (4.7x on a ResNet-50 trace, issue 14); the median of at
+// least 3 steps is not moved by one outlier among them.
+struct SlowStartRule {
+  double factor = 3.0;
+  int min_steady_steps = 3;
 };
 
 enum class Severity : uint8_t { kNone, kModerate, kHigh };
@@ -59,7 +76,13 @@ struct WallShares {
 
 struct RunSummary {
   int64_t steps = 0;         // distinct summary (non-warm-up) steps
-  int64_t warmup_steps = 0;  // distinct warm-up steps
+  int64_t warmup_steps = 0;  // distinct warm-up steps (configured + slow start)
+  // Steps the slow-start rule left out as warm-up (by step index; their rows keep the
+  // accountant's `warmup` flag), their step times and the median of the steps after them.
+  std::vector<int64_t> slow_start_steps;
+  std::vector<double> slow_start_step_ms;
+  double slow_start_steady_ms = 0;
+  SlowStartRule slow_start_rule;  // the rule applied
   int64_t rows = 0;          // summary rows (steps x devices)
   double step_ms_p50 = 0, step_ms_p90 = 0, step_ms_p99 = 0, step_ms_mean = 0;
   CategoryNs categories;  // summed over summary rows
@@ -78,9 +101,17 @@ struct RunSummary {
 };
 
 // `meta` (optional) lets the verdict name what an input held when nothing could be accounted
-// (RunMetadata::other_accelerator_events).
+// (RunMetadata::other_accelerator_events).  Rows flagged warm-up and the steps the slow-start
+// rule finds are left out of every summary number and reported apart (warmup_walls).
 RunSummary summarize(const std::vector<StepRow>& rows, const Stats& stats,
-                     const VerdictBands& bands = {}, const RunMetadata* meta = nullptr);
+                     const VerdictBands& bands = {}, const RunMetadata* meta = nullptr,
+                     const SlowStartRule& slow_start = {});
+
+// The slow-start rule alone: the step indices it leaves out, given each summary step's time
+// (step index -> ms, the slowest device's window).  `steady_ms` (optional) receives the
+// steady median (0 when the run is too short to have one).
+std::vector<int64_t> slow_start_steps(const std::map<int64_t, double>& step_ms,
+                                      const SlowStartRule& rule, double* steady_ms = nullptr);
 
 // Dense bf16 Tensor Core peak of a GPU known by name (TFLOP/s), 0 when unknown.  Used for MFU;
 // the table is in run_summary.cc (public data-sheet numbers).

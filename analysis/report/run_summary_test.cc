@@ -228,5 +228,92 @@ TEST(RunSummary, NothingToAccountSaysWhy) {
   EXPECT_EQ(summarize({}, Stats{}).verdict.reason, "no_steps");
 }
 
+// Reading finding B (issue 14): launches are per step (every row of a step carries the same
+// count); the summary takes them from a step's first row, which it recognised by a zero
+// duration so far -- a first row lasting 0 ns made the second row "first" too.
+TEST(RunSummary, LaunchesCountOncePerStepWhenTheFirstRowLastsNoTime) {
+  CategoryNs busy;
+  busy.compute = 1'000'000;
+  StepRow empty = row(0, CategoryNs{});  // device 0: a window of 0 ns
+  empty.device = 0;
+  empty.launches = 7;
+  StepRow other = row(0, busy);  // device 1, same step
+  other.device = 1;
+  other.launches = 7;
+  const RunSummary s = summarize({empty, other}, Stats{});
+  EXPECT_EQ(s.steps, 1);
+  EXPECT_EQ(s.launches, 7);
+}
+
+// Item 7 (issue 14): a ResNet-50 trace without a profiler schedule -- 5 steps, the first
+// 707 ms (cuDNN autotuning, 289 ms of launch gap) against ~150 ms for the others, which are
+// data-bound (data 26%, launch 8%).  The first step made the verdict "HIGHLY launch-bound".
+std::vector<StepRow> resnet_like_rows() {
+  CategoryNs first;  // 707 ms: 289 launch, 150 compute, 40 data, 228 other
+  first.launch_gap = 289'000'000;
+  first.compute = 150'000'000;
+  first.data_wait = 40'000'000;
+  first.host_other = 228'000'000;
+  std::vector<StepRow> rows{row(0, first)};
+  for (int64_t i = 1; i <= 4; ++i) {
+    CategoryNs c;  // ~150 ms: data 26%, launch 8%, the rest compute
+    c.data_wait = 39'000'000 + i * 100'000;
+    c.launch_gap = 12'000'000;
+    c.compute = 99'000'000;
+    rows.push_back(row(i, c));
+  }
+  return rows;
+}
+
+TEST(RunSummary, SlowFirstStepIsWarmup) {
+  const RunSummary s = summarize(resnet_like_rows(), Stats{});
+  ASSERT_EQ(s.slow_start_steps, std::vector<int64_t>{0});
+  EXPECT_EQ(s.steps, 4);
+  EXPECT_EQ(s.warmup_steps, 1);
+  EXPECT_NEAR(s.slow_start_steady_ms, 150.3, 1e-9);  // steps 2..4
+  ASSERT_EQ(s.slow_start_step_ms.size(), 1u);
+  EXPECT_NEAR(s.slow_start_step_ms[0], 707.0, 1e-9);
+  EXPECT_EQ(s.verdict.bound, "data");
+  EXPECT_EQ(s.verdict.severity, Severity::kHigh);
+  EXPECT_NEAR(s.step_ms_mean, 150.25, 1e-9);
+  // Its walls are reported apart, with the configured warm-up's.
+  EXPECT_EQ(s.warmup_walls.total_ns, 707'000'000);
+  bool noted = false;
+  for (const std::string& n : s.verdict.notes) noted |= n.find("warm-up") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
+TEST(RunSummary, SlowStartRuleBounds) {
+  auto steps = [](std::vector<double> ms) {
+    std::map<int64_t, double> m;
+    for (size_t i = 0; i < ms.size(); ++i) m[static_cast<int64_t>(i) + 10] = ms[i];
+    return m;
+  };
+  const SlowStartRule rule;
+  double steady = 0;
+  // Two slow leading steps, then the steady state: both go; the steady median is that of the
+  // last half of the run (110, 100, 90).
+  EXPECT_EQ(slow_start_steps(steps({900, 500, 100, 110, 100, 90}), rule, &steady),
+            (std::vector<int64_t>{10, 11}));
+  EXPECT_DOUBLE_EQ(steady, 100);
+  // Exactly 3x is not slower than 3x; jitter and a doubled step never count.
+  EXPECT_TRUE(slow_start_steps(steps({300, 100, 100, 100}), rule).empty());
+  EXPECT_TRUE(slow_start_steps(steps({200, 100, 100, 100, 100}), rule).empty());
+  // Only leading steps: a slow step later in the run is the run's own business.
+  EXPECT_TRUE(slow_start_steps(steps({100, 900, 100, 100, 100}), rule).empty());
+  // Too few steps to know a steady state (fewer than 3 after the candidate).
+  EXPECT_TRUE(slow_start_steps(steps({900, 100, 100}), rule).empty());
+  // At most half the run: of 4 slow steps out of 7, the first 3 go (the steady median, of the
+  // last 4 steps, is 100).
+  EXPECT_EQ(slow_start_steps(steps({900, 900, 900, 900, 100, 100, 100}), rule),
+            (std::vector<int64_t>{10, 11, 12}));
+  // A configured warm-up comes first: the rule looks at the steps after it.
+  std::vector<StepRow> rows = resnet_like_rows();
+  rows[0].warmup = true;
+  const RunSummary s = summarize(rows, Stats{});
+  EXPECT_TRUE(s.slow_start_steps.empty());
+  EXPECT_EQ(s.warmup_steps, 1);
+}
+
 }  // namespace
 }  // namespace gpuacct

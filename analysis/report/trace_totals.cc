@@ -126,6 +126,16 @@ void TraceTotals::on_cuda_sync(const GpuOp& row) {
   ops_.push_back(Op{row.start, row.end, row.correlation_id, row.stream, row.device, c});
 }
 
+void TraceTotals::on_gpu_step_annotation(TimeNs start) {
+  if (gpu_steps_ == 0 || start > last_gpu_step_start_) last_gpu_step_start_ = start;
+  ++gpu_steps_;
+}
+
+void TraceTotals::attach(KinetoImportOptions* opts) {
+  opts->on_cuda_sync = [this](const GpuOp& row) { on_cuda_sync(row); };
+  opts->on_gpu_step_annotation = [this](TimeNs start) { on_gpu_step_annotation(start); };
+}
+
 void TraceTotals::on_api_call(const HostApiCall& call) {
   if (call.correlation_id != 0) launches_.emplace_back(call.correlation_id, call.start);
 }
@@ -205,9 +215,13 @@ HtaTotals TraceTotals::compute() const {
     return true;
   };
 
+  t.gpu_step_annotations = gpu_steps_;
   const bool filter = !opts_.include_last_profiler_step && steps_ >= 2;
   t.last_step_dropped = filter;
-  const int64_t last_step_us = ceil_us(last_step_start_);
+  // HTA: the latest ProfilerStep of its CPU rows, the GPU-side annotations included.
+  const TimeNs last_start =
+      gpu_steps_ > 0 ? std::max(last_step_start_, last_gpu_step_start_) : last_step_start_;
+  const int64_t last_step_us = ceil_us(last_start);
 
   std::vector<KeptOp> kept;
   kept.reserve(ops_.size());
@@ -284,6 +298,7 @@ nlohmann::json TraceTotals::to_json() const {
       {"rank", rank_},
       {"last_profiler_step_dropped", t.last_step_dropped},
       {"profiler_steps", t.profiler_steps},
+      {"gpu_step_annotations", t.gpu_step_annotations},
       {"gpu_ops", t.gpu_ops},
       {"gpu_ops_kept", t.gpu_ops_kept},
       {"cuda_sync_rows", t.cuda_sync_rows},

@@ -21,7 +21,10 @@
 // unless include_last_profiler_step, when there are >= 2 ProfilerSteps, GPU rows whose
 // launching CPU call (matched by correlation id) started at or after the last step's start --
 // or that have no launching call in the trace -- are dropped, while a row with no correlation
-// id at all is one of HTA's CPU rows and is kept when it starts before the last step.  One
+// id at all is one of HTA's CPU rows and is kept when it starts before the last step.  The
+// last step's start is that of the latest ProfilerStep among HTA's CPU rows (stream -1): the
+// CPU-side ones and the `gpu_user_annotation` copies PyTorch writes on the GPU timeline
+// (on_gpu_step_annotation), which begin when the GPU reaches the step, later.  One
 // instance covers one input file (HTA: one rank).  All GPU rows are kept until compute():
 // memory is ~40 bytes per GPU op plus 16 per CUDA call, far below the trace's own size.
 #pragma once
@@ -32,6 +35,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analysis/import/kineto_importer.h"
 #include "analysis/model/event_sink.h"
 #include "analysis/model/events.h"
 #include "analysis/model/name_table.h"
@@ -63,6 +67,7 @@ struct HtaTotals {
   int64_t gpu_ops_kept = 0;    // after HTA's last-step filter
   int64_t cuda_sync_rows = 0;  // cuda_sync rows received (part of gpu_ops)
   int64_t profiler_steps = 0;
+  int64_t gpu_step_annotations = 0;  // ProfilerStep#N on the GPU timeline (on_gpu_step_annotation)
   bool last_step_dropped = false;
   std::vector<HtaStreamIdle> idle_by_stream;  // sorted by (device, stream)
 };
@@ -83,6 +88,12 @@ class TraceTotals final : public EventSink {
   // temporal breakdown, not part of its idle breakdown.  Not GPU work: the importer hands these
   // to TraceTotals only (KinetoImportOptions::on_cuda_sync), never to the step accounting.
   void on_cuda_sync(const GpuOp& row);
+  // The start of a `gpu_user_annotation` ProfilerStep#N without a stream: one of HTA's CPU
+  // rows, so a candidate for the latest ProfilerStep (KinetoImportOptions::on_gpu_step_annotation).
+  void on_gpu_step_annotation(TimeNs start);
+  // Points `opts` at this instance for the rows only TraceTotals uses (cuda_sync rows, GPU-side
+  // step annotations): what `gpuacct analyze` and the golden test import with.
+  void attach(KinetoImportOptions* opts);
 
   void set_rank(int rank) { rank_ = rank; }
 
@@ -109,6 +120,8 @@ class TraceTotals final : public EventSink {
   std::vector<int8_t> class_cache_;                    // by NameId; -1 = not yet classified
   int64_t steps_ = 0;
   TimeNs last_step_start_ = 0;
+  int64_t gpu_steps_ = 0;
+  TimeNs last_gpu_step_start_ = 0;
 };
 
 }  // namespace gpuacct

@@ -241,3 +241,46 @@ TEST(TraceTotals, HtaKernelClasses) {
 
 }  // namespace
 }  // namespace gpuacct
+
+namespace gpuacct {
+namespace {
+
+// HTA's last step begins at the latest ProfilerStep among its CPU rows (stream -1), the
+// GPU-side step annotations included; only those reach the totals, through the importer.
+TEST(TraceTotals, GpuSideStepAnnotationsMoveTheLastStep) {
+  const std::string trace = R"({"traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 1, "tid": 1, "ts": 100, "dur": 100},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 1, "args": {"correlation": 1}},
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 20, "dur": 10, "args": {"device": 0, "stream": 7, "correlation": 1}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 110, "dur": 1, "args": {"correlation": 2}},
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 150, "dur": 10, "args": {"device": 0, "stream": 7, "correlation": 2}},
+    {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#2", "pid": 0, "tid": 7, "ts": 150, "dur": 10, "args": {"External id": 2}},
+    {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#9", "pid": 0, "tid": 7, "ts": 900, "dur": 10, "args": {"stream": 7}},
+    {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#9", "pid": 0, "tid": 7, "ts": 900},
+    {"ph": "X", "cat": "gpu_user_annotation", "name": 5, "pid": 0, "tid": 7, "ts": 900, "dur": 1},
+    {"ph": "i", "cat": "gpu_user_annotation", "name": "ProfilerStep#9", "pid": 0, "tid": 7, "ts": 900, "dur": 1},
+    {"cat": "gpu_user_annotation", "name": "ProfilerStep#9", "pid": 0, "tid": 7, "ts": 900, "dur": 1}
+  ]})";
+  for (bool attached : {false, true}) {
+    NameTable names;
+    Stats stats;
+    TraceTotals totals(names);
+    KinetoImportOptions opts;
+    if (attached) totals.attach(&opts);
+    ASSERT_TRUE(import_kineto_buffer(trace, names, totals, stats, opts).ok());
+    const HtaTotals t = totals.compute();
+    // Attached: the GPU-side #2 (150) is the last step, the kernel launched at 110 is kept;
+    // with a stream, without a dur, a phase other than X or a name that is no string, an
+    // annotation is not one of HTA's CPU-row steps.  Detached: the last step is the CPU's, 100.
+    EXPECT_EQ(t.gpu_step_annotations, attached ? 1 : 0);
+    EXPECT_EQ(t.gpu_ops_kept, attached ? 2 : 1);
+    EXPECT_EQ(t.kernel_time_us, attached ? 140 : 10);
+    // Annotations are not events of the model: nothing skipped, nothing unknown.
+    EXPECT_EQ(stats.get(Stat::importer_events_skipped), 0);
+    EXPECT_EQ(stats.get(Stat::importer_unknown_categories), 0);
+  }
+}
+
+}  // namespace
+}  // namespace gpuacct

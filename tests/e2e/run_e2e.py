@@ -12,6 +12,7 @@ Each ctest runs one case:  run_e2e.py --build <build dir> <case>
   subscribe_refused, drop, buffer_refused, pool_cap, fork, sigterm, sigkill, busy, bad_env,
   no_cupti, real_cupti, nocuda, record, enable_off     fault and lifecycle cases
   same_steps                        live = analyze = timeline on one run's recording
+  late_gpu_records                  GPU records delivered 3.1 s late: every step still exact
 """
 
 from __future__ import annotations
@@ -540,12 +541,63 @@ def case_same_steps() -> None:
             print(f"ok: {marks}: {len(live['steps'])} rows, live = analyze = timeline")
 
 
+def case_late_gpu_records() -> None:
+    """Issue 14, item 4: a data-bound job whose GPU records come 3.1 s (sim time) after they
+    ended -- later than the 2 s pending-launch timeout.  The sim's GPUACCT_SIM_GPU_DELIVERY_LAG_NS
+    holds them back; real sleeps between steps let the worker tick (20 ms) while the sim clock
+    moves 15 ms per step, so the watermark runs a few hundred ms behind the clock and passes
+    every launch long before its op arrives.  Every step must come out as planted (e2e_driver's
+    loop: 10 ms data range, then 5 x 1 ms kernels, 5 us launch latency), the report must say how
+    late the records came, and `gpuacct analyze` of the recording must give the same rows."""
+    _, _, _, driver = paths()
+    steps, lag = 300, 3_100_000_000
+    with tempfile.TemporaryDirectory(prefix="gpuacct_e2e_") as out:
+        env = base_env(out, GPUACCT_FLUSH_MS="20", GPUACCT_RECORD="1",
+                       GPUACCT_SIM_GPU_DELIVERY_LAG_NS=str(lag))
+        res = run([driver, "--mode=loop", f"--steps={steps}", "--sleep-ms=8"], env)
+        rep = one_report(out, res)
+        rows = sorted((r for r in rep["steps"] if r["device"] == 0),
+                      key=lambda r: r["step_index"])
+        dropped = stat(rep, "late_gpu_ops_dropped")
+        bad = [r["step_index"] for r in rows
+               if abs(r["duration_ns"] - 15_005_000) > 150_050
+               or abs(r["categories"]["data_wait"] - 10_000_000) > 150_050
+               or abs(r["categories"]["compute"] - 5_000_000) > 150_050 or r["kernels"] != 5]
+        summary = (f"{len(rows)} steps, {len(bad)} off the truth, {dropped} GPU ops dropped, "
+                   f"verdict {rep['verdict']['bound']}")
+        check(len(rows) == steps and not bad and dropped == 0, summary)
+        check(rep["verdict"]["bound"] == "data", summary)
+        check(not rep["data_loss"], f"data loss reported: {rep['stats']}")
+        # How far behind the watermark they came depends on how often the worker ticked (the
+        # watermark trails the clock by 5 ticks): positive, and never more than the lag.
+        d = rep["delivery"]
+        check(d["gpu_ops"] == 5 * steps and d["behind_watermark"] > 0
+              and 0 < d["lag_max_ns"] <= lag and d["lag_p99_ns"] <= d["lag_max_ns"],
+              f"delivery section {d}")
+        recs = glob.glob(os.path.join(out, "*.gpuacct"))
+        check(len(recs) == 1, f"recording missing: {os.listdir(out)}")
+        cli = os.path.join(BUILD, "bin", "gpuacct")
+        run([cli, "analyze", recs[0], "--out", os.path.join(out, "re")], dict(os.environ))
+        with open(glob.glob(os.path.join(out, "re", "*.report.json"))[0]) as f:
+            offline = json.load(f)
+
+        def key(r):
+            return (r["step_index"], r["device"], r["window_begin_ns"], r["window_end_ns"],
+                    r["categories"])
+        check([key(r) for r in rep["steps"]] == [key(r) for r in offline["steps"]],
+              "the live rows differ from `analyze` of the recording")
+        check(offline["delivery"] == d, f"delivery live {d}, offline {offline['delivery']}")
+        print(f"ok: {summary}; lag max {d['lag_max_ns'] / 1e9:.2f} s, p99 "
+              f"{d['lag_p99_ns'] / 1e9:.2f} s behind the watermark; live = analyze")
+
+
 CASES = {
     "subscribe_refused": case_subscribe_refused, "drop": case_drop,
     "buffer_refused": case_buffer_refused, "pool_cap": case_pool_cap, "fork": case_fork,
     "sigterm": case_sigterm, "sigkill": case_sigkill, "busy": case_busy, "bad_env": case_bad_env,
     "no_cupti": case_no_cupti, "real_cupti": case_real_cupti, "nocuda": case_nocuda,
     "record": case_record, "enable_off": case_enable_off, "same_steps": case_same_steps,
+    "late_gpu_records": case_late_gpu_records,
 }
 
 

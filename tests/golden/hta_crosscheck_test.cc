@@ -73,6 +73,23 @@ struct Expected {
 //   K5 260 - 232 = 28 kernel wait (no launch call, < 30); K6 410 - 270 = 140 host wait
 //   (launch 400 > 270); K7 470 - 420 = 50 other (launch 405 < 420, >= 30).
 //   -> host 140, kernel -19 - 19 + 3 + 28 = -7, other 50.
+//
+// Hand computation of handmade_gpu_step_annotations.json (3 ProfilerSteps on the CPU at 1000,
+// 2000, 3000, and the same three as gpu_user_annotation on the GPU timeline, no stream; the
+// last at ts 3499.4).  HTA's last step begins at the latest ProfilerStep among its CPU rows
+// (stream -1), which include the GPU-side annotations: ceil(3499.4) = 3500, not 3000.
+//   K1 s7 [ceil 1100.5, floor 1200.5] = [1101, 1200] launch 1010
+//   K2 s7 [2100, 2200] launch 2010;  M (DtoD memcpy) s7 [2250, 2260] launch 2020
+//   K3 s7 [ceil 3500.2, floor 3600.2] = [3501, 3600] launch 3100 < 3500: kept
+//   K4 s7 [3600, 3700] launch 3200 < 3500: kept
+//   K5 s7 [3800, 3850] launch ceil(3499.6) = 3500, not < 3500: dropped
+// Temporal: union = 99 + 100 + 10 + [3501, 3700] 199 = 408; kernel_time = 3700 - 1101 = 2599;
+//   idle = 2191; compute = 99 + 100 + 99 + 100 = 398; non_compute = 2599 - 398 - 2191 = 10.
+// Idle breakdown, stream 7: K2 launch 2010 > 1200: host 900; M launch 2020 < 2200, gap 50:
+//   other 50; K3 launch 3100 > 2260: host 1241; K4 launch 3200 < 3600, gap 0: kernel 0
+//   -> host 2141, kernel 0, other 50.
+// With the CPU steps alone (the last step at 3000: K3, K4 dropped): kernel_time 1159, idle
+//   950, compute 199, non_compute 10, host 900 / kernel 0 / other 50.
 const std::vector<Expected>& expected() {
   static const std::vector<Expected> kExpected = {
       {"nccl_data.json.gz",
@@ -128,6 +145,15 @@ const std::vector<Expected>& expected() {
        82.00,
        {{7, 140, -7, 50}, {20, 0, 0, 0}},
        0},
+      {"handmade_gpu_step_annotations.json",
+       0,
+       2191,
+       398,
+       10,
+       2599,
+       0.0,
+       {{7, 2141, 0, 50}},
+       0},
   };
   return kExpected;
 }
@@ -141,11 +167,12 @@ std::string trace_path(const char* file) {
   return std::string(GPUACCT_KINETO_TRACE_DIR) + "/" + file;
 }
 
-// Imports a trace the way `gpuacct analyze` does for its hta_totals: GPU work and cuda_sync rows.
+// Imports a trace the way `gpuacct analyze` does for its hta_totals: GPU work, cuda_sync rows
+// and the GPU-side ProfilerSteps (TraceTotals::attach).
 StatusOr<RunMetadata> import_for_totals(const std::string& path, NameTable& names,
                                         TraceTotals& totals, Stats& stats) {
   KinetoImportOptions opts;
-  opts.on_cuda_sync = [&totals](const GpuOp& row) { totals.on_cuda_sync(row); };
+  totals.attach(&opts);
   return import_kineto_trace(path, names, totals, stats, opts);
 }
 
@@ -246,7 +273,7 @@ TEST(HtaCrossCheckAll, EveryTraceInTheDirectoryImports) {
     EXPECT_GT(totals.compute().kernel_time_us, 0) << p;
     ++n;
   }
-  EXPECT_GE(n, 5);
+  EXPECT_GE(n, 6);
 }
 
 }  // namespace

@@ -129,7 +129,9 @@ void Place(PlaceMode mode) {
     const bool flush_point = mode != PlaceMode::kThreshold;
     std::deque<Pending> keep;
     for (Pending& p : s.pending) {
-      const bool complete = p.complete_at <= now;
+      // A GPU record (not on a host lane) waits out the delivery lag once complete.
+      const uint64_t lag = (p.lane & kHostLaneBit) != 0 ? 0 : s.gpu_delivery_lag_ns;
+      const bool complete = p.complete_at + lag <= now;
       if (mode == PlaceMode::kForced || (complete && p.delay == 0)) {
         batch.push_back(p);
       } else {

@@ -162,6 +162,7 @@ void State::Configure() {
   rng = EnvU64("GPUACCT_SIM_SEED", 1);
   delay_pct = static_cast<uint32_t>(std::min<uint64_t>(100, EnvU64("GPUACCT_SIM_DELAY_PCT", 5)));
   shuffle = EnvU64("GPUACCT_SIM_SHUFFLE", 1) != 0;
+  gpu_delivery_lag_ns = EnvU64("GPUACCT_SIM_GPU_DELIVERY_LAG_NS", 0);
   const char* inc = std::getenv("GPUACCT_SIM_FORCED_INCOMPLETE");
   forced_zero_incomplete = !(inc != nullptr && std::strcmp(inc, "keep") == 0);
   clock_shift.store(ParseCuptiClock(std::getenv("GPUACCT_SIM_CUPTI_CLOCK")));

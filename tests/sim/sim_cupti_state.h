@@ -116,6 +116,9 @@ struct State {
   uint32_t delay_pct = 5;
   bool shuffle = true;
   bool forced_zero_incomplete = true;
+  // GPUACCT_SIM_GPU_DELIVERY_LAG_NS: GPU records are held until the sim clock is this far past
+  // their end (a deep queue, a busy CUPTI thread); host records are not.
+  uint64_t gpu_delivery_lag_ns = 0;
 
   // Subscriber (one per process, as with real CUPTI).
   bool subscribed = false;
