@@ -90,6 +90,8 @@ struct Gen {
       const uint64_t less = 1 + (rng.chance(50) ? p.launch_cost : 0);
       return base > less ? base - less : base;
     }
+    // long_lag: seconds of host work, so the host runs ahead of GPU records held back
+    if (on("long_lag") && rng.chance(5)) return rng.in(uint64_t{500} * kMs, uint64_t{2500} * kMs);
     return rng.chance(50) ? rng.in(uint64_t{1} * kUs, uint64_t{90} * kUs)
                           : rng.in(uint64_t{110} * kUs, uint64_t{3} * kMs);
   }
@@ -261,7 +263,7 @@ struct Gen {
       env("GPUACCT_WARMUP_STEPS", std::to_string(rng.in(0, 3)));
     // GPU records held back until the clock is this far past their end (the fake CUPTI's
     // delivery lag, issue 14 item 4; a sim without the knob ignores it).
-    if (on("long_lag") && rng.chance(30))
+    if (on("long_lag") && rng.chance(50))
       env("GPUACCT_SIM_GPU_DELIVERY_LAG_NS", std::to_string(rng.in(uint64_t{1} * 1000 * kMs, uint64_t{3500} * kMs)));
     p.argv_bytes = on("byte_names") && rng.chance(50);
     // No GPU collection: CUPTI missing, or GPUACCT_ENABLE=0 (which leaves NVTX alone: C API
