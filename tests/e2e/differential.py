@@ -87,6 +87,8 @@ DIMENSIONS = {
                           "set-up; its late first timestamp costs no virtual time)"),
     "long_lag": (True, "kernels of 0.5-1.5 s, seconds of host work, GPU records 1-3.5 s late "
                        "(GPUACCT_SIM_GPU_DELIVERY_LAG_NS; issue 14 item 4, fixed)"),
+    "graph_lag": (False, "long_lag in programs with graphs (open defect: a graph's kernels "
+                         "after the first, late, are not waited for; nothing counted)"),
 }
 
 # The default dimensions when the seeds below were found (a program depends on the seed and
@@ -104,9 +106,10 @@ SETTING_FLAGS = {"GPUACCT_WARMUP_STEPS": "--warmup", "GPUACCT_LAUNCH_LATENCY_US"
                  "--launch-latency-us", "GPUACCT_HOST_PAUSE_US": "--host-pause-us"}
 
 # Later defaults: with devices, early_marks, marks_capi_mark, thresholds and warmup (V2), then
-# no_gpu (V3); since then measured_offset is off and the driver's timeline_ops on.
+# no_gpu (V3), then without measured_offset, with timeline_ops and long_lag (V4).
 _DIMS_V2 = _DIMS_V1 + ",devices,early_marks,marks_capi_mark,thresholds,warmup"
 _DIMS_V3 = _DIMS_V2 + ",no_gpu"
+_DIMS_V4 = _DIMS_V3.replace(",measured_offset", "") + ",timeline_ops,long_lag"
 
 # Seeds that once failed, replayed by every run: (seed, --dims value).
 REGRESSION_SEEDS: list = []
@@ -142,6 +145,12 @@ PENDING_SEEDS = {
     # 0 of its 4 launches, and the timeline's origin and GPU ops sat on CUPTI's monotonic clock,
     # 56 years from the steps (once in 3000 programs, load average 13; 0 of 60 reruns)
     "measured_offset": [(3504, _DIMS_V3 + ",timeline_ops")],
+    # new: GPU records held back past the watermark (long_lag): a graph launch's kernels after
+    # the first are not waited for, so the 1.26 s graph kernel of step 1 lands in step 2's
+    # window (step 1: 2.19 ms instead of 1.259 s), nothing counted (docs/accounting.md lists
+    # graphs as a known limit of live finalisation; item 4's owed launches do not cover them;
+    # 5 of 30 reruns)
+    "graph_lag": [(1764, _DIMS_V4 + ",graph_lag")],
     "late_device": [(183, "devices,threads,copies,marks_capi,syncs,spill,collectives,nested,"
                           "live_ticks,delivery,late_device")],
 }
@@ -303,13 +312,14 @@ def run_seed(build_cli: str, sim_program: str, seed: int, spec: str, keep: str =
         with open(tl_path, "rb") as f:
             tl = json.loads(f.read().decode("utf-8"))
         run_e2e.compare_pipelines(live, offline, tl, f"seed {seed}")
-        if "timeline_ops" in all_dims and desc["marks"] != "none":
-            timeline_ops_inside_steps(tl)
         # 3. A loss only where the program caused one (a fault, small buffers or rings).
         lost = {s["name"]: s["value"] for s in live["stats"]
                 if s["severity"] == "data_loss" and s["value"]}
         check(not lost or desc["loss_allowed"],
               f"data loss counted although the program caused none: {lost}")
+        # An op whose launch record was lost can lie outside every step: explained.
+        if "timeline_ops" in all_dims and desc["marks"] != "none" and not lost:
+            timeline_ops_inside_steps(tl)
         # 4. The truth.  Detected steps are not planted: their rows are checked against the
         # contract applied to the host ranges the library detected.
         if desc["marks"] == "none":

@@ -40,7 +40,7 @@ const std::vector<std::string> kDims = {
     "threads", "thread_churn", "driver_api", "nested", "nested_ids", "graphs", "copies",
     "memsets", "syncs", "collectives", "marks_capi", "marks_nvtx", "marks_none", "data_ranges",
     "user_ranges", "devices", "late_device", "empty_first_steps", "marks_capi_mark",
-    "thresholds", "warmup", "no_gpu",
+    "thresholds", "warmup", "no_gpu", "graph_lag",
     "delivery", "cupti_clock", "buffer_pressure", "record_loss", "live_ticks", "spill",
     "empty_steps", "threshold_edges", "measured_offset", "stacks_off",
     // the defects of issue 14 (items 1-4), each a switch
@@ -263,8 +263,13 @@ struct Gen {
       env("GPUACCT_WARMUP_STEPS", std::to_string(rng.in(0, 3)));
     // GPU records held back until the clock is this far past their end (the fake CUPTI's
     // delivery lag, issue 14 item 4; a sim without the knob ignores it).
-    if (on("long_lag") && rng.chance(50))
-      env("GPUACCT_SIM_GPU_DELIVERY_LAG_NS", std::to_string(rng.in(uint64_t{1} * 1000 * kMs, uint64_t{3500} * kMs)));
+    // (Graphs and a lag only under graph_lag: a graph's late kernels after the first are not
+    // waited for, an open defect.  The draws are made either way.)
+    if (on("long_lag") && rng.chance(50)) {
+      const uint64_t lag = rng.in(uint64_t{1} * 1000 * kMs, uint64_t{3500} * kMs);
+      if (p.graphs.empty() || on("graph_lag"))
+        env("GPUACCT_SIM_GPU_DELIVERY_LAG_NS", std::to_string(lag));
+    }
     p.argv_bytes = on("byte_names") && rng.chance(50);
     // No GPU collection: CUPTI missing, or GPUACCT_ENABLE=0 (which leaves NVTX alone: C API
     // marks only).  The library sees host ranges only.
