@@ -7,6 +7,8 @@
 #   scripts/test.sh --sanitize=address,undefined  every test built with ASan + UBSan (build-asan/)
 #   scripts/test.sh --sanitize=thread             the injected library, the simulated device and
 #                                                 the end-to-end tests under TSan (build-tsan/)
+#   scripts/test.sh --long                        the CI run, then the differential fuzzer's long
+#                                                 run: 3000 programs (seeds 1001-4000), 2-4 min
 # docs/testing.md says what each sanitizer run covers, what it leaves out and why, and how long
 # it takes.
 set -euo pipefail
@@ -14,11 +16,13 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${GPUACCT_BUILD_DIR:-$root/build}"
 jobs="${GPUACCT_JOBS:-$(nproc)}"
 sanitize=""
+long=""
 for arg in "$@"; do
   case "$arg" in
     --sanitize=*) sanitize="${arg#--sanitize=}" ;;
+    --long) long=1 ;;
     -h | --help)
-      sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -100,3 +104,10 @@ fi
 "$root/scripts/build.sh"
 cd "$build"
 ctest --output-on-failure -j "$jobs" --timeout 600
+
+# 3. --long: thousands of random programs on the live path (docs/testing.md, "Differential
+# fuzzer"); the CI run above has 300 of them (ctest differential_live_path, seeds 1-300).
+if [ -n "$long" ]; then
+  python3 "$root/tests/e2e/differential.py" --build "$build" --start 1001 --count 3000 \
+    --jobs "$jobs"
+fi

@@ -461,6 +461,55 @@ def case_record() -> None:
         print("ok: recording written" + (" and re-analysed" if os.path.exists(cli) else ""))
 
 
+def compare_pipelines(live: dict, offline: dict, tl, marks: str) -> None:
+    """The live report against `gpuacct analyze` (offline) and `gpuacct timeline` (tl) of the
+    same run's recording: the same rows, summary, verdict, counters and step detection, and one
+    timeline step per row (step and device) with the row's window and walls (same_steps, and the
+    differential fuzzer, tests/e2e/differential.py)."""
+    events = tl["traceEvents"] if isinstance(tl, dict) else tl
+    slices = sorted((e for e in events if e.get("cat") == "gpuacct_step"),
+                    key=lambda e: e["args"]["step_index"])
+
+    def key(r):
+        return (r["step_index"], r["device"], r["window_begin_ns"], r["window_end_ns"],
+                r["warmup"], r["launches"], r["categories"])
+    live_rows = [key(r) for r in live["steps"]]
+    check(live_rows == [key(r) for r in offline["steps"]],
+          f"{marks}: the live rows differ from `analyze` of the recording")
+    check(live["summary"] == offline["summary"] and live["verdict"] == offline["verdict"],
+          f"{marks}: the live summary differs from `analyze` of the recording")
+    live_stats = {s["name"]: s["value"] for s in live["stats"]}
+    offline_stats = {s["name"]: s["value"] for s in offline["stats"]}
+    check(live_stats == offline_stats,
+          f"{marks}: counters differ live vs analyze: " + str(
+              {k: (v, offline_stats.get(k)) for k, v in live_stats.items()
+               if offline_stats.get(k) != v}))
+    check(live.get("step_detection") == offline.get("step_detection"),
+          f"{marks}: step_detection live {live.get('step_detection')} offline "
+          f"{offline.get('step_detection')}")
+    # The timeline has one step slice per row: process id = device (65535: host-only rows).
+    rows = {(r["step_index"], r["device"]): r for r in live["steps"]}
+    by_key = {(s_["args"]["step_index"], -1 if s_["pid"] == 65535 else s_["pid"]): s_
+              for s_ in slices}
+    check(len(slices) == len(by_key) and set(by_key) == set(rows),
+          f"{marks}: timeline steps {sorted(by_key)} ({len(slices)} slices), live rows "
+          f"{sorted(rows)}")
+    if not rows:
+        return
+    # Relative times (absolute ns do not fit a double's precision in microseconds).
+    origin_us = min(s_["ts"] for s_ in slices)
+    begin0 = min(r["window_begin_ns"] for r in rows.values())
+    for k, r in rows.items():
+        s_ = by_key[k]
+        a = s_["args"]
+        check(("warm-up" in s_["name"]) == r["warmup"]
+              and abs(s_["ts"] - origin_us - (r["window_begin_ns"] - begin0) / 1e3) < 0.002
+              and abs(s_["dur"] - r["duration_ns"] / 1e3) < 0.002
+              and abs(a["compute_us"] - r["walls"]["compute"] / 1e3) < 0.002
+              and abs(a["other_us"] - r["walls"]["other"] / 1e3) < 0.002,
+              f"{marks}: timeline step {s_} differs from live row {r}")
+
+
 def case_same_steps() -> None:
     """One recording, three pipelines: the live library's report, `gpuacct analyze` of its
     recording and `gpuacct timeline` of it give the same steps (detected or marked), warm-up and
@@ -484,44 +533,9 @@ def case_same_steps() -> None:
             run([cli, "timeline", recs[0], "-o", tl_path], dict(os.environ))
             with open(tl_path) as f:
                 tl = json.load(f)
-            events = tl["traceEvents"] if isinstance(tl, dict) else tl
-            slices = sorted((e for e in events if e.get("cat") == "gpuacct_step"),
-                            key=lambda e: e["args"]["step_index"])
-
-            def key(r):
-                return (r["step_index"], r["device"], r["window_begin_ns"], r["window_end_ns"],
-                        r["warmup"], r["launches"], r["categories"])
-            live_rows = [key(r) for r in live["steps"]]
-            check(len(live_rows) >= 10, f"{marks}: {len(live_rows)} live rows")
-            check(live_rows == [key(r) for r in offline["steps"]],
-                  f"{marks}: the live rows differ from `analyze` of the recording")
-            check(live["summary"] == offline["summary"] and live["verdict"] == offline["verdict"],
-                  f"{marks}: the live summary differs from `analyze` of the recording")
-            live_stats = {s["name"]: s["value"] for s in live["stats"]}
-            offline_stats = {s["name"]: s["value"] for s in offline["stats"]}
-            check(live_stats == offline_stats,
-                  f"{marks}: counters differ live vs analyze: " + str(
-                      {k: (v, offline_stats.get(k)) for k, v in live_stats.items()
-                       if offline_stats.get(k) != v}))
-            check(live.get("step_detection") == offline.get("step_detection"),
-                  f"{marks}: step_detection live {live.get('step_detection')} offline "
-                  f"{offline.get('step_detection')}")
-            rows0 = [r for r in live["steps"] if r["device"] == 0]
-            check(len(slices) == len(rows0),
-                  f"{marks}: {len(slices)} timeline steps, {len(rows0)} live rows")
-            # Relative times (absolute ns do not fit a double's precision in microseconds).
-            origin_us = slices[0]["ts"]
-            begin0 = rows0[0]["window_begin_ns"]
-            for s_, r in zip(slices, rows0):
-                a = s_["args"]
-                check(a["step_index"] == r["step_index"]
-                      and ("warm-up" in s_["name"]) == r["warmup"]
-                      and abs(s_["ts"] - origin_us - (r["window_begin_ns"] - begin0) / 1e3) < 0.002
-                      and abs(s_["dur"] - r["duration_ns"] / 1e3) < 0.002
-                      and abs(a["compute_us"] - r["walls"]["compute"] / 1e3) < 0.002
-                      and abs(a["other_us"] - r["walls"]["other"] / 1e3) < 0.002,
-                      f"{marks}: timeline step {s_} differs from live row {r}")
-            print(f"ok: {marks}: {len(live_rows)} rows, live = analyze = timeline")
+            check(len(live["steps"]) >= 10, f"{marks}: {len(live['steps'])} live rows")
+            compare_pipelines(live, offline, tl, marks)
+            print(f"ok: {marks}: {len(live['steps'])} rows, live = analyze = timeline")
 
 
 def case_late_gpu_records() -> None:
