@@ -57,7 +57,13 @@ struct DeviceState {
   size_t head = 0;
   size_t sorted = 0;
   TimeNs finalized_until = kMinTime;
+  // Rows on the device begin with the first step that ends after an op was launched on it
+  // (docs/accounting.md §1); from then on it has a window in every step.
   bool has_window = false;
+  // Before that: the earliest launch among its pending ops, valid for one intake epoch (a new
+  // op or launch call can change it).
+  TimeNs first_launch = 0;
+  uint64_t first_launch_epoch = 0;
   // Ops a later step owns that already ran (and were consumed) inside an earlier window, e.g.
   // launched on a free stream while the previous step's work was still running.  They still
   // count for their owner's window end and kernel count.  Rare; dropped once that step is done.
@@ -145,6 +151,7 @@ struct StepAccountant::Impl {
   TimeNs last_step_begin = kMinTime;  // host begin of the last finalised step
   TimeNs host_cutoff = kMinTime;      // host events ending before this were pruned
   TimeNs host_only_until = kMinTime;
+  uint64_t intake_epoch = 1;  // advanced by every GPU op and launch call taken in
 
   std::vector<StepRow> rows;
   OwedLaunches owed;  // launch calls whose op had not arrived when the call did
@@ -181,11 +188,12 @@ struct StepAccountant::Impl {
     // A watermark can be anything a recording says; clamped to the valid range, the difference
     // of two valid times cannot overflow.
     lag.add(watermark > op.end ? std::min(watermark, kValidTimeLimit - 1) - op.end : 0);
-    if (dev.has_window && op.end <= dev.finalized_until) {
+    if (dev.has_window ? op.end <= dev.finalized_until : late_for_new_device(op)) {
       stats.add(Stat::late_gpu_ops_dropped);
       return;
     }
     dev.pending.push_back(PendingOp{op, kUnresolved});
+    ++intake_epoch;
     if (op.correlation_id != 0) {
       CorrEntry& e = host.corr[op.correlation_id];
       e.has_op = true;
@@ -219,12 +227,22 @@ struct StepAccountant::Impl {
       e.thread = call.thread;
       e.api_name = call.name;
       e.has_api = true;
+      ++intake_epoch;
       if (!e.has_op) {
         owed.add({call.start, call.end, call.correlation_id, call.thread});
       } else {
         owed.delivered(call.start);
       }
     }
+  }
+
+  // An op for a device without windows yet that can no longer count: launched (as far as is
+  // known) before the last finalised step ended -- that step was finalised without the device,
+  // after waiting for every launch made before its end -- or, launch unknown, run before then.
+  bool late_for_new_device(const GpuOp& op) const {
+    if (last_step_end == kMinTime) return false;
+    const CorrEntry* e = host.launch_of(op);
+    return e != nullptr ? e->api_start < last_step_end : op.end <= last_step_end;
   }
 
   void add_range(const HostRange& r) {
@@ -543,7 +561,26 @@ struct StepAccountant::Impl {
     base.launches = launches;
     base.flops = flops;
 
-    if (devices.empty()) {
+    bool on_device = false;
+    for (auto& [id, dev] : devices) {
+      if (!takes_part(dev, s.end)) continue;
+      on_device = true;
+      StepRow row = base;
+      row.device = id;
+      row.window_begin = dev.has_window ? dev.finalized_until : s.begin;
+      OwnedStats own;
+      if (auto it = pre->find(id); it != pre->end()) own = it->second;
+      std::erase_if(dev.consumed_early, [&](const PendingOp& p) { return p.launch < s.end; });
+      row.kernels = own.kernels;
+      row.copies = own.copies;
+      row.window_end = own.max_end == kMinTime ? std::max(row.window_begin, s.end)
+                                               : std::max(row.window_begin, own.max_end);
+      account_window(row, s, &dev);
+      dev.finalized_until = row.window_end;
+      dev.has_window = true;
+      emit(row);
+    }
+    if (!on_device) {  // before any device's first op: the step on the host alone
       StepRow row = base;
       row.device = kHostOnlyDevice;
       row.window_begin = host_only_until == kMinTime ? s.begin : host_only_until;
@@ -551,28 +588,27 @@ struct StepAccountant::Impl {
       host_only_until = row.window_end;
       account_window(row, s, /*dev=*/nullptr);
       emit(row);
-    } else {
-      for (auto& [id, dev] : devices) {
-        StepRow row = base;
-        row.device = id;
-        row.window_begin = dev.has_window ? dev.finalized_until : s.begin;
-        OwnedStats own;
-        if (auto it = pre->find(id); it != pre->end()) own = it->second;
-        std::erase_if(dev.consumed_early, [&](const PendingOp& p) { return p.launch < s.end; });
-        row.kernels = own.kernels;
-        row.copies = own.copies;
-        row.window_end = own.max_end == kMinTime ? std::max(row.window_begin, s.end)
-                                                 : std::max(row.window_begin, own.max_end);
-        account_window(row, s, &dev);
-        dev.finalized_until = row.window_end;
-        dev.has_window = true;
-        emit(row);
-      }
     }
     last_step_end = s.end;
     prune_host(s);
     last_step_begin = s.begin;
     stats.add(Stat::steps_finalized);
+  }
+
+  // Whether `dev` has a row in the step ending at `step_end` (docs/accounting.md §1): once it
+  // has a window, always; before, when an op was launched on it before the step ended.  The
+  // step is finalised only once every launch made before its end has its op or was given up
+  // (ready_to_finalize), so the answer does not depend on when the device's ops arrived.  The
+  // scan is cached until the next event comes in: O(the device's pending ops) per tick.
+  bool takes_part(DeviceState& dev, TimeNs step_end) {
+    if (dev.has_window) return true;
+    if (dev.first_launch_epoch != intake_epoch) {
+      dev.first_launch = std::numeric_limits<TimeNs>::max();
+      for (size_t i = dev.head; i < dev.pending.size(); ++i)
+        dev.first_launch = std::min(dev.first_launch, pending_launch_time(dev.pending[i]));
+      dev.first_launch_epoch = intake_epoch;
+    }
+    return dev.first_launch < step_end;
   }
 
   void emit(const StepRow& row) {
@@ -584,9 +620,15 @@ struct StepAccountant::Impl {
   // earliest device's window end.  Correlation entries lag one step behind so ops that were
   // launched in one step but run in a later window still find their launch call.
   void prune_host(const PendingStep& s) {
+    // A device without windows yet begins its first at a later step's host begin (>= s.end).
     TimeNs cutoff = s.end;
-    for (auto& [id, dev] : devices) cutoff = std::min(cutoff, dev.finalized_until);
-    if (devices.empty()) cutoff = host_only_until;
+    bool any_window = false;
+    for (auto& [id, dev] : devices) {
+      if (!dev.has_window) continue;
+      cutoff = std::min(cutoff, dev.finalized_until);
+      any_window = true;
+    }
+    if (!any_window) cutoff = host_only_until;
     if (cutoff > host_cutoff) {
       host_cutoff = cutoff;
       host.prune_threads_before(cutoff);

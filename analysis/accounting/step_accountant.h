@@ -1,8 +1,9 @@
 // StepAccountant: the incremental core.  Sources push batches of events in any order; the
 // accountant groups them into steps, and once a step can no longer change it splits each
 // device's step window into exclusive categories (docs/accounting.md), emits one StepRow per
-// device, and frees the step's state.  Memory is bounded by the events in flight, not by the
-// length of the run.
+// device taking part (from the first step that ends after an op was launched on the device; a
+// host-only row before any, §1), and frees the step's state.  Memory is bounded by the events
+// in flight, not by the length of the run.
 //
 // Watermark contract: advance_watermark(W) promises that every event whose end (or, for a
 // marker, whose timestamp) is < W has already been delivered.  Events that arrive later than

@@ -6,6 +6,8 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <string>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -589,6 +591,187 @@ TEST(DeliveryLag, QuantilesWithinAnEighth) {
   EXPECT_LE(p99, 900 * kMs + 900 * kMs / 8);
   d.add(-5);  // a record in time
   EXPECT_EQ(d.behind_watermark(), 100);
+}
+
+
+// ---- the devices a step has rows on, whatever the delivery (docs/accounting.md §1) ----------
+// Found by the differential fuzzer (dimensions empty_first_steps and late_device): a step
+// finalised before the first op of a device arrived had no row on it (a host-only row when no
+// device was known yet), one finalised after had one, so the rows depended on delivery timing.
+
+// Delivers `t`'s events in the order `order` gives them (indices into events_of), with a
+// watermark after every `batch` events: the smallest end among those not yet delivered (the
+// strongest promise the contract allows).  All at once when `batch` is 0.
+struct Delivered {
+  int kind;  // 0: GPU op, 1: API call, 2: range
+  size_t i;
+  TimeNs end;
+};
+std::vector<Delivered> events_of(const Trace& t) {
+  std::vector<Delivered> evs;
+  for (size_t i = 0; i < t.b.gpu_ops.size(); ++i) evs.push_back({0, i, t.b.gpu_ops[i].end});
+  for (size_t i = 0; i < t.b.api_calls.size(); ++i) evs.push_back({1, i, t.b.api_calls[i].end});
+  for (size_t i = 0; i < t.b.ranges.size(); ++i) evs.push_back({2, i, t.b.ranges[i].end});
+  return evs;
+}
+std::vector<StepRow> deliver(const Trace& t, const std::vector<Delivered>& evs, size_t batch) {
+  StepAccountant acc(no_warmup());
+  std::vector<TimeNs> rest_min(evs.size() + 1, std::numeric_limits<TimeNs>::max());
+  for (size_t i = evs.size(); i-- > 0;) rest_min[i] = std::min(rest_min[i + 1], evs[i].end);
+  for (size_t i = 0; i < evs.size(); ++i) {
+    const Delivered& e = evs[i];
+    if (e.kind == 0) acc.add_gpu_op(t.b.gpu_ops[e.i]);
+    if (e.kind == 1) acc.add_api_call(t.b.api_calls[e.i]);
+    if (e.kind == 2) acc.add_range(t.b.ranges[e.i]);
+    if (batch > 0 && i % batch == batch - 1 && i + 1 < evs.size())
+      acc.advance_watermark(rest_min[i + 1]);
+  }
+  acc.finish();
+  EXPECT_FALSE(acc.stats().has_data_loss());
+  return acc.rows();
+}
+
+void expect_identical_rows(const std::vector<StepRow>& got, const std::vector<StepRow>& want,
+                           const std::string& how) {
+  SCOPED_TRACE(how);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const StepRow& g = got[i];
+    const StepRow& w = want[i];
+    EXPECT_EQ(g.step_index, w.step_index) << "row " << i;
+    EXPECT_EQ(g.device, w.device) << "row " << i;
+    EXPECT_EQ(g.window_begin, w.window_begin) << "row " << i;
+    EXPECT_EQ(g.window_end, w.window_end) << "row " << i;
+    EXPECT_EQ(g.kernels, w.kernels) << "row " << i;
+    EXPECT_EQ(g.copies, w.copies) << "row " << i;
+    EXPECT_EQ(g.launches, w.launches) << "row " << i;
+    for (const CategoryInfo& c : kCategories)
+      EXPECT_EQ(g.cat[c.category], w.cat[c.category]) << "row " << i << " " << c.name;
+  }
+}
+
+// `t` delivered all at once (a trace), in time order (a live run, a recording: each event when
+// it ends, the GPU ops after their host events), with the GPU ops first (records that came
+// early), and in 60 random orders and batch sizes: the same rows every time.  Returns them.
+std::vector<StepRow> same_rows_in_every_delivery(const Trace& t) {
+  const std::vector<Delivered> evs = events_of(t);
+  const std::vector<StepRow> all_at_once = deliver(t, evs, 0);
+  std::vector<Delivered> in_time = evs;
+  std::stable_sort(in_time.begin(), in_time.end(), [](const Delivered& a, const Delivered& b) {
+    return std::tie(a.end, b.kind) < std::tie(b.end, a.kind);  // ties: GPU ops last
+  });
+  expect_identical_rows(deliver(t, in_time, 1), all_at_once, "in time order");
+  std::vector<Delivered> gpu_first = in_time;
+  std::stable_partition(gpu_first.begin(), gpu_first.end(),
+                        [](const Delivered& e) { return e.kind == 0; });
+  expect_identical_rows(deliver(t, gpu_first, 1), all_at_once, "GPU ops first");
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 60; ++trial) {
+    std::vector<Delivered> order = evs;
+    std::shuffle(order.begin(), order.end(), rng);
+    const size_t batch = 1 + static_cast<size_t>(trial % 5);
+    expect_identical_rows(deliver(t, order, batch), all_at_once,
+                          "shuffle " + std::to_string(trial) + ", batches of " +
+                              std::to_string(batch));
+  }
+  return all_at_once;
+}
+
+// Device 1 is first used in step 3 of 5: its rows begin there, its first window at step 3's
+// host begin, and steps 0-2 have rows on device 0 only.  Before: all at once (and with its op
+// delivered early) steps 0-2 had rows on device 1 too; in time order they had none.
+TEST(StepAccountant, DeviceFirstUsedInStep3HasRowsFromStep3InEveryDelivery) {
+  Trace t;
+  for (int k = 0; k < 5; ++k) {
+    const TimeNs b = us(1000.0 * k);
+    t.step(b, b + us(1000), k);
+    t.kernel(b + us(10), b + us(15), b + us(20), b + us(800));
+    if (k >= 3) t.kernel(b + us(100), b + us(105), b + us(110), b + us(600), /*device=*/1);
+  }
+  const std::vector<StepRow> rows = same_rows_in_every_delivery(t);
+  ASSERT_EQ(rows.size(), 7u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(rows[i].step_index, static_cast<int64_t>(i));
+    EXPECT_EQ(rows[i].device, 0);
+  }
+  EXPECT_EQ(rows[3].step_index, 3);
+  EXPECT_EQ(rows[4].step_index, 3);
+  EXPECT_EQ(rows[4].device, 1);
+  EXPECT_EQ(rows[4].window_begin, us(3000)) << "the device's first window: its step's host begin";
+  EXPECT_EQ(rows[4].window_end, us(3600));
+  EXPECT_EQ(rows[4].cat.compute, us(490));
+  EXPECT_EQ(rows[6].device, 1);
+  EXPECT_EQ(rows[6].window_begin, us(3600)) << "then the windows tile";
+  for (const StepRow& r : rows) expect_exact(r);
+}
+
+// A first step without GPU work, before any device's first op: a host-only row, whatever the
+// delivery; device 0's rows begin with step 1, at its host begin.  Before: a device-0 row all
+// at once, a host-only row in time order.
+TEST(StepAccountant, FirstStepWithoutGpuWorkIsHostOnlyInEveryDelivery) {
+  Trace t;
+  t.step(0, us(1000), 0);
+  t.data(us(100), us(400));
+  for (int k = 1; k < 4; ++k) {
+    const TimeNs b = us(1000.0 * k);
+    t.step(b, b + us(1000), k);
+    t.kernel(b + us(10), b + us(15), b + us(20), b + us(800));
+  }
+  const std::vector<StepRow> rows = same_rows_in_every_delivery(t);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0].device, kHostOnlyDevice);
+  EXPECT_EQ(rows[0].window_begin, 0);
+  EXPECT_EQ(rows[0].window_end, us(1000));
+  EXPECT_EQ(rows[0].cat.data_wait, us(300));
+  EXPECT_EQ(rows[0].cat.host_other, us(700));
+  EXPECT_EQ(rows[1].device, 0);
+  EXPECT_EQ(rows[1].window_begin, us(1000));
+  EXPECT_EQ(rows[1].window_end, us(1800));
+  EXPECT_EQ(rows[2].window_begin, us(1800));
+  for (const StepRow& r : rows) expect_exact(r);
+}
+
+// An op launched before the first step (weights copied in) makes its device take part from
+// the first step, even one without GPU work: the device was in use before it ended.
+TEST(StepAccountant, DeviceUsedBeforeTheFirstStepHasRowsFromIt) {
+  Trace t;
+  t.copy(-us(500), -us(490), -us(480), -us(300), CopyDir::kH2D);
+  t.step(0, us(1000), 0);
+  t.step(us(1000), us(2000), 1);
+  t.kernel(us(1010), us(1015), us(1020), us(1800));
+  const std::vector<StepRow> rows = same_rows_in_every_delivery(t);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].device, 0);
+  EXPECT_EQ(rows[0].window_begin, 0);
+  EXPECT_EQ(rows[0].window_end, us(1000));
+  EXPECT_EQ(rows[0].copies, 0u) << "the copy ran before every window";
+  EXPECT_EQ(rows[1].window_begin, us(1000));
+}
+
+// An op for a device with no row yet, launched in a step already finalised without it (the
+// launch was given up on), comes late: dropped and counted, as on a device with windows.
+// Before: it was kept, and the device got a row in the next step, with the op outside it.
+TEST(StepAccountant, LateFirstOpOfADeviceIsDroppedAndCounted) {
+  Trace t;
+  for (int k = 0; k < 3; ++k) {
+    const TimeNs b = us(1000.0 * k);
+    t.step(b, b + us(1000), k);
+    t.kernel(b + us(10), b + us(15), b + us(20), b + us(800));
+  }
+  const GpuOp held = t.kernel(us(100), us(105), us(110), us(600), /*device=*/1);
+  t.b.gpu_ops.pop_back();
+  AccountingConfig cfg = no_warmup();
+  cfg.pending_launch_timeout_ns = us(100);
+  StepAccountant acc(cfg);
+  acc.add(t.b);
+  acc.advance_watermark(us(2001));  // steps 0 and 1 finalised, the launch given up on
+  ASSERT_EQ(acc.rows().size(), 2u);
+  acc.add_gpu_op(held);
+  acc.finish();
+  ASSERT_EQ(acc.rows().size(), 3u);
+  for (const StepRow& r : acc.rows()) EXPECT_EQ(r.device, 0);
+  EXPECT_EQ(acc.stats().get(Stat::unmatched_launches), 1);
+  EXPECT_EQ(acc.stats().get(Stat::late_gpu_ops_dropped), 1);
 }
 
 }  // namespace

@@ -59,8 +59,8 @@ DIMENSIONS = {
     "data_ranges": (True, "data ranges from the C API or NVTX"),
     "user_ranges": (True, "user ranges from the C API or NVTX (named neither step nor data)"),
     "devices": (True, "two devices: streams on either, P2P copies, per-device windows"),
-    "late_device": (False, "a device whose first op comes after the first step (open defect: "
-                           "its rows depend on when that op's record arrives)"),
+    "late_device": (True, "a device whose first op comes after the first step (its rows begin "
+                          "there)"),
     "delivery": (True, "GPUACCT_SIM_DELAY_PCT and GPUACCT_SIM_SHUFFLE"),
     "cupti_clock": (True, "GPUACCT_SIM_CUPTI_CLOCK host / monotonic / offsets"),
     "measured_offset": (False, "the timestamp callback refused: a measured clock offset (open "
@@ -71,8 +71,8 @@ DIMENSIONS = {
     "live_ticks": (True, "GPUACCT_FLUSH_MS 1-100 and real pauses: steps finalised live"),
     "spill": (True, "steps that end without a synchronize: work spills into the next"),
     "empty_steps": (True, "steps without GPU work (after the first)"),
-    "empty_first_steps": (False, "a first step without GPU work (open defect: host-only rows "
-                                 "for steps finalised before the first op arrived)"),
+    "empty_first_steps": (True, "a first step without GPU work (a host-only row before the "
+                                "first op)"),
     "threshold_edges": (True, "host work at the launch-latency and host-pause thresholds"),
     "thresholds": (True, "GPUACCT_LAUNCH_LATENCY_US 0-100, GPUACCT_HOST_PAUSE_US 0-500"),
     "warmup": (True, "GPUACCT_WARMUP_STEPS 0-3"),
@@ -112,7 +112,16 @@ _DIMS_V3 = _DIMS_V2 + ",no_gpu"
 _DIMS_V4 = _DIMS_V3.replace(",measured_offset", "") + ",timeline_ops,long_lag"
 
 # Seeds that once failed, replayed by every run: (seed, --dims value).
-REGRESSION_SEEDS: list = []
+REGRESSION_SEEDS: list = [
+    # A step finalised before a device's first op arrived had no row on it (a host-only row
+    # when no device was known yet): the rows depended on delivery timing.
+    (1075, _DIMS_V1 + ",early_marks,empty_first_steps"),
+    (1551, _DIMS_V1 + ",early_marks,empty_first_steps"),
+    (1776, _DIMS_V1 + ",early_marks,empty_first_steps"),
+    (1270, _DIMS_V1 + ",devices,empty_first_steps"),
+    (183, "devices,threads,copies,marks_capi,syncs,spill,collectives,nested,live_ticks,delivery,"
+          "late_device"),
+]
 
 # Seeds that fail while a defect of issue 14 is open, under the dimension that shows it;
 # replayed by every run in which that dimension is on (then move them to REGRESSION_SEEDS).
@@ -125,16 +134,6 @@ PENDING_SEEDS = {
                           (35, _DIMS_V1 + ",thread_id_refused"),
                           (80, _DIMS_V1 + ",thread_id_refused"),
                           (89, _DIMS_V1 + ",thread_id_refused")],
-    # new: first steps without GPU work, finalised before the first op arrived, get host-only
-    # rows (device -1) although the run has GPU work, and device 0's first window begins at
-    # the next step's host begin: the time between is in no row (timing-dependent; found
-    # with early_marks, then in the long run)
-    "empty_first_steps": [(1075, _DIMS_V1 + ",early_marks,empty_first_steps"),
-                          (1551, _DIMS_V1 + ",early_marks,empty_first_steps"),
-                          (1776, _DIMS_V1 + ",early_marks,empty_first_steps"),
-                          (1270, _DIMS_V1 + ",devices,empty_first_steps")],
-    # the same per device: a device whose first op comes in step 1 has no row for step 0 when
-    # step 0 was finalised before that op's record arrived (timing-dependent)
     # new: a recording does not carry the run's accounting settings (GPUACCT_WARMUP_STEPS,
     # GPUACCT_LAUNCH_LATENCY_US, GPUACCT_HOST_PAUSE_US): `gpuacct analyze` / `timeline` of it
     # account with the defaults and disagree with the live report, nothing says so
@@ -151,8 +150,6 @@ PENDING_SEEDS = {
     # graphs as a known limit of live finalisation; item 4's owed launches do not cover them;
     # 5 of 30 reruns)
     "graph_lag": [(1764, _DIMS_V4 + ",graph_lag")],
-    "late_device": [(183, "devices,threads,copies,marks_capi,syncs,spill,collectives,nested,"
-                          "live_ticks,delivery,late_device")],
 }
 
 TOL = 0.01  # of the step's window, when the program's clock is not exact (measured offset)

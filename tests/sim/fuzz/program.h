@@ -153,8 +153,9 @@ struct ExpectedRow {
   uint64_t step_thread_ns = 0;
 };
 
-// One row per step and device that runs any op, by step then device (the program marks steps
-// without overlap).
+// One row per step and device on which an op was launched before the step's end (a host-only
+// row, device -1, when there is none), by step then device (the program marks steps without
+// overlap).
 std::vector<ExpectedRow> expected_rows(const ProgramLog& log, const Thresholds& t);
 
 }  // namespace sim_fuzz

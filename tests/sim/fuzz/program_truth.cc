@@ -2,7 +2,7 @@
 // the document and apart from analysis/accounting: it walks elementary intervals instead of
 // sweeping endpoints, so a shared mistake would have to be made twice in different shapes.
 #include <algorithm>
-#include <set>
+#include <map>
 
 #include "program.h"
 
@@ -151,12 +151,16 @@ void categorize(const ProgramLog& all, int step_thread, const Thresholds& t, Exp
 }  // namespace
 
 std::vector<ExpectedRow> expected_rows(const ProgramLog& log, const Thresholds& t) {
-  std::set<int> devices;  // every device that runs an op has a row in every step
-  for (const Op& op : log.ops) devices.insert(op.device);
-  const bool host_only = devices.empty();  // no op at all: one host-only row per step (-1)
-  if (host_only) devices.insert(0);
+  // A device has rows from the first step that ends after an op was launched on it; a step
+  // before every device's first launch has one host-only row (-1), tiled with the other
+  // host-only rows (docs/accounting.md §1).
+  std::map<int, uint64_t> first_launch;
+  for (const Op& op : log.ops) {
+    auto [it, fresh] = first_launch.emplace(op.device, op.launch_time);
+    if (!fresh) it->second = std::min(it->second, op.launch_time);
+  }
   std::vector<ExpectedRow> rows;
-  std::vector<uint64_t> prev_end(devices.empty() ? 0 : static_cast<size_t>(*devices.rbegin()) + 1);
+  std::map<int, uint64_t> prev_end;  // per device (-1: host-only) with a window so far
   for (size_t k = 0; k < log.steps.size(); ++k) {
     const StepLog& st = log.steps[k];
     uint64_t launches = 0;  // all threads and devices; a nested launch once
@@ -164,16 +168,20 @@ std::vector<ExpectedRow> expected_rows(const ProgramLog& log, const Thresholds& 
       if (c.outer && c.kind == CallKind::kLaunch && c.start >= st.begin && c.start < st.end)
         ++launches;
     }
+    std::vector<int> devices;
+    for (const auto& [d, first] : first_launch)
+      if (first < st.end) devices.push_back(d);
+    if (devices.empty()) devices.push_back(-1);
     for (int d : devices) {
       ExpectedRow row;
       row.step = k;
-      row.device = host_only ? -1 : d;
+      row.device = d;
       row.launches = launches;
       // Window: from the previous window's end on the device (the first: the step's host
       // begin) to the end of the last op the step owns there (launched inside its host range),
       // else its host end.
-      uint64_t& prev = prev_end[static_cast<size_t>(d)];
-      row.window_begin = k == 0 ? st.begin : prev;
+      const auto prev = prev_end.find(d);
+      row.window_begin = prev == prev_end.end() ? st.begin : prev->second;
       uint64_t end = 0;
       bool owns = false;
       for (const Op& op : log.ops) {
@@ -183,7 +191,7 @@ std::vector<ExpectedRow> expected_rows(const ProgramLog& log, const Thresholds& 
         }
       }
       row.window_end = std::max(row.window_begin, owns ? end : st.end);
-      prev = row.window_end;
+      prev_end[d] = row.window_end;
       categorize(log, st.thread, t, &row);
       rows.push_back(row);
     }

@@ -154,8 +154,8 @@ TEST(ProgramTruth, ANestedLaunchIsOneLaunch) {
   EXPECT_EQ(rows[0].launches, 1u);
 }
 
-TEST(ProgramTruth, EveryDeviceWithOpsHasARowInEveryStep) {
-  // Device 1 runs only in step 1: its step-0 window is step 0's host range, all idle.
+TEST(ProgramTruth, ADeviceHasRowsFromTheStepItIsFirstUsedIn) {
+  // Device 1 runs only in step 1: no row in step 0, its first window from step 1's host begin.
   auto rows = LogBuilder()
                   .step(0, 10 * kUs)
                   .step(10 * kUs, 20 * kUs)
@@ -164,11 +164,25 @@ TEST(ProgramTruth, EveryDeviceWithOpsHasARowInEveryStep) {
                   .op(5 * kUs, 10 * kUs, 0)
                   .op(15 * kUs, 20 * kUs, 10 * kUs, kCompute, 0, /*device=*/1)
                   .rows();
-  ASSERT_EQ(rows.size(), 4u);
-  EXPECT_EQ(rows[1].device, 1);
-  EXPECT_EQ(rows[1].window_end, 10 * kUs);
-  EXPECT_EQ(rows[3].window_begin, 10 * kUs);
-  EXPECT_EQ(rows[3].cat[kCatCompute], 5 * kUs);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].device, 0);
+  EXPECT_EQ(rows[2].device, 1);
+  EXPECT_EQ(rows[2].window_begin, 10 * kUs);
+  EXPECT_EQ(rows[2].cat[kCatCompute], 5 * kUs);
+}
+
+TEST(ProgramTruth, AStepBeforeTheFirstOpIsHostOnly) {
+  auto rows = LogBuilder()
+                  .step(0, 10 * kUs)
+                  .step(10 * kUs, 20 * kUs)
+                  .call(10 * kUs, 11 * kUs)
+                  .op(15 * kUs, 20 * kUs, 10 * kUs)
+                  .rows();
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].device, -1);
+  EXPECT_EQ(rows[0].window_end, 10 * kUs);
+  EXPECT_EQ(rows[1].device, 0);
+  EXPECT_EQ(rows[1].window_begin, 10 * kUs);
 }
 
 TEST(ProgramTruth, NoOpAtAllGivesHostOnlyRows) {
