@@ -169,8 +169,10 @@ void Pipeline::tick(int64_t watermark) {
   feed();
   add_detected_steps(watermark, /*final=*/false);
   if (watermark != FlushWatermark::kNone) {
-    acc_.advance_watermark(watermark);
+    // Recorded first: a job killed in between leaves no streamed row that its recording cannot
+    // give back (the recording reaches the kernel at each watermark: RecordingWriter).
     record([&] { return recording_.write_watermark(watermark); });
+    acc_.advance_watermark(watermark);
   }
   maybe_write_summary();
 }

@@ -159,6 +159,12 @@ Status OutputFile::flush_buffer() {
   return Status::Ok();
 }
 
+Status OutputFile::flush() {
+  if (!error_.ok()) return error_;
+  if (fd_ < 0) return Status::Error("cannot write " + path_ + ": not open");
+  return flush_buffer();
+}
+
 Status OutputFile::write(const void* data, size_t bytes) {
   if (!error_.ok()) return error_;
   if (fd_ < 0) return Status::Error("cannot write " + path_ + ": not open");

@@ -42,6 +42,9 @@ class OutputFile {
   // Buffered; errors surface here or at commit().  After a failure every call fails.
   Status write(const void* data, size_t bytes);
   Status write(std::string_view text) { return write(text.data(), text.size()); }
+  // Hands what is buffered to the kernel (write(2), no fsync): a process killed after it
+  // leaves those bytes in the temporary file.
+  Status flush();
   // Flushes, closes and gives the file its final name.  On any failure the temporary file is
   // removed and the final name is untouched.
   Status commit();
