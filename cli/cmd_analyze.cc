@@ -91,7 +91,9 @@ int analyze_one(const std::string& input, const std::string& stem, const Analyze
     return 1;
   }
   // A killed job's input: what was lost, in one line (the report's cut_off section has it).
-  if (!analysed->cut_off.empty()) std::fprintf(stderr, "gpuacct analyze: %s\n", analysed->cut_off.c_str());
+  if (!analysed->cut_off.empty()) {
+    std::fprintf(stderr, "gpuacct analyze: %s\n", analysed->cut_off.c_str());
+  }
   int rc = 0;
   const nlohmann::json& report = analysed->report;
   // Nothing gpuacct supports in the input (another accelerator's trace): the report says what

@@ -148,7 +148,8 @@ TEST(Recording, BrokenFilesGiveClearErrors) {
   EXPECT_NE(try_read("").find("bad magic"), std::string::npos);
   EXPECT_NE(try_read("{\"traceEvents\": []}").find("not a gpuacct recording"), std::string::npos);
   EXPECT_NE(try_read(bytes.substr(0, 12)).find("truncated header"), std::string::npos);
-  // (A file cut after its header is what a killed writer leaves: ACutFileIsReadToItsLastWholeChunk.)
+  // (A file cut after its header is what a killed writer leaves:
+  // ACutFileIsReadToItsLastWholeChunk.)
   std::string bad_version = bytes;
   bad_version[8] = 9;
   EXPECT_NE(try_read(bad_version).find("version 9"), std::string::npos);

@@ -239,15 +239,15 @@ StatusOr<InputReport> report_step_stream(const Input& input, const AccountingCon
                              {"summary_lines", s.summary_lines},
                              {"rows_in_last_summary", s.rows_in_last_summary},
                              {"bytes_cut", s.bytes_cut}};
-    out.cut_off = input.path() + ": " +
-                  (s.finished ? std::string("the stream's last line was cut before its newline")
-                              : "the stream has no closing summary line (its writer was "
-                                "killed?)") +
-                  ": " + std::to_string(out.rows.size()) + " whole step rows summarised" +
-                  (s.bytes_cut > 0 ? ", a cut last line of " + std::to_string(s.bytes_cut) +
-                                         " bytes left out"
-                                   : std::string()) +
-                  (s.finished ? "" : "; counters as of its last summary line");
+    out.cut_off =
+        input.path() + ": " +
+        (s.finished ? std::string("the stream's last line was cut before its newline")
+                    : "the stream has no closing summary line (its writer was "
+                      "killed?)") +
+        ": " + std::to_string(out.rows.size()) + " whole step rows summarised" +
+        (s.bytes_cut > 0 ? ", a cut last line of " + std::to_string(s.bytes_cut) + " bytes left out"
+                         : std::string()) +
+        (s.finished ? "" : "; counters as of its last summary line");
   }
   return out;
 }

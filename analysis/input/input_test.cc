@@ -38,8 +38,8 @@ std::vector<json> rows_json(const std::vector<StepRow>& rows) {
 class LiveRun final : public EventSink {
  public:
   struct Kill {
-    std::string file;             // the recording as the kill leaves it
-    std::vector<StepRow> rows;    // the rows finalised live by then
+    std::string file;           // the recording as the kill leaves it
+    std::vector<StepRow> rows;  // the rows finalised live by then
   };
 
   LiveRun(NameTable& names, const std::string& path) : names_(names) {
@@ -56,8 +56,8 @@ class LiveRun final : public EventSink {
     acc_.add(batch_);
     batch_ = EventBatch{};
     acc_.advance_watermark(w);
-    kills_.push_back(Kill{read_bytes(writer_.path() + ".tmp." + std::to_string(::getpid())),
-                          acc_.rows()});
+    kills_.push_back(
+        Kill{read_bytes(writer_.path() + ".tmp." + std::to_string(::getpid())), acc_.rows()});
   }
   const std::vector<Kill>& kills() const { return kills_; }
   void abandon() { writer_.abandon(); }

@@ -104,9 +104,9 @@ StatusOr<StepRow> step_row_from_json(const json& j) {
   if (warmup == j.end() || !warmup->is_boolean()) return missing("warmup");
   r.warmup = warmup->get<bool>();
   const std::pair<const char*, int64_t*> times[] = {
-      {"host_begin_ns", &r.host_begin},      {"host_end_ns", &r.host_end},
-      {"window_begin_ns", &r.window_begin},  {"window_end_ns", &r.window_end},
-      {"comm_total_ns", &r.comm_total},      {"comm_overlapped_ns", &r.comm_overlapped},
+      {"host_begin_ns", &r.host_begin},     {"host_end_ns", &r.host_end},
+      {"window_begin_ns", &r.window_begin}, {"window_end_ns", &r.window_end},
+      {"comm_total_ns", &r.comm_total},     {"comm_overlapped_ns", &r.comm_overlapped},
       {"gpu_busy_ns", &r.gpu_busy}};
   for (const auto& [key, field] : times) {
     if (!integer(j, key, field)) return missing(key);
@@ -139,8 +139,9 @@ StatusOr<StepStreamContents> read_step_stream(std::istream& in, const std::strin
     const std::string where = label + ": line " + std::to_string(line_number);
     if (line_number == 1) {
       if (!line.is_object() || !looks_like_step_stream(text)) {
-        return Status::Error(label + ": not a gpuacct step stream (its first line has no "
-                                     "\"schema\": \"" +
+        return Status::Error(label +
+                             ": not a gpuacct step stream (its first line has no "
+                             "\"schema\": \"" +
                              kStepStreamSchema + "\")");
       }
       take_header(line, &out.metadata);
@@ -166,8 +167,8 @@ StatusOr<StepStreamContents> read_step_stream(std::istream& in, const std::strin
       ++out.summary_lines;
       integer(line, "step_rows", &out.rows_in_last_summary);
       const auto provisional = line.find("provisional");
-      out.finished = provisional != line.end() && provisional->is_boolean() &&
-                     !provisional->get<bool>();
+      out.finished =
+          provisional != line.end() && provisional->is_boolean() && !provisional->get<bool>();
     } else if (line.contains("gap")) {
       int64_t lost = 0;
       if (line["gap"].is_object() && integer(line["gap"], "rows_lost", &lost) && lost > 0) {
