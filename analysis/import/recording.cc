@@ -122,9 +122,9 @@ Status metadata_from_json(const json& j, RunMetadata& m) {
 
 // ---- writer ---------------------------------------------------------------------------------
 
-Status RecordingWriter::open(const std::string& path) {
+Status RecordingWriter::open(const std::string& path, OutputPolicy policy) {
   if (file_.is_open()) return Status::Error("recording already open");
-  GPUACCT_RETURN_IF_ERROR(file_.open(path));
+  GPUACCT_RETURN_IF_ERROR(file_.open(path, policy));
   const uint32_t header[2] = {kRecordingFormatVersion, 0};
   GPUACCT_RETURN_IF_ERROR(file_.write(kRecordingMagic, sizeof kRecordingMagic));
   GPUACCT_RETURN_IF_ERROR(file_.write(header, sizeof header));

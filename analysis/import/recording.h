@@ -25,9 +25,9 @@
 // and is read up to its last whole chunk (every one still checksummed); what was cut off is
 // described in RecordingContents and counted (Stat::inputs_cut_off).  A file that does end with
 // END was closed: a chunk cut inside it is corruption, rejected as before (version 2; version 1
-// has no checksum to trust an END with, and is always read this way).  The writer writes through an OutputFile (analysis/model/file_io.h): the final name
-// appears only when close() has written everything, so a reader never sees a half-written
-// recording under it.
+// has no checksum to trust an END with, and is always read this way).  The writer writes
+// through an OutputFile (analysis/model/file_io.h): the final name appears only when close() has
+// written everything, so a reader never sees a half-written recording under it.
 #pragma once
 
 #include <cstdint>
@@ -69,12 +69,15 @@ class RecordingWriter {
   RecordingWriter(const RecordingWriter&) = delete;
   RecordingWriter& operator=(const RecordingWriter&) = delete;
 
-  Status open(const std::string& path);
+  // `policy`: who chose the name (analysis/model/file_io.h); the library's own recordings are
+  // kOwnFilesOnly, and note() then says when a fresh name was taken.
+  Status open(const std::string& path, OutputPolicy policy = OutputPolicy::kUserPath);
   // Writes the names added to `names` since the last call (ids >= the last count).
   Status write_new_names(const NameTable& names);
   Status write_batch(const EventBatch& batch);
   // Also hands everything written so far to the kernel: a writer killed after it leaves a file
-  // that holds every event before this watermark (read back as a cut file, docs/recording_format.md).
+  // that holds every event before this watermark (read back as a cut file,
+  // docs/recording_format.md).
   Status write_watermark(TimeNs watermark);
   Status write_metadata(const RunMetadata& meta);
   Status write_stats(const Stats& stats);
@@ -85,6 +88,7 @@ class RecordingWriter {
   void abandon() { file_.abandon(); }
   bool is_open() const { return file_.is_open(); }
   const std::string& path() const { return file_.path(); }
+  const std::string& note() const { return file_.note(); }
 
  private:
   Status write_chunk(ChunkType type, uint32_t count, const void* data, uint64_t bytes);

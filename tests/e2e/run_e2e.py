@@ -10,7 +10,8 @@ Each ctest runs one case:  run_e2e.py --build <build dir> <case>
                                     optional variables go into the scenario's environment (e.g.
                                     GPUACCT_SIM_CUPTI_CLOCK=monotonic)
   subscribe_refused, drop, buffer_refused, pool_cap, fork, sigterm, sigkill, busy, bad_env,
-  no_cupti, real_cupti, nocuda, record, enable_off     fault and lifecycle cases
+  no_cupti, real_cupti, nocuda, record, enable_off, planted_links
+                                    fault and lifecycle cases
   same_steps                        live = analyze = timeline on one run's recording
 """
 
@@ -401,6 +402,55 @@ def case_sigkill() -> None:
               f"stream summarises all {len(rows)}")
 
 
+def case_planted_links() -> None:
+    """GPUACCT_OUTPUT_DIR a sticky world-writable directory (a shared /tmp) and the output
+    names predictable: another user plants <base>.json, <base>.steps.jsonl and <base>.gpuacct as
+    links to a file of ours (fs.protected_symlinks off) and <base>.json as a file of their own.
+    The library never writes through a link or into another user's file: the victim is
+    untouched, the planted names too, every output goes to a fresh name, one line each on
+    stderr.  Before, the report replaced the victim and the stream truncated it."""
+    with tempfile.TemporaryDirectory(prefix="gpuacct_e2e_") as top:
+        out = os.path.join(top, "shared")
+        os.mkdir(out)
+        os.chmod(out, 0o1777)
+        victim = os.path.join(top, "victim.txt")
+        planted = {"job.json": victim, "job.steps.jsonl": victim, "job.gpuacct": victim}
+        for runs in range(2):
+            with open(victim, "w") as f:
+                f.write("precious")
+            for name, target in planted.items():
+                os.symlink(target, os.path.join(out, name))
+            theirs = os.path.join(out, "job-1.json")
+            if runs == 1 and os.geteuid() == 0:  # a file another user owns, beside the link
+                with open(theirs, "w") as f:
+                    f.write("theirs")
+                os.chown(theirs, 65534, 65534)
+            res = scenario_with(out, GPUACCT_RECORD="1", GPUACCT_OUTPUT_PATTERN="job")
+            with open(victim) as f:
+                check(f.read() == "precious", "the victim was written through a planted link")
+            for name in planted:
+                check(os.path.islink(os.path.join(out, name)), f"the planted {name} was replaced")
+            fresh = "job-2" if runs == 1 and os.geteuid() == 0 else "job-1"
+            lines = [l for l in res.stderr.splitlines() if "not followed or written" in l]
+            check(len(lines) == 3, f"one line per planted output expected:\n{res.stderr}")
+            for ext in (".json", ".steps.jsonl", ".gpuacct"):
+                stem = fresh if ext == ".json" else "job-1"
+                path = os.path.join(out, stem + ext)
+                check(os.path.isfile(path) and not os.path.islink(path), f"no {path}: {os.listdir(out)}")
+                check(any(l.endswith(f"writing {path} instead") for l in lines),
+                      f"no line names {path}:\n{res.stderr}")
+            with open(os.path.join(out, fresh + ".json")) as f:
+                rep = json.load(f)
+            check(len(rep["steps"]) == 20, f"{len(rep['steps'])} steps in the report")
+            if fresh == "job-2":
+                with open(theirs) as f:
+                    check(f.read() == "theirs", "another user's file was replaced")
+            for name in os.listdir(out):
+                os.remove(os.path.join(out, name))
+        print("ok: planted links and another user's file left alone; report, stream and "
+              "recording under fresh names, one line each")
+
+
 def case_busy() -> None:
     # CUPTI completes a buffer every few tens of milliseconds (small buffers), more often than
     # the flush period: the worker must still tick every period (stream rows, drain the host
@@ -578,6 +628,7 @@ CASES = {
     "buffer_refused": case_buffer_refused, "pool_cap": case_pool_cap, "fork": case_fork,
     "sigterm": case_sigterm, "sigkill": case_sigkill, "busy": case_busy, "bad_env": case_bad_env,
     "no_cupti": case_no_cupti, "real_cupti": case_real_cupti, "nocuda": case_nocuda,
+    "planted_links": case_planted_links,
     "record": case_record, "enable_off": case_enable_off, "same_steps": case_same_steps,
 }
 
