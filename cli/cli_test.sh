@@ -76,8 +76,15 @@ if ls "$tmp/o2" 2>/dev/null | grep -q .; then
 fi
 : >"$tmp/empty.gpuacct"
 expect 1 "empty.gpuacct" "$bin" analyze "$tmp/empty.gpuacct" --out "$tmp/o3"
+# A recording cut off (its writer was killed): read up to its last whole chunk, said in one line
+# (docs/recording_format.md); a finished file cut inside is corrupt (its END chunk is there).
 head -c 1000 "$root/examples/data/sample.gpuacct" >"$tmp/cut.gpuacct"
-expect 1 "truncated" "$bin" analyze "$tmp/cut.gpuacct" --out "$tmp/o4"
+expect 0 "the recording was not finished (its writer was killed?): read 1 whole chunks up to byte 473" \
+  "$bin" analyze "$tmp/cut.gpuacct" --out "$tmp/o4"
+expect 0 "the recording was not finished" "$bin" timeline "$tmp/cut.gpuacct" -o "$tmp/cut.json"
+{ head -c 1000 "$root/examples/data/sample.gpuacct"; tail -c 24 "$root/examples/data/sample.gpuacct"; } \
+  >"$tmp/cut_inside.gpuacct"
+expect 1 "truncated chunk" "$bin" analyze "$tmp/cut_inside.gpuacct" --no-files
 # Crafted recordings: a WATERMARK chunk without its value (48 bytes; SIGSEGV before), metadata
 # numbers out of range (a pid of -2^63 before).  Version-1 layout: no checksums to forge.
 python3 - "$tmp" <<'PY'
@@ -107,6 +114,35 @@ echo '{"a": 1}' >"$tmp/other.json"
 expect 1 "not a gpuacct report" "$bin" report "$tmp/other.json"
 echo '{"a": ' >"$tmp/bad.json"
 expect 1 "not valid JSON" "$bin" report "$tmp/bad.json"
+
+# A live run's step stream (inject/step_stream.h), here the sample's rows behind a stream header,
+# without the closing line and with a cut last line, as a killed job leaves it: `report` and
+# `analyze` summarise every row, say what was cut, and count it; `timeline` needs events.
+python3 - "$tmp/out/sample.report.json" "$tmp/run.steps.jsonl" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))["steps"]
+with open(sys.argv[2], "w") as f:
+    f.write(json.dumps({"schema": "gpuacct.steps/1", "source": "injected", "hostname": "h",
+                        "pid": 7, "rank": 0}) + "\n")
+    for r in rows:
+        f.write(json.dumps(r) + "\n")
+    f.write('{"step_index": 99, "ste')
+PY
+expect 0 "verdict: HIGHLY data-bound" "$bin" report "$tmp/run.steps.jsonl"
+expect 0 "the stream has no closing summary line" "$bin" report "$tmp/run.steps.jsonl"
+expect 0 "a cut last line of 23 bytes left out" "$bin" report "$tmp/run.steps.jsonl"
+expect 0 "data loss: inputs whose writer was killed" "$bin" report "$tmp/run.steps.jsonl"
+"$bin" analyze "$tmp/run.steps.jsonl" --no-files --json 2>/dev/null >"$tmp/stream_report.json"
+python3 - "$tmp/out/sample.report.json" "$tmp/stream_report.json" <<'PY' ||
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+assert a["steps"] == b["steps"], "rows differ"
+assert a["summary"]["walls"] == b["summary"]["walls"], "walls differ"
+assert a["verdict"]["headline"] == b["verdict"]["headline"], "verdicts differ"
+assert b["cut_off"]["bytes_cut"] == 23, b["cut_off"]
+PY
+  { echo "FAIL: analyze of the step stream differs from the sample's report"; fails=$((fails + 1)); }
+expect 1 "holds accounted step rows" "$bin" timeline "$tmp/run.steps.jsonl" -o "$tmp/s.json"
 
 # synth round trip.
 expect 2 "unknown synthetic preset 'nope'" "$bin" synth --preset nope -o "$tmp/x.gpuacct"

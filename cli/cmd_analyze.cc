@@ -22,8 +22,9 @@ namespace {
 std::string help_text() {
   return "usage: gpuacct analyze INPUT... [options]\n\n"
          "INPUT is a gpuacct recording (*.gpuacct, written by libgpuacct.so with GPUACCT_RECORD=1\n"
-         "or by `gpuacct synth`) or a PyTorch-profiler trace (*.json / *.json.gz).  Several "
-         "inputs\n"
+         "or by `gpuacct synth`), a PyTorch-profiler trace (*.json / *.json.gz) or a live run's\n"
+         "step stream (*.steps.jsonl: its rows summarised).  A killed job's recording\n"
+         "(*.gpuacct.tmp.PID) or stream is read up to where it was cut.  Several inputs\n"
          "(one per rank) give one report each.\n\n"
          "options:\n"
          "  -o, --out DIR             directory for <name>.report.json and <name>.steps.csv\n"
@@ -37,7 +38,7 @@ std::string help_text() {
 
 std::string stem_of(const std::string& path) {
   std::string name = std::filesystem::path(path).filename().string();
-  for (const char* ext : {".gz", ".json", ".gpuacct", ".pt.trace"}) {
+  for (const char* ext : {".gz", ".json", ".jsonl", ".gpuacct", ".pt.trace"}) {
     const std::string e = ext;
     if (name.size() > e.size() && name.compare(name.size() - e.size(), e.size(), e) == 0) {
       name.resize(name.size() - e.size());
@@ -88,6 +89,10 @@ int analyze_one(const std::string& input, const std::string& stem, const Analyze
   if (!analysed.ok()) {
     std::fprintf(stderr, "gpuacct analyze: %s\n", analysed.status().message().c_str());
     return 1;
+  }
+  // A killed job's input: what was lost, in one line (the report's cut_off section has it).
+  if (!analysed->cut_off.empty()) {
+    std::fprintf(stderr, "gpuacct analyze: %s\n", analysed->cut_off.c_str());
   }
   int rc = 0;
   const nlohmann::json& report = analysed->report;
@@ -140,12 +145,12 @@ StatusOr<AnalyzedInput> analyze_input(const std::string& path, const AccountingC
   NameTable names;
   InputOptions opts;
   opts.progress = progress;
-  auto accounted = account_input(input.value(), cfg, names, opts);
-  if (!accounted.ok()) return accounted.status();
-  const StepAccountant& acc = *accounted->accountant;
+  auto reported = report_input(input.value(), cfg, names, opts);
+  if (!reported.ok()) return reported.status();
   AnalyzedInput out;
-  out.report = build_report(acc, accounted->contents.metadata, names, accounted->contents.sections);
-  out.rows = acc.rows();
+  out.report = std::move(reported->report);
+  out.rows = std::move(reported->rows);
+  out.cut_off = std::move(reported->cut_off);
   return out;
 }
 

@@ -1,4 +1,7 @@
-// gpuacct report: the ten-second summary of a JSON report written by analyze or the library.
+// gpuacct report: the ten-second summary of a JSON report written by analyze or the library,
+// or of a live run's step stream (<base>.steps.jsonl, recognised by its header line): all its
+// rows summarised with the one C++ summary (analysis/input/input.h report_input), a killed
+// job's stream included.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -6,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analysis/input/input.h"
 #include "analysis/model/file_io.h"
 #include "analysis/report/report.h"
 #include "cli/args.h"
@@ -21,9 +25,10 @@ int run_report(int argc, char** argv) {
   }
   if (args.has("help") || args.positional().size() != 1) {
     std::fputs(
-        "usage: gpuacct report REPORT.json [--color]\n\n"
+        "usage: gpuacct report REPORT.json|STREAM.steps.jsonl [--color]\n\n"
         "Prints the terminal summary (walls, verdict, recommendation) of a report\n"
-        "written by `gpuacct analyze` or by libgpuacct.so.\n",
+        "written by `gpuacct analyze` or by libgpuacct.so, or of the step rows of a\n"
+        "run's step stream (also of a job that was killed: every row it wrote).\n",
         args.has("help") ? stdout : stderr);
     return args.has("help") ? 0 : 2;
   }
@@ -31,6 +36,28 @@ int run_report(int argc, char** argv) {
   if (const Status st = check_input_file(path); !st.ok()) {
     std::fprintf(stderr, "gpuacct report: %s\n", st.message().c_str());
     return 1;
+  }
+  auto input = Input::open(path);
+  if (input.ok() && input->format() == InputFormat::kStepStream) {
+    NameTable names;
+    AccountingConfig cfg;
+    cfg.warmup_steps = AccountingConfig::kWarmupBySource;  // the rows' own warm-up flags
+    auto reported = report_input(input.value(), cfg, names);
+    if (!reported.ok()) {
+      std::fprintf(stderr, "gpuacct report: %s\n", reported.status().message().c_str());
+      return 1;
+    }
+    if (!reported->cut_off.empty()) {
+      std::fprintf(stderr, "gpuacct report: %s\n", reported->cut_off.c_str());
+    }
+    auto text = render_terminal_summary(reported->report, args.has("color"));
+    if (!text.ok()) {
+      std::fprintf(stderr, "gpuacct report: %s: %s\n", path.c_str(),
+                   text.status().message().c_str());
+      return 1;
+    }
+    std::cout << text.value();
+    return 0;
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {

@@ -47,6 +47,9 @@ StatusOr<InputTimeline> timeline_of_input(const std::string& path, const Account
   opts.progress = progress;
   auto accounted = account_input(input.value(), cfg, *out.names, opts, observers);
   if (!accounted.ok()) return accounted.status();
+  if (!accounted->contents.cut_off.empty()) {
+    std::fprintf(stderr, "gpuacct timeline: %s\n", accounted->contents.cut_off.c_str());
+  }
   tw.set_metadata(accounted->contents.metadata);
   return out;
 }

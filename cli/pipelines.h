@@ -21,6 +21,7 @@ namespace gpuacct::cli {
 struct AnalyzedInput {
   nlohmann::json report;
   std::vector<StepRow> rows;
+  std::string cut_off;  // the input was cut off (a killed job): what was lost, one line
 };
 StatusOr<AnalyzedInput> analyze_input(const std::string& path, const AccountingConfig& cfg,
                                       bool progress);

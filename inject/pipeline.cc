@@ -192,8 +192,10 @@ void Pipeline::tick(int64_t watermark) {
   feed();
   add_detected_steps(watermark, /*final=*/false);
   if (watermark != FlushWatermark::kNone) {
-    acc_.advance_watermark(watermark);
+    // Recorded first: a job killed in between leaves no streamed row that its recording cannot
+    // give back (the recording reaches the kernel at each watermark: RecordingWriter).
     record([&] { return recording_.write_watermark(watermark); });
+    acc_.advance_watermark(watermark);
     // Every record made before the watermark has been parsed: threads gone before it are done.
     parser_.thread_ids().forget_before(watermark);
   }
@@ -272,7 +274,8 @@ void Pipeline::record(Write write) {
     record_pending_ = false;
     ensure_output_dir();
     recording_ok_ = true;
-    st = recording_.open(base_ + ".gpuacct");
+    st = recording_.open(base_ + ".gpuacct", OutputPolicy::kOwnFilesOnly);
+    if (!recording_.note().empty()) log_line(recording_.note());
   }
   if (!recording_ok_) return;
   if (st.ok()) st = recording_.write_new_names(names_);
@@ -350,8 +353,11 @@ void Pipeline::finish(const GpuCollectionState& gpu) {
   extra.update(step_detection_section());
   const nlohmann::json report = build_report(acc_, meta, names_, extra);
   mkdir_p(cfg_.output_dir);  // again: the directory may have been removed while the job ran
-  const std::string path = base_ + ".json";
-  const Status written = write_file_atomic(path, report.dump(2) + "\n");
+  OutputPlace place{base_ + ".json", ""};
+  const Status written =
+      write_file_atomic(place.path, report.dump(2) + "\n", OutputPolicy::kOwnFilesOnly, &place);
+  if (!place.note.empty()) log_line(place.note);
+  const std::string& path = place.path;
   stream_.write_trailer(
       summary_line(report, static_cast<int64_t>(acc_.rows().size()), /*provisional=*/false).dump());
   stream_.close();

@@ -33,8 +33,15 @@ void StepStream::configure(std::string path, std::string header, Stats* stats) {
 bool StepStream::ensure_open() {
   if (fd_ >= 0) return true;
   if (open_failed_ || path_.empty()) return false;
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd_ >= 0) return true;
+  // The library's own name in a directory others may write to: never through a planted link
+  // or into another user's file (analysis/model/file_io.h, kOwnFilesOnly).
+  OutputPlace place;
+  fd_ = open_in_place(path_, OutputPolicy::kOwnFilesOnly, &place);
+  if (fd_ >= 0) {
+    if (!place.note.empty()) log_line(place.note);
+    path_ = place.path;
+    return true;
+  }
   const int err = errno;
   gap_error_ = std::strerror(err);
   // A full disk can refuse a new file too: then try again with the next row.

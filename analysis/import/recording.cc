@@ -1,6 +1,7 @@
 #include "analysis/import/recording.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -131,9 +132,9 @@ Status metadata_from_json(const json& j, RunMetadata& m) {
 
 // ---- writer ---------------------------------------------------------------------------------
 
-Status RecordingWriter::open(const std::string& path) {
+Status RecordingWriter::open(const std::string& path, OutputPolicy policy) {
   if (file_.is_open()) return Status::Error("recording already open");
-  GPUACCT_RETURN_IF_ERROR(file_.open(path));
+  GPUACCT_RETURN_IF_ERROR(file_.open(path, policy));
   const uint32_t header[2] = {kRecordingFormatVersion, 0};
   GPUACCT_RETURN_IF_ERROR(file_.write(kRecordingMagic, sizeof kRecordingMagic));
   GPUACCT_RETURN_IF_ERROR(file_.write(header, sizeof header));
@@ -180,7 +181,8 @@ Status RecordingWriter::write_batch(const EventBatch& b) {
 }
 
 Status RecordingWriter::write_watermark(TimeNs watermark) {
-  return write_chunk(ChunkType::kWatermark, 1, &watermark, sizeof watermark);
+  GPUACCT_RETURN_IF_ERROR(write_chunk(ChunkType::kWatermark, 1, &watermark, sizeof watermark));
+  return file_.flush();
 }
 
 Status RecordingWriter::write_metadata(const RunMetadata& meta) {
@@ -229,6 +231,8 @@ class Input {
   virtual ~Input() = default;
   // Reads up to `n` bytes; fewer only at the end of the data.
   virtual size_t read(void* dst, size_t n) = 0;
+  // Reads the last `n` bytes (n <= size) without moving the read position.
+  virtual bool read_tail(void* dst, size_t n) = 0;
   uint64_t size = 0;
 };
 
@@ -239,6 +243,10 @@ class FileInput final : public Input {
     size = fstat(fileno(f), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
   }
   size_t read(void* dst, size_t n) override { return std::fread(dst, 1, n, f_); }
+  bool read_tail(void* dst, size_t n) override {
+    const auto at = static_cast<off_t>(size - n);
+    return ::pread(fileno(f_), dst, n, at) == static_cast<ssize_t>(n);
+  }
 
  private:
   std::FILE* f_;
@@ -252,6 +260,10 @@ class MemoryInput final : public Input {
     if (k > 0) std::memcpy(dst, data_.data() + pos_, k);
     pos_ += k;
     return k;
+  }
+  bool read_tail(void* dst, size_t n) override {
+    std::memcpy(dst, data_.data() + data_.size() - n, n);
+    return true;
   }
 
  private:
@@ -272,8 +284,11 @@ class RecordingReader {
     return Status::Error(label_ + ": " + what + " at byte " + std::to_string(offset_));
   }
   Status read_file_header();
-  // Reads the next chunk into h_ / payload_; *more = false at the end of the data.
+  bool ends_with_end_chunk() const;
+  // Reads the next chunk into h_ / payload_; *more = false at the end of the data, and when a
+  // file its writer did not finish ends inside this chunk (then out_.cut is set).
   Status next_chunk(bool* more);
+  Status cut_here();
   Status decode_chunk();
   Status decode_names();
   Status decode_json(json& out, const char* what);
@@ -289,7 +304,8 @@ class RecordingReader {
   EventSink& sink_;
   Stats& stats_;
   uint32_t version_ = 0;
-  uint64_t offset_ = 0;  // of the current chunk
+  bool unfinished_ = false;  // no END chunk at the end of the file: the writer was killed
+  uint64_t offset_ = 0;      // of the current chunk
   ChunkHeader h_{};
   std::vector<char> payload_;
   std::vector<NameId> remap_{kNoName};  // writer id -> our id
@@ -314,18 +330,47 @@ Status RecordingReader::read_file_header() {
                          std::to_string(kRecordingFormatVersion) + ")");
   }
   offset_ = 16;
+  unfinished_ = !ends_with_end_chunk();
+  return Status::Ok();
+}
+
+// A writer writes END last and only when it closes the file: whether the last bytes are a
+// valid END chunk says whether the file was finished (then a chunk cut inside it is
+// corruption) or its writer died first (then the cut is where it died).  Version 1 has no
+// checksum to tell a real END from 16 bytes of event payload that look like one (a cut file
+// often ends in such zeros), and no checksum to catch a corrupt length either: a version-1
+// file is always read as possibly cut.
+bool RecordingReader::ends_with_end_chunk() const {
+  if (version_ < 2) return false;
+  const uint64_t n = sizeof(ChunkHeader) + sizeof(ChunkCheck);
+  if (in_.size < 16 + n) return false;
+  char tail[sizeof(ChunkHeader) + sizeof(ChunkCheck)] = {};
+  if (!in_.read_tail(tail, n)) return false;
+  ChunkHeader h{};
+  ChunkCheck check{};
+  std::memcpy(&h, tail, sizeof h);
+  std::memcpy(&check, tail + sizeof h, sizeof check);
+  return h.type == static_cast<uint32_t>(ChunkType::kEnd) && h.count == 0 && h.bytes == 0 &&
+         check.crc32c == crc32c(&h, sizeof h) && check.reserved == 0;
+}
+
+// The writer died inside the chunk at offset_: everything before it was read whole.
+Status RecordingReader::cut_here() {
+  out_.cut = true;
+  out_.cut_at_byte = offset_;
+  out_.bytes_cut = in_.size - std::min(in_.size, offset_);
   return Status::Ok();
 }
 
 Status RecordingReader::next_chunk(bool* more) {
+  *more = false;
   const size_t got = in_.read(&h_, sizeof h_);
-  *more = got != 0;
   if (got == 0) return Status::Ok();
-  if (got != sizeof h_) return error("truncated chunk header");
+  if (got != sizeof h_) return unfinished_ ? cut_here() : error("truncated chunk header");
   ChunkCheck check{};
   const bool checked = version_ >= 2;
   if (checked && in_.read(&check, sizeof check) != sizeof check) {
-    return error("truncated chunk header");
+    return unfinished_ ? cut_here() : error("truncated chunk header");
   }
   const uint64_t header_bytes = sizeof h_ + (checked ? sizeof check : 0);
   const uint64_t left = in_.size - std::min(in_.size, offset_ + header_bytes);
@@ -333,13 +378,17 @@ Status RecordingReader::next_chunk(bool* more) {
     return error("chunk claims " + std::to_string(h_.bytes) + " bytes (corrupt length)");
   }
   if (h_.bytes > left) {
+    if (unfinished_) return cut_here();
     return error("truncated chunk (it claims " + std::to_string(h_.bytes) + " bytes, " +
-                 std::to_string(left) + " are left: the writer was killed or the file was cut)");
+                 std::to_string(left) + " are left, but the file ends with its END chunk: it " +
+                 "is corrupt)");
   }
   payload_.resize(h_.bytes);
   if (h_.bytes > 0 && in_.read(payload_.data(), h_.bytes) != h_.bytes) {
-    return error("truncated chunk (the writer was killed or the file was cut)");
+    if (unfinished_) return cut_here();
+    return error("truncated chunk (the file shrank while it was read)");
   }
+  *more = true;
   if (checked) {
     const uint32_t crc = crc32c(payload_.data(), payload_.size(), crc32c(&h_, sizeof h_));
     if (crc != check.crc32c || check.reserved != 0) {
@@ -438,6 +487,7 @@ Status RecordingReader::decode_chunk() {
       if (h_.count != 1 || h_.bytes != sizeof(TimeNs)) return error("malformed watermark chunk");
       TimeNs w;
       std::memcpy(&w, payload_.data(), sizeof w);
+      out_.last_watermark = w;
       sink_.on_watermark(w);
       return Status::Ok();
     }
@@ -473,10 +523,13 @@ StatusOr<RecordingContents> RecordingReader::run() {
     if (!more) break;
     GPUACCT_RETURN_IF_ERROR(decode_chunk());
     offset_ += sizeof h_ + (version_ >= 2 ? sizeof(ChunkCheck) : 0) + h_.bytes;
+    ++out_.chunks;
   }
   if (!out_.closed_cleanly) {
-    return Status::Error(label_ + ": recording ends at byte " + std::to_string(offset_) +
-                         " without its END chunk (the writer did not finish)");
+    // Only a file that does not end with END gets here (a finished one meets its END chunk
+    // first): its writer died.  Whatever it had not written is lost, counted.
+    if (!out_.cut) GPUACCT_RETURN_IF_ERROR(cut_here());
+    stats_.add(Stat::inputs_cut_off);
   }
   return std::move(out_);
 }

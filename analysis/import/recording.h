@@ -20,13 +20,19 @@
 // Unknown chunk types are skipped (forward compatible).  A chunk whose checksum does not match,
 // a truncated or oversized chunk, a record count that does not fit the payload, or metadata
 // with values out of range is an error naming its byte offset: the file is rejected, never
-// half-read.  The writer writes through an OutputFile (analysis/model/file_io.h): the final name
-// appears only when close() has written everything, so a reader never sees a half-written
-// recording under it.
+// half-read.  One exception, told apart by the file's last bytes: a file that does not end with
+// an END chunk was not finished by its writer (killed: SIGKILL, the OOM killer, a time limit),
+// and is read up to its last whole chunk (every one still checksummed); what was cut off is
+// described in RecordingContents and counted (Stat::inputs_cut_off).  A file that does end with
+// END was closed: a chunk cut inside it is corruption, rejected as before (version 2; version 1
+// has no checksum to trust an END with, and is always read this way).  The writer writes
+// through an OutputFile (analysis/model/file_io.h): the final name appears only when close() has
+// written everything, so a reader never sees a half-written recording under it.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -63,10 +69,15 @@ class RecordingWriter {
   RecordingWriter(const RecordingWriter&) = delete;
   RecordingWriter& operator=(const RecordingWriter&) = delete;
 
-  Status open(const std::string& path);
+  // `policy`: who chose the name (analysis/model/file_io.h); the library's own recordings are
+  // kOwnFilesOnly, and note() then says when a fresh name was taken.
+  Status open(const std::string& path, OutputPolicy policy = OutputPolicy::kUserPath);
   // Writes the names added to `names` since the last call (ids >= the last count).
   Status write_new_names(const NameTable& names);
   Status write_batch(const EventBatch& batch);
+  // Also hands everything written so far to the kernel: a writer killed after it leaves a file
+  // that holds every event before this watermark (read back as a cut file,
+  // docs/recording_format.md).
   Status write_watermark(TimeNs watermark);
   Status write_metadata(const RunMetadata& meta);
   Status write_stats(const Stats& stats);
@@ -77,6 +88,7 @@ class RecordingWriter {
   void abandon() { file_.abandon(); }
   bool is_open() const { return file_.is_open(); }
   const std::string& path() const { return file_.path(); }
+  const std::string& note() const { return file_.note(); }
 
  private:
   Status write_chunk(ChunkType type, uint32_t count, const void* data, uint64_t bytes);
@@ -89,11 +101,22 @@ struct RecordingContents {
   bool has_metadata = false;
   bool closed_cleanly = false;  // END chunk seen
   uint64_t events = 0;
+  uint64_t chunks = 0;  // whole chunks read
+  std::optional<TimeNs> last_watermark;
+  // Set for a file its writer did not finish (no END chunk at its end): it was read up to its
+  // last whole chunk, which ends at `cut_at_byte`; the `bytes_cut` after it (a chunk the kill
+  // cut in two) are lost, and so is everything the writer had not written yet -- the events
+  // after the last watermark may be incomplete.
+  bool cut = false;
+  uint64_t cut_at_byte = 0;
+  uint64_t bytes_cut = 0;
 };
 
 // Streams a recording into `sink`, re-interning names into `names`.  Counters found in the
 // file are merged into `stats`; events with unknown name ids are kept with an empty name and
-// counted.  On an error the sink may have seen the events before it: callers discard them.
+// counted; a file cut off by its writer's death is read to its last whole chunk and counted
+// (`cut` in the result).  On an error the sink may have seen the events before it: callers
+// discard them.
 StatusOr<RecordingContents> read_recording(const std::string& path, NameTable& names,
                                            EventSink& sink, Stats& stats);
 // The same on bytes in memory; `label` stands for the path in messages.

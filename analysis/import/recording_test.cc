@@ -148,9 +148,8 @@ TEST(Recording, BrokenFilesGiveClearErrors) {
   EXPECT_NE(try_read("").find("bad magic"), std::string::npos);
   EXPECT_NE(try_read("{\"traceEvents\": []}").find("not a gpuacct recording"), std::string::npos);
   EXPECT_NE(try_read(bytes.substr(0, 12)).find("truncated header"), std::string::npos);
-  EXPECT_NE(try_read(bytes.substr(0, bytes.size() - 100)).find("byte"), std::string::npos);
-  EXPECT_NE(try_read(bytes.substr(0, bytes.size() - 24)).find("without its END"),
-            std::string::npos);
+  // (A file cut after its header is what a killed writer leaves:
+  // ACutFileIsReadToItsLastWholeChunk.)
   std::string bad_version = bytes;
   bad_version[8] = 9;
   EXPECT_NE(try_read(bad_version).find("version 9"), std::string::npos);
@@ -162,11 +161,15 @@ TEST(Recording, BrokenFilesGiveClearErrors) {
   EXPECT_NE(try_read(huge).find("corrupt length"), std::string::npos);
   EXPECT_EQ(try_read(bytes), "");
 
-  // A chunk header claiming almost 1 GiB in a small file: an error, not a 1 GiB allocation.
-  for (uint32_t version : {1u, 2u}) {
-    const std::string claim = chunk_head(2, 1, (1u << 30) - 8) + std::string(8, '\0');
-    EXPECT_NE(try_read(file_header(version) + claim).find("truncated chunk"), std::string::npos);
-  }
+  // A chunk header claiming almost 1 GiB in a small file: never a 1 GiB allocation.  Ending
+  // with its END chunk (version 2: so it was finished, the claim is corrupt) it is an error;
+  // version 1 cannot tell a corrupt length from a cut (no checksums): read as cut, counted.
+  const std::string claim = chunk_head(2, 1, (1u << 30) - 8) + std::string(8, '\0');
+  EXPECT_NE(try_read(file_header(2) + claim + chunk_v2(9, 0, "")).find("truncated chunk"),
+            std::string::npos);
+  Stats v1_stats;
+  EXPECT_EQ(read_error(file_header(1) + claim + chunk_v1(9, 0, 0, ""), nullptr, &v1_stats), "");
+  EXPECT_EQ(v1_stats.get(Stat::inputs_cut_off), 1);
   // A name id far beyond anything the file could hold is corrupt (no huge remap table).
   std::string name_rec(8, '\0');
   const uint32_t id = (1u << 28) - 1, len = 0;
@@ -303,6 +306,16 @@ TEST(Recording, MetadataValuesOutOfRangeAreErrorsNotCasts) {
   EXPECT_EQ(r->metadata.devices[0].total_memory, UINT64_MAX);
 }
 
+// The counters' part of a fingerprint (last in it).
+std::string stats_text(const Stats& st) {
+  std::string out;
+  for (size_t i = 0; i < kStatCount; ++i) out += std::to_string(st.get(static_cast<Stat>(i))) + ",";
+  return out;
+}
+size_t stats_text_size() {
+  return stats_text(Stats{}).size();
+}
+
 // Everything a reader hands on, names by text, in one string: equal strings, equal input.
 std::string fingerprint(const std::string& bytes, std::string* error) {
   NameTable names;
@@ -328,8 +341,7 @@ std::string fingerprint(const std::string& bytes, std::string* error) {
   const RunMetadata& m = r->metadata;
   out += m.source + m.hostname + m.command + std::to_string(m.pid) + std::to_string(m.rank) +
          std::to_string(m.devices.size()) + std::to_string(c.watermarks);
-  for (size_t i = 0; i < kStatCount; ++i) out += std::to_string(st.get(static_cast<Stat>(i))) + ",";
-  return out;
+  return out + stats_text(st);
 }
 
 std::string small_recording(const std::string& path) {
@@ -359,7 +371,11 @@ std::string small_recording(const std::string& path) {
 
 // Each chunk carries a CRC-32C: a flipped bit anywhere in a chunk is rejected.  In the file
 // header a flip is rejected (magic, version) or changes nothing (the reserved word).  Before
-// version 2 most flips were accepted and changed the result (30 steps became 6 to 87).
+// version 2 most flips were accepted and changed the result (30 steps became 6 to 87).  One
+// kind of flip cannot be told from a killed writer: one in the END chunk's own length (it then
+// claims bytes the file does not have, and the file no longer ends with END): the file is read
+// as cut -- every chunk before END, whole and checksummed, the same events -- and counted
+// (inputs_cut_off), never silently.
 TEST(Recording, EveryFlippedBitIsRejectedOrHarmless) {
   const std::string bytes = small_recording(tmp_path("gpuacct_flip.gpuacct"));
   std::string err;
@@ -369,7 +385,7 @@ TEST(Recording, EveryFlippedBitIsRejectedOrHarmless) {
   for (size_t b = 0; b < 8 * 64; ++b) bits.push_back(b);  // file header and first chunk headers
   std::mt19937_64 rng(9);
   for (int i = 0; i < 3000; ++i) bits.push_back(rng() % (8 * bytes.size()));
-  size_t accepted = 0, rejected = 0;
+  size_t accepted = 0, rejected = 0, read_as_cut = 0;
   for (size_t bit : bits) {
     std::string flipped = bytes;
     flipped[bit / 8] = static_cast<char>(flipped[bit / 8] ^ (1 << (bit % 8)));
@@ -380,11 +396,112 @@ TEST(Recording, EveryFlippedBitIsRejectedOrHarmless) {
       continue;
     }
     ++accepted;
+    const bool in_end_length = bit / 8 >= bytes.size() - 16 && bit / 8 < bytes.size() - 8;
+    if (in_end_length && got != original) {
+      const size_t events = original.size() - stats_text_size();
+      EXPECT_EQ(got.substr(0, events), original.substr(0, events))
+          << "bit " << bit << ": read as cut, the events must be the same";
+      NameTable names;
+      Collect c;
+      Stats st;
+      auto r = read_recording_buffer(flipped, "f", names, c, st);
+      EXPECT_TRUE(r.ok() && r->cut && st.get(Stat::inputs_cut_off) == 1) << "bit " << bit;
+      ++read_as_cut;
+      continue;
+    }
     EXPECT_EQ(got, original) << "bit " << bit << " (byte " << bit / 8 << ") changed the result";
     EXPECT_TRUE(bit / 8 >= 12 && bit / 8 < 16)
         << "bit " << bit << " accepted outside the reserved word";
   }
   EXPECT_GT(rejected, bits.size() * 9 / 10) << accepted << " accepted";
+  EXPECT_LT(read_as_cut, 10u);
+}
+
+// The chunks of a well-formed file: where each ends, and its type.
+struct ChunkEnd {
+  size_t end;
+  uint32_t type;
+};
+std::vector<ChunkEnd> chunk_ends(const std::string& bytes) {
+  const size_t header = bytes.substr(8, 1) == std::string(1, '\x01') ? 16 : 24;
+  std::vector<ChunkEnd> out;
+  for (size_t at = 16; at + header <= bytes.size();) {
+    uint32_t type = 0;
+    uint64_t n = 0;
+    std::memcpy(&type, bytes.data() + at, 4);
+    std::memcpy(&n, bytes.data() + at + 8, 8);
+    at += header + n;
+    out.push_back({at, type});
+  }
+  return out;
+}
+
+// A killed writer leaves its file cut anywhere (docs/recording_format.md): at every cut position
+// the reader takes every whole chunk before the cut -- the same events, watermarks and names as
+// the whole file has there -- and counts the cut (inputs_cut_off) with where it is.  Before,
+// every one of these files was refused ("truncated chunk", "without its END chunk").
+TEST(Recording, ACutFileIsReadToItsLastWholeChunk) {
+  const std::string v1_path =
+      std::string(GPUACCT_TEST_DATA_DIR) + "/recordings/comm_bound4_v1.gpuacct";
+  for (const std::string& bytes :
+       {small_recording(tmp_path("gpuacct_cut.gpuacct")), read_bytes(v1_path)}) {
+    const std::vector<ChunkEnd> ends = chunk_ends(bytes);
+    ASSERT_EQ(ends.back().end, bytes.size());
+    ASSERT_EQ(ends.back().type, 9u);
+    size_t read = 0;
+    for (size_t cut = 16; cut < bytes.size(); ++cut) {
+      NameTable names;
+      Collect c;
+      Stats st;
+      auto r = read_recording_buffer(bytes.substr(0, cut), "f", names, c, st);
+      ASSERT_TRUE(r.ok()) << "cut at " << cut << ": " << r.status().message();
+      size_t whole = 0, at = 16;
+      int watermarks = 0;
+      for (const ChunkEnd& e : ends) {
+        if (e.end > cut) break;
+        ++whole;
+        at = e.end;
+        watermarks += e.type == 6 ? 1 : 0;
+      }
+      EXPECT_TRUE(r->cut && !r->closed_cleanly);
+      EXPECT_EQ(r->chunks, whole) << "cut at " << cut;
+      EXPECT_EQ(r->cut_at_byte, at) << "cut at " << cut;
+      EXPECT_EQ(r->bytes_cut, cut - at) << "cut at " << cut;
+      EXPECT_EQ(c.watermarks, watermarks) << "cut at " << cut;
+      EXPECT_EQ(r->last_watermark.has_value(), watermarks > 0);
+      EXPECT_EQ(st.get(Stat::inputs_cut_off), 1);
+      EXPECT_EQ(r->events, c.b.size());
+      // The same events as the whole file's first `whole` chunks: a cut at a chunk's end
+      // reads what a cut anywhere inside the next one reads.
+      std::string err;
+      const std::string mine = fingerprint(bytes.substr(0, cut), &err);
+      const std::string at_boundary = fingerprint(bytes.substr(0, at), &err);
+      EXPECT_EQ(mine, at_boundary) << "cut at " << cut;
+      ++read;
+    }
+    EXPECT_EQ(read, bytes.size() - 16);
+    // Whole, it is not cut.
+    NameTable names;
+    Collect c;
+    Stats st;
+    auto r = read_recording_buffer(bytes, "f", names, c, st);
+    ASSERT_TRUE(r.ok());
+    EXPECT_TRUE(r->closed_cleanly && !r->cut);
+    EXPECT_EQ(st.get(Stat::inputs_cut_off), 0);
+  }
+}
+
+// Only a file that does not end with END is taken for a killed writer's: one that does was
+// finished, and a chunk cut inside it is corruption, rejected as before.
+TEST(Recording, AFinishedFileWithACutChunkInsideIsRejected) {
+  const std::string bytes = small_recording(tmp_path("gpuacct_cut_inside.gpuacct"));
+  const std::vector<ChunkEnd> ends = chunk_ends(bytes);
+  const std::string end = bytes.substr(bytes.size() - 24);
+  for (size_t k = 0; k + 2 < ends.size(); ++k) {
+    const size_t cut = ends[k].end + 30;  // inside chunk k + 1
+    ASSERT_LT(cut, ends[k + 1].end);
+    EXPECT_NE(read_error(bytes.substr(0, cut) + end), "") << "chunk " << k + 1;
+  }
 }
 
 // Version 1 files (no checksums) are still read; their events survive a rewrite as version 2.

@@ -1,7 +1,10 @@
 #include "analysis/input/input.h"
 
 #include <cstring>
+#include <fstream>
 #include <limits>
+#include <set>
+#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -20,29 +23,70 @@ const char* to_string(InputFormat format) {
       return "recording";
     case InputFormat::kKinetoTrace:
       return "kineto";
+    case InputFormat::kStepStream:
+      return "step_stream";
   }
   return "kineto";
 }
 
 int default_warmup_steps(InputFormat format) {
-  return format == InputFormat::kRecording ? AccountingConfig::kWarmupStepsWholeRun
-                                           : AccountingConfig::kWarmupStepsProfilerTrace;
+  return format == InputFormat::kKinetoTrace ? AccountingConfig::kWarmupStepsProfilerTrace
+                                             : AccountingConfig::kWarmupStepsWholeRun;
 }
 
 namespace {
 
+// A step stream's header line is short (host, pid, rank); what does not fit is no header.
+constexpr size_t kHeaderLineMax = 64 << 10;
+
 InputFormat format_of_bytes(std::string_view bytes) {
   const bool magic = bytes.size() >= sizeof kRecordingMagic &&
                      std::memcmp(bytes.data(), kRecordingMagic, sizeof kRecordingMagic) == 0;
-  return magic ? InputFormat::kRecording : InputFormat::kKinetoTrace;
+  if (magic) return InputFormat::kRecording;
+  if (looks_like_step_stream(bytes.substr(0, kHeaderLineMax))) return InputFormat::kStepStream;
+  return InputFormat::kKinetoTrace;
+}
+
+bool file_is_step_stream(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(kHeaderLineMax, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  return looks_like_step_stream(head);
+}
+
+// What a cut recording lost, for the report and for stderr.
+void describe_cut(const RecordingContents& c, const std::string& path, InputContents* out) {
+  nlohmann::json section = {{"input", "recording"},
+                            {"chunks_read", c.chunks},
+                            {"cut_at_byte", c.cut_at_byte},
+                            {"bytes_cut", c.bytes_cut},
+                            {"last_watermark_ns", nullptr}};
+  std::string line = path + ": the recording was not finished (its writer was killed?): read " +
+                     std::to_string(c.chunks) + " whole chunks up to byte " +
+                     std::to_string(c.cut_at_byte) + ", " + std::to_string(c.bytes_cut) +
+                     " bytes cut off after them; ";
+  if (c.last_watermark) {
+    section["last_watermark_ns"] = *c.last_watermark;
+    line += "steps finalised by the last watermark (" + std::to_string(*c.last_watermark) +
+            " ns) are accounted, later ones are left out";
+  } else {
+    line += "it holds no watermark, so no step is known to be finished";
+  }
+  out->sections["cut_off"] = section;
+  out->cut_off = line;
 }
 
 }  // namespace
 
 StatusOr<Input> Input::open(const std::string& path) {
   GPUACCT_RETURN_IF_ERROR(check_input_file(path));
-  const InputFormat format =
-      looks_like_recording(path) ? InputFormat::kRecording : InputFormat::kKinetoTrace;
+  InputFormat format = InputFormat::kKinetoTrace;
+  if (looks_like_recording(path)) {
+    format = InputFormat::kRecording;
+  } else if (file_is_step_stream(path)) {
+    format = InputFormat::kStepStream;
+  }
   return Input(format, path, std::nullopt);
 }
 
@@ -59,11 +103,18 @@ AccountingConfig Input::resolve(AccountingConfig cfg) const {
 }
 
 StatusOr<RunMetadata> Input::import(NameTable& names, EventSink& sink, Stats& stats,
-                                    const InputOptions& opts, nlohmann::json* sections) const {
+                                    const InputOptions& opts, InputContents* out) const {
+  if (format_ == InputFormat::kStepStream) {
+    return Status::Error(path_ +
+                         ": a step stream holds accounted step rows, not the events this needs "
+                         "(`gpuacct report` and `gpuacct analyze` summarise it; for a timeline "
+                         "record the run with GPUACCT_RECORD=1)");
+  }
   if (format_ == InputFormat::kRecording) {
     auto contents = bytes_ ? read_recording_buffer(*bytes_, path_, names, sink, stats)
                            : read_recording(path_, names, sink, stats);
     if (!contents.ok()) return contents.status();
+    if (contents->cut) describe_cut(contents.value(), path_, out);
     RunMetadata meta = std::move(contents->metadata);
     if (meta.source.empty()) meta.source = to_string(format_);
     return meta;
@@ -82,7 +133,7 @@ StatusOr<RunMetadata> Input::import(NameTable& names, EventSink& sink, Stats& st
   RunMetadata meta = std::move(imported.value());
   meta.source = to_string(format_);
   totals.set_rank(meta.rank);
-  (*sections)["hta_totals"] = totals.to_json();
+  out->sections["hta_totals"] = totals.to_json();
   return meta;
 }
 
@@ -96,11 +147,13 @@ StatusOr<InputContents> Input::read(NameTable& names, EventSink& sink, Stats& st
   // detected as they were live.  A profiler trace began when the profiler was switched on.
   detection.set_capture_began_at_first_event(format_ != InputFormat::kRecording);
   TeeSink tee({&sink, &detection});
-  auto meta = import(names, tee, stats, opts, &out.sections);
+  auto meta = import(names, tee, stats, opts, &out);
   if (!meta.ok()) return meta.status();
   out.metadata = std::move(meta.value());
   out.metadata.source_path = path_;
-  if (!detection.input_marks_steps()) {
+  // A cut recording's live run recorded the steps it detected; what detection would find here
+  // could only end after the last watermark, which no step of a cut input does.
+  if (!detection.input_marks_steps() && out.cut_off.empty()) {
     detection.detect_into(sink, stats);
     add_step_detection_section(detection.summary(), names, &out.sections);
   } else if (!out.metadata.step_detection.empty()) {
@@ -152,7 +205,80 @@ StatusOr<AccountedInput> account_input(const Input& input, const AccountingConfi
   auto contents = input.read(names, tee, acc.mutable_stats(), opts);
   if (!contents.ok()) return contents.status();
   out.contents = std::move(contents.value());
-  acc.finish();
+  // A cut input stops at its last watermark: the steps still open there were not finished
+  // before the writer died, and finish() would invent their ends.
+  if (out.contents.cut_off.empty()) acc.finish();
+  return out;
+}
+
+StatusOr<StepStreamContents> Input::read_step_rows() const {
+  if (format_ != InputFormat::kStepStream) {
+    return Status::Error(path_ + ": not a step stream (" + to_string(format_) + ")");
+  }
+  if (!bytes_) return read_step_stream_file(path_);
+  std::istringstream in{std::string(*bytes_)};
+  return read_step_stream(in, path_);
+}
+
+namespace {
+
+// A step stream's rows through the one summary, the rows themselves as the report's steps.
+StatusOr<InputReport> report_step_stream(const Input& input, const AccountingConfig& cfg) {
+  auto stream = input.read_step_rows();
+  if (!stream.ok()) return stream.status();
+  StepStreamContents& s = stream.value();
+  InputReport out;
+  out.rows = std::move(s.rows);
+  AccountingConfig shown = cfg;
+  if (cfg.warmup_steps == AccountingConfig::kWarmupBySource) {
+    // The live run's choice, which the rows carry: the config says how many steps it was.
+    std::set<int64_t> warm;
+    for (const StepRow& r : out.rows) {
+      if (r.warmup) warm.insert(r.step_index);
+    }
+    shown.warmup_steps = static_cast<int>(warm.size());
+  } else {
+    for (StepRow& r : out.rows) r.warmup = r.step_index < cfg.warmup_steps;
+  }
+  RunMetadata meta = std::move(s.metadata);
+  if (meta.source.empty()) meta.source = to_string(input.format());
+  meta.source_path = input.path();
+  out.report = summary_report(out.rows, s.stats, shown, meta);
+  nlohmann::json steps = nlohmann::json::array();
+  for (const StepRow& r : out.rows) steps.push_back(step_row_to_json(r));
+  out.report["steps"] = std::move(steps);
+  if (!s.finished || s.bytes_cut > 0) {
+    out.report["cut_off"] = {{"input", "step_stream"},
+                             {"finished", s.finished},
+                             {"rows", out.rows.size()},
+                             {"summary_lines", s.summary_lines},
+                             {"rows_in_last_summary", s.rows_in_last_summary},
+                             {"bytes_cut", s.bytes_cut}};
+    out.cut_off =
+        input.path() + ": " +
+        (s.finished ? std::string("the stream's last line was cut before its newline")
+                    : "the stream has no closing summary line (its writer was "
+                      "killed?)") +
+        ": " + std::to_string(out.rows.size()) + " whole step rows summarised" +
+        (s.bytes_cut > 0 ? ", a cut last line of " + std::to_string(s.bytes_cut) + " bytes left out"
+                         : std::string()) +
+        (s.finished ? "" : "; counters as of its last summary line");
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<InputReport> report_input(const Input& input, const AccountingConfig& cfg,
+                                   NameTable& names, const InputOptions& opts) {
+  if (input.format() == InputFormat::kStepStream) return report_step_stream(input, cfg);
+  auto accounted = account_input(input, cfg, names, opts);
+  if (!accounted.ok()) return accounted.status();
+  const StepAccountant& acc = *accounted->accountant;
+  InputReport out;
+  out.report = build_report(acc, accounted->contents.metadata, names, accounted->contents.sections);
+  out.rows = acc.rows();
+  out.cut_off = std::move(accounted->contents.cut_off);
   return out;
 }
 

@@ -1,7 +1,8 @@
 // The front door: every input the tools analyse enters here, whatever its source.
 //
 //   Input::open(path)          checks the path (check_input_file) and recognises the format by
-//                              content: the recording magic, else a PyTorch-profiler (Kineto)
+//                              content: the recording magic, a live run's step stream (first
+//                              line: schema gpuacct.steps/1), else a PyTorch-profiler (Kineto)
 //                              trace (plain or gzip JSON);
 //   input.resolve(cfg)         the warm-up default for that source, decided here only;
 //   input.read(names, sink..)  imports every event into `sink`; when the input marks no steps,
@@ -11,7 +12,17 @@
 //                              Kineto traces, "step_detection" when steps were detected);
 //   account_input(input, ...)  all of it into a finished StepAccountant: what `gpuacct analyze`,
 //                              `gpuacct timeline`, the fuzzers and the benchmarks run, so the
-//                              same input gives the same steps and rows everywhere.
+//                              same input gives the same steps and rows everywhere;
+//   report_input(input, ...)   the report and rows of any input: account_input and build_report
+//                              for events, or a step stream's rows summarised (a step stream
+//                              holds accounted rows, not events: read() refuses it).
+//
+// Inputs whose writer was killed (a SIGKILLed job's recording, its step stream without the
+// closing line) are read up to their last whole chunk or line; InputContents::cut_off says what
+// was lost, the report's "cut_off" section has the numbers (docs/report_schema.md), and
+// Stat::inputs_cut_off counts it.  Steps not finished before the kill are not invented: a cut
+// recording's accountant is not finish()ed, so only the rows its last watermark finalised --
+// the ones the live run had finalised -- come out.
 //
 // Layering: input/ sits above import/ (the readers), accounting/ (step detection, the
 // accountant) and report/ (HTA totals, the step_detection section); nothing below includes it.
@@ -22,11 +33,13 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "analysis/accounting/accounting_config.h"
 #include "analysis/accounting/step_accountant.h"
+#include "analysis/input/step_stream_reader.h"
 #include "analysis/model/event_sink.h"
 #include "analysis/model/name_table.h"
 #include "analysis/model/run_metadata.h"
@@ -39,12 +52,14 @@ namespace gpuacct {
 enum class InputFormat : uint8_t {
   kRecording,    // a gpuacct recording (*.gpuacct): the live library's or `gpuacct synth`'s
   kKinetoTrace,  // a PyTorch-profiler / Chrome trace (*.json, *.json.gz)
+  kStepStream,   // a live run's step rows (<base>.steps.jsonl, inject/step_stream.h)
 };
 const char* to_string(InputFormat format);
 
 // Steps left out as warm-up when the user gives none (AccountingConfig::kWarmupBySource).  A
 // recording holds a whole run, whose first steps compile, autotune and allocate; a profiler
-// trace is a steady-state capture (the profiler's own warm-up steps are not in it).
+// trace is a steady-state capture (the profiler's own warm-up steps are not in it).  A step
+// stream's rows carry the warm-up flags the live run gave them (report_input).
 int default_warmup_steps(InputFormat format);
 
 struct InputOptions {
@@ -54,8 +69,11 @@ struct InputOptions {
 struct InputContents {
   RunMetadata metadata;  // source and source_path always set
   // Extra top-level report sections (build_report's `extra`): "hta_totals" for Kineto traces,
-  // "step_detection" when the input marked no steps.
+  // "step_detection" when the input marked no steps, "cut_off" when its writer was killed.
   nlohmann::json sections = nlohmann::json::object();
+  // Not empty when the input was cut off by its writer's death: one line for stderr that says
+  // what was read and what was lost.
+  std::string cut_off;
 };
 
 class Input {
@@ -76,15 +94,18 @@ class Input {
   AccountingConfig resolve(AccountingConfig cfg) const;
 
   // Reads the whole input into `sink` (see the file comment).  Counters go to `stats` (the
-  // accountant's).  On an error the sink may have seen events: discard them.
+  // accountant's).  On an error the sink may have seen events: discard them.  A step stream
+  // has no events: an error (report_input reads it).
   StatusOr<InputContents> read(NameTable& names, EventSink& sink, Stats& stats,
                                const InputOptions& opts = {}) const;
+  // A step stream's rows, header and counters (an error for other formats).
+  StatusOr<StepStreamContents> read_step_rows() const;
 
  private:
   Input(InputFormat format, std::string path, std::optional<std::string_view> bytes)
       : format_(format), path_(std::move(path)), bytes_(bytes) {}
   StatusOr<RunMetadata> import(NameTable& names, EventSink& sink, Stats& stats,
-                               const InputOptions& opts, nlohmann::json* sections) const;
+                               const InputOptions& opts, InputContents* out) const;
 
   InputFormat format_;
   std::string path_;
@@ -108,9 +129,23 @@ struct AccountedInput {
   std::unique_ptr<StepAccountant> accountant;  // finished: rows, stats, exposure, gaps
 };
 
-// `input` through the accounting: resolve(cfg), a StepAccountant, read(), finish().
+// `input` through the accounting: resolve(cfg), a StepAccountant, read(), finish() -- unless
+// the input was cut off (then only what its watermarks finalised).
 StatusOr<AccountedInput> account_input(const Input& input, const AccountingConfig& cfg,
                                        NameTable& names, const InputOptions& opts = {},
                                        const AccountingObservers& observers = {});
+
+struct InputReport {
+  nlohmann::json report;      // the gpuacct.report/1 JSON (report/report.h)
+  std::vector<StepRow> rows;  // its step rows
+  std::string cut_off;        // InputContents::cut_off
+};
+
+// The report of any input.  Events: account_input, then build_report.  A step stream: all its
+// rows through the one summary (report.h summary_report) with the counters of its last summary
+// line; the rows keep the warm-up flags the live run gave them unless cfg.warmup_steps is
+// given (then the first that many steps are warm-up, as the accountant marks them).
+StatusOr<InputReport> report_input(const Input& input, const AccountingConfig& cfg,
+                                   NameTable& names, const InputOptions& opts = {});
 
 }  // namespace gpuacct

@@ -46,6 +46,88 @@ std::string stat_failure(const std::string& path, int err) {
   }
 }
 
+// ---- kOwnFilesOnly: names in a directory others may write to --------------------------------
+
+// Tries before giving up on a directory full of planted names.
+constexpr int kFreshNames = 100;
+
+// "<stem>-N<ext>": <ext> is the trailing run of ".letters" parts, so the fresh name keeps the
+// extension readers look for (report-1.json, x-1.steps.jsonl, run-1.gpuacct).
+std::string fresh_name(const std::string& name, int n) {
+  size_t ext = name.size();
+  for (;;) {
+    const size_t dot = name.rfind('.', ext - 1);
+    if (dot == std::string::npos || dot == 0 || dot + 1 == ext) break;
+    bool letters = true;
+    for (size_t i = dot + 1; i < ext; ++i) {
+      const char c = name[i];
+      letters = letters && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'));
+    }
+    if (!letters) break;
+    ext = dot;
+  }
+  return name.substr(0, ext) + "-" + std::to_string(n) + name.substr(ext);
+}
+
+// Why an existing file may not be written or replaced by this process's own output; empty when
+// it is this user's plain file.  A file with other hard links is not ours alone: writing
+// it in place would write the other names' file too.
+std::string unsafe_reason(const struct stat& st) {
+  if (S_ISLNK(st.st_mode)) return "is a symbolic link";
+  if (!S_ISREG(st.st_mode)) return std::string(kind_of(st.st_mode));
+  if (st.st_uid != ::geteuid())
+    return "is owned by another user (uid " + std::to_string(st.st_uid) + ")";
+  if (st.st_nlink > 1) return "has other hard links";
+  return "";
+}
+
+struct SplitPath {
+  std::string dir;   // "." when the path has no directory part
+  std::string name;  // the last component
+};
+SplitPath split_path(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return {".", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+std::string join(const SplitPath& p, const std::string& name) {
+  return p.dir == "/" ? "/" + name : p.dir + "/" + name;
+}
+
+// The directory of `path`, opened once: every name below is relative to it, so the directory
+// cannot be swapped between the checks and the writes.  The components above the last may be
+// links (/tmp -> /private/tmp); the last, the one others can plant, never is followed.
+int open_dir(const std::string& dir) {
+  return ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+// Goes through `name` and its fresh names until `try_name` accepts one: it returns "" for a name
+// it took, a reason for a name it must leave alone, and sets *err for a failure that no other
+// name would fix.  *chosen gets the name taken; *note, when it is not `name`, the line to say.
+template <typename Try>
+bool choose_name(const SplitPath& where, Try try_name, std::string* chosen, std::string* note,
+                 int* err) {
+  std::string first_reason;
+  for (int n = 0; n < kFreshNames; ++n) {
+    const std::string candidate = n == 0 ? where.name : fresh_name(where.name, n);
+    *err = 0;
+    const std::string reason = try_name(candidate, err);
+    if (*err != 0) return false;
+    if (reason.empty()) {
+      *chosen = candidate;
+      if (n > 0) {
+        *note = join(where, where.name) + " " + first_reason +
+                " (not followed or written: another user may have put it there); writing " +
+                join(where, candidate) + " instead";
+      }
+      return true;
+    }
+    if (n == 0) first_reason = reason;
+  }
+  *err = EEXIST;
+  return false;
+}
+
 }  // namespace
 
 bool write_fully(int fd, const void* data, size_t bytes) {
@@ -85,16 +167,27 @@ Status OutputFile::fail(const std::string& what, int err) {
   return error_;
 }
 
-Status OutputFile::open(const std::string& path) {
+void OutputFile::close_dir() {
+  if (dir_fd_ >= 0) ::close(dir_fd_);
+  dir_fd_ = AT_FDCWD;
+}
+
+Status OutputFile::open(const std::string& path, OutputPolicy policy) {
   if (fd_ >= 0) return Status::Error("cannot write " + path + ": another output is open");
+  close_dir();
   path_ = path;
   target_ = path;
+  temp_name_.clear();
   temp_path_.clear();
+  note_.clear();
   buffer_.clear();
   bytes_written_ = 0;
   error_ = Status::Ok();
-  const std::string cannot = "cannot write " + path + ": ";
+  return policy == OutputPolicy::kUserPath ? open_user_path(path) : open_own_file(path);
+}
 
+Status OutputFile::open_user_path(const std::string& path) {
+  const std::string cannot = "cannot write " + path + ": ";
   struct stat link {};
   bool keep_mode = false;
   mode_t mode = 0;
@@ -132,20 +225,64 @@ Status OutputFile::open(const std::string& path) {
   } else if (errno != ENOENT) {
     return fail("cannot write " + path, errno);
   }
+  return open_temp(keep_mode, mode);
+}
 
-  temp_path_ = target_ + ".tmp." + std::to_string(::getpid());
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    // O_EXCL | O_NOFOLLOW: never write through something already at the temporary name.
-    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
+Status OutputFile::open_own_file(const std::string& path) {
+  const SplitPath where = split_path(path);
+  dir_fd_ = open_dir(where.dir);
+  if (dir_fd_ < 0) {
+    const int err = errno;
+    dir_fd_ = AT_FDCWD;
+    return fail("cannot write " + path, err);
+  }
+  bool keep_mode = false;
+  mode_t mode = 0;
+  auto try_name = [&](const std::string& name, int* err) -> std::string {
+    struct stat st {};
+    if (::fstatat(dir_fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno != ENOENT) *err = errno;
+      keep_mode = false;
+      return "";  // free
+    }
+    const std::string reason = unsafe_reason(st);
+    keep_mode = reason.empty();  // our own file: replaced, its permissions kept
+    mode = st.st_mode & 07777;
+    return reason;
+  };
+  std::string chosen;
+  int err = 0;
+  if (!choose_name(where, try_name, &chosen, &note_, &err)) {
+    close_dir();
+    return fail("cannot write " + path, err);
+  }
+  target_ = chosen;
+  path_ = join(where, chosen);
+  return open_temp(keep_mode, mode);
+}
+
+// The temporary file beside target_: O_EXCL | O_NOFOLLOW, so nothing already at its name --
+// a file, a planted link -- is ever written through.
+Status OutputFile::open_temp(bool keep_mode, unsigned mode) {
+  const bool relative = dir_fd_ != AT_FDCWD;
+  const std::string base = target_ + ".tmp." + std::to_string(::getpid());
+  for (int attempt = 0; attempt < 2 * kFreshNames && fd_ < 0; ++attempt) {
+    // The first name twice: something left there by an earlier process with the same pid is
+    // removed (the link, never what it points to) and the name tried again; then other names.
+    temp_name_ = attempt < 2 ? base : base + "." + std::to_string(attempt - 1);
+    fd_ = ::openat(dir_fd_, temp_name_.c_str(),
+                   O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
     if (fd_ >= 0 || errno != EEXIST) break;
-    ::unlink(temp_path_.c_str());  // left by an earlier process with the same pid
+    if (attempt == 0) ::unlinkat(dir_fd_, temp_name_.c_str(), 0);
   }
   if (fd_ < 0) {
     const int err = errno;
-    temp_path_.clear();
-    return fail("cannot write " + path, err);
+    temp_name_.clear();
+    close_dir();
+    return fail("cannot write " + path_, err);
   }
-  if (keep_mode) (void)::fchmod(fd_, mode);  // the replaced file keeps its permissions
+  temp_path_ = relative ? join(split_path(path_), temp_name_) : temp_name_;
+  if (keep_mode) (void)::fchmod(fd_, static_cast<mode_t>(mode));  // the replaced file's permissions
   return Status::Ok();
 }
 
@@ -157,6 +294,12 @@ Status OutputFile::flush_buffer() {
   bytes_written_ += buffer_.size();
   buffer_.clear();
   return Status::Ok();
+}
+
+Status OutputFile::flush() {
+  if (!error_.ok()) return error_;
+  if (fd_ < 0) return Status::Error("cannot write " + path_ + ": not open");
+  return flush_buffer();
 }
 
 Status OutputFile::write(const void* data, size_t bytes) {
@@ -186,20 +329,28 @@ Status OutputFile::commit() {
   fd_ = -1;
   if (::close(fd) != 0 && st.ok()) st = fail("cannot write " + path_, errno);
   if (!st.ok()) {
-    if (!temp_path_.empty()) ::unlink(temp_path_.c_str());
+    if (!temp_name_.empty()) ::unlinkat(dir_fd_, temp_name_.c_str(), 0);
+    temp_name_.clear();
     temp_path_.clear();
+    close_dir();
     return st;
   }
-  if (!temp_path_.empty()) {
-    if (std::rename(temp_path_.c_str(), target_.c_str()) != 0) {
+  if (!temp_name_.empty()) {
+    // rename(2) replaces the name itself: a link that appeared there meanwhile is replaced,
+    // never followed.
+    if (::renameat(dir_fd_, temp_name_.c_str(), dir_fd_, target_.c_str()) != 0) {
       const int err = errno;
-      ::unlink(temp_path_.c_str());
-      const std::string what = "cannot rename " + temp_path_ + " to " + target_;
+      ::unlinkat(dir_fd_, temp_name_.c_str(), 0);
+      const std::string what = "cannot rename " + temp_path_ + " to " + path_;
+      temp_name_.clear();
       temp_path_.clear();
+      close_dir();
       return fail(what, err);
     }
+    temp_name_.clear();
     temp_path_.clear();
   }
+  close_dir();
   return Status::Ok();
 }
 
@@ -208,16 +359,69 @@ void OutputFile::abandon() {
     ::close(fd_);
     fd_ = -1;
   }
-  if (!temp_path_.empty()) {
-    ::unlink(temp_path_.c_str());
+  if (!temp_name_.empty()) {
+    ::unlinkat(dir_fd_, temp_name_.c_str(), 0);
+    temp_name_.clear();
     temp_path_.clear();
   }
+  close_dir();
   buffer_.clear();
 }
 
-Status write_file_atomic(const std::string& path, std::string_view content) {
+int open_in_place(const std::string& path, OutputPolicy policy, OutputPlace* place) {
+  place->path = path;
+  place->note.clear();
+  if (policy == OutputPolicy::kUserPath) {
+    return ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  }
+  const SplitPath where = split_path(path);
+  const int dir = open_dir(where.dir);
+  if (dir < 0) return -1;
+  int fd = -1;
+  // Opened without O_TRUNC, checked on the open file, truncated only once it is ours: a
+  // planted name is never emptied.  O_NONBLOCK: a planted FIFO must not block the open.
+  auto try_name = [&](const std::string& name, int* err) -> std::string {
+    fd = ::openat(dir, name.c_str(),
+                  O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0666);
+    if (fd < 0) {
+      if (errno == ELOOP) return "is a symbolic link";
+      if (errno == ENXIO) return "is a named pipe (FIFO)";
+      *err = errno;
+      return "";
+    }
+    struct stat st {};
+    std::string reason = ::fstat(fd, &st) == 0 ? unsafe_reason(st) : std::strerror(errno);
+    if (!reason.empty()) {
+      ::close(fd);
+      fd = -1;
+    }
+    return reason;
+  };
+  std::string chosen;
+  int err = 0;
+  const bool ok = choose_name(where, try_name, &chosen, &place->note, &err);
+  ::close(dir);
+  if (!ok) {
+    errno = err;
+    return -1;
+  }
+  if (::ftruncate(fd, 0) != 0) {
+    err = errno;
+    ::close(fd);
+    errno = err;
+    return -1;
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  place->path = join(where, chosen);
+  return fd;
+}
+
+Status write_file_atomic(const std::string& path, std::string_view content, OutputPolicy policy,
+                         OutputPlace* place) {
   OutputFile out;
-  GPUACCT_RETURN_IF_ERROR(out.open(path));
+  GPUACCT_RETURN_IF_ERROR(out.open(path, policy));
+  if (place != nullptr) *place = OutputPlace{out.path(), out.note()};
   GPUACCT_RETURN_IF_ERROR(out.write(content));
   return out.commit();
 }

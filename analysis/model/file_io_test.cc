@@ -31,7 +31,7 @@ class FileIo : public ::testing::Test {
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
-  std::string at(const char* name) const { return (dir_ / name).string(); }
+  std::string at(const std::string& name) const { return (dir_ / name).string(); }
   std::string read(const std::string& path) const {
     std::ifstream in(path, std::ios::binary);
     return std::string((std::istreambuf_iterator<char>(in)), {});
@@ -182,6 +182,161 @@ TEST_F(FileIo, AFailedWriteKeepsTheOldFileAndItsName) {
   stream.abandon();
   EXPECT_FALSE(fs::exists(at("stream.bin")));
   EXPECT_TRUE(others({"report.json"}).empty());
+}
+
+// ---- the library's own outputs in a directory others may write to (OutputPolicy) -------------
+
+// Where an attacker points a planted link: a file of ours outside the output directory.
+class SharedDir : public FileIo {
+ protected:
+  void SetUp() override {
+    FileIo::SetUp();
+    victim_ = (dir_.parent_path() / (dir_.filename().string() + "_victim.txt")).string();
+    std::ofstream(victim_) << "precious";
+  }
+  void TearDown() override {
+    std::remove(victim_.c_str());
+    FileIo::TearDown();
+  }
+  std::string victim_;
+};
+
+// A link planted at the final name (fs.protected_symlinks off, a sticky /tmp): the library
+// never writes through it, leaves it, and writes under a fresh name, said in one line.  Before,
+// the name was resolved with realpath and the report renamed onto the victim.
+TEST_F(SharedDir, ALinkAtTheFinalNameIsNotFollowed) {
+  fs::create_symlink(victim_, at("report.json"));
+  OutputPlace place;
+  ASSERT_EQ(
+      message(write_file_atomic(at("report.json"), "{}\n", OutputPolicy::kOwnFilesOnly, &place)),
+      "ok");
+  EXPECT_EQ(read(victim_), "precious");
+  EXPECT_TRUE(fs::is_symlink(at("report.json"))) << "the planted link is left as it is";
+  EXPECT_EQ(place.path, at("report-1.json"));
+  EXPECT_EQ(read(at("report-1.json")), "{}\n");
+  EXPECT_EQ(place.note, at("report.json") +
+                            " is a symbolic link (not followed or written: another user may have "
+                            "put it there); writing " +
+                            at("report-1.json") + " instead");
+  EXPECT_TRUE(others({"report.json", "report-1.json"}).empty());
+  // The user's own path (`-o PATH`) still follows it: their choice.
+  ASSERT_EQ(message(write_file_atomic(at("report.json"), "mine")), "ok");
+  EXPECT_EQ(read(victim_), "mine");
+}
+
+// A link planted at the temporary name: O_CREAT | O_EXCL | O_NOFOLLOW never writes through it,
+// under either policy; it is removed (the link, not the file it names) and the name reused.
+TEST_F(SharedDir, ALinkAtTheTemporaryNameIsNotFollowed) {
+  for (OutputPolicy policy : {OutputPolicy::kOwnFilesOnly, OutputPolicy::kUserPath}) {
+    fs::create_symlink(victim_, at("r.json.tmp." + std::to_string(::getpid())));
+    ASSERT_EQ(message(write_file_atomic(at("r.json"), "report", policy)), "ok");
+    EXPECT_EQ(read(victim_), "precious");
+    EXPECT_EQ(read(at("r.json")), "report");
+    EXPECT_TRUE(others({"r.json"}).empty());
+    fs::remove(at("r.json"));
+  }
+}
+
+// A file another user owns (as root here: one chowned to nobody) is neither replaced nor
+// written into: a fresh name.  Without root, a root-owned file stands for it (it cannot be
+// planted in our directory): it is left untouched.
+TEST_F(SharedDir, AnotherUsersFileIsLeftAlone) {
+  if (::geteuid() == 0) {
+    std::ofstream(at("theirs.json")) << "theirs";
+    ASSERT_EQ(::chown(at("theirs.json").c_str(), 65534, 65534), 0);
+    OutputPlace place;
+    ASSERT_EQ(
+        message(write_file_atomic(at("theirs.json"), "ours", OutputPolicy::kOwnFilesOnly, &place)),
+        "ok");
+    EXPECT_EQ(read(at("theirs.json")), "theirs");
+    EXPECT_EQ(read(at("theirs-1.json")), "ours");
+    EXPECT_NE(place.note.find("is owned by another user (uid 65534)"), std::string::npos)
+        << place.note;
+    // The stream, written in place: opened without O_TRUNC, checked, never emptied.
+    std::ofstream(at("s.steps.jsonl")) << "their lines\n";
+    ASSERT_EQ(::chown(at("s.steps.jsonl").c_str(), 65534, 65534), 0);
+    const int fd = open_in_place(at("s.steps.jsonl"), OutputPolicy::kOwnFilesOnly, &place);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+    EXPECT_EQ(read(at("s.steps.jsonl")), "their lines\n");
+    EXPECT_EQ(place.path, at("s-1.steps.jsonl"));
+  } else {
+    struct stat st {};
+    ASSERT_EQ(::stat("/etc/passwd", &st), 0);
+    const std::string before = read("/etc/passwd");
+    OutputPlace place;
+    EXPECT_FALSE(write_file_atomic("/etc/passwd", "x", OutputPolicy::kOwnFilesOnly, &place).ok());
+    EXPECT_LT(open_in_place("/etc/passwd", OutputPolicy::kOwnFilesOnly, &place), 0);
+    EXPECT_EQ(read("/etc/passwd"), before);
+  }
+}
+
+// The step stream is written in place, so a hard link (the file has another name: another
+// user's, made with fs.protected_hardlinks off) or a planted FIFO are refused as well; a link is
+// never followed; our own file is truncated and reused.
+TEST_F(SharedDir, TheStreamOpensOnlyItsOwnFile) {
+  fs::create_symlink(victim_, at("a.steps.jsonl"));
+  fs::create_hard_link(victim_, at("b.steps.jsonl"));
+  ASSERT_EQ(::mkfifo(at("c.steps.jsonl").c_str(), 0600), 0);
+  std::ofstream(at("d.steps.jsonl")) << "an earlier run of ours\n";
+  for (const char* name : {"a", "b", "c"}) {
+    OutputPlace place;
+    const std::string path = at(std::string(name) + ".steps.jsonl");
+    const int fd = open_in_place(path, OutputPolicy::kOwnFilesOnly, &place);
+    ASSERT_GE(fd, 0) << name;
+    ASSERT_TRUE(write_fully(fd, "row\n", 4));
+    ::close(fd);
+    EXPECT_EQ(place.path, at(std::string(name) + "-1.steps.jsonl"));
+    EXPECT_FALSE(place.note.empty());
+    EXPECT_EQ(read(place.path), "row\n");
+  }
+  EXPECT_EQ(read(victim_), "precious");
+  OutputPlace place;
+  const int fd = open_in_place(at("d.steps.jsonl"), OutputPolicy::kOwnFilesOnly, &place);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  EXPECT_EQ(place.path, at("d.steps.jsonl"));
+  EXPECT_TRUE(place.note.empty());
+  EXPECT_EQ(read(at("d.steps.jsonl")), "");
+}
+
+// Our own earlier file is replaced as before (permissions kept, no note), and a link planted
+// between open() and commit() is replaced by the rename, never followed.
+TEST_F(SharedDir, OurOwnFileIsReplacedAndALateLinkIsNotFollowed) {
+  std::ofstream(at("r.json")) << "old";
+  ASSERT_EQ(::chmod(at("r.json").c_str(), 0640), 0);
+  OutputFile out;
+  ASSERT_EQ(message(out.open(at("r.json"), OutputPolicy::kOwnFilesOnly)), "ok");
+  EXPECT_EQ(out.path(), at("r.json"));
+  EXPECT_TRUE(out.note().empty());
+  fs::remove(at("r.json"));
+  fs::create_symlink(victim_, at("r.json"));  // planted after the check
+  ASSERT_EQ(message(out.write("new")), "ok");
+  ASSERT_EQ(message(out.commit()), "ok");
+  EXPECT_EQ(read(victim_), "precious");
+  EXPECT_FALSE(fs::is_symlink(at("r.json")));
+  EXPECT_EQ(read(at("r.json")), "new");
+  EXPECT_EQ(fs::status(at("r.json")).permissions(), fs::perms(0640));
+}
+
+// Fresh names keep the extension readers look for; a directory full of planted names ends in
+// an error, not in a write through one.
+TEST_F(SharedDir, FreshNamesKeepTheExtension) {
+  for (const auto& [name, fresh] :
+       {std::pair<const char*, const char*>{"x.steps.jsonl", "x-1.steps.jsonl"},
+        {"gpuacct_h.example.org_12_rank0.gpuacct", "gpuacct_h.example.org_12_rank0-1.gpuacct"},
+        {"gpuacct_h_12_rank0.json", "gpuacct_h_12_rank0-1.json"},
+        {"noext", "noext-1"}}) {
+    fs::create_symlink(victim_, at(name));
+    OutputPlace place;
+    ASSERT_EQ(message(write_file_atomic(at(name), "x", OutputPolicy::kOwnFilesOnly, &place)), "ok");
+    EXPECT_EQ(place.path, at(fresh));
+  }
+  for (int n = 0; n < 100; ++n) {
+    fs::create_symlink(victim_, at(n == 0 ? "f.json" : "f-" + std::to_string(n) + ".json"));
+  }
+  EXPECT_FALSE(write_file_atomic(at("f.json"), "x", OutputPolicy::kOwnFilesOnly).ok());
+  EXPECT_EQ(read(victim_), "precious");
 }
 
 }  // namespace

@@ -72,6 +72,9 @@ enum class StatOrigin : uint8_t { kCollection, kAccounting, kOutput };
     "per-step stream rows that could not be written (disk full?)")                             \
   X(recordings_abandoned, kDataLoss, kOutput,                                                  \
     "recordings abandoned after a failed write (disk full?)")                                  \
+  X(inputs_cut_off, kDataLoss, kAccounting,                                                    \
+    "inputs whose writer was killed before it finished: read up to the last whole chunk or "   \
+    "line; steps not finished by then are missing")                                            \
   X(importer_events_skipped, kError, kAccounting,                                              \
     "trace events skipped by the importer (malformed)")                                        \
   X(importer_unknown_categories, kInfo, kAccounting,                                           \

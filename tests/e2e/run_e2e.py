@@ -10,7 +10,8 @@ Each ctest runs one case:  run_e2e.py --build <build dir> <case>
                                     optional variables go into the scenario's environment (e.g.
                                     GPUACCT_SIM_CUPTI_CLOCK=monotonic)
   subscribe_refused, drop, buffer_refused, pool_cap, fork, sigterm, sigkill, busy, bad_env,
-  no_cupti, real_cupti, nocuda, record, enable_off     fault and lifecycle cases
+  no_cupti, real_cupti, nocuda, record, enable_off, planted_links
+                                    fault and lifecycle cases
   same_steps                        live = analyze = timeline on one run's recording
   late_gpu_records                  GPU records delivered 3.1 s late: every step still exact
   first_mark                        the first mark (it starts the library) keeps its time
@@ -325,14 +326,14 @@ def jsonl_rows(out: str):
     return streams[0], rows
 
 
-def long_loop(out: str, sig: int, args=("--sleep-ms=10",), **extra_env):
+def long_loop(out: str, sig: int, args=("--sleep-ms=10",), rows=3, **extra_env):
     _, _, _, driver = paths()
     env = base_env(out, GPUACCT_FLUSH_MS="20")
     env.update(extra_env)
     p = subprocess.Popen([driver, "--mode=loop", "--steps=100000", *args], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        ok = wait_for(lambda: len(jsonl_rows(out)[1]) >= 3, 30)
+        ok = wait_for(lambda: len(jsonl_rows(out)[1]) >= rows, 30)
         check(ok, "no streamed rows within 30 s")
         p.send_signal(sig)
         _, err = p.communicate(timeout=30)
@@ -354,15 +355,114 @@ def case_sigterm() -> None:
         print(f"ok: SIGTERM -> report with {len(rep['steps'])} steps, process died by SIGTERM")
 
 
+def row_key(r):
+    return (r["step_index"], r["device"], r["warmup"], r["window_begin_ns"], r["window_end_ns"],
+            r["launches"], r["kernels"], r["categories"])
+
+
 def case_sigkill() -> None:
+    """A job killed with SIGKILL mid-run (the OOM killer, a hard time limit) leaves its step
+    stream and its recording as <base>.gpuacct.tmp.<pid>: `gpuacct analyze` of the recording and
+    `gpuacct report` of the stream give every step finished before the kill, the same rows the
+    live run streamed, each the step the driver ran (5 kernels of 1 ms after 10 ms of data),
+    none invented, and say what was cut."""
+    cli = os.path.join(BUILD, "bin", "gpuacct")
+    check(os.path.exists(cli), f"missing build output {cli}")
     with tempfile.TemporaryDirectory() as out:
-        rc, _ = long_loop(out, signal.SIGKILL)
+        rc, _ = long_loop(out, signal.SIGKILL, rows=12, GPUACCT_RECORD="1")
         check(rc == -signal.SIGKILL, f"exit status {rc}")
         check(not reports(out), "no report can exist after SIGKILL")
         path, rows = jsonl_rows(out)
-        check(path is not None and len(rows) >= 3, "JSONL rows survive SIGKILL")
+        check(path is not None and len(rows) >= 12, "JSONL rows survive SIGKILL")
         check([r["step_index"] for r in rows] == list(range(len(rows))), "rows in order")
-        print(f"ok: SIGKILL left {len(rows)} parseable JSONL rows")
+        tmp = glob.glob(os.path.join(out, "*.gpuacct.tmp.*"))
+        check(len(tmp) == 1, f"the killed recording: {os.listdir(out)}")
+
+        # The recording, up to its last whole chunk.
+        res = run([cli, "analyze", tmp[0], "--out", os.path.join(out, "re")], dict(os.environ))
+        check("the recording was not finished" in res.stderr, f"no line on the cut:\n{res.stderr}")
+        again = glob.glob(os.path.join(out, "re", "*.report.json"))
+        check(len(again) == 1, f"no re-analysed report: {res.stderr}")
+        with open(again[0]) as f:
+            offline = json.load(f)
+        check(stat(offline, "inputs_cut_off") == 1 and offline["data_loss"] is True,
+              str(offline["stats"]))
+        check(offline["cut_off"]["input"] == "recording", str(offline.get("cut_off")))
+        got = offline["steps"]
+        # The recording reaches the disk before the rows of each watermark are streamed: it
+        # has every streamed row, and at most the rows of the watermark the kill interrupted.
+        check([row_key(r) for r in got[:len(rows)]] == [row_key(r) for r in rows],
+              f"`analyze` of the killed recording differs from the streamed rows "
+              f"({len(got)} vs {len(rows)} rows)")
+        check(len(got) <= len(rows) + 3, f"{len(got)} rows from the recording, {len(rows)} streamed")
+        for r in got:  # the truth: every step the driver ran is 5 launches of a 1 ms kernel
+            check(r["kernels"] == 5 and r["launches"] == 5 and
+                  abs(r["categories"]["compute"] - 5_000_000) < 50_000, f"row {r}")
+
+        # The stream: every row, with the one C++ summary.
+        res = run([cli, "report", path], dict(os.environ))
+        check("no closing summary line" in res.stderr, f"no line on the cut:\n{res.stderr}")
+        warm = sum(1 for r in rows if r["warmup"])
+        check(f"gpuacct - {len(rows) - warm} steps (+{warm} warm-up left out)" in res.stdout,
+              f"`gpuacct report` of the stream with {len(rows)} rows:\n{res.stdout}")
+        check("data loss: inputs whose writer was killed" in res.stdout, res.stdout)
+        res = run([cli, "analyze", path, "--no-files", "--json"], dict(os.environ))
+        streamed = json.loads(res.stdout)
+        check([row_key(r) for r in streamed["steps"]] == [row_key(r) for r in rows],
+              "`analyze` of the stream differs from its rows")
+        check(streamed["summary"]["rows"] == len(rows) - warm, str(streamed["summary"]))
+        print(f"ok: SIGKILL left {len(rows)} streamed rows; `analyze` of the cut recording gives "
+              f"{len(got)} (the streamed ones and {len(got) - len(rows)} more), `report` of the "
+              f"stream summarises all {len(rows)}")
+
+
+def case_planted_links() -> None:
+    """GPUACCT_OUTPUT_DIR a sticky world-writable directory (a shared /tmp) and the output
+    names predictable: another user plants <base>.json, <base>.steps.jsonl and <base>.gpuacct as
+    links to a file of ours (fs.protected_symlinks off) and <base>.json as a file of their own.
+    The library never writes through a link or into another user's file: the victim is
+    untouched, the planted names too, every output goes to a fresh name, one line each on
+    stderr.  Before, the report replaced the victim and the stream truncated it."""
+    with tempfile.TemporaryDirectory(prefix="gpuacct_e2e_") as top:
+        out = os.path.join(top, "shared")
+        os.mkdir(out)
+        os.chmod(out, 0o1777)
+        victim = os.path.join(top, "victim.txt")
+        planted = {"job.json": victim, "job.steps.jsonl": victim, "job.gpuacct": victim}
+        for runs in range(2):
+            with open(victim, "w") as f:
+                f.write("precious")
+            for name, target in planted.items():
+                os.symlink(target, os.path.join(out, name))
+            theirs = os.path.join(out, "job-1.json")
+            if runs == 1 and os.geteuid() == 0:  # a file another user owns, beside the link
+                with open(theirs, "w") as f:
+                    f.write("theirs")
+                os.chown(theirs, 65534, 65534)
+            res = scenario_with(out, GPUACCT_RECORD="1", GPUACCT_OUTPUT_PATTERN="job")
+            with open(victim) as f:
+                check(f.read() == "precious", "the victim was written through a planted link")
+            for name in planted:
+                check(os.path.islink(os.path.join(out, name)), f"the planted {name} was replaced")
+            fresh = "job-2" if runs == 1 and os.geteuid() == 0 else "job-1"
+            lines = [l for l in res.stderr.splitlines() if "not followed or written" in l]
+            check(len(lines) == 3, f"one line per planted output expected:\n{res.stderr}")
+            for ext in (".json", ".steps.jsonl", ".gpuacct"):
+                stem = fresh if ext == ".json" else "job-1"
+                path = os.path.join(out, stem + ext)
+                check(os.path.isfile(path) and not os.path.islink(path), f"no {path}: {os.listdir(out)}")
+                check(any(l.endswith(f"writing {path} instead") for l in lines),
+                      f"no line names {path}:\n{res.stderr}")
+            with open(os.path.join(out, fresh + ".json")) as f:
+                rep = json.load(f)
+            check(len(rep["steps"]) == 20, f"{len(rep['steps'])} steps in the report")
+            if fresh == "job-2":
+                with open(theirs) as f:
+                    check(f.read() == "theirs", "another user's file was replaced")
+            for name in os.listdir(out):
+                os.remove(os.path.join(out, name))
+        print("ok: planted links and another user's file left alone; report, stream and "
+              "recording under fresh names, one line each")
 
 
 def case_busy() -> None:
@@ -669,6 +769,7 @@ CASES = {
     "buffer_refused": case_buffer_refused, "pool_cap": case_pool_cap, "fork": case_fork,
     "sigterm": case_sigterm, "sigkill": case_sigkill, "busy": case_busy, "bad_env": case_bad_env,
     "no_cupti": case_no_cupti, "real_cupti": case_real_cupti, "nocuda": case_nocuda,
+    "planted_links": case_planted_links,
     "record": case_record, "enable_off": case_enable_off, "same_steps": case_same_steps,
     "late_gpu_records": case_late_gpu_records,
     "first_mark": case_first_mark,

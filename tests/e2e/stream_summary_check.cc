@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/accounting/step_row.h"
+#include "analysis/input/step_stream_reader.h"
 #include "analysis/model/run_metadata.h"
 #include "analysis/model/stats.h"
 #include "analysis/report/report.h"
@@ -24,35 +25,6 @@ namespace {
 
 using gpuacct::StepRow;
 using nlohmann::json;
-
-StepRow row_from_json(const json& j) {
-  StepRow r;
-  r.step_index = j.at("step_index").get<int64_t>();
-  r.step_number = j.at("step_number").get<int64_t>();
-  const int device = j.at("device").get<int>();
-  r.device = device < 0 ? uint16_t{0xFFFF} : static_cast<uint16_t>(device);
-  r.warmup = j.at("warmup").get<bool>();
-  r.host_begin = j.at("host_begin_ns").get<int64_t>();
-  r.host_end = j.at("host_end_ns").get<int64_t>();
-  r.window_begin = j.at("window_begin_ns").get<int64_t>();
-  r.window_end = j.at("window_end_ns").get<int64_t>();
-  const json& c = j.at("categories");
-  r.cat.compute = c.at("compute").get<int64_t>();
-  r.cat.comm_exposed = c.at("comm_exposed").get<int64_t>();
-  r.cat.copy_input = c.at("copy_input").get<int64_t>();
-  r.cat.copy_other = c.at("copy_other").get<int64_t>();
-  r.cat.data_wait = c.at("data_wait").get<int64_t>();
-  r.cat.launch_gap = c.at("launch_gap").get<int64_t>();
-  r.cat.host_other = c.at("host_other").get<int64_t>();
-  r.comm_total = j.at("comm_total_ns").get<int64_t>();
-  r.comm_overlapped = j.at("comm_overlapped_ns").get<int64_t>();
-  r.gpu_busy = j.at("gpu_busy_ns").get<int64_t>();
-  r.kernels = j.at("kernels").get<uint32_t>();
-  r.copies = j.at("copies").get<uint32_t>();
-  r.launches = j.at("launches").get<uint32_t>();
-  r.flops = j.at("flops").get<double>();
-  return r;
-}
 
 gpuacct::Stats stats_from_line(const json& line) {
   gpuacct::Stats stats;
@@ -91,7 +63,12 @@ int main(int argc, char** argv) {
         return 2;
       }
       if (line.contains("step_index")) {
-        rows.push_back(row_from_json(line));
+        auto row = gpuacct::step_row_from_json(line);
+        if (!row.ok()) {
+          std::fprintf(stderr, "stream_summary_check: %s\n", row.status().message().c_str());
+          return 2;
+        }
+        rows.push_back(row.value());
         continue;
       }
       if (!line.contains("summary")) continue;  // the header
