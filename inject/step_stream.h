@@ -18,7 +18,9 @@
 //   - the header, if it never got out;
 //   - a gap line: {"gap": {"rows_lost": N, "first_step_index": a, "last_step_index": b,
 //                          "error": "No space left on device"}}
-// so the stream is never silently incomplete.  Not thread-safe: the worker owns it.
+// so the stream is never silently incomplete.  Every line is serialised by dump_json
+// (analysis/model/json_text.h): valid UTF-8 whatever the names held.  Not thread-safe: the
+// worker owns it.
 #pragma once
 
 #include <cstdint>
