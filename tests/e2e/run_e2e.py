@@ -576,8 +576,34 @@ def case_latin1_names() -> None:
                       f"command live {rep['run']['command']!r}, "
                       f"analyze {offline['run']['command']!r}")
                 check(len(offline["steps"]) == 20, f"{len(offline['steps'])} steps re-analysed")
+    # Names from the host rings (C-API data and user ranges) and from the driver (the kernel),
+    # with the terminal summary on: the same \\xHH text in the report, the recording's
+    # re-analysis and its timeline; no raw control byte reaches the terminal.
+    _, _, _, driver = paths()
+    with tempfile.TemporaryDirectory(prefix="gpuacct_e2e_") as out:
+        env = base_env(out, GPUACCT_RECORD="1")
+        del env["GPUACCT_QUIET"]
+        res = subprocess.run([driver, "--mode=loop", "--steps=6", "--latin1-names"], env=env,
+                             capture_output=True, timeout=120)
+        check(res.returncode == 0 and b"internal error" not in res.stderr, repr(res.stderr))
+        check(b"\x1b" not in res.stderr, f"a control byte reached the terminal: {res.stderr!r}")
+        rep = one_report(out)
+        kernels = [k["name"] for k in rep["top_kernels"]]
+        check(kernels == ["k\\xE9rnel_\\xC3"], f"top kernels {kernels}")
+        contexts = {g["host_context"] for g in rep["largest_idle_gaps"]}
+        check("donn\\xE9es" in contexts, f"idle gap host contexts {contexts}")
+        recs = glob.glob(os.path.join(out, "*.gpuacct"))
+        check(len(recs) == 1, f"recording missing: {os.listdir(out)}")
+        tl_path = os.path.join(out, "timeline.json")
+        res = subprocess.run([cli, "timeline", recs[0], "-o", tl_path], capture_output=True,
+                             timeout=120)
+        check(res.returncode == 0, f"gpuacct timeline: {res.stderr!r}")
+        with open(tl_path, encoding="utf-8", errors="strict") as f:
+            names = {e.get("name") for e in json.load(f)["traceEvents"]}
+        for want in ("k\\xE9rnel_\\xC3", "donn\\xE9es", "user\x1b[31m\\xFF"):
+            check(want in names, f"{want!r} not among the timeline's names")
     print("ok: a Latin-1 program name and output directory: report, stream trailer and "
-          "recording written, the byte as \\xE9")
+          "recording written, the byte as \\xE9; range and kernel names alike everywhere")
 
 
 CASES = {
