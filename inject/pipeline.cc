@@ -245,14 +245,15 @@ void Pipeline::write_row(const StepRow& row) {
 template <typename Write>
 void Pipeline::record(Write write) {
   Status st;
-  if (record_pending_) {  // one attempt
-    record_pending_ = false;
-    ensure_output_dir();
-    recording_ok_ = true;
-    st = recording_.open(base_ + ".gpuacct");
-  }
-  if (!recording_ok_) return;
   try {
+    if (record_pending_) {  // one attempt
+      record_pending_ = false;
+      recording_ok_ = true;
+      ensure_output_dir();
+      st = recording_.open(base_ + ".gpuacct");
+    }
+    if (!recording_ok_) return;
+    fault_point("recording");
     if (st.ok()) st = recording_.write_new_names(names_);
     if (st.ok()) st = write();
   } catch (const std::exception& e) {  // a bug or out of memory: handled as a failed write
@@ -316,23 +317,32 @@ CollectionFacts Pipeline::collection_facts(const GpuCollectionState& gpu) const 
   return f;
 }
 
+void Pipeline::fault_point(const char* part) const {
+  for (const std::string& f : faults_for_testing_) {
+    if (f == part) throw std::runtime_error("fault injected for testing");
+  }
+}
+
+void Pipeline::failed(const std::string& what, std::string* error) {
+  if (error != nullptr) {
+    *error = what;  // the report says it (report_errors); final_report says it once
+  } else {
+    log_line(what + " (internal error; the other outputs are written)");
+  }
+}
+
 // Runs one part of the end; an exception (a bug, out of memory) costs that part only: said in
 // one line, false returned.  A part named by add_fault_for_testing throws here.
 template <typename Part>
 bool Pipeline::guarded(const char* part, Part run, std::string* error) {
   try {
-    for (const std::string& f : faults_for_testing_) {
-      if (f == part) throw std::runtime_error("fault injected for testing");
-    }
+    fault_point(part);
     run();
     return true;
   } catch (const std::exception& e) {
-    const std::string what = std::string(part) + ": " + e.what();
-    if (error != nullptr) {
-      *error = what;  // the report says it (report_errors); the caller says it once
-    } else {
-      log_line(what + " (internal error; the other outputs are written)");
-    }
+    failed(std::string(part) + ": " + e.what(), error);
+  } catch (...) {
+    failed(std::string(part) + ": an exception of unknown type", error);
   }
   return false;
 }

@@ -97,7 +97,8 @@ class Pipeline {
   const StepAccountant& accountant() const { return acc_; }
 
   // Tests: the part of finish() named `part` ("collection", "step_detection", "report",
-  // "summary", "steps", "the run metadata", ...) throws, as a bug would.
+  // "summary", "steps", "the run metadata", ...) or every recording write ("recording")
+  // throws, as a bug would.
   void add_fault_for_testing(std::string part) { faults_for_testing_.push_back(std::move(part)); }
 
  private:
@@ -119,6 +120,8 @@ class Pipeline {
   RunMetadata metadata(bool final);
   template <typename Part>
   bool guarded(const char* part, Part run, std::string* error = nullptr);
+  static void failed(const std::string& what, std::string* error);
+  void fault_point(const char* part) const;  // throws when a test named `part`
   nlohmann::json final_report(const GpuCollectionState& gpu, const RunMetadata& meta);
   CollectionFacts collection_facts(const GpuCollectionState& gpu) const;
   void ensure_output_dir();

@@ -162,6 +162,27 @@ TEST_F(PipelineBytesTest, APartThatThrowsCostsThatPartOnly) {
   }
 }
 
+// A recording write that throws: the recording is abandoned (counted, no temporary file left),
+// everything else is written.
+TEST_F(PipelineBytesTest, ARecordingWriteThatThrowsAbandonsTheRecordingOnly) {
+  {
+    Pipeline p(cfg_);
+    p.add_fault_for_testing("recording");
+    run(p);
+  }
+  const json rep = report();
+  EXPECT_EQ(rep["steps"].size(), 4u);
+  int64_t abandoned = -1;
+  for (const json& st : rep["stats"]) {
+    if (st["name"] == "recordings_abandoned") abandoned = st["value"].get<int64_t>();
+  }
+  EXPECT_EQ(abandoned, 1);
+  EXPECT_TRUE(rep["data_loss"].get<bool>());
+  EXPECT_FALSE(fs::exists(dir_ + "/run.gpuacct"));
+  EXPECT_TRUE(leftovers().empty());
+  EXPECT_EQ(stream_lines().back()["provisional"], false);
+}
+
 // The report fails and a part of its fallback too (the summary, the rows): the rest is there.
 TEST_F(PipelineBytesTest, TheFallbackReportKeepsWhatItCanBuild) {
   for (const char* second : {"summary", "steps"}) {
