@@ -150,6 +150,22 @@ std::string_view utf8_prefix(std::string_view text, size_t max_bytes) {
   return text.substr(0, cut);
 }
 
+std::string_view utf8_without_cut_character(std::string_view text) {
+  // Back over at most three continuation bytes to the lead byte of the last character.
+  size_t i = text.size();
+  size_t continuation = 0;
+  while (continuation < 3 && i > 0 && (static_cast<uint8_t>(text[i - 1]) & 0xC0) == 0x80) {
+    --i;
+    ++continuation;
+  }
+  if (i == 0) return text;
+  const auto lead = static_cast<uint8_t>(text[i - 1]);
+  // ASCII, stray continuation bytes or a byte that never leads: not a cut character.
+  if (lead < 0xC2 || lead > 0xF4) return text;
+  const size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+  return continuation + 1 < need ? text.substr(0, i - 1) : text;
+}
+
 std::string terminal_text(std::string_view text) {
   std::string out;
   out.reserve(text.size());

@@ -51,6 +51,10 @@ void append_json_string(std::string& out, std::string_view text);
 // valid text stays valid.
 std::string_view utf8_prefix(std::string_view text, size_t max_bytes);
 
+// `text`, which was cut at an arbitrary byte (a name truncated to a fixed size), without the
+// incomplete character the cut may have left at its end: a valid name cut stays valid text.
+std::string_view utf8_without_cut_character(std::string_view text);
+
 // `text` for a terminal: json_safe_utf8, then every control byte (C0 and DEL; a kernel name
 // holding an escape sequence must not drive the terminal) as "\xHH".  One line.
 std::string terminal_text(std::string_view text);

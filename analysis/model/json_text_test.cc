@@ -208,6 +208,23 @@ TEST(JsonText, SafeTextIsValidIdempotentAndKeepsValidInput) {
   EXPECT_EQ(utf8_prefix("caf\xC3\xA9", 4), "caf");
 }
 
+// A valid name cut at any byte (the hot path truncates names to a fixed size) stays valid
+// text once the cut character is dropped, and loses nothing else.
+TEST(JsonText, ACutValidNameStaysValidWithoutItsCutCharacter) {
+  ByteStrings gen(6);
+  for (int i = 0; i < kStrings / 4; ++i) {
+    const std::string s = gen.next_valid();
+    for (size_t n = 0; n <= s.size(); ++n) {
+      const std::string_view cut = utf8_without_cut_character(std::string_view(s).substr(0, n));
+      ASSERT_TRUE(reference_valid(cut)) << testing::PrintToString(s) << " cut at " << n;
+      ASSERT_EQ(cut, utf8_prefix(s, n));  // the longest valid prefix
+    }
+  }
+  EXPECT_EQ(utf8_without_cut_character("caf\xC3"), "caf");
+  EXPECT_EQ(utf8_without_cut_character("\xF0\x9F\x98"), "");
+  EXPECT_EQ(utf8_without_cut_character("ok\xFF"), "ok\xFF");  // not a cut: left to escaping
+}
+
 // dump_json: strings and keys nobody made safe still serialise, in the same spelling; valid
 // text round-trips through dump_json and a strict parser.
 TEST(JsonText, DumpJsonNeverThrowsOnStringsAndRoundTripsValidText) {
