@@ -9,11 +9,13 @@
 //
 //   - names are made safe where they are interned (NameTable::intern calls json_safe_utf8),
 //     so a name reads the same in the report, the step stream, the recording and the timeline;
-//   - other strings (run metadata, paths, messages) are made safe by their writer
-//     (run_metadata_to_json, analysis/model/run_metadata.h);
+//   - the run's metadata (command line, hostname, paths, device names) is made safe by its one
+//     writer, run_metadata_to_json (analysis/model/run_metadata.h);
 //   - every nlohmann::json is serialised by dump_json(), the last line of defence: a string
-//     that still holds invalid UTF-8 is made safe there, so no path from a name to dump()
-//     can throw (tests/lint: no other `.dump(` in the sources);
+//     that still holds invalid UTF-8 (a CUPTI or dlopen message, a native symbol or module
+//     name, an input path in ranks.json) is made safe there, so no path from a name to dump()
+//     can throw (ctest json_dump_only_through_dump_json, model/check_json_dump.cmake: no other
+//     `.dump(` in the sources);
 //   - the timeline writer, which writes JSON by hand, uses append_json_string();
 //   - the terminal summary shows strings through terminal_text().
 //
