@@ -11,8 +11,8 @@
 #include <gtest/gtest.h>
 
 #include "analysis/input/input.h"
-#include "analysis/model/json_text.h"
 #include "analysis/model/events.h"
+#include "analysis/model/json_text.h"
 #include "analysis/report/report.h"
 #include "analysis/report/run_summary.h"
 #include "analysis/report/timeline_writer.h"

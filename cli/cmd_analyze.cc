@@ -125,8 +125,8 @@ int compare_all_ranks(const std::vector<RankRows>& ranks, const AnalyzeSettings&
   const RankComparison cmp = compare_ranks(ranks);
   if (!s.json) std::cout << render_rank_comparison(cmp);
   if (!s.write_files) return 0;
-  const Status st =
-      write_file_atomic(s.out_dir + "/ranks.json", dump_json(rank_comparison_to_json(cmp), 2) + "\n");
+  const Status st = write_file_atomic(s.out_dir + "/ranks.json",
+                                      dump_json(rank_comparison_to_json(cmp), 2) + "\n");
   if (st.ok()) return 0;
   std::fprintf(stderr, "gpuacct analyze: %s\n", st.message().c_str());
   return 1;

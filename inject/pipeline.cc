@@ -257,8 +257,8 @@ void Pipeline::record(Write write) {
     if (st.ok()) st = recording_.write_new_names(names_);
     if (st.ok()) st = write();
   } catch (const std::exception& e) {  // a bug or out of memory: handled as a failed write
-    st = Status::Error(std::string("cannot write the recording (internal error: ") + e.what() +
-                       ")");
+    st =
+        Status::Error(std::string("cannot write the recording (internal error: ") + e.what() + ")");
   }
   if (st.ok()) return;
   recording_ok_ = false;
@@ -363,9 +363,8 @@ nlohmann::json Pipeline::final_report(const GpuCollectionState& gpu, const RunMe
   part("step_detection", [&] { extra.update(step_detection_section()); });
   nlohmann::json report;
   if (!part("report", [&] { report = build_report(acc_, meta, names_, extra); })) {
-    if (!part("summary", [&] {
-          report = summary_report(acc_.rows(), acc_.stats(), acc_.config(), meta);
-        })) {
+    if (!part("summary",
+              [&] { report = summary_report(acc_.rows(), acc_.stats(), acc_.config(), meta); })) {
       report = {{"schema", kReportSchema},
                 {"generated_by", "gpuacct " + std::string(GPUACCT_VERSION_STRING)}};
     }

@@ -138,8 +138,7 @@ TEST_F(PipelineBytesTest, APartThatThrowsCostsThatPartOnly) {
     const std::string name = part;
     const bool lists_it = rep.contains("report_errors") &&
                           rep["report_errors"].dump().find(name) != std::string::npos;
-    const bool report_part =
-        name == "collection" || name == "step_detection" || name == "report";
+    const bool report_part = name == "collection" || name == "step_detection" || name == "report";
     EXPECT_EQ(lists_it, report_part) << rep.value("report_errors", json()).dump();
     // (Without the last steps finalised there are no rows: nothing ticked the watermark.)
     if (name != "the last steps") {

@@ -95,9 +95,9 @@ class ByteStrings {
   char byte() { return static_cast<char>(pick(0, 255)); }
 
   uint32_t random_scalar() {
-    static const uint32_t kEdges[] = {0x0,    0x1F,   0x22,    0x5C,    0x7F,     0x80,
-                                      0x7FF,  0x800,  0xD7FF,  0xE000,  0xFFFD,   0xFFFF,
-                                      0x10000, 0x10FFFF, 0xE9, 0x1F600};
+    static const uint32_t kEdges[] = {0x0,     0x1F,     0x22,   0x5C,   0x7F,   0x80,
+                                      0x7FF,   0x800,    0xD7FF, 0xE000, 0xFFFD, 0xFFFF,
+                                      0x10000, 0x10FFFF, 0xE9,   0x1F600};
     if (pick(0, 3) == 0) return kEdges[pick(0, static_cast<int>(std::size(kEdges)) - 1)];
     uint32_t cp = 0;
     do {
@@ -136,9 +136,9 @@ class ByteStrings {
         break;
       }
       case 2: {  // overlong encodings of ASCII and of U+07FF
-        static const char* const kOverlong[] = {"\xC0\x80", "\xC1\xBF", "\xE0\x80\xAF",
-                                                "\xE0\x9F\xBF", "\xF0\x80\x80\xAF",
-                                                "\xF0\x8F\xBF\xBF"};
+        static const char* const kOverlong[] = {"\xC0\x80",         "\xC1\xBF",
+                                                "\xE0\x80\xAF",     "\xE0\x9F\xBF",
+                                                "\xF0\x80\x80\xAF", "\xF0\x8F\xBF\xBF"};
         s += kOverlong[pick(0, 5)];
         break;
       }
@@ -202,9 +202,12 @@ TEST(JsonText, SafeTextIsValidIdempotentAndKeepsValidInput) {
       ASSERT_LE(utf8_prefix(safe, n).size(), n);
     }
   }
-  EXPECT_EQ(json_safe_utf8(std::string("a\xFF" "b\xC3", 4)), "a\\xFFb\\xC3");
+  EXPECT_EQ(json_safe_utf8(std::string("a\xFF"
+                                       "b\xC3",
+                                       4)),
+            "a\\xFFb\\xC3");
   EXPECT_EQ(json_safe_utf8("\xED\xA0\x80"), "\\xED\\xA0\\x80");  // a surrogate
-  EXPECT_EQ(json_safe_utf8("\xC0\x80"), "\\xC0\\x80");            // an overlong NUL
+  EXPECT_EQ(json_safe_utf8("\xC0\x80"), "\\xC0\\x80");           // an overlong NUL
   EXPECT_EQ(utf8_prefix("caf\xC3\xA9", 4), "caf");
 }
 
@@ -344,8 +347,8 @@ TEST(ByteSafety, EveryWriterGivesValidUtf8AndMetadataRoundTripsThroughARecording
     const std::string tl = timeline.to_json();
     ASSERT_TRUE(reference_valid(tl));
     EXPECT_TRUE(json::accept(tl));
-    const RankComparison cmp = compare_ranks({{0, meta.source_path, acc.rows()},
-                                              {1, meta.command, acc.rows()}});
+    const RankComparison cmp =
+        compare_ranks({{0, meta.source_path, acc.rows()}, {1, meta.command, acc.rows()}});
     EXPECT_TRUE(reference_valid(dump_json(rank_comparison_to_json(cmp))));
     // The recording: names and metadata read back as the report shows them.
     RecordingWriter w;

@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
     else if (std::strncmp(argv[i], "--kernels=", 10) == 0)
       g_kernels = std::atoi(argv[i] + 10);
     else if (std::strcmp(argv[i], "--latin1-names") == 0) {
-      g_data_name = "donn\xE9" "es";
+      g_data_name = "donn\351es";  // octal: the byte 0xE9 then "es"
       g_kernel_name = "k\xE9rnel_\xC3";
       g_user_name = "user\x1B[31m\xFF";
     }
