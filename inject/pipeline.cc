@@ -259,6 +259,8 @@ void Pipeline::record(Write write) {
   } catch (const std::exception& e) {  // a bug or out of memory: handled as a failed write
     st =
         Status::Error(std::string("cannot write the recording (internal error: ") + e.what() + ")");
+  } catch (...) {
+    st = Status::Error("cannot write the recording (internal error)");
   }
   if (st.ok()) return;
   recording_ok_ = false;
