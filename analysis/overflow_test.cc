@@ -12,6 +12,7 @@
 
 #include "analysis/input/input.h"
 #include "analysis/model/events.h"
+#include "analysis/model/json_text.h"
 #include "analysis/report/report.h"
 #include "analysis/report/run_summary.h"
 #include "analysis/report/timeline_writer.h"
@@ -73,9 +74,9 @@ TEST(Overflow, FuzzerFindingsReplay) {
     auto accounted = account_input(input, AccountingConfig{}, names, {}, observers);
     ASSERT_TRUE(accounted.ok()) << accounted.status().message();
     const InputContents& contents = accounted->contents;
-    EXPECT_FALSE(build_report(*accounted->accountant, contents.metadata, names, contents.sections)
-                     .dump()
-                     .empty());
+    EXPECT_FALSE(
+        dump_json(build_report(*accounted->accountant, contents.metadata, names, contents.sections))
+            .empty());
     timeline.set_metadata(contents.metadata);
     EXPECT_FALSE(timeline.to_json().empty());
     ++replayed;

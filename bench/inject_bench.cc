@@ -14,6 +14,7 @@
 
 #include <vector>
 
+#include "analysis/model/json_text.h"
 #include "analysis/model/name_table.h"
 #include "analysis/report/report.h"
 #include "cupti_hooks/activity_parser.h"
@@ -149,10 +150,8 @@ void BM_SummaryLine(benchmark::State& state) {
   gpuacct::RunMetadata meta;
   const gpuacct::AccountingConfig config;
   for (auto _ : state) {
-    const std::string line =
-        gpuacct::inject::summary_line(gpuacct::summary_report(rows, stats, config, meta),
-                                      static_cast<int64_t>(n), true)
-            .dump();
+    const std::string line = gpuacct::dump_json(gpuacct::inject::summary_line(
+        gpuacct::summary_report(rows, stats, config, meta), static_cast<int64_t>(n), true));
     benchmark::DoNotOptimize(line.data());
   }
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));

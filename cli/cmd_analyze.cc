@@ -9,6 +9,7 @@
 
 #include "analysis/input/input.h"
 #include "analysis/model/file_io.h"
+#include "analysis/model/json_text.h"
 #include "analysis/report/cross_rank.h"
 #include "analysis/report/report.h"
 #include "cli/accounting_options.h"
@@ -75,7 +76,7 @@ struct AnalyzeSettings {
 Status write_outputs(const std::string& base, const AnalyzedInput& analysed) {
   Status st = write_file_atomic(base + ".steps.csv", step_rows_csv(analysed.rows));
   if (st.ok()) {
-    st = write_file_atomic(base + ".report.json", analysed.report.dump(2) + "\n");
+    st = write_file_atomic(base + ".report.json", dump_json(analysed.report, 2) + "\n");
     if (!st.ok()) std::remove((base + ".steps.csv").c_str());
   }
   return st;
@@ -114,7 +115,7 @@ int analyze_one(const std::string& input, const std::string& stem, const Analyze
                  base.c_str());
   }
   if (s.json) {
-    std::cout << report.dump(2) << "\n";
+    std::cout << dump_json(report, 2) << "\n";
   } else {
     auto text = render_terminal_summary(report, s.color);
     std::cout << (text.ok() ? text.value() : text.status().message()) << "\n";
@@ -129,8 +130,8 @@ int compare_all_ranks(const std::vector<RankRows>& ranks, const AnalyzeSettings&
   const RankComparison cmp = compare_ranks(ranks);
   if (!s.json) std::cout << render_rank_comparison(cmp);
   if (!s.write_files) return 0;
-  const Status st =
-      write_file_atomic(s.out_dir + "/ranks.json", rank_comparison_to_json(cmp).dump(2) + "\n");
+  const Status st = write_file_atomic(s.out_dir + "/ranks.json",
+                                      dump_json(rank_comparison_to_json(cmp), 2) + "\n");
   if (st.ok()) return 0;
   std::fprintf(stderr, "gpuacct analyze: %s\n", st.message().c_str());
   return 1;

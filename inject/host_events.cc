@@ -4,6 +4,8 @@
 #include <bit>
 #include <string_view>
 
+#include "analysis/model/json_text.h"
+
 namespace gpuacct::inject {
 
 HostEventProcessor::HostEventProcessor(NameTable& names, NamePatterns step_patterns,
@@ -20,7 +22,11 @@ const char* HostEventProcessor::step_source() const {
 }
 
 NameId HostEventProcessor::intern(const HostRecord& r) {
-  return names_.intern(std::string_view(r.name, r.len));
+  std::string_view name(r.name, r.len);
+  // Cut to the ring's name size on the hot path, maybe inside a character: drop it, so a long
+  // non-ASCII name stays text instead of ending in "\xHH" (analysis/model/json_text.h).
+  if ((r.flags & kNameTruncated) != 0) name = utf8_without_cut_character(name);
+  return names_.intern(name);
 }
 
 void HostEventProcessor::classify(const HostRecord& r, Open* o) {

@@ -300,6 +300,23 @@ TEST(HostEvents, TruncatedNamesOnlyMatchPrefixPatterns) {
   EXPECT_EQ(out.ranges[0].kind, RangeKind::kData);
 }
 
+// A non-ASCII name cut to the ring's size inside a character keeps its whole characters only.
+TEST(HostEvents, ANameCutInsideACharacterStaysText) {
+  NameTable names;
+  HostEventProcessor p(names, NamePatterns({"step"}), NamePatterns({"donn*"}));
+  // "donn" + 18 x U+00E9 (2 bytes each), cut at 39 bytes: inside the 18th character.
+  std::string name = "donn";
+  for (int i = 0; i < 18; ++i) name += "\xC3\xA9";
+  TimedRecord a = rec(HostRecType::kNvtxPush, 1, name.substr(0, 39).c_str());
+  a.rec.flags = kNameTruncated;
+  std::vector<TimedRecord> r = {a, rec(HostRecType::kNvtxPop, 2)};
+  EventBatch out;
+  Stats stats;
+  p.process(r, out, nullptr, stats);
+  ASSERT_EQ(out.ranges.size(), 1u);
+  EXPECT_EQ(names.text(out.ranges[0].name), name.substr(0, 38));  // 17 whole characters
+}
+
 // Every cap on what the processor keeps open is counted (data loss when a kept range is lost),
 // and a push dropped at the cap does not make its pop close the range around it.
 TEST(HostEvents, RangesDroppedAtTheNestingCapsAreCountedAndPopsStayPaired) {

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <stdexcept>
 
 #include "analysis/model/file_io.h"
+#include "analysis/model/json_text.h"
 #include "analysis/report/report.h"
 #include "cupti_hooks/collector.h"
 #include "cupti_hooks/device_info.h"
@@ -67,10 +69,10 @@ Pipeline::Pipeline(const Config& config)
   acc_.set_row_sink([this](const StepRow& row) { write_row(row); });
   const nlohmann::json header = {{"schema", "gpuacct.steps/1"},
                                  {"source", "injected"},
-                                 {"hostname", cfg_.host},
+                                 {"hostname", json_safe_utf8(cfg_.host)},
                                  {"pid", cfg_.pid},
                                  {"rank", cfg_.rank}};
-  stream_.configure(base_ + ".steps.jsonl", header.dump(), &acc_.mutable_stats());
+  stream_.configure(base_ + ".steps.jsonl", dump_json(header), &acc_.mutable_stats());
 }
 
 // ---- sources -> batch -----------------------------------------------------------------------
@@ -211,7 +213,7 @@ void Pipeline::maybe_write_summary() {
   const nlohmann::json report =
       summary_report(acc_.rows(), acc_.stats(), acc_.config(), metadata(/*final=*/false));
   stream_.write_summary(
-      summary_line(report, static_cast<int64_t>(rows), /*provisional=*/true).dump());
+      dump_json(summary_line(report, static_cast<int64_t>(rows), /*provisional=*/true)));
   const auto cost = std::chrono::steady_clock::now() - now;
   next_summary_ =
       now + std::max<std::chrono::nanoseconds>(summary_interval_, cost * summary_cost_factor_);
@@ -260,7 +262,7 @@ void Pipeline::ensure_output_dir() {
 
 void Pipeline::write_row(const StepRow& row) {
   ensure_output_dir();
-  stream_.write_row(step_row_to_json(row).dump(), row.step_index);
+  stream_.write_row(dump_json(step_row_to_json(row)), row.step_index);
 }
 
 // Every recording write goes through here: the first one opens the file (with GPUACCT_RECORD=1),
@@ -270,16 +272,24 @@ void Pipeline::write_row(const StepRow& row) {
 template <typename Write>
 void Pipeline::record(Write write) {
   Status st;
-  if (record_pending_) {  // one attempt
-    record_pending_ = false;
-    ensure_output_dir();
-    recording_ok_ = true;
-    st = recording_.open(base_ + ".gpuacct", OutputPolicy::kOwnFilesOnly);
-    if (!recording_.note().empty()) log_line(recording_.note());
+  try {
+    if (record_pending_) {  // one attempt
+      record_pending_ = false;
+      recording_ok_ = true;
+      ensure_output_dir();
+      st = recording_.open(base_ + ".gpuacct", OutputPolicy::kOwnFilesOnly);
+      if (!recording_.note().empty()) log_line(recording_.note());
+    }
+    if (!recording_ok_) return;
+    fault_point("recording");
+    if (st.ok()) st = recording_.write_new_names(names_);
+    if (st.ok()) st = write();
+  } catch (const std::exception& e) {  // a bug or out of memory: handled as a failed write
+    st =
+        Status::Error(std::string("cannot write the recording (internal error: ") + e.what() + ")");
+  } catch (...) {
+    st = Status::Error("cannot write the recording (internal error)");
   }
-  if (!recording_ok_) return;
-  if (st.ok()) st = recording_.write_new_names(names_);
-  if (st.ok()) st = write();
   if (st.ok()) return;
   recording_ok_ = false;
   recording_.abandon();
@@ -311,7 +321,7 @@ RunMetadata Pipeline::metadata(bool final) {
     describe_new_devices(meta.devices);
     const nlohmann::json detection = step_detection_section();
     if (detection.contains("step_detection"))
-      meta.step_detection = detection["step_detection"].dump();
+      meta.step_detection = dump_json(detection["step_detection"]);
   }
   std::sort(meta.devices.begin(), meta.devices.end(),
             [](const DeviceInfo& a, const DeviceInfo& b) { return a.id < b.id; });
@@ -337,36 +347,111 @@ CollectionFacts Pipeline::collection_facts(const GpuCollectionState& gpu) const 
   return f;
 }
 
+void Pipeline::fault_point(const char* part) const {
+  for (const std::string& f : faults_for_testing_) {
+    if (f == part) throw std::runtime_error("fault injected for testing");
+  }
+}
+
+void Pipeline::failed(const std::string& what, std::string* error) {
+  if (error != nullptr) {
+    *error = what;  // the report says it (report_errors); final_report says it once
+  } else {
+    log_line(what + " (internal error; the other outputs are written)");
+  }
+}
+
+// Runs one part of the end; an exception (a bug, out of memory) costs that part only: said in
+// one line, false returned.  A part named by add_fault_for_testing throws here.
+template <typename Part>
+bool Pipeline::guarded(const char* part, Part run, std::string* error) {
+  try {
+    fault_point(part);
+    run();
+    return true;
+  } catch (const std::exception& e) {
+    failed(std::string(part) + ": " + e.what(), error);
+  } catch (...) {
+    failed(std::string(part) + ": an exception of unknown type", error);
+  }
+  return false;
+}
+
+// The report, part by part: a part that throws is left out and named in "report_errors"
+// (docs/report_schema.md); the steps finalised are in the report whatever else failed.
+nlohmann::json Pipeline::final_report(const GpuCollectionState& gpu, const RunMetadata& meta) {
+  std::vector<std::string> errors;
+  auto part = [&](const char* name, auto run) {
+    std::string error;
+    const bool ok = guarded(name, run, &error);
+    if (!ok) errors.push_back(error);
+    return ok;
+  };
+  nlohmann::json extra = nlohmann::json::object();
+  part("collection", [&] { extra["collection"] = collection_section(collection_facts(gpu)); });
+  // Steps detected: the same section, keys and place as a file's (analysis/input/input.cc).
+  part("step_detection", [&] { extra.update(step_detection_section()); });
+  nlohmann::json report;
+  if (!part("report", [&] { report = build_report(acc_, meta, names_, extra); })) {
+    if (!part("summary",
+              [&] { report = summary_report(acc_.rows(), acc_.stats(), acc_.config(), meta); })) {
+      report = {{"schema", kReportSchema},
+                {"generated_by", "gpuacct " + std::string(GPUACCT_VERSION_STRING)}};
+    }
+    part("steps", [&] {
+      nlohmann::json steps = nlohmann::json::array();
+      for (const StepRow& r : acc_.rows()) steps.push_back(step_row_to_json(r));
+      report["steps"] = steps;
+    });
+    for (auto it = extra.begin(); it != extra.end(); ++it) report[it.key()] = it.value();
+  }
+  if (!errors.empty()) {
+    report["report_errors"] = errors;
+    std::string line = "the report lacks what failed (internal error):";
+    for (const std::string& e : errors) line += " [" + e + "]";
+    log_line(line + "; the rest is written");
+  }
+  return report;
+}
+
 void Pipeline::finish(const GpuCollectionState& gpu) {
   // The final drain: everything left goes on, and every detected boundary.
-  collect();
-  feed();
-  add_detected_steps(std::numeric_limits<int64_t>::max(), /*final=*/true);
-  host_.finish(acc_.mutable_stats());
-  acc_.finish();
+  guarded("the final drain", [&] {
+    collect();
+    feed();
+    add_detected_steps(std::numeric_limits<int64_t>::max(), /*final=*/true);
+    host_.finish(acc_.mutable_stats());
+  });
+  guarded("the last steps", [&] { acc_.finish(); });
 
-  const RunMetadata meta = metadata(/*final=*/true);
+  RunMetadata meta;
+  if (!guarded("the run metadata", [&] { meta = metadata(/*final=*/true); })) {
+    guarded("the run metadata", [&] { meta = metadata(/*final=*/false); });
+  }
   finish_recording(meta);  // before the report, which counts a recording that failed
-  nlohmann::json extra = nlohmann::json::object();
-  extra["collection"] = collection_section(collection_facts(gpu));
-  // Steps detected: the same section, keys and place as a file's (analysis/input/input.cc).
-  extra.update(step_detection_section());
-  const nlohmann::json report = build_report(acc_, meta, names_, extra);
-  mkdir_p(cfg_.output_dir);  // again: the directory may have been removed while the job ran
+  const nlohmann::json report = final_report(gpu, meta);
+  Status written = Status::Error("the report could not be serialised");
   OutputPlace place{base_ + ".json", ""};
-  const Status written =
-      write_file_atomic(place.path, report.dump(2) + "\n", OutputPolicy::kOwnFilesOnly, &place);
+  guarded("the report file", [&] {
+    mkdir_p(cfg_.output_dir);  // again: the directory may have been removed while the job ran
+    written = write_file_atomic(place.path, dump_json(report, 2) + "\n",
+                                OutputPolicy::kOwnFilesOnly, &place);
+  });
   if (!place.note.empty()) log_line(place.note);
   const std::string& path = place.path;
-  stream_.write_trailer(
-      summary_line(report, static_cast<int64_t>(acc_.rows().size()), /*provisional=*/false).dump());
+  guarded("the step stream's summary line", [&] {
+    stream_.write_trailer(dump_json(
+        summary_line(report, static_cast<int64_t>(acc_.rows().size()), /*provisional=*/false)));
+  });
   stream_.close();
   if (!cfg_.quiet) {
-    auto text = render_terminal_summary(report, false);
-    if (text.ok()) log_block(text.value());
-    if (report.contains("collection") && report["collection"].contains("note")) {
-      log_line(report["collection"]["note"].get<std::string>());
-    }
+    guarded("the terminal summary", [&] {
+      auto text = render_terminal_summary(report, false);
+      if (text.ok()) log_block(text.value());
+      if (report.contains("collection") && report["collection"].contains("note")) {
+        log_line(report["collection"]["note"].get<std::string>());
+      }
+    });
   }
   if (!written.ok()) {
     log_line("no report: " + written.message());

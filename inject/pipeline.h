@@ -22,7 +22,14 @@
 //
 // Threading: not thread-safe.  The worker thread owns the pipeline; at exit the thread that
 // joined the worker does (Runtime::Impl::finalize).  Errors: none escape; every failure to
-// write is said once (inject/log.h) and counted (analysis/model/stats.h).
+// write is said once (inject/log.h) and counted (analysis/model/stats.h).  At the end each
+// output is written on its own: an exception while building one part (a bug, out of memory)
+// costs that part only -- the report then holds what could be built (at least the step rows)
+// and names the part that failed in "report_errors"; the recording is closed or abandoned
+// (never left as a temporary file), the stream gets its summary line.
+//
+// Text: every string from outside reaches the outputs through analysis/model/json_text.h
+// (names interned safe, metadata by run_metadata_to_json, every line by dump_json).
 #pragma once
 
 #include <chrono>
@@ -30,6 +37,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -88,6 +96,11 @@ class Pipeline {
 
   const StepAccountant& accountant() const { return acc_; }
 
+  // Tests: the part of finish() named `part` ("collection", "step_detection", "report",
+  // "summary", "steps", "the run metadata", ...) or every recording write ("recording")
+  // throws, as a bug would.
+  void add_fault_for_testing(std::string part) { faults_for_testing_.push_back(std::move(part)); }
+
  private:
   void collect();
   void learn_threads();
@@ -106,6 +119,11 @@ class Pipeline {
   void record(Write write);
   void finish_recording(const RunMetadata& meta);
   RunMetadata metadata(bool final);
+  template <typename Part>
+  bool guarded(const char* part, Part run, std::string* error = nullptr);
+  static void failed(const std::string& what, std::string* error);
+  void fault_point(const char* part) const;  // throws when a test named `part`
+  nlohmann::json final_report(const GpuCollectionState& gpu, const RunMetadata& meta);
   CollectionFacts collection_facts(const GpuCollectionState& gpu) const;
   void ensure_output_dir();
 
@@ -141,6 +159,8 @@ class Pipeline {
   int summary_cost_factor_ = kSummaryCostFactor;
   std::chrono::steady_clock::time_point next_summary_{};
   size_t rows_at_last_summary_ = 0;
+
+  std::vector<std::string> faults_for_testing_;
 };
 
 }  // namespace gpuacct::inject

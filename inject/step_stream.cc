@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/model/file_io.h"
+#include "analysis/model/json_text.h"
 #include "inject/log.h"
 
 namespace gpuacct::inject {
@@ -86,7 +87,7 @@ bool StepStream::write_line(const std::string& line) {
                                   {"first_step_index", gap_first_},
                                   {"last_step_index", gap_last_},
                                   {"error", gap_error_}}}};
-    text += gap.dump() + "\n";
+    text += dump_json(gap) + "\n";
   }
   text += line;
   text += '\n';

@@ -18,10 +18,12 @@
 //   - the header, if it never got out;
 //   - a gap line: {"gap": {"rows_lost": N, "first_step_index": a, "last_step_index": b,
 //                          "error": "No space left on device"}}
-// so the stream is never silently incomplete.  The file is opened as the library's own output
-// in a directory others may write to (analysis/model/file_io.h open_in_place, kOwnFilesOnly):
-// never through a planted link or into another user's file; a fresh name then, said in one
-// line, and path() is that name.  Not thread-safe: the worker owns it.
+// so the stream is never silently incomplete.  Every line is serialised by dump_json
+// (analysis/model/json_text.h): valid UTF-8 whatever the names held.  The file is opened as
+// the library's own output in a directory others may write to (analysis/model/file_io.h
+// open_in_place, kOwnFilesOnly): never through a planted link or into another user's file; a
+// fresh name then, said in one line, and path() is that name.  Not thread-safe: the worker
+// owns it.
 #pragma once
 
 #include <cstdint>

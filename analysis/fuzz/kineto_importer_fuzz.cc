@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "analysis/input/input.h"
+#include "analysis/model/json_text.h"
 #include "analysis/report/report.h"
 #include "analysis/report/timeline_writer.h"
 
@@ -25,7 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (accounted.ok()) {
     const InputContents& contents = accounted->contents;
     timeline.set_metadata(contents.metadata);
-    (void)build_report(*accounted->accountant, contents.metadata, names, contents.sections).dump();
+    (void)dump_json(
+        build_report(*accounted->accountant, contents.metadata, names, contents.sections));
     (void)timeline.to_json();
   } else if (accounted.status().message().empty()) {
     __builtin_trap();  // an error must always say what is wrong

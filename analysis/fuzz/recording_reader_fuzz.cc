@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "analysis/input/input.h"
+#include "analysis/model/json_text.h"
 #include "analysis/report/report.h"
 #include "analysis/report/timeline_writer.h"
 
@@ -30,7 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const InputContents& contents = accounted->contents;
   timeline.set_metadata(contents.metadata);
-  (void)build_report(*accounted->accountant, contents.metadata, names, contents.sections).dump();
+  (void)dump_json(
+      build_report(*accounted->accountant, contents.metadata, names, contents.sections));
   (void)timeline.to_json();
   return 0;
 }

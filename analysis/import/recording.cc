@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/import/crc32c.h"
+#include "analysis/model/json_text.h"
 
 namespace gpuacct {
 
@@ -37,32 +39,6 @@ static_assert(sizeof(ChunkCheck) == 8);
 
 // Upper bound on one chunk: protects the reader from a corrupt length field.
 constexpr uint64_t kMaxChunkBytes = 1ull << 30;
-
-json metadata_to_json(const RunMetadata& m) {
-  json devs = json::array();
-  for (const DeviceInfo& d : m.devices) {
-    devs.push_back({{"id", d.id},
-                    {"name", d.name},
-                    {"sm_count", d.sm_count},
-                    {"compute_major", d.compute_major},
-                    {"compute_minor", d.compute_minor},
-                    {"total_memory", d.total_memory}});
-  }
-  json out = {{"source", m.source},
-              {"source_path", m.source_path},
-              {"hostname", m.hostname},
-              {"pid", m.pid},
-              {"rank", m.rank},
-              {"world_size", m.world_size},
-              {"command", m.command},
-              {"devices", devs},
-              {"gpuacct_version", m.gpuacct_version}};
-  if (!m.step_detection.empty()) {
-    json section = json::parse(m.step_detection, nullptr, /*allow_exceptions=*/false);
-    if (section.is_object()) out["step_detection"] = section;
-  }
-  return out;
-}
 
 // Reads the integer `key` of `j` into `out` when present.  Only a JSON integer that fits T is
 // taken: 1e300 or 2^40 for an int is an error, not a cast (undefined behaviour).
@@ -95,6 +71,32 @@ Status string_field(const json& j, const char* key, std::string& out) {
   return Status::Ok();
 }
 
+// A device's compute capability: "9.0" (run_metadata_to_json) or, in recordings written
+// before that one writer, compute_major / compute_minor.
+Status compute_capability(const json& d, DeviceInfo& di) {
+  const auto cc = d.find("compute_capability");
+  if (cc == d.end()) {
+    GPUACCT_RETURN_IF_ERROR(integer_field(d, "compute_major", di.compute_major));
+    return integer_field(d, "compute_minor", di.compute_minor);
+  }
+  // "MAJOR.MINOR", two decimal ints (from_chars: no overflow, no locale).
+  std::string_view text;
+  if (cc->is_string()) text = cc->get_ref<const std::string&>();
+  const size_t dot = text.find('.');
+  int major = 0;
+  int minor = 0;
+  const auto parse = [](std::string_view part, int& v) {
+    const auto r = std::from_chars(part.data(), part.data() + part.size(), v);
+    return !part.empty() && r.ec == std::errc() && r.ptr == part.data() + part.size();
+  };
+  if (dot == std::string_view::npos || !parse(text.substr(0, dot), major) ||
+      !parse(text.substr(dot + 1), minor))
+    return Status::Error("metadata field 'compute_capability' is not \"MAJOR.MINOR\"");
+  di.compute_major = major;
+  di.compute_minor = minor;
+  return Status::Ok();
+}
+
 // Every field type-checked: an error names the field.
 Status metadata_from_json(const json& j, RunMetadata& m) {
   GPUACCT_RETURN_IF_ERROR(string_field(j, "source", m.source));
@@ -109,7 +111,14 @@ Status metadata_from_json(const json& j, RunMetadata& m) {
   if (detection != j.end()) {
     if (!detection->is_object())
       return Status::Error("metadata field 'step_detection' is not an object");
-    m.step_detection = detection->dump();
+    m.step_detection = dump_json(*detection);
+  }
+  const auto other = j.find("other_accelerator_events");  // absent in older recordings
+  if (other != j.end() && other->is_object()) {
+    for (auto it = other->begin(); it != other->end(); ++it) {
+      if (it->is_number_integer())
+        m.other_accelerator_events.emplace_back(it.key(), it->get<int64_t>());
+    }
   }
   const auto devices = j.find("devices");
   if (devices == j.end()) return Status::Ok();
@@ -120,8 +129,7 @@ Status metadata_from_json(const json& j, RunMetadata& m) {
     GPUACCT_RETURN_IF_ERROR(string_field(d, "name", di.name));
     GPUACCT_RETURN_IF_ERROR(integer_field(d, "id", di.id));
     GPUACCT_RETURN_IF_ERROR(integer_field(d, "sm_count", di.sm_count));
-    GPUACCT_RETURN_IF_ERROR(integer_field(d, "compute_major", di.compute_major));
-    GPUACCT_RETURN_IF_ERROR(integer_field(d, "compute_minor", di.compute_minor));
+    GPUACCT_RETURN_IF_ERROR(compute_capability(d, di));
     GPUACCT_RETURN_IF_ERROR(integer_field(d, "total_memory", di.total_memory));
     m.devices.push_back(di);
   }
@@ -186,7 +194,7 @@ Status RecordingWriter::write_watermark(TimeNs watermark) {
 }
 
 Status RecordingWriter::write_metadata(const RunMetadata& meta) {
-  const std::string text = metadata_to_json(meta).dump();
+  const std::string text = dump_json(run_metadata_to_json(meta));
   return write_chunk(ChunkType::kMetadata, 1, text.data(), text.size());
 }
 
@@ -197,7 +205,7 @@ Status RecordingWriter::write_stats(const Stats& stats) {
     if (stat_info(s).origin != StatOrigin::kCollection) continue;  // a re-analysis counts those
     if (stats.get(s) != 0) j[std::string(stat_info(s).name)] = stats.get(s);
   }
-  const std::string text = j.dump();
+  const std::string text = dump_json(j);
   return write_chunk(ChunkType::kStats, 1, text.data(), text.size());
 }
 

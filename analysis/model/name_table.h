@@ -17,6 +17,10 @@ class NameTable {
   NameTable(const NameTable&) = delete;
   NameTable& operator=(const NameTable&) = delete;
 
+  // The id of `text`, made safe first (json_safe_utf8, analysis/model/json_text.h): a name
+  // holding bytes that are not UTF-8 is stored with them spelled "\xHH", so every output
+  // (report, step stream, recording, timeline, terminal) shows the same text, and a recording
+  // read back interns the same names.  text() is always valid UTF-8.
   NameId intern(std::string_view text);
   // Unknown ids read as "<unknown>" rather than crashing: a broken recording must not abort.
   std::string_view text(NameId id) const;

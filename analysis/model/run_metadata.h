@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace gpuacct {
 
 struct DeviceInfo {
@@ -37,5 +39,16 @@ struct RunMetadata {
   // otherwise.
   std::string step_detection;
 };
+
+// The one RunMetadata -> JSON writer: the report's "run" section (analysis/report/report.cc)
+// and a recording's metadata chunk (analysis/import/recording.cc) are this object, so both
+// have the same keys (docs/report_schema.md, docs/recording_format.md):
+//   source, source_path, hostname, pid, rank, world_size, command, gpuacct_version,
+//   devices[] {id, name, sm_count, compute_capability ("9.0"), total_memory},
+//   other_accelerator_events {category: count}, and step_detection (an object) when set.
+// Every string is made safe with json_safe_utf8 (analysis/model/json_text.h): the result
+// always serialises.  Recordings written before this writer existed name a device's compute
+// capability compute_major / compute_minor; their reader (recording.cc) takes both.
+nlohmann::json run_metadata_to_json(const RunMetadata& meta);
 
 }  // namespace gpuacct

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <sstream>
+#include <type_traits>
 
 #include "analysis/model/json_text.h"
 
@@ -40,7 +41,7 @@ json shares_json(const WallShares& s) {
 
 std::string name_of(const NameTable* names, NameId id) {
   if (names == nullptr) return "";
-  return json_safe_utf8(names->text(id));
+  return std::string(names->text(id));  // safe text: made so where it was interned
 }
 
 // Declared model FLOPs -> achieved TFLOP/s and MFU against the GPUs' bf16 dense peak.
@@ -96,7 +97,7 @@ void add_step_detection_section(const StepDetectionSummary& d, const NameTable& 
   (*sections)["step_detection"] = {{"source", "detected"},
                                    {"locked", d.locked},
                                    {"period_ops", d.period_ops},
-                                   {"step_end", json_safe_utf8(names.text(d.step_end))},
+                                   {"step_end", names.text(d.step_end)},
                                    {"step_end_is_sync", d.step_end_is_sync},
                                    {"boundaries", d.boundaries},
                                    {"steps", d.steps},
@@ -106,29 +107,12 @@ void add_step_detection_section(const StepDetectionSummary& d, const NameTable& 
 
 namespace {
 
+// The run's metadata as every writer has it (run_metadata_to_json); its step_detection is the
+// report's top-level section (report_to_json's caller puts it there), not repeated here.
 json run_json(const RunMetadata* meta) {
   if (meta == nullptr) return json::object();
-  const RunMetadata& m = *meta;
-  json run = {{"source", m.source},
-              {"source_path", json_safe_utf8(m.source_path)},
-              {"hostname", json_safe_utf8(m.hostname)},
-              {"pid", m.pid},
-              {"rank", m.rank},
-              {"world_size", m.world_size},
-              {"command", json_safe_utf8(m.command)}};
-  json devs = json::array();
-  for (const DeviceInfo& d : m.devices) {
-    devs.push_back({{"id", d.id},
-                    {"name", json_safe_utf8(d.name)},
-                    {"sm_count", d.sm_count},
-                    {"compute_capability",
-                     std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor)},
-                    {"total_memory", d.total_memory}});
-  }
-  run["devices"] = devs;
-  json other = json::object();
-  for (const auto& [category, n] : m.other_accelerator_events) other[json_safe_utf8(category)] = n;
-  run["other_accelerator_events"] = other;
+  json run = run_metadata_to_json(*meta);
+  run.erase("step_detection");
   return run;
 }
 
@@ -337,11 +321,14 @@ std::string bar(double share, int width) {
   return out;
 }
 
+// A field of the report; strings come out as terminal_text (json_text.h): whatever a name holds,
+// it cannot drive the terminal or break a line.
 template <typename T>
 T get_or(const json& j, const char* key, T fallback) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
   try {
+    if constexpr (std::is_same_v<T, std::string>) return terminal_text(it->get<std::string>());
     return it->get<T>();
   } catch (const json::exception&) {
     return fallback;
@@ -399,7 +386,7 @@ void render_header(const json& report, const Style& style, std::ostringstream& o
       o << "steps detected automatically (the input marks none): "
         << get_or<int64_t>(detection, "period_ops", 0)
         << " operations per step, each step ending at "
-        << get_or<std::string>(detection, "step_end", "?").substr(0, 60) << "\n";
+        << utf8_prefix(get_or<std::string>(detection, "step_end", "?"), 60) << "\n";
     } else {
       o << "the input marks no steps and no repeating step was found\n";
     }
@@ -462,7 +449,7 @@ void render_verdict(const json& verdict, const Style& style, std::ostringstream&
       << fmt("%.2f", what_if > 0 ? mean / what_if : 0) << "x)\n";
   }
   for (const json& n : verdict.value("notes", json::array())) {
-    if (n.is_string()) o << "  note: " << n.get<std::string>() << "\n";
+    if (n.is_string()) o << "  note: " << terminal_text(n.get<std::string>()) << "\n";
   }
 }
 
@@ -478,7 +465,7 @@ void render_details(const json& report, std::ostringstream& o) {
     const std::string ctx = get_or<std::string>(g, "host_context", "");
     if (!ctx.empty()) o << ", host in " << ctx;
     const std::string next = get_or<std::string>(g, "next_op", "");
-    if (!next.empty()) o << ", before " << next.substr(0, 60);
+    if (!next.empty()) o << ", before " << utf8_prefix(next, 60);
     o << "\n";
   }
   const json kernels = report.value("top_kernels", json::array());
@@ -488,7 +475,7 @@ void render_details(const json& report, std::ostringstream& o) {
     for (const json& k : kernels) {
       if (shown == 3) break;
       std::string name = get_or<std::string>(k, "name", "?");
-      if (name.size() > 48) name = name.substr(0, 45) + "...";
+      if (name.size() > 48) name = std::string(utf8_prefix(name, 45)) + "...";
       o << (shown++ ? ", " : " ") << name << " "
         << fmt("%.1f%%", get_or<double>(k, "share", 0) * 100);
     }

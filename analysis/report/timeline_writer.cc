@@ -13,61 +13,6 @@
 
 namespace gpuacct {
 
-void append_json_string(std::string& out, std::string_view text) {
-  // json_safe_utf8 turns invalid bytes into "\xHH" text; then JSON-escape.
-  bool ascii_clean = true;
-  for (char ch : text) {
-    const auto b = static_cast<unsigned char>(ch);
-    if (b >= 0x80 || b < 0x20 || ch == '"' || ch == '\\') {
-      ascii_clean = false;
-      break;
-    }
-  }
-  out.push_back('"');
-  if (ascii_clean) {
-    out.append(text);
-    out.push_back('"');
-    return;
-  }
-  const std::string safe = json_safe_utf8(text);
-  static const char kHex[] = "0123456789abcdef";
-  for (char ch : safe) {
-    const auto b = static_cast<unsigned char>(ch);
-    switch (ch) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (b < 0x20 || b == 0x7f) {
-          out += "\\u00";
-          out.push_back(kHex[b >> 4]);
-          out.push_back(kHex[b & 15]);
-        } else {
-          out.push_back(ch);
-        }
-    }
-  }
-  out.push_back('"');
-}
-
 namespace {
 
 const char* kind_cat(GpuOpKind k) {

@@ -8,9 +8,10 @@
 //   host         (pid = kHostPid)   one thread per host thread: step / data / user ranges and
 //                                   CUDA API calls; markers as instant events.
 // Times are microseconds with three decimals (exact nanoseconds) relative to the earliest
-// event, so large epochs lose no precision.  Strings are escaped losslessly: valid UTF-8 is
+// event, so large epochs lose no precision.  Strings are written by append_json_string
+// (analysis/model/json_text.h, the one place outside bytes become report text): valid UTF-8 is
 // kept, quotes / backslashes / control characters are JSON-escaped, and bytes that are not
-// UTF-8 are spelled "\xHH" (json_safe_utf8), so the output is always strict JSON.
+// UTF-8 are spelled "\xHH", so the output is always strict JSON.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include "analysis/accounting/step_row.h"
 #include "analysis/model/event_sink.h"
 #include "analysis/model/events.h"
+#include "analysis/model/json_text.h"
 #include "analysis/model/name_table.h"
 #include "analysis/model/run_metadata.h"
 #include "analysis/model/status.h"
@@ -72,8 +74,5 @@ class TimelineWriter final : public EventSink {
   std::vector<CategorySegment> segments_;
   std::vector<StepRow> rows_;
 };
-
-// Appends `text` to `out` as a JSON string literal (with quotes), losslessly (see above).
-void append_json_string(std::string& out, std::string_view text);
 
 }  // namespace gpuacct

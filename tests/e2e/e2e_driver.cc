@@ -5,6 +5,8 @@
 //              [--kernels=K]                       K kernels of 1 ms per step instead of 5
 //   e2e_driver --mode=fork  --steps=N                forks mid-run; the child marks and exit()s
 //   e2e_driver --mode=nocuda --steps=N --sleep-ms=M  never initialises CUDA (host ranges only)
+//              [--latin1-names]                    the data range, a user range and the kernel
+//                                                  named with bytes that are not UTF-8
 //   e2e_driver --mode=threads --steps=N              each step's work on a new thread (below)
 #include <gpuacct/gpuacct_dynamic.h>
 #include <pthread.h>
@@ -23,17 +25,23 @@
 namespace {
 
 int g_kernels = 5;
+// Names (--latin1-names: a Latin-1 byte, a cut sequence, an escape sequence).
+const char* g_data_name = "dataloader";
+const char* g_kernel_name = "e2e_kernel";
+const char* g_user_name = nullptr;
 
 void one_step(const gpuacct_dyn_api* api, simStream_t s, int i, int sleep_ms) {
   api->step_begin(i);
-  api->data_push("dataloader");
+  if (g_user_name != nullptr) api->range_push(g_user_name);
+  api->data_push(g_data_name);
   if (s != nullptr) simHostWork(10'000'000);
   if (sleep_ms > 0) usleep(static_cast<useconds_t>(sleep_ms) * 1000);
   api->data_pop();
   if (s != nullptr) {
-    for (int k = 0; k < g_kernels; ++k) simLaunchKernel(s, "e2e_kernel", 1'000'000);
+    for (int k = 0; k < g_kernels; ++k) simLaunchKernel(s, g_kernel_name, 1'000'000);
     simStreamSynchronize(s);
   }
+  if (g_user_name != nullptr) api->range_pop();
   api->step_end();
 }
 
@@ -86,6 +94,11 @@ int main(int argc, char** argv) {
       sleep_ms = std::atoi(argv[i] + 11);
     else if (std::strncmp(argv[i], "--kernels=", 10) == 0)
       g_kernels = std::atoi(argv[i] + 10);
+    else if (std::strcmp(argv[i], "--latin1-names") == 0) {
+      g_data_name = "donn\351es";  // octal: the byte 0xE9 then "es"
+      g_kernel_name = "k\xE9rnel_\xC3";
+      g_user_name = "user\x1B[31m\xFF";
+    }
   }
   simStream_t s = nullptr;
   if (mode != "nocuda") {

@@ -12,6 +12,7 @@ Each ctest runs one case:  run_e2e.py --build <build dir> <case>
   subscribe_refused, drop, buffer_refused, pool_cap, fork, sigterm, sigkill, busy, bad_env,
   no_cupti, real_cupti, nocuda, record, enable_off, planted_links
                                     fault and lifecycle cases
+  latin1_names                      bytes that are not UTF-8 in argv[0] and the output path
   same_steps                        live = analyze = timeline on one run's recording
   late_gpu_records                  GPU records delivered 3.1 s late: every step still exact
   first_mark                        the first mark (it starts the library) keeps its time
@@ -764,6 +765,88 @@ def case_late_gpu_records() -> None:
               f"{d['lag_p99_ns'] / 1e9:.2f} s behind the watermark; live = analyze")
 
 
+def read_utf8_json_lines(path: str) -> list:
+    """Every line of a JSONL file, decoded as strict UTF-8 (a byte that is not UTF-8 fails)."""
+    with open(path, encoding="utf-8", errors="strict") as f:
+        return [json.loads(l) for l in f.read().splitlines() if l.strip()]
+
+
+def case_latin1_names() -> None:
+    """Bytes that are not UTF-8 from outside never cost a report: a program started under a
+    Latin-1 file name (argv[0] = b"scen\\xe9narios", which also reaches the command line and
+    the main module's name in native call sites), writing into a Latin-1 directory, with and
+    without a recording.  Every output is strict UTF-8 JSON, the byte reads "\\xE9", the stream
+    has its trailer, nothing is left behind, and `analyze` of the recording agrees."""
+    _, _, sim_bin, _ = paths()
+    cli = os.path.join(BUILD, "bin", "gpuacct")
+    for record in ("0", "1"):
+        with tempfile.TemporaryDirectory(prefix="gpuacct_e2e_") as tmp:
+            out = os.path.join(tmp, os.fsdecode(b"out\xe9"))
+            os.mkdir(out)
+            prog = os.path.join(tmp, os.fsdecode(b"scen\xe9narios"))
+            os.symlink(os.path.join(sim_bin, "sim_scenario_data_bound"), prog)
+            res = run([prog, "--marks=capi"], base_env(out, GPUACCT_RECORD=record))
+            check("internal error" not in res.stderr, f"record={record}: {res.stderr}")
+            found = reports(out)
+            check(len(found) == 1, f"record={record}: no report: {os.listdir(out)}\n{res.stderr}")
+            with open(found[0], encoding="utf-8", errors="strict") as f:
+                rep = json.load(f)
+            check("scen\\xE9narios" in rep["run"]["command"], f"command {rep['run']['command']!r}")
+            check(len(rep["steps"]) == 20, f"{len(rep['steps'])} steps in the report")
+            check("\ufffd" not in json.dumps(rep, ensure_ascii=False),
+                  "a byte was replaced instead of written as \\xHH")
+            streams = glob.glob(os.path.join(out, "*.steps.jsonl"))
+            check(len(streams) == 1, f"stream missing: {os.listdir(out)}")
+            lines = read_utf8_json_lines(streams[0])
+            check(lines[-1].get("provisional") is False, f"no trailer: {lines[-1]}")
+            left = [f for f in os.listdir(out) if ".tmp." in f]
+            check(not left, f"left behind: {left}")
+            recs = glob.glob(os.path.join(out, "*.gpuacct"))
+            check(len(recs) == int(record), f"record={record}: recordings {os.listdir(out)}")
+            if recs and os.path.exists(cli):
+                re_dir = os.path.join(out, "re")
+                # Bytes: the CLI names the files it wrote, Latin-1 path and all, on stderr.
+                res = subprocess.run([cli, "analyze", recs[0], "--out", re_dir],
+                                     capture_output=True, timeout=120)
+                check(res.returncode == 0, f"gpuacct analyze: {res.stderr!r}")
+                again = glob.glob(os.path.join(re_dir, "*.report.json"))
+                check(len(again) == 1, f"no re-analysed report in {os.listdir(re_dir)}")
+                with open(again[0], encoding="utf-8", errors="strict") as f:
+                    offline = json.load(f)
+                check(offline["run"]["command"] == rep["run"]["command"],
+                      f"command live {rep['run']['command']!r}, "
+                      f"analyze {offline['run']['command']!r}")
+                check(len(offline["steps"]) == 20, f"{len(offline['steps'])} steps re-analysed")
+    # Names from the host rings (C-API data and user ranges) and from the driver (the kernel),
+    # with the terminal summary on: the same \\xHH text in the report, the recording's
+    # re-analysis and its timeline; no raw control byte reaches the terminal.
+    _, _, _, driver = paths()
+    with tempfile.TemporaryDirectory(prefix="gpuacct_e2e_") as out:
+        env = base_env(out, GPUACCT_RECORD="1")
+        del env["GPUACCT_QUIET"]
+        res = subprocess.run([driver, "--mode=loop", "--steps=6", "--latin1-names"], env=env,
+                             capture_output=True, timeout=120)
+        check(res.returncode == 0 and b"internal error" not in res.stderr, repr(res.stderr))
+        check(b"\x1b" not in res.stderr, f"a control byte reached the terminal: {res.stderr!r}")
+        rep = one_report(out)
+        kernels = [k["name"] for k in rep["top_kernels"]]
+        check(kernels == ["k\\xE9rnel_\\xC3"], f"top kernels {kernels}")
+        contexts = {g["host_context"] for g in rep["largest_idle_gaps"]}
+        check("donn\\xE9es" in contexts, f"idle gap host contexts {contexts}")
+        recs = glob.glob(os.path.join(out, "*.gpuacct"))
+        check(len(recs) == 1, f"recording missing: {os.listdir(out)}")
+        tl_path = os.path.join(out, "timeline.json")
+        res = subprocess.run([cli, "timeline", recs[0], "-o", tl_path], capture_output=True,
+                             timeout=120)
+        check(res.returncode == 0, f"gpuacct timeline: {res.stderr!r}")
+        with open(tl_path, encoding="utf-8", errors="strict") as f:
+            names = {e.get("name") for e in json.load(f)["traceEvents"]}
+        for want in ("k\\xE9rnel_\\xC3", "donn\\xE9es", "user\x1b[31m\\xFF"):
+            check(want in names, f"{want!r} not among the timeline's names")
+    print("ok: a Latin-1 program name and output directory: report, stream trailer and "
+          "recording written, the byte as \\xE9; range and kernel names alike everywhere")
+
+
 CASES = {
     "subscribe_refused": case_subscribe_refused, "drop": case_drop,
     "buffer_refused": case_buffer_refused, "pool_cap": case_pool_cap, "fork": case_fork,
@@ -779,6 +862,7 @@ CASES = {
     "thread_ids_system": lambda: case_thread_ids(pthread_ids=False, stacks=True),
     "thread_ids_pthread": lambda: case_thread_ids(pthread_ids=True, stacks=True),
     "thread_ids_pthread_nostacks": lambda: case_thread_ids(pthread_ids=True, stacks=False),
+    "latin1_names": case_latin1_names,
 }
 
 
