@@ -360,7 +360,9 @@ void render_header(const json& report, const Style& style, std::ostringstream& o
     const int d = get_or<int>(r, "device", 0);
     if (std::find(seen.begin(), seen.end(), d) == seen.end()) seen.push_back(d);
   }
+  // Host-only rows (a step before any GPU op) are not a device: counted only when alone.
   const bool host_only = seen.size() == 1 && seen.front() == -1;
+  if (!host_only) seen.erase(std::remove(seen.begin(), seen.end(), -1), seen.end());
   o << bold << "gpuacct" << reset << " - " << steps << " steps";
   if (warm > 0) o << " (+" << warm << " warm-up left out)";
   if (host_only) {

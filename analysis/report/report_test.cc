@@ -95,6 +95,16 @@ TEST(Report, HeadlineNamesDevicesOrHostOnly) {
   text = render_terminal_summary(build_report(host, RunMetadata{}, names));
   ASSERT_TRUE(text.ok());
   EXPECT_NE(text->find("on the host only (no GPU activity)"), std::string::npos) << *text;
+
+  // A first step before any GPU op is a host-only row (device -1, docs/accounting.md): the
+  // run is still on one device.
+  nlohmann::json one = build_report(acc, meta, names);
+  nlohmann::json host_row = one["steps"][0];
+  host_row["device"] = -1;
+  one["steps"].insert(one["steps"].begin(), host_row);
+  text = render_terminal_summary(one);
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text->find("on 1 device (NVIDIA H200)"), std::string::npos) << *text;
 }
 
 TEST(Report, DataLossIsPrinted) {
