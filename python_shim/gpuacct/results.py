@@ -15,6 +15,12 @@ covers); a stream with no summary line yet has none (``Run.has_summary`` is Fals
 verdict is empty).  Gap lines (step rows the library lost on a full disk) are counted in
 ``Run.rows_lost``.
 
+A stream whose latest summary line covers fewer rows than it holds -- a running job, or one
+killed with SIGKILL, which writes no closing line -- says so (``Run.rows_behind``).
+``load(path, summarize_all=True)`` then asks the C++ tool (``gpuacct analyze`` of the stream,
+the one C++ summary) for the summary and verdict of all its rows; without the tool it keeps the
+latest summary line.
+
 ``Run.steps`` is a pandas DataFrame when pandas is installed (else a list of dicts), one row per
 step and device.  Nested objects are flattened with dots (``categories.data_wait``,
 ``walls.data``) and convenience columns are added: ``step_ms`` and ``<wall>_ms`` for the five
@@ -56,6 +62,16 @@ class Run:
     rows_lost: int = 0  # stream rows lost on a full disk (the stream's gap lines)
     gaps: List[Dict[str, Any]] = field(default_factory=list)  # the gap lines themselves
     partial_lines: int = 0  # unparsable lines skipped (a stream's unfinished last line)
+    # Who computed the summary: "library" (a report or a summary line) or "gpuacct analyze" (the
+    # C++ tool over all of a stream's rows, load(summarize_all=True)).
+    summary_source: str = "library"
+
+    @property
+    def rows_behind(self) -> int:
+        """A stream's step rows that its summary does not cover yet (0 for a report)."""
+        if self.kind != "stream" or self.summary_rows is None:
+            return 0
+        return max(0, len(self.rows) - self.summary_rows)
 
     @property
     def rows(self) -> List[Dict[str, Any]]:
@@ -240,8 +256,41 @@ def _load_stream(path: str, text: str) -> Run:
                rows_lost=rows_lost, gaps=gaps, partial_lines=bad)
 
 
-def load(path: Union[str, "os.PathLike[str]"]) -> Run:
-    """Load a gpuacct JSON report or JSONL step stream (see the module docstring)."""
+def _summarize_with_cli(run: Run) -> Run:
+    """The C++ summary of all of a stream's rows (``gpuacct analyze STREAM``), or ``run`` as it
+    is when the tool is not found or fails."""
+    import subprocess
+    import tempfile
+
+    from . import _lib
+    from .launcher import find_cli
+    cli = find_cli(_lib.find_library())
+    if cli is None:
+        return run
+    with tempfile.TemporaryDirectory(prefix="gpuacct_load_") as out:
+        try:
+            res = subprocess.run([cli, "analyze", run.path, "--out", out], capture_output=True,
+                                 timeout=120, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return run
+        found = [f for f in os.listdir(out) if f.endswith(".report.json")]
+        if res.returncode != 0 or len(found) != 1:
+            return run
+        with open(os.path.join(out, found[0]), encoding="utf-8") as f:
+            report = json.load(f)
+    summary = report.get("summary") if isinstance(report.get("summary"), dict) else {}
+    run.summary, run.verdict = summary, _find_verdict(report, summary)
+    run.summary_rows = len(_find_steps(report))
+    run.stats = _counters(report.get("stats"))
+    run.data_loss_counters = _counters(report.get("stats"), "data_loss")
+    run.data_loss = bool(report.get("data_loss", False)) or run.rows_lost > 0
+    run.summary_source = "gpuacct analyze"
+    return run
+
+
+def load(path: Union[str, "os.PathLike[str]"], summarize_all: bool = False) -> Run:
+    """Load a gpuacct JSON report or JSONL step stream (see the module docstring).
+    summarize_all: for a stream whose summary lags its rows, the C++ tool's summary of all."""
     p = os.fspath(path)
     if os.path.isdir(p):
         found = find_reports(p)
@@ -264,7 +313,11 @@ def load(path: Union[str, "os.PathLike[str]"]) -> Run:
             data = None
         if isinstance(data, dict) and "schema" in data and not _is_row(data):
             return _load_report(p, data)
-    return _load_stream(p, text)
+    run = _load_stream(p, text)
+    if summarize_all and run.rows and (run.summary_rows is None and run.provisional
+                                       or run.rows_behind > 0):
+        run = _summarize_with_cli(run)
+    return run
 
 
 def is_report_file(path: str) -> bool:

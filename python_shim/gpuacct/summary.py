@@ -61,9 +61,16 @@ def render(run: Run, title: Optional[str] = None) -> str:
                      "once rows are finalised, at most once a second)")
         lines.extend(_loss_lines(run))
         return "\n".join(lines) + "\n"
-    if run.provisional and run.summary_rows is not None:
+    if run.summary_source != "library":
+        lines.append(f"summary of all {run.summary_rows} step rows, by {run.summary_source} (the "
+                     "stream has no closing summary line)")
+    elif run.provisional and run.summary_rows is not None:
         lines.append(f"summary of the first {run.summary_rows} step rows (as the library "
                      "computed it while the job ran)")
+        if run.rows_behind > 0:
+            lines.append(f"  {run.rows_behind} later step rows are not in it (a running job, or "
+                         "one killed before its closing line): gpuacct.load(path, "
+                         "summarize_all=True) or `gpuacct report PATH` summarises them all")
     steps = _get(s, "steps", default=0)
     warm = _get(s, "warmup_steps", default=0)
     p50 = _get(s, "step_time_ms.p50", "step_ms.p50", default=0.0)

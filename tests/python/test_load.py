@@ -12,7 +12,8 @@ import pytest
 import gpuacct
 from gpuacct.results import ReportError, load
 from gpuacct.summary import render
-from conftest import (STREAM_HEADER, WALLS, golden_report, make_report, make_row, make_rows,
+from conftest import (STREAM_HEADER, WALLS, build_dir, golden_report, make_report, make_row,
+                      make_rows,
                       summary_line)
 
 
@@ -171,3 +172,33 @@ def test_package_computes_no_verdict() -> None:
     for mod in (results, summary):
         for name in ("BANDS", "COMPUTE_HIGH", "CATEGORY_WALL", "summarize_rows"):
             assert not hasattr(mod, name), f"{mod.__name__}.{name}"
+
+
+def test_stream_of_a_killed_job_summarises_all_rows(tmp_path: Path, monkeypatch) -> None:
+    """A job killed with SIGKILL writes no closing line: its latest summary line covers fewer
+    rows than the stream holds.  load() says how many; summarize_all=True asks the C++ tool for
+    the summary of all of them (never one of Python's own)."""
+    rep = golden_report()
+    rows = rep["steps"]
+    early = summary_line(rep, 10, provisional=True)
+    early["verdict"] = dict(rep["verdict"], headline="as of 10 rows")
+    lines = [STREAM_HEADER] + rows[:10] + [early] + rows[10:]
+    path = _write_stream(tmp_path / "killed.steps.jsonl", lines)
+    run = load(path)
+    assert run.provisional and run.summary_rows == 10 and run.rows_behind == len(rows) - 10
+    assert f"{len(rows) - 10} later step rows are not in it" in render(run)
+    cli = build_dir() / "bin" / "gpuacct"
+    assert cli.is_file(), f"{cli}: build the gpuacct tool first"
+    monkeypatch.setenv("GPUACCT_CLI", str(cli))
+    run = load(path, summarize_all=True)
+    assert run.summary_source == "gpuacct analyze"
+    assert run.summary_rows == len(rows) and run.rows_behind == 0
+    assert run.summary["steps"] == rep["summary"]["steps"]
+    assert run.verdict["bound"] == rep["verdict"]["bound"]
+    assert run.verdict["headline"] != "as of 10 rows"
+    assert f"summary of all {len(rows)} step rows, by gpuacct analyze" in render(run)
+    # Without the tool: the latest summary line, as before.
+    import gpuacct.launcher
+    monkeypatch.setattr(gpuacct.launcher, "find_cli", lambda library: None)
+    run = load(path, summarize_all=True)
+    assert run.summary_source == "library" and run.summary_rows == 10
