@@ -384,9 +384,19 @@ int open_in_place(const std::string& path, OutputPolicy policy, OutputPlace* pla
     fd = ::openat(dir, name.c_str(),
                   O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0666);
     if (fd < 0) {
-      if (errno == ELOOP) return "is a symbolic link";
-      if (errno == ENXIO) return "is a named pipe (FIFO)";
-      *err = errno;
+      const int open_err = errno;
+      if (open_err == ELOOP) return "is a symbolic link";
+      if (open_err == ENXIO) return "is a named pipe (FIFO)";
+      // Something planted there that we may not open (a directory: EISDIR; another user's
+      // file in a sticky directory, or fs.protected_regular: EACCES) is left alone like a link:
+      // the next fresh name.  Nothing there: a real failure (ENOSPC, EROFS...).
+      struct stat there {};
+      if (::fstatat(dir, name.c_str(), &there, AT_SYMLINK_NOFOLLOW) == 0) {
+        const std::string reason = unsafe_reason(there);
+        return reason.empty() ? std::string("cannot be opened (") + std::strerror(open_err) + ")"
+                              : reason;
+      }
+      *err = open_err;
       return "";
     }
     struct stat st {};

@@ -300,6 +300,20 @@ TEST_F(SharedDir, TheStreamOpensOnlyItsOwnFile) {
   EXPECT_EQ(read(at("d.steps.jsonl")), "");
 }
 
+// A directory planted at the stream's name (EISDIR), like any name we may not open, is left
+// alone and the stream goes to a fresh name: it is not switched off.
+TEST_F(SharedDir, AStreamNameWeCannotOpenGetsAFreshName) {
+  fs::create_directory(at("e.steps.jsonl"));
+  OutputPlace place;
+  const int fd = open_in_place(at("e.steps.jsonl"), OutputPolicy::kOwnFilesOnly, &place);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(write_fully(fd, "row\n", 4));
+  ::close(fd);
+  EXPECT_EQ(place.path, at("e-1.steps.jsonl"));
+  EXPECT_NE(place.note.find("directory"), std::string::npos) << place.note;
+  EXPECT_TRUE(fs::is_directory(at("e.steps.jsonl")));
+}
+
 // Our own earlier file is replaced as before (permissions kept, no note), and a link planted
 // between open() and commit() is replaced by the rename, never followed.
 TEST_F(SharedDir, OurOwnFileIsReplacedAndALateLinkIsNotFollowed) {
