@@ -18,6 +18,9 @@
 namespace gpuacct::inject {
 namespace {
 
+// How long past a thread's exit (by the watermark) its life is kept for late API records.
+constexpr int64_t kThreadLifeGraceNs = 60'000'000'000;
+
 // A batch this large goes on at a buffer wake-up instead of waiting for the tick.
 constexpr size_t kFeedBatchEvents = size_t{1} << 16;
 
@@ -198,8 +201,12 @@ void Pipeline::tick(int64_t watermark) {
     // give back (the recording reaches the kernel at each watermark: RecordingWriter).
     record([&] { return recording_.write_watermark(watermark); });
     acc_.advance_watermark(watermark);
-    // Every record made before the watermark has been parsed: threads gone before it are done.
-    parser_.thread_ids().forget_before(watermark);
+    // A thread's life is kept until the watermark is kThreadLifeGraceNs past its exit: the
+    // watermark promises GPU records only, and API records can come late too (a busy CUPTI
+    // delivery thread), so its API records may still arrive.  16 bytes a life: even a job that
+    // starts 1000 threads a second keeps ~1 MB.
+    if (watermark > kThreadLifeGraceNs)
+      parser_.thread_ids().forget_before(watermark - kThreadLifeGraceNs);
   }
   maybe_write_summary();
 }

@@ -195,10 +195,18 @@ void hook_api_enter(HostApiKind kind, uint64_t* scratch) {
     current_thread();
     return;
   }
-  const int64_t now = now_ns();  // before the thread's state is made (its first call)
-  ThreadState* s = current_thread();
-  if (s == nullptr) return;
+  // The clock is read before the thread's state is made (its first call: that locks and
+  // allocates), and otherwise only past the depth check, so that a driver call nested in a
+  // runtime call costs no clock read (the nested budget, docs/injection.md).
+  ThreadState* s = t_state;
+  int64_t now = 0;
+  if (s == nullptr) {
+    now = now_ns();
+    s = current_thread();
+    if (s == nullptr) return;
+  }
   if (s->api_depth++ != 0) return;  // a driver call inside a runtime call
+  if (now == 0) now = now_ns();
   if (scratch != nullptr) *scratch = static_cast<uint64_t>(now);
   if (kind == HostApiKind::kLaunch && g_hot.stacks && s->last_api_exit != 0 &&
       now - s->last_api_exit > g_hot.pause_threshold_ns &&
