@@ -300,8 +300,11 @@ std::vector<int64_t> slow_start_steps(const std::map<int64_t, double>& step_ms,
       percentile(std::vector<double>(ms.end() - static_cast<std::ptrdiff_t>(steady_n), ms.end()),
                  50);
   if (steady_ms != nullptr) *steady_ms = steady;
+  const size_t cap = std::min(
+      n - steady_n,
+      std::max<size_t>(1, static_cast<size_t>(rule.max_leading_share * static_cast<double>(n))));
   std::vector<int64_t> out;
-  for (size_t i = 0; i < n - steady_n && ms[i] > rule.factor * steady; ++i) {
+  for (size_t i = 0; i < cap && ms[i] > rule.factor * steady; ++i) {
     out.push_back(index[i]);
   }
   return out;

@@ -46,6 +46,10 @@ struct VerdictBands {
 struct SlowStartRule {
   double factor = 3.0;
   int min_steady_steps = 3;
+  // At most this share of the steps (and at least one) is left out: a long slow phase at the
+  // start (a cold page cache, a first epoch that really is data-bound) is the run's own finding,
+  // not warm-up to hide.
+  double max_leading_share = 0.1;
 };
 
 enum class Severity : uint8_t { kNone, kModerate, kHigh };

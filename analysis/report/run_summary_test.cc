@@ -291,11 +291,15 @@ TEST(RunSummary, SlowStartRuleBounds) {
   };
   const SlowStartRule rule;
   double steady = 0;
-  // Two slow leading steps, then the steady state: both go; the steady median is that of the
-  // last half of the run (110, 100, 90).
+  // Two slow leading steps, then the steady state: of 6 steps at most one goes (a tenth, at
+  // least one); the steady median is that of the last half of the run (110, 100, 90).
   EXPECT_EQ(slow_start_steps(steps({900, 500, 100, 110, 100, 90}), rule, &steady),
-            (std::vector<int64_t>{10, 11}));
+            (std::vector<int64_t>{10}));
   EXPECT_DOUBLE_EQ(steady, 100);
+  // Of 20 steps, two slow leading ones both go; a third would be more than a tenth.
+  std::vector<double> twenty(20, 100);
+  twenty[0] = twenty[1] = twenty[2] = 900;
+  EXPECT_EQ(slow_start_steps(steps(twenty), rule), (std::vector<int64_t>{10, 11}));
   // Exactly 3x is not slower than 3x; jitter and a doubled step never count.
   EXPECT_TRUE(slow_start_steps(steps({300, 100, 100, 100}), rule).empty());
   EXPECT_TRUE(slow_start_steps(steps({200, 100, 100, 100, 100}), rule).empty());
@@ -303,9 +307,11 @@ TEST(RunSummary, SlowStartRuleBounds) {
   EXPECT_TRUE(slow_start_steps(steps({100, 900, 100, 100, 100}), rule).empty());
   // Too few steps to know a steady state (fewer than 3 after the candidate).
   EXPECT_TRUE(slow_start_steps(steps({900, 100, 100}), rule).empty());
-  // At most half the run: of 4 slow steps out of 7, the first 3 go (the steady median, of the
-  // last 4 steps, is 100).
-  EXPECT_EQ(slow_start_steps(steps({900, 900, 900, 900, 100, 100, 100}), rule),
+  // At most half the run: with no share cap, of 4 slow steps out of 7, the first 3 go (the
+  // steady median, of the last 4 steps, is 100).
+  SlowStartRule uncapped;
+  uncapped.max_leading_share = 1.0;
+  EXPECT_EQ(slow_start_steps(steps({900, 900, 900, 900, 100, 100, 100}), uncapped),
             (std::vector<int64_t>{10, 11, 12}));
   // A configured warm-up comes first: the rule looks at the steps after it.
   std::vector<StepRow> rows = resnet_like_rows();
