@@ -68,8 +68,13 @@ void WindowSweep::account(StepRow& row, uint32_t step_thread, const std::vector<
   summary_step_ = !row.warmup;
   seg_open_ = false;
   build_sorted_endpoints(row.window_begin, row.window_end);
+  row_gaps_.clear();
   sweep();
   flush_segment();
+  // The row's top_gaps longest go on to the run's list: one row can never fill more of it, so
+  // the headroom below holds kGapHeadroom - 1 whole rows that the summary may leave out.
+  const size_t run_cap = static_cast<size_t>(std::max(cfg_.top_gaps, 0)) * kGapHeadroom;
+  for (const IdleGap& g : row_gaps_) keep_longest(gaps_, g, run_cap);
   assert(row.cat.sum() == row.window_end - row.window_begin);
 }
 
@@ -367,17 +372,21 @@ void WindowSweep::split_by_length(int64_t len, IdleSplit* split) const {
   }
 }
 
-void WindowSweep::keep_gap(const IdleGap& gap) {
+// Keeps the `cap` longest gaps in `heap` (a min-heap on length).
+void WindowSweep::keep_longest(std::vector<IdleGap>& heap, const IdleGap& gap, size_t cap) {
   auto shorter = [](const IdleGap& a, const IdleGap& b) { return a.length() > b.length(); };
-  const size_t cap = static_cast<size_t>(cfg_.top_gaps);
-  if (gaps_.size() < cap) {
-    gaps_.push_back(gap);
-    std::push_heap(gaps_.begin(), gaps_.end(), shorter);
-  } else if (gap.length() > gaps_.front().length()) {
-    std::pop_heap(gaps_.begin(), gaps_.end(), shorter);
-    gaps_.back() = gap;
-    std::push_heap(gaps_.begin(), gaps_.end(), shorter);
+  if (heap.size() < cap) {
+    heap.push_back(gap);
+    std::push_heap(heap.begin(), heap.end(), shorter);
+  } else if (cap > 0 && gap.length() > heap.front().length()) {
+    std::pop_heap(heap.begin(), heap.end(), shorter);
+    heap.back() = gap;
+    std::push_heap(heap.begin(), heap.end(), shorter);
   }
+}
+
+void WindowSweep::keep_gap(const IdleGap& gap) {
+  keep_longest(row_gaps_, gap, static_cast<size_t>(cfg_.top_gaps));
 }
 
 }  // namespace gpuacct::accounting

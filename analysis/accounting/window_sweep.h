@@ -21,6 +21,12 @@ namespace gpuacct::accounting {
 
 class WindowSweep {
  public:
+  // The run's list keeps kGapHeadroom x top_gaps gaps, at most top_gaps of each row: the run
+  // summary later leaves out slow-start steps (analysis/report/run_summary.h), whose gaps are
+  // often the run's longest, and the report lists the top_gaps longest of the rest -- exact
+  // while at most kGapHeadroom - 1 rows are left out.
+  static constexpr size_t kGapHeadroom = 4;
+
   explicit WindowSweep(const AccountingConfig& cfg) : cfg_(cfg) {}
 
   // Accounts row's window [window_begin, window_end): fills row.cat (which sums to the window
@@ -66,6 +72,7 @@ class WindowSweep {
   void split_by_pauses(const ThreadHost* th, TimeNs a, TimeNs b, IdleSplit* split) const;
   void split_by_length(int64_t len, IdleSplit* split) const;
   void keep_gap(const IdleGap& gap);
+  static void keep_longest(std::vector<IdleGap>& heap, const IdleGap& gap, size_t cap);
 
   const AccountingConfig& cfg_;
 
@@ -83,7 +90,8 @@ class WindowSweep {
   TimeNs seg_end_ = 0;
 
   std::vector<KernelExposure> exposure_;  // indexed by NameId (ids are dense)
-  std::vector<IdleGap> gaps_;             // min-heap on length, capacity cfg.top_gaps
+  std::vector<IdleGap> gaps_;      // min-heap on length, capacity kGapHeadroom x cfg.top_gaps
+  std::vector<IdleGap> row_gaps_;  // the row being swept: min-heap, capacity cfg.top_gaps
 
   // Scratch reused across windows.
   struct Endpoint {

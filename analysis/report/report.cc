@@ -292,6 +292,9 @@ json build_report(const StepAccountant& acc, const RunMetadata& meta, const Name
                                         slow.end();
                                }),
                 in.gaps.end());
+  // The accountant keeps more than top_gaps (WindowSweep::kGapHeadroom) for the filter above.
+  const size_t listed = static_cast<size_t>(std::max(acc.config().top_gaps, 0));
+  if (in.gaps.size() > listed) in.gaps.resize(listed);
   if (extra.is_object()) in.extra = extra;
   // How late GPU records came (analysis/accounting/delivery_lag.h), for every source.
   const DeliveryLag& lag = acc.delivery_lag();

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "analysis/accounting/step_accountant_test_util.h"
 #include "analysis/import/synthetic.h"
 #include "analysis/model/json_text.h"
 
@@ -161,4 +162,41 @@ TEST(JsonText, InvalidBytesAreKeptLosslessly) {
 }
 
 }  // namespace
+// A slow first step (left out as slow start) whose idle gaps are the run's largest must not
+// crowd the steady steps' gaps out of largest_idle_gaps: the list still has top_gaps entries,
+// none of them from the slow step.
+TEST(Report, SlowStartGapsDoNotCrowdOutTheSteadyOnes) {
+  using testing_util::us;
+  testing_util::Trace t;
+  AccountingConfig cfg = testing_util::no_warmup();
+  cfg.top_gaps = 3;
+  // Step 0: 10 kernels with 5 ms idle before each (50 ms); steps 1..9: 2 kernels, 200 us idle.
+  TimeNs at = us(0);
+  t.step(at, at + us(50'100));
+  for (int k = 0; k < 10; ++k) {
+    at += us(5'000);
+    t.kernel(at - us(10), at - us(5), at, at + us(10));
+    at += us(10);
+  }
+  at = us(50'100);
+  for (int s = 1; s < 10; ++s) {
+    const TimeNs begin = at;
+    for (int k = 0; k < 2; ++k) {
+      at += us(200 + 10 * k + s);
+      t.kernel(at - us(10), at - us(5), at, at + us(10));
+      at += us(10);
+    }
+    t.step(begin, at);
+  }
+  StepAccountant acc(cfg);
+  acc.add(t.b);
+  acc.finish();
+  NameTable names;
+  const nlohmann::json j = build_report(acc, RunMetadata{}, names);
+  ASSERT_EQ(j["summary"]["warmup"]["slow_start"]["steps"], nlohmann::json::array({0})) << j["summary"];
+  const nlohmann::json& gaps = j["largest_idle_gaps"];
+  ASSERT_EQ(gaps.size(), 3u) << gaps;
+  for (const auto& g : gaps) EXPECT_NE(g["step_index"].get<int64_t>(), 0) << g;
+}
+
 }  // namespace gpuacct
