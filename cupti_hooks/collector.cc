@@ -140,6 +140,10 @@ Status Collector::start(const CollectorOptions& options) {
     state_.store(s, std::memory_order_release);
     return Status::Error(text);
   };
+  if (options.host_clock == nullptr) {
+    // Without it no clock is ever published, and consume() would hold every buffer.
+    return fail(CollectorState::kFailed, "no host clock given");
+  }
   if (!record_layouts_match(api.version)) {
     return fail(CollectorState::kVersionMismatch, "CUPTI API version " +
                                                       std::to_string(api.version) +
@@ -268,9 +272,8 @@ Status Collector::enable_activity() {
 // best of several back-to-back readings, and the parser moves every record by it.
 void Collector::sync_clocks(uint64_t (*host_clock)()) {
   CuptiApi& api = impl_->api;
-  if (host_clock == nullptr) return;
   if (GPUACCT_CUPTI_TRY(api, cuptiActivityRegisterTimestampCallback, host_clock) == CUPTI_SUCCESS) {
-    clock_source_.store(ClockSource::kTimestampCallback, std::memory_order_release);
+    publish_clock(ClockSource::kTimestampCallback, 0, 0);
     return;
   }
   int64_t offset = 0;
@@ -288,12 +291,16 @@ void Collector::sync_clocks(uint64_t (*host_clock)()) {
       uncertainty = (width + 1) / 2;
     }
   }
-  clock_offset_ns_.store(offset, std::memory_order_release);
-  clock_offset_uncertainty_ns_.store(uncertainty, std::memory_order_release);
-  clock_source_.store(ClockSource::kMeasuredOffset, std::memory_order_release);
+  publish_clock(ClockSource::kMeasuredOffset, offset, uncertainty);
   if (uncertainty < 0 && api.warn != nullptr) {
     api.warn("cannot read CUPTI's clock; GPU records are assumed to be on the host clock");
   }
+}
+
+void Collector::publish_clock(ClockSource source, int64_t offset_ns, int64_t uncertainty_ns) {
+  clock_offset_ns_.store(offset_ns, std::memory_order_relaxed);
+  clock_offset_uncertainty_ns_.store(uncertainty_ns, std::memory_order_relaxed);
+  clock_source_.store(source, std::memory_order_release);
 }
 
 void Collector::on_buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
@@ -421,7 +428,16 @@ void Collector::flush(bool forced) {
 size_t Collector::consume(ActivityParser& parser, EventBatch& out, Stats& stats) {
   Impl& m = *impl_;
   size_t records = 0;
-  parser.set_clock_offset(clock_offset_ns_.load(std::memory_order_acquire));
+  // The clock is published once, by start(), before any activity kind is enabled, and never
+  // changes.  Reading the offset without first seeing it published (acquire) let a worker that
+  // entered here before start() parse the buffers completing meanwhile with offset 0 (issue
+  // 14, fuzzer seed 3504): until it is published, buffers stay queued, unparsed.
+  if (clock_source_.load(std::memory_order_acquire) == ClockSource::kNone) {
+    stats.add(Stat::cupti_records_dropped, take_records_dropped());
+    stats.add(Stat::cupti_buffers_refused, take_buffers_refused());
+    return 0;
+  }
+  parser.set_clock_offset(clock_offset_ns_.load(std::memory_order_relaxed));
   for (;;) {
     Impl::Completed c{};
     {
@@ -474,6 +490,14 @@ void Collector::invoke_api_callback_for_testing(bool runtime_domain, uint32_t cb
   d.correlationData = scratch;
   d.correlationId = correlation_id;
   on_callback(runtime_domain ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, cbid, &d);
+}
+
+void Collector::set_record_functions_for_testing(void* next_record, void* num_dropped_records) {
+  impl_->api.cuptiActivityGetNextRecord =
+      reinterpret_cast<decltype(impl_->api.cuptiActivityGetNextRecord)>(next_record);
+  impl_->api.cuptiActivityGetNumDroppedRecords =
+      reinterpret_cast<decltype(impl_->api.cuptiActivityGetNumDroppedRecords)>(
+          num_dropped_records);
 }
 
 uint32_t Collector::cbid_cuda_launch_kernel() {

@@ -96,7 +96,8 @@ class Collector {
   bool thread_ids_are_system() const { return system_thread_ids_; }
   // Set by start(): how CUPTI's timestamps relate to the host clock.  With kMeasuredOffset,
   // CUPTI time - clock_offset_ns() = host time (to within clock_offset_uncertainty_ns()).
-  // consume() hands the offset to the parser.
+  // Published once (the source last, with release), before any activity kind is enabled, and
+  // never changed; consume() hands the offset to the parser only once it sees it published.
   ClockSource clock_source() const { return clock_source_.load(std::memory_order_acquire); }
   int64_t clock_offset_ns() const { return clock_offset_ns_.load(std::memory_order_acquire); }
   int64_t clock_offset_uncertainty_ns() const {
@@ -106,7 +107,8 @@ class Collector {
   // cuptiActivityFlushAll(forced ? FORCED : 0), then reads the dropped-record count.
   void flush(bool forced);
   // Parses every completed buffer into `out` (timestamps moved onto the host clock) and returns
-  // the buffers to the pool.
+  // the buffers to the pool.  Before start() has published the clock, parses nothing: the
+  // buffers stay queued for a later call (no record is ever moved by an offset not yet known).
   size_t consume(ActivityParser& parser, EventBatch& out, Stats& stats);
   // Disables activity, forces a final flush, unsubscribes.  Idempotent.
   void stop();
@@ -129,6 +131,12 @@ class Collector {
   void set_hooks_for_testing(const CollectorHooks& hooks);
   void invoke_api_callback_for_testing(bool runtime_domain, uint32_t cbid, bool enter,
                                        uint64_t* scratch, uint32_t correlation_id);
+  // Tests: the record functions CUPTI would lend (cuptiActivityGetNextRecord,
+  // cuptiActivityGetNumDroppedRecords), and the clock start() would publish.
+  void set_record_functions_for_testing(void* next_record, void* num_dropped_records);
+  void publish_clock_for_testing(ClockSource source, int64_t offset_ns) {
+    publish_clock(source, offset_ns, 0);
+  }
   static uint32_t cbid_cuda_launch_kernel();
   static uint32_t cbid_cu_launch_kernel();
 
@@ -136,14 +144,15 @@ class Collector {
   Collector();
   struct Impl;
   void sync_clocks(uint64_t (*host_clock)());
+  void publish_clock(ClockSource source, int64_t offset_ns, int64_t uncertainty_ns);
   void enable_callbacks();
   Status enable_activity();
 
   Impl* impl_;  // never freed: CUPTI may call back during exit
   bool loaded_ = false;
   bool system_thread_ids_ = false;
-  // Written by start() before any activity kind is enabled (so before any buffer can complete),
-  // read by the worker.
+  // Written once by start() (publish_clock) before any activity kind is enabled, read by the
+  // worker: clock_source_ is stored last (release) and read first (acquire).
   std::atomic<ClockSource> clock_source_{ClockSource::kNone};
   std::atomic<int64_t> clock_offset_ns_{0};
   std::atomic<int64_t> clock_offset_uncertainty_ns_{0};
