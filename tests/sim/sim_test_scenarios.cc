@@ -33,7 +33,9 @@ struct RunResult {
 };
 
 RunResult RunScenario(const std::string& name, const std::string& args) {
-  const std::string truth = testing::TempDir() + "sim_truth_" + name + ".json";
+  // Per process: sim_test and sim_test_shuffled run side by side under ctest -j.
+  const std::string truth =
+      testing::TempDir() + "sim_truth_" + std::to_string(getpid()) + "_" + name + ".json";
   std::remove(truth.c_str());
   // No injection here: gpuacct_dyn() and NVTX calls become no-ops; the run checks the planted
   // timeline against the engine (exit status 3 on a mismatch) and writes the truth file.
@@ -86,7 +88,8 @@ TEST(ScenarioTruth, DataBoundNumbers) {
 
 std::string RunInjected(const std::string& scenario, const std::string& args,
                         const std::string& env) {
-  const std::string out = testing::TempDir() + "sim_e2e_" + scenario + ".txt";
+  const std::string out =
+      testing::TempDir() + "sim_e2e_" + std::to_string(getpid()) + "_" + scenario + ".txt";
   std::remove(out.c_str());
   const std::string cmd = "env LD_LIBRARY_PATH=" + std::string(SIM_LIB_DIR) +
                           " CUDA_INJECTION64_PATH=" + SIM_TEST_INJECT_PATH +
