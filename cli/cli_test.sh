@@ -143,6 +143,10 @@ assert b["cut_off"]["bytes_cut"] == 23, b["cut_off"]
 PY
   { echo "FAIL: analyze of the step stream differs from the sample's report"; fails=$((fails + 1)); }
 expect 1 "holds accounted step rows" "$bin" timeline "$tmp/run.steps.jsonl" -o "$tmp/s.json"
+# A stream's outputs drop ".steps.jsonl" whole: run.report.json, not run.steps.report.json.
+expect 0 "run.report.json" "$bin" analyze "$tmp/run.steps.jsonl" --out "$tmp/stream_out"
+[ -f "$tmp/stream_out/run.report.json" ] ||
+  { echo "FAIL: analyze of run.steps.jsonl wrote $(ls "$tmp/stream_out")"; fails=$((fails + 1)); }
 
 # synth round trip.
 expect 2 "unknown synthetic preset 'nope'" "$bin" synth --preset nope -o "$tmp/x.gpuacct"

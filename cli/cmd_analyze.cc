@@ -39,7 +39,9 @@ std::string help_text() {
 
 std::string stem_of(const std::string& path) {
   std::string name = std::filesystem::path(path).filename().string();
-  for (const char* ext : {".gz", ".json", ".jsonl", ".gpuacct", ".pt.trace"}) {
+  // ".steps.jsonl" as one suffix: a step stream's outputs are x.report.json, not
+  // x.steps.report.json.
+  for (const char* ext : {".gz", ".json", ".steps.jsonl", ".jsonl", ".gpuacct", ".pt.trace"}) {
     const std::string e = ext;
     if (name.size() > e.size() && name.compare(name.size() - e.size(), e.size(), e) == 0) {
       name.resize(name.size() - e.size());

@@ -1,10 +1,13 @@
 #include "analysis/model/file_io.h"
 
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -50,6 +53,8 @@ std::string stat_failure(const std::string& path, int err) {
 
 // Tries before giving up on a directory full of planted names.
 constexpr int kFreshNames = 100;
+// The first fresh names are readable (x-1.json); later ones carry random bits (fresh_name).
+constexpr int kPredictableFreshNames = 4;
 
 // "<stem>-N<ext>": <ext> is the trailing run of ".letters" parts, so the fresh name keeps the
 // extension readers look for (report-1.json, x-1.steps.jsonl, run-1.gpuacct).
@@ -66,7 +71,19 @@ std::string fresh_name(const std::string& name, int n) {
     if (!letters) break;
     ext = dot;
   }
-  return name.substr(0, ext) + "-" + std::to_string(n) + name.substr(ext);
+  std::string suffix = "-" + std::to_string(n);
+  if (n >= kPredictableFreshNames) {
+    // Past the first few, a name nobody can plant ahead of time: -N-<64 random bits>.
+    uint64_t bits = 0;
+    if (::getrandom(&bits, sizeof bits, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof bits)) {
+      bits = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+             (static_cast<uint64_t>(::getpid()) << 32) ^ static_cast<uint64_t>(n);
+    }
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(bits));
+    suffix += std::string("-") + hex;
+  }
+  return name.substr(0, ext) + suffix + name.substr(ext);
 }
 
 // Why an existing file may not be written or replaced by this process's own output; empty when
