@@ -182,11 +182,9 @@ struct StepAccountant::Impl {
       e.api_name = call.name;
       e.has_api = true;
       ++intake_epoch;
-      if (!e.has_op) {
-        owed.add({call.start, call.end, call.correlation_id, call.thread});
-      } else {
-        owed.delivered(call.start);
-      }
+      // A graph launch is owed even when one of its ops came before the call did: more may follow.
+      if (!e.has_op || e.graph) owed.add({call.start, call.end, call.correlation_id, call.thread});
+      if (e.has_op) owed.delivered(call.start);
     }
   }
 

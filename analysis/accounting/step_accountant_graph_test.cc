@@ -117,5 +117,25 @@ TEST(StepAccountantGraphs, GraphKernelsLaterThanDeliveryAreCountedNeverMisplaced
   EXPECT_TRUE(acc.stats().has_data_loss());
 }
 
+// Waiting for graph launches is bounded by memory too: with records on time a step holding a
+// graph launch waits 2 s (100 steps here, 600 events), over pending_event_limit = 200.  There a
+// graph launch whose first op came is let go without a count -- its nodes came with it, as they
+// would be dropped and counted if they came later -- so the held events stay near the limit,
+// nothing is counted as cut off and the rows are those of the same events all at once.
+TEST(StepAccountantGraphs, GraphLaunchesAreLetGoAtTheEventLimit) {
+  const Trace t = graph_loop(300);
+  AccountingConfig cfg = no_warmup();
+  cfg.pending_event_limit = 200;
+  StepAccountant acc(cfg);
+  const size_t before_end = deliver(acc, t, [](size_t) { return TimeNs{0}; });
+  EXPECT_GT(before_end, 250u);
+  EXPECT_EQ(acc.stats().get(Stat::owed_launches_cut_off), 0);
+  EXPECT_FALSE(acc.stats().has_data_loss());
+  expect_same_rows(acc.rows(), run(t));
+  // At most a tick's intake (5 steps of 6 events) above the limit.
+  EXPECT_LE(acc.delivery_lag().held_peak(), cfg.pending_event_limit + 30);
+  EXPECT_GT(acc.delivery_lag().held_peak(), cfg.pending_event_limit);
+}
+
 }  // namespace
 }  // namespace gpuacct
