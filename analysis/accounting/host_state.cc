@@ -48,17 +48,17 @@ TimeNs HostState::submission_time(const CorrEntry& e, const ThreadHost* th) {
   return t;
 }
 
-bool HostState::nest_has_op(uint32_t thread, TimeNs start, TimeNs end) {
+const CorrEntry* HostState::nest_op(uint32_t thread, TimeNs start, TimeNs end) {
   ThreadHost* th = sorted_thread(thread);
-  if (th == nullptr) return false;
+  if (th == nullptr) return nullptr;
   TimeNs ns = 0, ne = 0;
   CallIter it = nest_of(*th, start, end, &ns, &ne);
   for (int n = 0; n < 2 * kNestScan && it != th->calls.end() && in_nest(*it, ns, ne); ++n, ++it) {
     if (it->correlation_id == 0) continue;
     const CorrEntry* e = corr.find(it->correlation_id);
-    if (e != nullptr && e->has_op) return true;
+    if (e != nullptr && e->has_op) return e;
   }
-  return false;
+  return nullptr;
 }
 
 uint32_t HostState::count_thread_launches(ThreadHost& th, TimeNs begin, TimeNs end,

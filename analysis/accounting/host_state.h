@@ -36,6 +36,9 @@ struct CorrEntry {
   bool has_api = false;
   bool has_op = false;
   TimeNs op_end = 0;  // latest end among the ops seen for this id
+  // An op of a CUDA graph came (GpuOp::graph_id): a graph launch has one op per kernel node,
+  // all with this id, so more may still come after the first (docs/accounting.md).
+  bool graph = false;
 };
 
 struct ThreadHost {
@@ -137,7 +140,11 @@ class HostState {
 
   // True when some call of the nest holding the call [start, end) on `thread` has its op: the
   // op of a nested launch carries the correlation id of only one of the calls.
-  bool nest_has_op(uint32_t thread, TimeNs start, TimeNs end);
+  bool nest_has_op(uint32_t thread, TimeNs start, TimeNs end) {
+    return nest_op(thread, start, end) != nullptr;
+  }
+  // The entry of the first call of that nest whose op came (nullptr: none).
+  const CorrEntry* nest_op(uint32_t thread, TimeNs start, TimeNs end);
   // Launches made inside [begin, end) on any thread: one per nest holding a launch call (a
   // runtime launch and the driver launch inside it are one).  `unmatched` counts the nests
   // with a launch or copy call none of whose ops arrived.  A nest whose outer call began

@@ -5,7 +5,8 @@
 // The launch frontier is the latest launch-call start among launches whose op has arrived.  GPU
 // records that come late hold it back with them, so "ops launched T after this call have
 // arrived" measures delivery, not the clock: the accountant gives an owed launch up only once
-// both the watermark and the frontier are the pending-launch timeout past it.
+// both the watermark and the frontier are the pending-launch timeout past it.  A graph launch
+// (one op per kernel node, their number unknown) stays owed after its first op until then too.
 #pragma once
 
 #include <algorithm>

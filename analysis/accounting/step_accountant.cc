@@ -10,6 +10,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "analysis/accounting/device_state.h"
 #include "analysis/accounting/host_state.h"
 #include "analysis/accounting/owed_launches.h"
 #include "analysis/accounting/window_sweep.h"
@@ -17,6 +18,9 @@
 namespace gpuacct {
 
 using accounting::CorrEntry;
+using accounting::DeviceState;
+using accounting::kUnresolved;
+using accounting::PendingOp;
 using accounting::HostState;
 using accounting::kMinTime;
 using accounting::OwedLaunches;
@@ -30,8 +34,6 @@ Category IdleGap::dominant() const {
 
 namespace {
 
-constexpr TimeNs kUnresolved = std::numeric_limits<TimeNs>::min();
-
 // Timestamps the accounting accepts: [-2^62, 2^62) (+-146 years around the epoch).  Any two of
 // them differ by less than 2^63, so window lengths, gaps and "t + timeout" never overflow;
 // events outside are garbage (a corrupt record) and are skipped as invalid.
@@ -42,56 +44,6 @@ bool valid_time(TimeNs t) {
 bool valid_interval(TimeNs start, TimeNs end) {
   return valid_time(start) && valid_time(end) && end >= start;
 }
-
-struct PendingOp {
-  GpuOp op;
-  TimeNs launch;  // launch call start, resolved from the correlation id once the call is known
-  TimeNs start() const { return op.start; }
-};
-
-// GPU ops not yet consumed by a finalised window.  `pending[head..]` are live; they are kept
-// sorted by start (lazily: new ops are appended, then the unsorted tail is sorted and merged),
-// so a window takes a prefix instead of scanning every op of every later step.
-struct DeviceState {
-  std::vector<PendingOp> pending;
-  size_t head = 0;
-  size_t sorted = 0;
-  TimeNs finalized_until = kMinTime;
-  // Rows on the device begin with the first step that ends after an op was launched on it
-  // (docs/accounting.md §1); from then on it has a window in every step.
-  bool has_window = false;
-  // Before that: the earliest launch among its pending ops, valid for one intake epoch (a new
-  // op or launch call can change it).
-  TimeNs first_launch = 0;
-  uint64_t first_launch_epoch = 0;
-  // Ops a later step owns that already ran (and were consumed) inside an earlier window, e.g.
-  // launched on a free stream while the previous step's work was still running.  They still
-  // count for their owner's window end and kernel count.  Rare; dropped once that step is done.
-  std::vector<PendingOp> consumed_early;
-
-  size_t live() const { return pending.size() - head; }
-  void sort_live() {
-    if (sorted == pending.size()) return;
-    auto by_start = [](const PendingOp& a, const PendingOp& b) { return a.op.start < b.op.start; };
-    const auto first = pending.begin() + static_cast<ptrdiff_t>(head);
-    const auto mid = pending.begin() + static_cast<ptrdiff_t>(std::max(sorted, head));
-    // The tail is a few sorted runs interleaved (each stream's ops arrive in order):
-    // stable_sort (a merge sort) handles that without introsort's bad cases.
-    if (!std::is_sorted(mid, pending.end(), by_start))
-      std::stable_sort(mid, pending.end(), by_start);
-    if (first < mid && by_start(*mid, *std::prev(mid)))
-      std::inplace_merge(first, mid, pending.end(), by_start);
-    sorted = pending.size();
-  }
-  // Forgets the consumed prefix once it is large (amortised O(1) per op).
-  void compact() {
-    if (head > 4096 && head * 2 > pending.size()) {
-      pending.erase(pending.begin(), pending.begin() + static_cast<ptrdiff_t>(head));
-      sorted -= head;
-      head = 0;
-    }
-  }
-};
 
 // Ops a step owns on one device (see docs/accounting.md §1).
 struct OwnedStats {
@@ -188,7 +140,8 @@ struct StepAccountant::Impl {
     // A watermark can be anything a recording says; clamped to the valid range, the difference
     // of two valid times cannot overflow.
     lag.add(watermark > op.end ? std::min(watermark, kValidTimeLimit - 1) - op.end : 0);
-    if (dev.has_window ? op.end <= dev.finalized_until : late_for_new_device(op)) {
+    if (dev.has_window ? op.end <= dev.finalized_until || launched_in_finalized_step(op)
+                       : late_for_new_device(op)) {
       stats.add(Stat::late_gpu_ops_dropped);
       return;
     }
@@ -198,6 +151,7 @@ struct StepAccountant::Impl {
       CorrEntry& e = host.corr[op.correlation_id];
       e.has_op = true;
       e.op_end = std::max(e.op_end, op.end);
+      e.graph = e.graph || op.graph_id != 0;
       if (e.has_api) owed.delivered(e.api_start);
     }
   }
@@ -228,11 +182,9 @@ struct StepAccountant::Impl {
       e.api_name = call.name;
       e.has_api = true;
       ++intake_epoch;
-      if (!e.has_op) {
-        owed.add({call.start, call.end, call.correlation_id, call.thread});
-      } else {
-        owed.delivered(call.start);
-      }
+      // A graph launch is owed even when one of its ops came before the call did: more may follow.
+      if (!e.has_op || e.graph) owed.add({call.start, call.end, call.correlation_id, call.thread});
+      if (e.has_op) owed.delivered(call.start);
     }
   }
 
@@ -243,6 +195,13 @@ struct StepAccountant::Impl {
     if (last_step_end == kMinTime) return false;
     const CorrEntry* e = host.launch_of(op);
     return e != nullptr ? e->api_start < last_step_end : op.end <= last_step_end;
+  }
+  // An op whose launch call came before the last finalised step ended: that step (or the one it
+  // was launched before) was finalised without it -- a graph's later kernel, a launch given up
+  // or cut off -- so it can only be dropped, counted; all at once it would be in that window.
+  bool launched_in_finalized_step(const GpuOp& op) const {
+    const CorrEntry* e = host.launch_of(op);
+    return e != nullptr && last_step_end != kMinTime && e->api_start < last_step_end;
   }
 
   void add_range(const HostRange& r) {
@@ -417,12 +376,24 @@ struct StepAccountant::Impl {
     }
     // Settle owed launches from the front (their op came, or they were given up on or cut
     // off); the earliest one still owed decides.
-    const TimeNs first_owed = owed.earliest_owed([&](const OwedLaunches::Launch& p) {
-      const CorrEntry* e = host.corr.find(p.corr);
-      const bool done = e == nullptr || e->has_op || host.nest_has_op(p.thread, p.start, p.end);
-      return done || gave_up(p) || cut_off_owed(p, horizon);
-    });
+    const TimeNs first_owed = owed.earliest_owed(
+        [&](const OwedLaunches::Launch& p) { return settled(p, horizon); });
     return first_owed >= horizon;
+  }
+
+  // Whether owed launch `p` no longer holds back a step finalised up to `horizon`: its op came
+  // (to it or to a call of its nest), or it was given up on or cut off.  A graph launch has one
+  // op per kernel node and no count of them comes with the records, so its first op settles
+  // nothing: it stays owed until given up, as a launch whose op never came is, and a node's op
+  // later than that is dropped and counted (launched_in_finalized_step).  Over the memory bound
+  // it is let go uncounted: if nothing more comes, nothing was lost.
+  bool settled(const OwedLaunches::Launch& p, TimeNs horizon) {
+    const CorrEntry* e = host.corr.find(p.corr);
+    if (e == nullptr) return true;
+    const CorrEntry* got = e->has_op ? e : host.nest_op(p.thread, p.start, p.end);
+    if (got == nullptr) return gave_up(p) || cut_off_owed(p, horizon);
+    if (!got->graph) return true;
+    return gave_up(p) || (over_limit && p.start < horizon);
   }
 
   // An owed launch is given up on (its op presumed never to come: a failed launch, a record

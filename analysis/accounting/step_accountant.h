@@ -14,9 +14,9 @@
 //
 // Implementation: step_accountant.cc (intake, steps, when a step can be finalised, the ops it
 // owns), host_state.{h,cc} (launch calls by correlation id, per-thread calls and data ranges,
-// nested calls), window_sweep.{h,cc} (the sweep of one window and its idle gaps),
-// owed_launches.h (launches still waiting for their op, delivery progress), delivery_lag.h (how
-// late GPU records came).
+// nested calls), device_state.h (each device's pending ops), window_sweep.{h,cc} (the sweep of
+// one window and its idle gaps), owed_launches.h (launches still waiting for their op, graph
+// launches included; delivery progress), delivery_lag.h (how late GPU records came).
 #pragma once
 
 #include <functional>

@@ -469,19 +469,6 @@ void deliver_live(StepAccountant& acc, const Trace& t, TimeNs gpu_lag, F&& on_ti
   acc.finish();
 }
 
-void expect_same_rows(const std::vector<StepRow>& got, const std::vector<StepRow>& want) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    EXPECT_EQ(got[i].window_begin, want[i].window_begin) << "row " << i;
-    EXPECT_EQ(got[i].window_end, want[i].window_end) << "row " << i;
-    EXPECT_EQ(got[i].kernels, want[i].kernels) << "row " << i;
-    EXPECT_EQ(got[i].cat.compute, want[i].cat.compute) << "row " << i;
-    EXPECT_EQ(got[i].cat.data_wait, want[i].cat.data_wait) << "row " << i;
-    EXPECT_EQ(got[i].cat.launch_gap, want[i].cat.launch_gap) << "row " << i;
-    EXPECT_EQ(got[i].cat.host_other, want[i].cat.host_other) << "row " << i;
-  }
-}
-
 // GPU records 3.1 s late (past the 2 s timeout) are owed, not lost: the steps wait for them, and
 // the rows are those of the same events all at once.  Before: each launch was given up 2 s
 // after the watermark passed it, and 899 of 900 ops were dropped.

@@ -85,4 +85,18 @@ inline void expect_exact(const StepRow& r) {
   EXPECT_GE(r.cat.host_other, 0);
 }
 
+// Rows equal field by field (window, kernel count, categories), each mismatch named by row.
+inline void expect_same_rows(const std::vector<StepRow>& got, const std::vector<StepRow>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].window_begin, want[i].window_begin) << "row " << i;
+    EXPECT_EQ(got[i].window_end, want[i].window_end) << "row " << i;
+    EXPECT_EQ(got[i].kernels, want[i].kernels) << "row " << i;
+    EXPECT_EQ(got[i].cat.compute, want[i].cat.compute) << "row " << i;
+    EXPECT_EQ(got[i].cat.data_wait, want[i].cat.data_wait) << "row " << i;
+    EXPECT_EQ(got[i].cat.launch_gap, want[i].cat.launch_gap) << "row " << i;
+    EXPECT_EQ(got[i].cat.host_other, want[i].cat.host_other) << "row " << i;
+  }
+}
+
 }  // namespace gpuacct::testing_util

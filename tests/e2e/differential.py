@@ -86,8 +86,8 @@ DIMENSIONS = {
                           "set-up; its late first timestamp costs no virtual time)"),
     "long_lag": (True, "kernels of 0.5-1.5 s, seconds of host work, GPU records 1-3.5 s late "
                        "(GPUACCT_SIM_GPU_DELIVERY_LAG_NS; issue 14 item 4, fixed)"),
-    "graph_lag": (False, "long_lag in programs with graphs (open defect: a graph's kernels "
-                         "after the first, late, are not waited for; nothing counted)"),
+    "graph_lag": (True, "long_lag in programs with graphs (a graph launch stays owed after its "
+                        "first kernel; issue 14, fixed)"),
 }
 
 # The default dimensions when the seeds below were found (a program depends on the seed and
@@ -126,6 +126,10 @@ REGRESSION_SEEDS: list = [
     # meanwhile with 0: step 0 got 0 of its 4 launches, the timeline's GPU ops sat on CUPTI's
     # monotonic clock, 56 years from the steps (once in 3000 programs under load).
     (3504, _DIMS_V3 + ",timeline_ops"),
+    # GPU records held back past the watermark (long_lag): a graph launch's kernels after the
+    # first were not waited for, so the 1.26 s graph kernel of step 1 landed in step 2's window
+    # (step 1: 2.19 ms instead of 1.259 s), nothing counted (5 of 30 reruns; 0 of 20 after).
+    (1764, _DIMS_V4 + ",graph_lag"),
 ]
 
 # Seeds that fail while a defect of issue 14 is open, under the dimension that shows it;
@@ -144,12 +148,6 @@ PENDING_SEEDS = {
     # account with the defaults and disagree with the live report, nothing says so
     "recorded_settings": [(1, _DIMS_V2 + ",recorded_settings"),  # GPUACCT_WARMUP_STEPS=0
                           (20, _DIMS_V2 + ",recorded_settings")],  # both thresholds 0
-    # new: GPU records held back past the watermark (long_lag): a graph launch's kernels after
-    # the first are not waited for, so the 1.26 s graph kernel of step 1 lands in step 2's
-    # window (step 1: 2.19 ms instead of 1.259 s), nothing counted (docs/accounting.md lists
-    # graphs as a known limit of live finalisation; item 4's owed launches do not cover them;
-    # 5 of 30 reruns)
-    "graph_lag": [(1764, _DIMS_V4 + ",graph_lag")],
 }
 
 TOL = 0.01  # of the step's window, when the program's clock is not exact (measured offset)

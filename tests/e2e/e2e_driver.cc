@@ -3,6 +3,10 @@
 //
 //   e2e_driver --mode=loop  --steps=N --sleep-ms=M   steps of 10 ms data + 5 kernels, real sleeps
 //              [--kernels=K]                       K kernels of 1 ms per step instead of 5
+//              [--graph]                           instead: the data wait in two halves of 5 ms
+//                                                  (a sleep after each), then one graph launch
+//                                                  of kernels of 1, 1 and 6 ms, no sync: the
+//                                                  last runs 8 ms into the next step
 //   e2e_driver --mode=fork  --steps=N                forks mid-run; the child marks and exit()s
 //   e2e_driver --mode=nocuda --steps=N --sleep-ms=M  never initialises CUDA (host ranges only)
 //              [--latin1-names]                    the data range, a user range and the kernel
@@ -29,8 +33,24 @@ int g_kernels = 5;
 const char* g_data_name = "dataloader";
 const char* g_kernel_name = "e2e_kernel";
 const char* g_user_name = nullptr;
+simGraph_t g_graph = nullptr;  // --graph
+
+// The --graph step: the 6 ms kernel ends 8 ms after the launch, past the step's end, and the
+// halves put a flush (and the sim clock) between the first kernels' ends and the last's.
+void graph_step(const gpuacct_dyn_api* api, simStream_t s, int i, int sleep_ms) {
+  api->step_begin(i);
+  api->data_push(g_data_name);
+  for (int half = 0; half < 2; ++half) {
+    simHostWork(5'000'000);
+    if (sleep_ms > 0) usleep(static_cast<useconds_t>(sleep_ms) * 1000);
+  }
+  api->data_pop();
+  simGraphLaunch(s, g_graph);
+  api->step_end();
+}
 
 void one_step(const gpuacct_dyn_api* api, simStream_t s, int i, int sleep_ms) {
+  if (g_graph != nullptr) return graph_step(api, s, i, sleep_ms);
   api->step_begin(i);
   if (g_user_name != nullptr) api->range_push(g_user_name);
   api->data_push(g_data_name);
@@ -85,6 +105,7 @@ void threads_mode(const gpuacct_dyn_api* api, simStream_t s, int steps) {
 int main(int argc, char** argv) {
   std::string mode = "loop";
   int steps = 10, sleep_ms = 0;
+  bool graph = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--mode=", 7) == 0)
       mode = argv[i] + 7;
@@ -94,6 +115,8 @@ int main(int argc, char** argv) {
       sleep_ms = std::atoi(argv[i] + 11);
     else if (std::strncmp(argv[i], "--kernels=", 10) == 0)
       g_kernels = std::atoi(argv[i] + 10);
+    else if (std::strcmp(argv[i], "--graph") == 0)
+      graph = true;
     else if (std::strcmp(argv[i], "--latin1-names") == 0) {
       g_data_name = "donn\351es";  // octal: the byte 0xE9 then "es"
       g_kernel_name = "k\xE9rnel_\xC3";
@@ -106,6 +129,11 @@ int main(int argc, char** argv) {
     simSetLaunchCost(4000);
     simSetLaunchLatency(5000);
     s = simStreamCreate(0);
+    if (graph) {
+      g_graph = simGraphCreate();
+      for (const uint64_t ns : {uint64_t{1'000'000}, uint64_t{1'000'000}, uint64_t{6'000'000}})
+        simGraphAddKernel(g_graph, "graph_kernel", ns);
+    }
   }
   const gpuacct_dyn_api* api = gpuacct_dyn();
   std::printf("loaded=%d\n", api->loaded);
@@ -139,6 +167,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  if (g_graph != nullptr) simStreamSynchronize(s);
   std::printf("done\n");
   if (s != nullptr) simShutdown();
   return 0;

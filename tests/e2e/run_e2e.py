@@ -15,6 +15,8 @@ Each ctest runs one case:  run_e2e.py --build <build dir> <case>
   latin1_names                      bytes that are not UTF-8 in argv[0] and the output path
   same_steps                        live = analyze = timeline on one run's recording
   late_gpu_records                  GPU records delivered 3.1 s late: every step still exact
+  late_graph_records                graph launches whose kernels come 3.1 s late: the rows of the
+                                    same program with records on time
   first_mark                        the first mark (it starts the library) keeps its time
   thread_ids_system, thread_ids_pthread, thread_ids_pthread_nostacks
                                     each step on a new thread (pthread ids reused), exact, with
@@ -765,6 +767,49 @@ def case_late_gpu_records() -> None:
               f"{d['lag_p99_ns'] / 1e9:.2f} s behind the watermark; live = analyze")
 
 
+def case_late_graph_records() -> None:
+    """Issue 14, fuzzer dimension graph_lag: each step launches one graph of three kernels (1, 1
+    and 6 ms; the last runs past the step's end: e2e_driver --graph) and GPU records come 3.1 s
+    (sim time) after they ended, so a graph's first kernels arrive a flush before its last.  The
+    rows must be those of the same program with records on time, every step's three kernels in
+    it, nothing lost; `gpuacct analyze` of the recording gives the live rows."""
+    _, _, _, driver = paths()
+    steps = 500
+    cli = os.path.join(BUILD, "bin", "gpuacct")
+
+    def key(r, t0=0):  # t0: the sim clock starts at the host's clock, once per run
+        return (r["step_index"], r["device"], r["window_begin_ns"] - t0, r["window_end_ns"] - t0,
+                r["kernels"], r["categories"])
+    reports, same_offline = {}, {}
+    for lag in (0, 3_100_000_000):
+        with tempfile.TemporaryDirectory(prefix="gpuacct_e2e_") as out:
+            env = base_env(out, GPUACCT_FLUSH_MS="20", GPUACCT_RECORD="1",
+                           GPUACCT_SIM_GPU_DELIVERY_LAG_NS=str(lag))
+            res = run([driver, "--mode=loop", "--graph", f"--steps={steps}", "--sleep-ms=4"], env)
+            rep = reports[lag] = one_report(out, res)
+            recs = glob.glob(os.path.join(out, "*.gpuacct"))
+            check(len(recs) == 1, f"recording missing: {os.listdir(out)}")
+            run([cli, "analyze", recs[0], "--out", os.path.join(out, "re")], dict(os.environ))
+            with open(glob.glob(os.path.join(out, "re", "*.report.json"))[0]) as f:
+                offline = json.load(f)
+            same_offline[lag] = [key(r) for r in rep["steps"]] == [key(r) for r in offline["steps"]]
+    on_time, late = reports[0], reports[3_100_000_000]
+    rows = [r for r in late["steps"] if r["device"] == 0]
+    t0s = [rep["steps"][0]["window_begin_ns"] for rep in (on_time, late)]
+    differ = [a["step_index"] for a, b in zip(on_time["steps"], late["steps"])
+              if key(a, t0s[0]) != key(b, t0s[1])]
+    dropped = stat(late, "late_gpu_ops_dropped")
+    summary = (f"{len(rows)} steps, {len(differ)} differ from the on-time run, "
+               f"{sum(r['kernels'] for r in rows)} graph kernels in rows, {dropped} dropped")
+    check(len(on_time["steps"]) == len(late["steps"]) == steps and not differ, summary)
+    check(all(r["kernels"] == 3 for r in rows) and dropped == 0, summary)
+    check(not late["data_loss"] and not on_time["data_loss"], f"data loss: {late['stats']}")
+    check(late["delivery"]["behind_watermark"] > 0, f"delivery section {late['delivery']}")
+    check(all(same_offline.values()), f"live rows differ from `analyze` of the recording: "
+                                      f"{same_offline}")
+    print(f"ok: {summary}; lag max {late['delivery']['lag_max_ns'] / 1e9:.2f} s")
+
+
 def read_utf8_json_lines(path: str) -> list:
     """Every line of a JSONL file, decoded as strict UTF-8 (a byte that is not UTF-8 fails)."""
     with open(path, encoding="utf-8", errors="strict") as f:
@@ -855,6 +900,7 @@ CASES = {
     "planted_links": case_planted_links,
     "record": case_record, "enable_off": case_enable_off, "same_steps": case_same_steps,
     "late_gpu_records": case_late_gpu_records,
+    "late_graph_records": case_late_graph_records,
     "first_mark": case_first_mark,
     # The recording carries the thread ids the live run resolved.
     "same_steps_pthread_ids": lambda: case_same_steps(

@@ -263,8 +263,8 @@ struct Gen {
       env("GPUACCT_WARMUP_STEPS", std::to_string(rng.in(0, 3)));
     // GPU records held back until the clock is this far past their end (the fake CUPTI's
     // delivery lag, issue 14 item 4; a sim without the knob ignores it).
-    // (Graphs and a lag only under graph_lag: a graph's late kernels after the first are not
-    // waited for, an open defect.  The draws are made either way.)
+    // (Graphs and a lag only under graph_lag, which waited for a fix of late graph kernels;
+    // the gate keeps older seeds' programs.  The draws are made either way.)
     if (on("long_lag") && rng.chance(50)) {
       const uint64_t lag = rng.in(uint64_t{1} * 1000 * kMs, uint64_t{3500} * kMs);
       if (p.graphs.empty() || on("graph_lag"))
