@@ -24,10 +24,11 @@ std::string accounting_options_help() {
                 ")\n"
                 "      --host-pause-us X     host pause between CUDA calls counted as host-other "
                 "above\n"
-                "                            X us (default %" PRId64 ")\n"
-                "                            A live run's recording carries its own settings: an\n"
-                "                            option not given takes the run's; one given wins, and\n"
-                "                            a note says when it differs from the run's\n",
+                "                            X us (default %" PRId64
+                ")\n"
+                "                            A run's recording carries its settings: an option\n"
+                "                            not given takes the run's; one given wins (a note\n"
+                "                            says when it differs)\n",
                 AccountingConfig::kWarmupStepsWholeRun, AccountingConfig::kWarmupStepsProfilerTrace,
                 d.launch_latency_threshold_ns / 1000, d.host_pause_threshold_ns / 1000);
   return text;

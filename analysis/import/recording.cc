@@ -119,9 +119,9 @@ Status metadata_from_json(const json& j, RunMetadata& m) {
       return Status::Error("metadata field 'accounting' is not an object");
     for (auto it = settings->begin(); it != settings->end(); ++it) {
       int64_t value = 0;
-      GPUACCT_RETURN_IF_ERROR(integer_field(*settings, it.key().c_str(), value));
-      if (it->is_null())
-        return Status::Error("metadata field 'accounting." + it.key() + "' is not an integer");
+      if (it->is_null() || !integer_field(*settings, it.key().c_str(), value).ok())
+        return Status::Error("metadata field 'accounting." + json_safe_utf8(it.key()) +
+                             "' is not an integer in range");
       m.accounting.emplace_back(it.key(), value);
     }
   }
@@ -600,8 +600,7 @@ StatusOr<RunMetadata> read_recording_metadata(const std::string& path,
     reader.metadata_only();
     contents = reader.run();
   } else {
-    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"),
-                                                       &std::fclose);
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
     if (!f) return Status::Error("cannot open " + path + ": " + std::strerror(errno));
     FileInput in(f.get());
     RecordingReader reader(in, path, names, sink, stats);

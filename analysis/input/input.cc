@@ -152,8 +152,7 @@ ResolvedConfig Input::resolve(AccountingConfig cfg, const std::set<std::string>&
       if (name == field.name) f = &field;
     }
     if (f == nullptr) continue;  // a newer writer's setting
-    const bool user_gave =
-        given.count(name) > 0 || (name == kSettingWarmupSteps && warmup_given);
+    const bool user_gave = given.count(name) > 0 || (name == kSettingWarmupSteps && warmup_given);
     if (!user_gave) {
       set_setting(cfg, *f, value);
       continue;
@@ -165,8 +164,8 @@ ResolvedConfig Input::resolve(AccountingConfig cfg, const std::set<std::string>&
   }
   out.cfg = cfg;
   if (!listed.empty()) {
-    out.note = path_ + ": accounted with settings given that differ from the run's own: " +
-               listed + "; the rows differ from the run's live report";
+    out.note = path_ + ": accounted with settings given that differ from the run's own: " + listed +
+               "; the rows differ from the run's live report";
     out.section = {{"given_differ_from_run", differ}};
   }
   return out;

@@ -162,8 +162,8 @@ struct AccountedInput {
   std::unique_ptr<StepAccountant> accountant;  // finished: rows, stats, exposure, gaps
 };
 
-// `input` through the accounting: resolve(cfg, opts.given_settings), a StepAccountant, read(), finish() -- unless
-// the input was cut off (then only what its watermarks finalised).
+// `input` through the accounting: resolve(cfg, opts.given_settings), a StepAccountant, read(),
+// finish() -- unless the input was cut off (then only what its watermarks finalised).
 StatusOr<AccountedInput> account_input(const Input& input, const AccountingConfig& cfg,
                                        NameTable& names, const InputOptions& opts = {},
                                        const AccountingObservers& observers = {});
