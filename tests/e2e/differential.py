@@ -76,8 +76,8 @@ DIMENSIONS = {
     "threshold_edges": (True, "host work at the launch-latency and host-pause thresholds"),
     "thresholds": (True, "GPUACCT_LAUNCH_LATENCY_US 0-100, GPUACCT_HOST_PAUSE_US 0-500"),
     "warmup": (True, "GPUACCT_WARMUP_STEPS 0-3"),
-    "recorded_settings": (False, "analyze / timeline get no flags for the run's accounting "
-                                 "settings (open defect: a recording does not carry them)"),
+    "recorded_settings": (True, "analyze / timeline get no flags for the run's accounting "
+                                "settings: the recording carries them"),
     "timeline_ops": (True, "the timeline's GPU ops lie inside its steps (marked steps)"),
     "stacks_off": (True, "GPUACCT_STACKS=0"),
     "no_gpu": (True, "no GPU collection (CUPTI missing, or GPUACCT_ENABLE=0): host-only rows"),
@@ -121,6 +121,10 @@ REGRESSION_SEEDS: list = [
     (1270, _DIMS_V1 + ",devices,empty_first_steps"),
     (183, "devices,threads,copies,marks_capi,syncs,spill,collectives,nested,live_ticks,delivery,"
           "late_device"),
+    # A recording did not carry the run's accounting settings: `gpuacct analyze` / `timeline`
+    # of it accounted with the defaults, unlike the live report, and nothing said so.
+    (1, _DIMS_V2 + ",recorded_settings"),  # GPUACCT_WARMUP_STEPS=0
+    (20, _DIMS_V2 + ",recorded_settings"),  # both thresholds 0
 ]
 
 # Seeds that fail while a defect of issue 14 is open, under the dimension that shows it;
@@ -134,11 +138,6 @@ PENDING_SEEDS = {
                           (35, _DIMS_V1 + ",thread_id_refused"),
                           (80, _DIMS_V1 + ",thread_id_refused"),
                           (89, _DIMS_V1 + ",thread_id_refused")],
-    # new: a recording does not carry the run's accounting settings (GPUACCT_WARMUP_STEPS,
-    # GPUACCT_LAUNCH_LATENCY_US, GPUACCT_HOST_PAUSE_US): `gpuacct analyze` / `timeline` of it
-    # account with the defaults and disagree with the live report, nothing says so
-    "recorded_settings": [(1, _DIMS_V2 + ",recorded_settings"),  # GPUACCT_WARMUP_STEPS=0
-                          (20, _DIMS_V2 + ",recorded_settings")],  # both thresholds 0
     # new: with a measured clock offset (CUPTI on another clock, the timestamp callback
     # refused), records parsed before the offset was stored keep CUPTI's raw clock: step 0 got
     # 0 of its 4 launches, and the timeline's origin and GPU ops sat on CUPTI's monotonic clock,
