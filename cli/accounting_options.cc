@@ -3,6 +3,8 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "analysis/input/input.h"
+
 namespace gpuacct::cli {
 
 std::set<std::string> accounting_option_names() {
@@ -11,7 +13,7 @@ std::set<std::string> accounting_option_names() {
 
 std::string accounting_options_help() {
   const AccountingConfig d;
-  char text[768];
+  char text[1024];
   std::snprintf(text, sizeof text,
                 "      --warmup N            warm-up steps, left out of the summary (default: %d "
                 "for\n"
@@ -22,13 +24,18 @@ std::string accounting_options_help() {
                 ")\n"
                 "      --host-pause-us X     host pause between CUDA calls counted as host-other "
                 "above\n"
-                "                            X us (default %" PRId64 ")\n",
+                "                            X us (default %" PRId64
+                ")\n"
+                "                            A run's recording carries its settings: an option\n"
+                "                            not given takes the run's; one given wins (a note\n"
+                "                            says when it differs)\n",
                 AccountingConfig::kWarmupStepsWholeRun, AccountingConfig::kWarmupStepsProfilerTrace,
                 d.launch_latency_threshold_ns / 1000, d.host_pause_threshold_ns / 1000);
   return text;
 }
 
-bool parse_accounting_options(Args& args, AccountingConfig* cfg, std::string* error) {
+bool parse_accounting_options(Args& args, AccountingConfig* cfg, std::set<std::string>* given,
+                              std::string* error) {
   const AccountingConfig d;
   const auto warmup = args.get_number("warmup", 0, 0, 1e6);
   const auto latency = args.get_number(
@@ -47,6 +54,10 @@ bool parse_accounting_options(Args& args, AccountingConfig* cfg, std::string* er
       args.has("warmup") ? static_cast<int>(*warmup) : AccountingConfig::kWarmupBySource;
   cfg->launch_latency_threshold_ns = static_cast<TimeNs>(*latency * 1000.0);
   cfg->host_pause_threshold_ns = static_cast<TimeNs>(*pause * 1000.0);
+  given->clear();
+  if (args.has("warmup")) given->insert(kSettingWarmupSteps);
+  if (args.has("launch-latency-us")) given->insert(kSettingLaunchLatency);
+  if (args.has("host-pause-us")) given->insert(kSettingHostPause);
   return true;
 }
 

@@ -20,7 +20,10 @@ std::string accounting_options_help();
 
 // Reads the options into a config; what is not given keeps AccountingConfig's default, and the
 // warm-up is left to the input (AccountingConfig::kWarmupBySource) unless --warmup is given.
-// False on a usage error: *error holds the message (exit status 2).
-bool parse_accounting_options(Args& args, AccountingConfig* cfg, std::string* error);
+// *given receives the settings whose flag was given (InputOptions::given_settings names): they
+// win over a recording's own settings, which the input applies for the others (input.h
+// resolve).  False on a usage error: *error holds the message (exit status 2).
+bool parse_accounting_options(Args& args, AccountingConfig* cfg, std::set<std::string>* given,
+                              std::string* error);
 
 }  // namespace gpuacct::cli

@@ -67,6 +67,7 @@ class OutputNames {
 
 struct AnalyzeSettings {
   AccountingConfig cfg;
+  std::set<std::string> given;  // the accounting options given
   bool write_files = true;
   bool json = false;
   bool color = false;
@@ -88,7 +89,7 @@ Status write_outputs(const std::string& base, const AnalyzedInput& analysed) {
 // appends the rows for the cross-rank comparison.
 int analyze_one(const std::string& input, const std::string& stem, const AnalyzeSettings& s,
                 std::vector<RankRows>* ranks) {
-  auto analysed = analyze_input(input, s.cfg, /*progress=*/isatty(2) != 0);
+  auto analysed = analyze_input(input, s.cfg, /*progress=*/isatty(2) != 0, s.given);
   if (!analysed.ok()) {
     std::fprintf(stderr, "gpuacct analyze: %s\n", analysed.status().message().c_str());
     return 1;
@@ -96,6 +97,10 @@ int analyze_one(const std::string& input, const std::string& stem, const Analyze
   // A killed job's input: what was lost, in one line (the report's cut_off section has it).
   if (!analysed->cut_off.empty()) {
     std::fprintf(stderr, "gpuacct analyze: %s\n", analysed->cut_off.c_str());
+  }
+  // A flag overrode the run's own setting: the rows are not the live report's (one line).
+  if (!analysed->settings_note.empty()) {
+    std::fprintf(stderr, "gpuacct analyze: %s\n", analysed->settings_note.c_str());
   }
   int rc = 0;
   const nlohmann::json& report = analysed->report;
@@ -142,18 +147,20 @@ int compare_all_ranks(const std::vector<RankRows>& ranks, const AnalyzeSettings&
 }  // namespace
 
 StatusOr<AnalyzedInput> analyze_input(const std::string& path, const AccountingConfig& cfg,
-                                      bool progress) {
+                                      bool progress, const std::set<std::string>& given) {
   auto input = Input::open(path);
   if (!input.ok()) return input.status();
   NameTable names;
   InputOptions opts;
   opts.progress = progress;
+  opts.given_settings = given;
   auto reported = report_input(input.value(), cfg, names, opts);
   if (!reported.ok()) return reported.status();
   AnalyzedInput out;
   out.report = std::move(reported->report);
   out.rows = std::move(reported->rows);
   out.cut_off = std::move(reported->cut_off);
+  out.settings_note = std::move(reported->settings_note);
   return out;
 }
 
@@ -175,7 +182,7 @@ int run_analyze(int argc, char** argv) {
     return 2;
   }
   AnalyzeSettings s;
-  if (std::string error; !parse_accounting_options(args, &s.cfg, &error)) {
+  if (std::string error; !parse_accounting_options(args, &s.cfg, &s.given, &error)) {
     std::fprintf(stderr, "gpuacct analyze: %s\n", error.c_str());
     return 2;
   }

@@ -35,7 +35,7 @@ std::string help_text() {
 }  // namespace
 
 StatusOr<InputTimeline> timeline_of_input(const std::string& path, const AccountingConfig& cfg,
-                                          bool progress) {
+                                          bool progress, const std::set<std::string>& given) {
   auto input = Input::open(path);
   if (!input.ok()) return input.status();
   InputTimeline out;
@@ -45,10 +45,14 @@ StatusOr<InputTimeline> timeline_of_input(const std::string& path, const Account
   const AccountingObservers observers = timeline_observers(tw);
   InputOptions opts;
   opts.progress = progress;
+  opts.given_settings = given;
   auto accounted = account_input(input.value(), cfg, *out.names, opts, observers);
   if (!accounted.ok()) return accounted.status();
   if (!accounted->contents.cut_off.empty()) {
     std::fprintf(stderr, "gpuacct timeline: %s\n", accounted->contents.cut_off.c_str());
+  }
+  if (!accounted->contents.settings_note.empty()) {
+    std::fprintf(stderr, "gpuacct timeline: %s\n", accounted->contents.settings_note.c_str());
   }
   tw.set_metadata(accounted->contents.metadata);
   return out;
@@ -73,13 +77,14 @@ int run_timeline(int argc, char** argv) {
     return 2;
   }
   AccountingConfig cfg;
-  if (std::string error; !parse_accounting_options(args, &cfg, &error)) {
+  std::set<std::string> given;
+  if (std::string error; !parse_accounting_options(args, &cfg, &given, &error)) {
     std::fprintf(stderr, "gpuacct timeline: %s\n", error.c_str());
     return 2;
   }
   const std::string input = args.positional()[0];
   const std::string out = args.get("out");
-  auto timeline = timeline_of_input(input, cfg, args.has("progress"));
+  auto timeline = timeline_of_input(input, cfg, args.has("progress"), given);
   if (!timeline.ok()) {
     std::fprintf(stderr, "gpuacct timeline: %s\n", timeline.status().message().c_str());
     return 1;

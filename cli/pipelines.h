@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,13 +19,15 @@
 namespace gpuacct::cli {
 
 // `gpuacct analyze`: the report and the step rows of one input.
+// `given`: the settings whose flag was given (parse_accounting_options).
 struct AnalyzedInput {
   nlohmann::json report;
   std::vector<StepRow> rows;
   std::string cut_off;  // the input was cut off (a killed job): what was lost, one line
+  std::string settings_note;  // a given setting differs from the run's own, one line
 };
 StatusOr<AnalyzedInput> analyze_input(const std::string& path, const AccountingConfig& cfg,
-                                      bool progress);
+                                      bool progress, const std::set<std::string>& given = {});
 
 // `gpuacct timeline`: the filled timeline of one input (rows arrive through on_step_row).
 struct InputTimeline {
@@ -32,6 +35,6 @@ struct InputTimeline {
   std::unique_ptr<TimelineWriter> writer;
 };
 StatusOr<InputTimeline> timeline_of_input(const std::string& path, const AccountingConfig& cfg,
-                                          bool progress);
+                                          bool progress, const std::set<std::string>& given = {});
 
 }  // namespace gpuacct::cli

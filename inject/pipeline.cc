@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "analysis/model/file_io.h"
+#include "analysis/input/input.h"
 #include "analysis/model/json_text.h"
 #include "analysis/report/report.h"
 #include "cupti_hooks/collector.h"
@@ -323,6 +324,9 @@ RunMetadata Pipeline::metadata(bool final) {
   meta.world_size = cfg_.world_size;
   meta.gpuacct_version = GPUACCT_VERSION_STRING;
   meta.devices = devices_;
+  // What this run accounted with (GPUACCT_WARMUP_STEPS, ...): `gpuacct analyze` of the
+  // recording applies them, so it gives this run's rows without being told.
+  meta.accounting = accounting_settings(acc_.config());
   if (final) {
     meta.command = read_cmdline();
     describe_new_devices(meta.devices);

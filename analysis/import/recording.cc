@@ -113,6 +113,18 @@ Status metadata_from_json(const json& j, RunMetadata& m) {
       return Status::Error("metadata field 'step_detection' is not an object");
     m.step_detection = dump_json(*detection);
   }
+  const auto settings = j.find("accounting");  // absent in older recordings: the defaults
+  if (settings != j.end()) {
+    if (!settings->is_object())
+      return Status::Error("metadata field 'accounting' is not an object");
+    for (auto it = settings->begin(); it != settings->end(); ++it) {
+      int64_t value = 0;
+      if (it->is_null() || !integer_field(*settings, it.key().c_str(), value).ok())
+        return Status::Error("metadata field 'accounting." + json_safe_utf8(it.key()) +
+                             "' is not an integer in range");
+      m.accounting.emplace_back(it.key(), value);
+    }
+  }
   const auto other = j.find("other_accelerator_events");  // absent in older recordings
   if (other != j.end() && other->is_object()) {
     for (auto it = other->begin(); it != other->end(); ++it) {
@@ -241,6 +253,8 @@ class Input {
   virtual size_t read(void* dst, size_t n) = 0;
   // Reads the last `n` bytes (n <= size) without moving the read position.
   virtual bool read_tail(void* dst, size_t n) = 0;
+  // Moves the read position `n` bytes on (n <= what is left).
+  virtual bool skip(uint64_t n) = 0;
   uint64_t size = 0;
 };
 
@@ -255,6 +269,7 @@ class FileInput final : public Input {
     const auto at = static_cast<off_t>(size - n);
     return ::pread(fileno(f_), dst, n, at) == static_cast<ssize_t>(n);
   }
+  bool skip(uint64_t n) override { return fseeko(f_, static_cast<off_t>(n), SEEK_CUR) == 0; }
 
  private:
   std::FILE* f_;
@@ -273,6 +288,10 @@ class MemoryInput final : public Input {
     std::memcpy(dst, data_.data() + data_.size() - n, n);
     return true;
   }
+  bool skip(uint64_t n) override {
+    pos_ += static_cast<size_t>(n);
+    return true;
+  }
 
  private:
   std::string_view data_;
@@ -284,6 +303,8 @@ class RecordingReader {
   RecordingReader(Input& in, const std::string& label, NameTable& names, EventSink& sink,
                   Stats& stats)
       : in_(in), label_(label), names_(names), sink_(sink), stats_(stats) {}
+  // Only the metadata chunk is read (and checked); every other payload is skipped unread.
+  void metadata_only() { metadata_only_ = true; }
 
   StatusOr<RecordingContents> run();
 
@@ -312,6 +333,7 @@ class RecordingReader {
   EventSink& sink_;
   Stats& stats_;
   uint32_t version_ = 0;
+  bool metadata_only_ = false;
   bool unfinished_ = false;  // no END chunk at the end of the file: the writer was killed
   uint64_t offset_ = 0;      // of the current chunk
   ChunkHeader h_{};
@@ -390,6 +412,11 @@ Status RecordingReader::next_chunk(bool* more) {
     return error("truncated chunk (it claims " + std::to_string(h_.bytes) + " bytes, " +
                  std::to_string(left) + " are left, but the file ends with its END chunk: it " +
                  "is corrupt)");
+  }
+  if (metadata_only_ && h_.type != static_cast<uint32_t>(ChunkType::kMetadata)) {
+    payload_.clear();
+    *more = in_.skip(h_.bytes);
+    return Status::Ok();
   }
   payload_.resize(h_.bytes);
   if (h_.bytes > 0 && in_.read(payload_.data(), h_.bytes) != h_.bytes) {
@@ -480,6 +507,9 @@ Status RecordingReader::decode_stats() {
 }
 
 Status RecordingReader::decode_chunk() {
+  if (metadata_only_ && h_.type != static_cast<uint32_t>(ChunkType::kMetadata) &&
+      h_.type != static_cast<uint32_t>(ChunkType::kEnd))
+    return Status::Ok();
   switch (static_cast<ChunkType>(h_.type)) {
     case ChunkType::kNames:
       return decode_names();
@@ -556,6 +586,29 @@ StatusOr<RecordingContents> read_recording_buffer(std::string_view data, const s
                                                   NameTable& names, EventSink& sink, Stats& stats) {
   MemoryInput in(data);
   return RecordingReader(in, label, names, sink, stats).run();
+}
+
+StatusOr<RunMetadata> read_recording_metadata(const std::string& path,
+                                              std::optional<std::string_view> bytes) {
+  NameTable names;
+  TeeSink sink({});  // no sink: no event is decoded
+  Stats stats;
+  StatusOr<RecordingContents> contents = Status::Error("");
+  if (bytes) {
+    MemoryInput in(*bytes);
+    RecordingReader reader(in, path, names, sink, stats);
+    reader.metadata_only();
+    contents = reader.run();
+  } else {
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+    if (!f) return Status::Error("cannot open " + path + ": " + std::strerror(errno));
+    FileInput in(f.get());
+    RecordingReader reader(in, path, names, sink, stats);
+    reader.metadata_only();
+    contents = reader.run();
+  }
+  if (!contents.ok()) return contents.status();
+  return std::move(contents->metadata);
 }
 
 }  // namespace gpuacct

@@ -123,6 +123,13 @@ StatusOr<RecordingContents> read_recording(const std::string& path, NameTable& n
 StatusOr<RecordingContents> read_recording_buffer(std::string_view data, const std::string& label,
                                                   NameTable& names, EventSink& sink, Stats& stats);
 
+// Only the run metadata of a recording (the file at `path`, or `bytes` when given; `path` then
+// labels it): every other chunk is skipped unread, so this costs a seek per chunk.  What the
+// front door needs before the events are read (the run's accounting settings, input.h
+// resolve).  A recording without a metadata chunk (a killed writer's) gives an empty one.
+StatusOr<RunMetadata> read_recording_metadata(const std::string& path,
+                                              std::optional<std::string_view> bytes = {});
+
 // True if the file starts with the recording magic.
 bool looks_like_recording(const std::string& path);
 

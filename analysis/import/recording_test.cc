@@ -576,5 +576,49 @@ TEST(Crc32c, KnownValuesAndStreaming) {
   }
 }
 
+// The run's accounting settings (RunMetadata::accounting) are type-checked like every metadata
+// field: a wrong type is an error that names it; read_recording_metadata finds them without
+// decoding the events (the front door reads them before it accounts, input.h resolve).
+TEST(Recording, AccountingSettingsAreTypeChecked) {
+  for (const std::string bad :
+       {R"({"accounting":{"warmup_steps":"0"}})", R"({"accounting":{"warmup_steps":1.5}})",
+        R"({"accounting":{"warmup_steps":null}})", R"({"accounting":{"warmup_steps":1e300}})",
+        R"({"accounting":[1]})"}) {
+    const std::string err = read_error(file_header(2) + chunk_v2(7, 1, bad) + chunk_v2(9, 0, ""));
+    EXPECT_NE(err.find("metadata field 'accounting"), std::string::npos) << bad << ": " << err;
+  }
+  const std::string path = tmp_path("gpuacct_settings.gpuacct");
+  NameTable names;
+  Collect events;
+  auto spec = SyntheticSpec::preset("data_bound");
+  ASSERT_TRUE(spec.ok());
+  generate_synthetic(*spec, names, events);
+  RunMetadata meta;
+  // In name order: a JSON object is read back sorted.
+  meta.accounting = {{"launch_latency_threshold_ns", 12'000}, {"warmup_steps", 0}};
+  {
+    RecordingWriter w;
+    ASSERT_TRUE(w.open(path).ok());
+    ASSERT_TRUE(w.write_new_names(names).ok());
+    ASSERT_TRUE(w.write_batch(events.b).ok());
+    ASSERT_TRUE(w.write_metadata(meta).ok());
+    ASSERT_TRUE(w.close().ok());
+  }
+  auto read = read_recording_metadata(path);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(read->accounting, meta.accounting);
+  std::ifstream in(path, std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto from_bytes = read_recording_metadata("b", file);
+  ASSERT_TRUE(from_bytes.ok()) << from_bytes.status().message();
+  EXPECT_EQ(from_bytes->accounting, meta.accounting);
+  // An older recording (no field): none, the reader's defaults apply.
+  auto old = read_recording_metadata(
+      "old", file_header(2) + chunk_v2(7, 1, R"({"source":"injected"})") + chunk_v2(9, 0, ""));
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  EXPECT_TRUE(old->accounting.empty());
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace gpuacct

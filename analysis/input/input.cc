@@ -36,6 +36,39 @@ int default_warmup_steps(InputFormat format) {
 
 namespace {
 
+// Every AccountingConfig field a run's recording carries, by name (the report's "config" keys).
+struct SettingField {
+  const char* name;
+  int64_t AccountingConfig::*wide;  // one of the two is set
+  int AccountingConfig::*narrow;
+};
+constexpr SettingField kSettingFields[] = {
+    {kSettingLaunchLatency, &AccountingConfig::launch_latency_threshold_ns, nullptr},
+    {kSettingHostPause, &AccountingConfig::host_pause_threshold_ns, nullptr},
+    {"step_touch_tolerance_ns", &AccountingConfig::step_touch_tolerance_ns, nullptr},
+    {kSettingWarmupSteps, nullptr, &AccountingConfig::warmup_steps},
+    {"pending_launch_timeout_ns", &AccountingConfig::pending_launch_timeout_ns, nullptr},
+    {"pending_event_limit", &AccountingConfig::pending_event_limit, nullptr},
+    {"top_gaps", nullptr, &AccountingConfig::top_gaps},
+    {"top_kernels", nullptr, &AccountingConfig::top_kernels},
+};
+
+int64_t get_setting(const AccountingConfig& cfg, const SettingField& f) {
+  return f.wide != nullptr ? cfg.*f.wide : cfg.*f.narrow;
+}
+
+// False (cfg unchanged) for a value the field cannot hold; every setting is non-negative.
+bool set_setting(AccountingConfig& cfg, const SettingField& f, int64_t value) {
+  if (value < 0) return false;
+  if (f.wide != nullptr) {
+    cfg.*f.wide = value;
+    return true;
+  }
+  if (value > std::numeric_limits<int>::max()) return false;
+  cfg.*f.narrow = static_cast<int>(value);
+  return true;
+}
+
 // A step stream's header line is short (host, pid, rank); what does not fit is no header.
 constexpr size_t kHeaderLineMax = 64 << 10;
 
@@ -95,11 +128,47 @@ Input Input::from_buffer(std::string_view bytes, std::string label,
   return Input(format.value_or(format_of_bytes(bytes)), std::move(label), bytes);
 }
 
-AccountingConfig Input::resolve(AccountingConfig cfg) const {
-  if (cfg.warmup_steps == AccountingConfig::kWarmupBySource) {
-    cfg.warmup_steps = default_warmup_steps(format_);
+std::vector<std::pair<std::string, int64_t>> accounting_settings(const AccountingConfig& cfg) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const SettingField& f : kSettingFields) out.emplace_back(f.name, get_setting(cfg, f));
+  return out;
+}
+
+ResolvedConfig Input::resolve(AccountingConfig cfg, const std::set<std::string>& given) const {
+  ResolvedConfig out;
+  const bool warmup_given = cfg.warmup_steps != AccountingConfig::kWarmupBySource;
+  if (!warmup_given) cfg.warmup_steps = default_warmup_steps(format_);
+  std::vector<std::pair<std::string, int64_t>> run;  // the run's own settings, if it has them
+  if (format_ == InputFormat::kRecording) {
+    // Metadata that cannot be read here cannot be read by read() either, which names the error.
+    auto meta = read_recording_metadata(path_, bytes_);
+    if (meta.ok()) run = std::move(meta->accounting);
   }
-  return cfg;
+  nlohmann::json differ = nlohmann::json::object();
+  std::string listed;
+  for (const auto& [name, value] : run) {
+    const SettingField* f = nullptr;
+    for (const SettingField& field : kSettingFields) {
+      if (name == field.name) f = &field;
+    }
+    if (f == nullptr) continue;  // a newer writer's setting
+    const bool user_gave = given.count(name) > 0 || (name == kSettingWarmupSteps && warmup_given);
+    if (!user_gave) {
+      set_setting(cfg, *f, value);
+      continue;
+    }
+    if (get_setting(cfg, *f) == value) continue;
+    differ[name] = {{"given", get_setting(cfg, *f)}, {"run", value}};
+    listed += (listed.empty() ? "" : ", ") + name + " " + std::to_string(get_setting(cfg, *f)) +
+              " (the run's: " + std::to_string(value) + ")";
+  }
+  out.cfg = cfg;
+  if (!listed.empty()) {
+    out.note = path_ + ": accounted with settings given that differ from the run's own: " + listed +
+               "; the rows differ from the run's live report";
+    out.section = {{"given_differ_from_run", differ}};
+  }
+  return out;
 }
 
 StatusOr<RunMetadata> Input::import(NameTable& names, EventSink& sink, Stats& stats,
@@ -195,7 +264,8 @@ StatusOr<AccountedInput> account_input(const Input& input, const AccountingConfi
                                        NameTable& names, const InputOptions& opts,
                                        const AccountingObservers& observers) {
   AccountedInput out;
-  out.accountant = std::make_unique<StepAccountant>(input.resolve(cfg));
+  ResolvedConfig resolved = input.resolve(cfg, opts.given_settings);
+  out.accountant = std::make_unique<StepAccountant>(resolved.cfg);
   StepAccountant& acc = *out.accountant;
   if (observers.on_row) acc.set_row_sink(observers.on_row);
   if (observers.on_segment) acc.set_segment_sink(observers.on_segment);
@@ -205,6 +275,10 @@ StatusOr<AccountedInput> account_input(const Input& input, const AccountingConfi
   auto contents = input.read(names, tee, acc.mutable_stats(), opts);
   if (!contents.ok()) return contents.status();
   out.contents = std::move(contents.value());
+  if (!resolved.note.empty()) {
+    out.contents.settings_note = std::move(resolved.note);
+    out.contents.sections["accounting_settings"] = std::move(resolved.section);
+  }
   // A cut input stops at its last watermark: the steps still open there were not finished
   // before the writer died, and finish() would invent their ends.
   if (out.contents.cut_off.empty()) acc.finish();
@@ -279,6 +353,7 @@ StatusOr<InputReport> report_input(const Input& input, const AccountingConfig& c
   out.report = build_report(acc, accounted->contents.metadata, names, accounted->contents.sections);
   out.rows = acc.rows();
   out.cut_off = std::move(accounted->contents.cut_off);
+  out.settings_note = std::move(accounted->contents.settings_note);
   return out;
 }
 

@@ -4,7 +4,10 @@
 //                              content: the recording magic, a live run's step stream (first
 //                              line: schema gpuacct.steps/1), else a PyTorch-profiler (Kineto)
 //                              trace (plain or gzip JSON);
-//   input.resolve(cfg)         the warm-up default for that source, decided here only;
+//   input.resolve(cfg, given)  the accounting settings: a setting the caller gave wins; else the
+//                              run's own, when the input carries them (a live run's recording:
+//                              RunMetadata::accounting), else the default -- for the warm-up,
+//                              this source's default, decided here only;
 //   input.read(names, sink..)  imports every event into `sink`; when the input marks no steps,
 //                              detects them (StepDetection) and hands the step ranges to `sink`
 //                              the way every source does (EventSink::on_range), then returns the
@@ -31,6 +34,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,8 +66,31 @@ const char* to_string(InputFormat format);
 // stream's rows carry the warm-up flags the live run gave them (report_input).
 int default_warmup_steps(InputFormat format);
 
+// The accounting settings a run carries (RunMetadata::accounting): every AccountingConfig field
+// by the name the report's "config" section gives it, in the field's unit (ns, steps, events).
+// The one table of names (input.cc); a name a newer writer added is ignored by older readers.
+std::vector<std::pair<std::string, int64_t>> accounting_settings(const AccountingConfig& cfg);
+// The names of the settings `gpuacct analyze` / `timeline` have flags for.
+inline constexpr const char* kSettingWarmupSteps = "warmup_steps";
+inline constexpr const char* kSettingLaunchLatency = "launch_latency_threshold_ns";
+inline constexpr const char* kSettingHostPause = "host_pause_threshold_ns";
+
 struct InputOptions {
   bool progress = false;  // the importer's progress line on stderr (only when it is a terminal)
+  // The settings (accounting_settings names) the caller chose itself (the CLI: a flag given):
+  // they win over the run's own.  The warm-up also counts as given when cfg.warmup_steps is not
+  // AccountingConfig::kWarmupBySource.
+  std::set<std::string> given_settings;
+};
+
+// The config an input is accounted with (Input::resolve).
+struct ResolvedConfig {
+  AccountingConfig cfg;
+  // Not empty when a setting the caller gave differs from the one the run itself used: one line
+  // for stderr (the rows then differ from the live report's), and the report's
+  // "accounting_settings" section says the same (docs/report_schema.md).
+  std::string note;
+  nlohmann::json section;  // null unless `note` is set
 };
 
 struct InputContents {
@@ -74,6 +101,8 @@ struct InputContents {
   // Not empty when the input was cut off by its writer's death: one line for stderr that says
   // what was read and what was lost.
   std::string cut_off;
+  // ResolvedConfig::note (account_input): a given setting differs from the run's own.
+  std::string settings_note;
 };
 
 class Input {
@@ -88,10 +117,14 @@ class Input {
   InputFormat format() const { return format_; }
   const std::string& path() const { return path_; }
 
-  // `cfg` with warmup_steps == AccountingConfig::kWarmupBySource replaced by this source's
-  // default_warmup_steps().  Must be applied before the accountant is made: recordings carry
-  // watermarks, so rows are finalised while the input is read.
-  AccountingConfig resolve(AccountingConfig cfg) const;
+  // The config to account this input with: every setting in `given` (and the warm-up unless it
+  // is AccountingConfig::kWarmupBySource) as in `cfg`; the others the run's own when the input
+  // carries them (a live run's recording; its metadata is read first, the events skipped), else
+  // `cfg`'s, and a warm-up by source this source's default_warmup_steps().  Must be applied
+  // before the accountant is made: recordings carry watermarks, so rows are finalised while the
+  // input is read.  A recording whose metadata cannot be read keeps `cfg` (read() names the
+  // error).
+  ResolvedConfig resolve(AccountingConfig cfg, const std::set<std::string>& given = {}) const;
 
   // Reads the whole input into `sink` (see the file comment).  Counters go to `stats` (the
   // accountant's).  On an error the sink may have seen events: discard them.  A step stream
@@ -129,8 +162,8 @@ struct AccountedInput {
   std::unique_ptr<StepAccountant> accountant;  // finished: rows, stats, exposure, gaps
 };
 
-// `input` through the accounting: resolve(cfg), a StepAccountant, read(), finish() -- unless
-// the input was cut off (then only what its watermarks finalised).
+// `input` through the accounting: resolve(cfg, opts.given_settings), a StepAccountant, read(),
+// finish() -- unless the input was cut off (then only what its watermarks finalised).
 StatusOr<AccountedInput> account_input(const Input& input, const AccountingConfig& cfg,
                                        NameTable& names, const InputOptions& opts = {},
                                        const AccountingObservers& observers = {});
@@ -139,6 +172,7 @@ struct InputReport {
   nlohmann::json report;      // the gpuacct.report/1 JSON (report/report.h)
   std::vector<StepRow> rows;  // its step rows
   std::string cut_off;        // InputContents::cut_off
+  std::string settings_note;  // InputContents::settings_note
 };
 
 // The report of any input.  Events: account_input, then build_report.  A step stream: all its

@@ -28,6 +28,11 @@ json run_metadata_to_json(const RunMetadata& m) {
               {"gpuacct_version", json_safe_utf8(m.gpuacct_version)},
               {"devices", devices},
               {"other_accelerator_events", other}};
+  if (!m.accounting.empty()) {
+    json settings = json::object();
+    for (const auto& [name, value] : m.accounting) settings[json_safe_utf8(name)] = value;
+    out["accounting"] = settings;
+  }
   if (!m.step_detection.empty()) {
     // Text this library wrote from a json (dump_json): it parses; anything else is left out.
     json section = json::parse(m.step_detection, nullptr, /*allow_exceptions=*/false);

@@ -38,6 +38,11 @@ struct RunMetadata {
   // step ranges, so a re-analysis reports the steps and the section live found; empty
   // otherwise.
   std::string step_detection;
+  // The accounting settings the live run used (AccountingConfig's fields by name, value in the
+  // field's unit: analysis/input/input.h accounting_settings), so that a re-analysis of its
+  // recording accounts as the run did.  Empty for inputs that do not carry them (traces,
+  // synthetic runs, recordings written before this field): those get the defaults.
+  std::vector<std::pair<std::string, int64_t>> accounting;
 };
 
 // The one RunMetadata -> JSON writer: the report's "run" section (analysis/report/report.cc)
@@ -45,7 +50,8 @@ struct RunMetadata {
 // have the same keys (docs/report_schema.md, docs/recording_format.md):
 //   source, source_path, hostname, pid, rank, world_size, command, gpuacct_version,
 //   devices[] {id, name, sm_count, compute_capability ("9.0"), total_memory},
-//   other_accelerator_events {category: count}, and step_detection (an object) when set.
+//   other_accelerator_events {category: count}, step_detection (an object) when set, and
+//   accounting {setting: integer} when set.
 // Every string is made safe with json_safe_utf8 (analysis/model/json_text.h): the result
 // always serialises.  Recordings written before this writer existed name a device's compute
 // capability compute_major / compute_minor; their reader (recording.cc) takes both.

@@ -75,8 +75,8 @@ DIMENSIONS = {
     "threshold_edges": (True, "host work at the launch-latency and host-pause thresholds"),
     "thresholds": (True, "GPUACCT_LAUNCH_LATENCY_US 0-100, GPUACCT_HOST_PAUSE_US 0-500"),
     "warmup": (True, "GPUACCT_WARMUP_STEPS 0-3"),
-    "recorded_settings": (False, "analyze / timeline get no flags for the run's accounting "
-                                 "settings (open defect: a recording does not carry them)"),
+    "recorded_settings": (True, "analyze / timeline get no flags for the run's accounting "
+                                "settings: the recording carries them"),
     "timeline_ops": (True, "the timeline's GPU ops lie inside its steps (marked steps)"),
     "stacks_off": (True, "GPUACCT_STACKS=0"),
     "no_gpu": (True, "no GPU collection (CUPTI missing, or GPUACCT_ENABLE=0): host-only rows"),
@@ -130,6 +130,10 @@ REGRESSION_SEEDS: list = [
     # first were not waited for, so the 1.26 s graph kernel of step 1 landed in step 2's window
     # (step 1: 2.19 ms instead of 1.259 s), nothing counted (5 of 30 reruns; 0 of 20 after).
     (1764, _DIMS_V4 + ",graph_lag"),
+    # A recording did not carry the run's accounting settings: `gpuacct analyze` / `timeline`
+    # of it accounted with the defaults, unlike the live report, and nothing said so.
+    (1, _DIMS_V2 + ",recorded_settings"),  # GPUACCT_WARMUP_STEPS=0
+    (20, _DIMS_V2 + ",recorded_settings"),  # both thresholds 0
 ]
 
 # Seeds that fail while a defect of issue 14 is open, under the dimension that shows it;
@@ -143,11 +147,6 @@ PENDING_SEEDS = {
                           (35, _DIMS_V1 + ",thread_id_refused"),
                           (80, _DIMS_V1 + ",thread_id_refused"),
                           (89, _DIMS_V1 + ",thread_id_refused")],
-    # new: a recording does not carry the run's accounting settings (GPUACCT_WARMUP_STEPS,
-    # GPUACCT_LAUNCH_LATENCY_US, GPUACCT_HOST_PAUSE_US): `gpuacct analyze` / `timeline` of it
-    # account with the defaults and disagree with the live report, nothing says so
-    "recorded_settings": [(1, _DIMS_V2 + ",recorded_settings"),  # GPUACCT_WARMUP_STEPS=0
-                          (20, _DIMS_V2 + ",recorded_settings")],  # both thresholds 0
 }
 
 TOL = 0.01  # of the step's window, when the program's clock is not exact (measured offset)

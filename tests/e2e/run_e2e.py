@@ -14,6 +14,9 @@ Each ctest runs one case:  run_e2e.py --build <build dir> <case>
                                     fault and lifecycle cases
   latin1_names                      bytes that are not UTF-8 in argv[0] and the output path
   same_steps                        live = analyze = timeline on one run's recording
+  same_steps_recorded_settings      the same with GPUACCT_WARMUP_STEPS=0 and both thresholds
+                                    changed: analyze takes them from the recording; a flag given
+                                    wins and says so
   late_gpu_records                  GPU records delivered 3.1 s late: every step still exact
   late_graph_records                graph launches whose kernels come 3.1 s late: the rows of the
                                     same program with records on time
@@ -714,7 +717,33 @@ def case_same_steps(**extra_env: str) -> None:
                 tl = json.load(f)
             check(len(live["steps"]) >= 10, f"{marks}: {len(live['steps'])} live rows")
             compare_pipelines(live, offline, tl, marks)
+            check(live["config"] == offline["config"],
+                  f"{marks}: config live {live['config']} analyze {offline['config']}")
             print(f"ok: {marks}: {len(live['steps'])} rows, live = analyze = timeline")
+            if "GPUACCT_LAUNCH_LATENCY_US" in extra_env:
+                check_settings_override(cli, recs[0], out, live, marks)
+
+
+def check_settings_override(cli: str, rec: str, out: str, live: dict, marks: str) -> None:
+    """A flag given to `analyze` wins over the recording's own setting, and one line on stderr
+    (and the report's accounting_settings section) says that it differs from the run's."""
+    given = int(live["config"]["launch_latency_threshold_ns"]) // 1000 + 7
+    res = run([cli, "analyze", rec, "--launch-latency-us", str(given), "--out",
+               os.path.join(out, "flag")], dict(os.environ))
+    notes = [l for l in res.stderr.splitlines() if "differ from the run's own" in l]
+    check(len(notes) == 1 and "launch_latency_threshold_ns" in notes[0]
+          and "host_pause" not in notes[0],
+          f"{marks}: no one-line note of the overridden setting:\n{res.stderr}")
+    with open(glob.glob(os.path.join(out, "flag", "*.report.json"))[0]) as f:
+        rep = json.load(f)
+    differ = rep.get("accounting_settings", {}).get("given_differ_from_run", {})
+    check(rep["config"]["launch_latency_threshold_ns"] == given * 1000
+          and rep["config"]["host_pause_threshold_ns"] == live["config"]["host_pause_threshold_ns"]
+          and rep["config"]["warmup_steps"] == live["config"]["warmup_steps"]
+          and differ.get("launch_latency_threshold_ns") == {
+              "given": given * 1000, "run": live["config"]["launch_latency_threshold_ns"]},
+          f"{marks}: the flag did not win alone: config {rep['config']}, section {differ}")
+    print(f"ok: {marks}: --launch-latency-us {given} wins over the run's, one note: {notes[0]}")
 
 
 def case_late_gpu_records() -> None:
@@ -905,6 +934,9 @@ CASES = {
     # The recording carries the thread ids the live run resolved.
     "same_steps_pthread_ids": lambda: case_same_steps(
         GPUACCT_SIM_FAULTS="error:cuptiSetThreadIdType"),
+    # The recording carries the run's accounting settings: analyze and timeline use them.
+    "same_steps_recorded_settings": lambda: case_same_steps(
+        GPUACCT_WARMUP_STEPS="0", GPUACCT_LAUNCH_LATENCY_US="12", GPUACCT_HOST_PAUSE_US="40"),
     "thread_ids_system": lambda: case_thread_ids(pthread_ids=False, stacks=True),
     "thread_ids_pthread": lambda: case_thread_ids(pthread_ids=True, stacks=True),
     "thread_ids_pthread_nostacks": lambda: case_thread_ids(pthread_ids=True, stacks=False),
