@@ -30,10 +30,20 @@ class OwedLaunches {
   };
   static constexpr TimeNs kNoneOwed = std::numeric_limits<TimeNs>::max();
 
-  void add(const Launch& l) { q_.push_back(l); }
+  void add(const Launch& l) {
+    q_.push_back(l);
+    newest_ = std::max(newest_, l.start);
+  }
   // An op arrived for a launch call that began at `launch_start`.
-  void delivered(TimeNs launch_start) { frontier_ = std::max(frontier_, launch_start); }
+  void delivered(TimeNs launch_start) {
+    frontier_ = std::max(frontier_, launch_start);
+    newest_ = std::max(newest_, launch_start);
+  }
   TimeNs frontier() const { return frontier_; }
+  // The latest start of any launch call seen, its op come or owed: when the watermark runs far
+  // past it, the job has stopped launching (a phase without GPU work) and nothing newer can
+  // move the frontier.
+  TimeNs newest() const { return newest_; }
 
   // Drops launches from the front, earliest start first, while `settled(launch)` says so (its
   // op came, it was given up on or cut off), and returns the earliest start still owed
@@ -68,6 +78,7 @@ class OwedLaunches {
   size_t head_ = 0;
   size_t sorted_ = 0;
   TimeNs frontier_ = std::numeric_limits<TimeNs>::min();
+  TimeNs newest_ = std::numeric_limits<TimeNs>::min();
 };
 
 }  // namespace gpuacct::accounting

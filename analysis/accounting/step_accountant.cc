@@ -401,13 +401,26 @@ struct StepAccountant::Impl {
   // past it.  The frontier keeps late records owed: while every GPU record comes seconds late
   // it trails the watermark by that lag, so the wait grows with the lag observed.
   bool gave_up(const OwedLaunches::Launch& p) const {
-    const TimeNs at = p.end + cfg.pending_launch_timeout_ns;
-    return watermark >= at && owed.frontier() >= at;
+    const TimeNs at = sat_add(p.end, cfg.pending_launch_timeout_ns);
+    if (watermark < at) return false;
+    if (owed.frontier() >= at) return true;
+    // The job stopped launching (an eval or checkpoint phase without GPU work): nothing newer
+    // can move the frontier, so the watermark alone decides, once it is past the newest launch
+    // by the timeout plus twice the worst delivery lag seen (at least the timeout again).
+    const TimeNs wait = cfg.pending_launch_timeout_ns +
+                        std::max(cfg.pending_launch_timeout_ns, sat_add(lag.max(), lag.max()));
+    return watermark >= sat_add(owed.newest(), wait);
+  }
+  static TimeNs sat_add(TimeNs a, TimeNs b) {
+    return a > std::numeric_limits<TimeNs>::max() - b ? std::numeric_limits<TimeNs>::max() : a + b;
   }
   // Over the memory bound, an owed launch that blocks the step being finalised (made before
-  // its horizon) is cut off: counted as data loss (its op, if it comes, is dropped late).
+  // its horizon) is cut off: counted as data loss (its op, if it comes, is dropped late).  Only
+  // launches the watermark has passed by the timeout: a long step's launches whose kernels are
+  // still running are waited for, the bound then being exceeded by at most that much.
   bool cut_off_owed(const OwedLaunches::Launch& p, TimeNs horizon) {
     if (!over_limit || p.start >= horizon) return false;
+    if (watermark < sat_add(p.end, cfg.pending_launch_timeout_ns)) return false;
     stats.add(Stat::owed_launches_cut_off);
     return true;
   }

@@ -525,6 +525,36 @@ TEST(StepAccountant, OpThatNeverComesIsGivenUpOnceDeliveryMovesPast) {
   }
 }
 
+// An op lost just before the job stops launching (an eval or checkpoint phase without GPU
+// work): no later launch moves the frontier, so the watermark alone gives it up, once past the
+// newest launch by the timeout plus max(timeout, 2 x the delivery lag seen).  Before: its step
+// and every step after it waited for the end of the run (11 rows while it ran).
+TEST(StepAccountant, OpLostBeforeAPhaseWithoutLaunchesIsGivenUp) {
+  Trace t;
+  for (int i = 0; i < 700; ++i) {
+    const TimeNs b = i * 10 * kMs;
+    t.step(b, b + 10 * kMs, i);
+    t.data(b, b + 7 * kMs);
+    if (i > 10) continue;  // from step 11 on: host work only
+    t.kernel(b + 7 * kMs, b + 7 * kMs + us(4), b + 7 * kMs + us(9), b + 10 * kMs);
+    if (i == 10) t.b.gpu_ops.pop_back();  // step 10's op is lost
+  }
+  StepAccountant acc(no_warmup());
+  TimeNs step10_final_at = -1;
+  size_t rows_before_end = 0;
+  deliver_live(acc, t, /*gpu_lag=*/0, [&](TimeNs now) {
+    rows_before_end = acc.rows().size();
+    if (step10_final_at < 0 && acc.rows().size() > 10) step10_final_at = now;
+  });
+  ASSERT_EQ(acc.rows().size(), 700u);
+  EXPECT_GT(rows_before_end, 600u) << "the steps after it are finalised while the run goes on";
+  EXPECT_EQ(acc.stats().get(Stat::unmatched_launches), 1);
+  EXPECT_EQ(acc.stats().get(Stat::owed_launches_cut_off), 0);
+  // Launch at 107 ms; the watermark (300 ms behind the 100 ms ticks) passes it + 4 s.
+  EXPECT_GE(step10_final_at, 107 * kMs + 4000 * kMs);
+  EXPECT_LE(step10_final_at, 107 * kMs + 4000 * kMs + 500 * kMs);
+}
+
 // Waiting is bounded by memory: with the ops held back for good after the first 10 steps (CUPTI
 // stalled), the held events reach pending_event_limit, and from then on the oldest owed launches
 // are cut off -- counted as data loss -- so steps are finalised and the held events stay near the
@@ -540,12 +570,19 @@ TEST(StepAccountant, OwedLaunchesAreCutOffAtTheEventLimit) {
       /*on_time=*/10);
   ASSERT_EQ(acc.rows().size(), 900u);
   EXPECT_GT(rows_before_end, 500u) << "steps finalised once the limit was reached";
+  // Cut off at the limit while the job runs; once it stops launching, the rest are given up
+  // (the watermark ran 4 s past the newest launch).  All 890 are unmatched launches, and every
+  // one of their ops, when it comes at last, is dropped as late.
   const int64_t cut = acc.stats().get(Stat::owed_launches_cut_off);
-  EXPECT_EQ(cut, static_cast<int64_t>(rows_before_end) - 10);
-  EXPECT_EQ(acc.stats().get(Stat::late_gpu_ops_dropped), cut);
+  EXPECT_GT(cut, 400);
+  EXPECT_LT(cut, 890);
+  EXPECT_EQ(acc.stats().get(Stat::unmatched_launches), 890);
+  EXPECT_EQ(acc.stats().get(Stat::late_gpu_ops_dropped), 890);
   EXPECT_TRUE(acc.stats().has_data_loss());
-  // At most one tick's intake (10 steps of 4 events) above the limit.
-  EXPECT_LE(acc.delivery_lag().held_peak(), cfg.pending_event_limit + 40);
+  // Only launches the watermark has passed by the timeout are cut off (a long step's launches
+  // whose kernels still run are not), so the limit is exceeded by at most the timeout's worth
+  // of steps (2 s + the watermark's 300 ms and a tick: 240 steps of 4 events).
+  EXPECT_LE(acc.delivery_lag().held_peak(), cfg.pending_event_limit + 4 * 240);
   EXPECT_GT(acc.delivery_lag().held_peak(), cfg.pending_event_limit);
 }
 
