@@ -216,9 +216,14 @@ void ThreadIds::exited(uint32_t cupti_id, uint32_t tid, int64_t ns) {
 uint32_t ThreadIds::resolve(uint32_t cupti_id, int64_t t) const {
   auto it = by_id_.find(cupti_id);
   if (it == by_id_.end() || t < it->second.forgotten_until) return 0;
-  for (const Life& life : it->second.lives) {
+  const std::vector<Life>& lives = it->second.lives;
+  for (const Life& life : lives) {
     if (t < life.end) return life.tid;
   }
+  // A thread's exit is stamped after its last call returned, so never before that call; a clock
+  // that did not move in between (a 0 ns call, then the exit) gives both the same time.  No
+  // later thread is known to have had the id, so the call is the last one's.
+  if (!lives.empty() && lives.back().end == t) return lives.back().tid;
   return 0;
 }
 

@@ -39,8 +39,9 @@ class ThreadIds {
   void started(uint32_t cupti_id, uint32_t tid, int64_t ns);
   // Thread `tid`'s life with `cupti_id` ended at `ns`.
   void exited(uint32_t cupti_id, uint32_t tid, int64_t ns);
-  // The tid of the thread that had `cupti_id` at `t` (the first life not over by then); 0 when
-  // none is known, or its life was forgotten.
+  // The tid of the thread that had `cupti_id` at `t` (the first life not over by then, or the
+  // latest life when it ended exactly at `t`: a call made at the instant its thread exited); 0
+  // when none is known, or its life was forgotten.
   uint32_t resolve(uint32_t cupti_id, int64_t t) const;
   // Forgets lives that ended before `t` (the watermark: no record made before it is to come).
   void forget_before(int64_t t);

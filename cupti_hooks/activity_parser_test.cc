@@ -117,6 +117,23 @@ TEST(ThreadIds, AnExitLearntAfterTheNextStartStillEndsTheOldLife) {
   EXPECT_EQ(ids.lives(), 2u);
 }
 
+// A clock that did not move between a thread's last call and its exit (the sim's virtual
+// clock: a sync of 0 ns, then the program ends) stamps both with the same time.  The exit is
+// stamped after the call returned, so a call at the very instant of the id's last known exit is
+// that thread's (differential seed 3861: it was unknown whenever the worker learnt the exit
+// before resolving the call's record, about 1 run in 40).
+TEST(ThreadIds, ACallAtTheInstantItsThreadExitedIsThatThreads) {
+  constexpr uint32_t P = 11;
+  ThreadIds ids;
+  ids.started(P, 100, 10);
+  ids.exited(P, 100, 50);
+  EXPECT_EQ(ids.resolve(P, 50), 100u) << "the last call, made as the thread exited";
+  EXPECT_EQ(ids.resolve(P, 51), 0u) << "after the exit no thread had the id";
+  ids.started(P, 200, 50);  // a successor at the same instant: its first call is its own
+  EXPECT_EQ(ids.resolve(P, 50), 200u);
+  EXPECT_EQ(ids.resolve(P, 49), 100u);
+}
+
 // Lives that ended before the watermark are forgotten; a record that still names one is
 // unknown, never the id's next thread.
 TEST(ThreadIds, ForgottenLivesAreUnknownNotTheNextThreads) {
