@@ -153,8 +153,9 @@ Status Collector::start(const CollectorOptions& options) {
   }
 
   // gettid() thread ids, so API records line up with the library's per-thread rings.
-  system_thread_ids_ = GPUACCT_CUPTI_TRY(api, cuptiSetThreadIdType,
-                                         CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) == CUPTI_SUCCESS;
+  system_thread_ids_.store(GPUACCT_CUPTI_TRY(api, cuptiSetThreadIdType,
+                                             CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) == CUPTI_SUCCESS,
+                           std::memory_order_release);
 
   const CUptiResult sr = api.cuptiSubscribe(&m.subscriber, callback_trampoline, nullptr);
   if (sr == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
@@ -208,7 +209,7 @@ void Collector::enable_callbacks() {
   // Without SYSTEM thread ids, records carry pthread ids, which the library maps onto thread
   // ids it learns at each thread's first call: every traced call then gets its callbacks, so
   // that a thread is known before CUPTI records any call of it (ActivityParser::ThreadIds).
-  const bool identify_threads = !system_thread_ids_;
+  const bool identify_threads = !system_thread_ids_.load(std::memory_order_acquire);
   if (m.options.api_callbacks || identify_threads) {
     for (size_t i = 0; i < n_apis; ++i) {
       // Launches and syncs (call sites); copies only to identify their threads.

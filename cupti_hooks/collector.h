@@ -93,7 +93,9 @@ class Collector {
   // says why (state() names the case).  Idempotent: a second call returns the first's state.
   Status start(const CollectorOptions& options);
   CollectorState state() const { return state_.load(std::memory_order_acquire); }
-  bool thread_ids_are_system() const { return system_thread_ids_; }
+  // Read by the worker while start() runs on the thread that loads CUDA: atomic.  Set before
+  // the clock is published (publish_clock, release), so a worker that parsed records sees it.
+  bool thread_ids_are_system() const { return system_thread_ids_.load(std::memory_order_acquire); }
   // Set by start(): how CUPTI's timestamps relate to the host clock.  With kMeasuredOffset,
   // CUPTI time - clock_offset_ns() = host time (to within clock_offset_uncertainty_ns()).
   // Published once (the source last, with release), before any activity kind is enabled, and
@@ -150,7 +152,7 @@ class Collector {
 
   Impl* impl_;  // never freed: CUPTI may call back during exit
   bool loaded_ = false;
-  bool system_thread_ids_ = false;
+  std::atomic<bool> system_thread_ids_{false};
   // Written once by start() (publish_clock) before any activity kind is enabled, read by the
   // worker: clock_source_ is stored last (release) and read first (acquire).
   std::atomic<ClockSource> clock_source_{ClockSource::kNone};
