@@ -3,6 +3,8 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "analysis/report/cost.h"
+
 namespace gpuacct::cli {
 
 std::set<std::string> accounting_option_names() {
@@ -47,6 +49,22 @@ bool parse_accounting_options(Args& args, AccountingConfig* cfg, std::string* er
       args.has("warmup") ? static_cast<int>(*warmup) : AccountingConfig::kWarmupBySource;
   cfg->launch_latency_threshold_ns = static_cast<TimeNs>(*latency * 1000.0);
   cfg->host_pause_threshold_ns = static_cast<TimeNs>(*pause * 1000.0);
+  return true;
+}
+
+std::string gpu_hour_price_help() {
+  return "      --gpu-hour-price P    price of one GPU-hour: adds the cost section and the money\n"
+         "                            line (per step, per 1,000 steps, each wall per day;\n"
+         "                            docs/cost.md)\n";
+}
+
+bool parse_gpu_hour_price(Args& args, double* price, std::string* error) {
+  const auto p = args.get_number(kGpuHourPriceOption, 0, 0, kMaxGpuHourPrice);
+  if (!p) {
+    *error = args.error();
+    return false;
+  }
+  *price = *p;
   return true;
 }
 

@@ -23,4 +23,10 @@ std::string accounting_options_help();
 // False on a usage error: *error holds the message (exit status 2).
 bool parse_accounting_options(Args& args, AccountingConfig* cfg, std::string* error);
 
+// --gpu-hour-price P (`analyze` and `report`): the report's cost section (docs/cost.md).
+inline constexpr const char* kGpuHourPriceOption = "gpu-hour-price";
+std::string gpu_hour_price_help();
+// 0 when not given (no cost section).  False on a usage error: *error holds the message.
+bool parse_gpu_hour_price(Args& args, double* price, std::string* error);
+
 }  // namespace gpuacct::cli

@@ -110,6 +110,24 @@ expect 0 "verdict: HIGHLY data-bound" "$bin" analyze "$root/examples/data/sample
 ls "$tmp/out" | grep -q tmp && { echo "FAIL: temporary file left: $(ls "$tmp/out")"; fails=$((fails + 1)); }
 expect 0 "verdict: HIGHLY data-bound" "$bin" report "$tmp/out/sample.report.json"
 expect 0 '"schema": "gpuacct.report/1"' "$bin" analyze "$root/examples/data/sample.gpuacct" --no-files --json
+# Cost (docs/cost.md): the money line with a price; none without one (the report unchanged).
+sample_cost='cost: $0.0000195/step, $0.02 per 1,000 steps, $72.00/day on 1 GPU; the data wall costs $20.44/day'
+expect 0 "$sample_cost" "$bin" analyze "$root/examples/data/sample.gpuacct" --gpu-hour-price 3.0 --out "$tmp/priced"
+expect 0 '$6.26 per hour the GPU actually computed ($4.79 per hour nvidia-smi calls busy, 63%)' \
+  "$bin" analyze "$root/examples/data/sample.gpuacct" --gpu-hour-price 3 --no-files
+grep -qF '"gpu_hour_price": 3.0' "$tmp/priced/sample.report.json" ||
+  { echo "FAIL: no cost section in the priced report"; fails=$((fails + 1)); }
+grep -qF '"cost"' "$tmp/out/sample.report.json" &&
+  { echo "FAIL: a cost section without a price"; fails=$((fails + 1)); }
+"$bin" report "$tmp/out/sample.report.json" | grep -qF 'cost:' &&
+  { echo "FAIL: a money line without a price"; fails=$((fails + 1)); }
+expect 0 "$sample_cost" "$bin" report "$tmp/out/sample.report.json" --gpu-hour-price 3
+expect 0 "$sample_cost" "$bin" report "$tmp/priced/sample.report.json"
+expect 0 '$144.00/day on 1 GPU' "$bin" report "$tmp/priced/sample.report.json" --gpu-hour-price=6
+expect 2 "option '--gpu-hour-price': 'free' is not a number" \
+  "$bin" analyze "$root/examples/data/sample.gpuacct" --gpu-hour-price free --no-files
+expect 2 "is not a number in [0, 1000000]" "$bin" report "$tmp/out/sample.report.json" --gpu-hour-price -1
+expect 0 "--gpu-hour-price P" "$bin" analyze --help
 echo '{"a": 1}' >"$tmp/other.json"
 expect 1 "not a gpuacct report" "$bin" report "$tmp/other.json"
 echo '{"a": ' >"$tmp/bad.json"

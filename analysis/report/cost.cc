@@ -1,0 +1,178 @@
+#include "analysis/report/cost.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+#include "analysis/accounting/taxonomy.h"
+
+namespace gpuacct {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr double kHoursPerDay = 24.0;
+constexpr double kSecondsPerHour = 3600.0;
+
+// A number field of an object, `fallback` when missing or not a number (reports are read
+// back from disk: never throw on a foreign one).
+double num(const json& j, const char* key, double fallback = 0) {
+  if (!j.is_object()) return fallback;
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+const json& obj(const json& j, const char* key) {
+  static const json kEmpty = json::object();
+  if (!j.is_object()) return kEmpty;
+  const auto it = j.find(key);
+  return it != j.end() && it->is_object() ? *it : kEmpty;
+}
+
+// "$1,840.00": thousands separated so a per-day sum reads at a glance; amounts under a cent
+// (the cost of one step) keep three significant digits ("$0.0000196").
+std::string money(double v) {
+  int decimals = 2;
+  if (v != 0 && std::fabs(v) < 0.01) {
+    decimals = std::min(12, 2 - static_cast<int>(std::floor(std::log10(std::fabs(v)))));
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  std::string s = buf;
+  const size_t dot = s.find('.');
+  const size_t start = s[0] == '-' ? 1 : 0;
+  for (size_t i = dot; i > start + 3; i -= 3) s.insert(i - 3, ",");
+  return "$" + s;
+}
+
+}  // namespace
+
+int64_t job_gpus(const json& report, std::string* source) {
+  std::set<int64_t> devices;
+  const auto steps = report.is_object() ? report.find("steps") : report.end();
+  if (report.is_object() && steps != report.end() && steps->is_array()) {
+    for (const json& r : *steps) {
+      const double d = num(r, "device", -1);
+      if (d >= 0) devices.insert(static_cast<int64_t>(d));
+    }
+  }
+  const json& run = obj(report, "run");
+  const auto world = static_cast<int64_t>(num(run, "world_size", 0));
+  auto n = static_cast<int64_t>(devices.size());
+  const char* from = "rows";
+  if (n == 0) {
+    const auto it = run.find("devices");
+    n = it != run.end() && it->is_array() ? static_cast<int64_t>(it->size()) : 0;
+    from = "run.devices";
+  }
+  if (n == 0) {
+    n = 1;
+    from = "assumed";
+  }
+  if (world > 0) {
+    n *= world;
+    if (source != nullptr) *source = std::string(from) + " x world_size";
+  } else if (source != nullptr) {
+    *source = from;
+  }
+  return n;
+}
+
+json cost_section(const json& report, double price) {
+  std::string gpus_from;
+  const int64_t gpus = job_gpus(report, &gpus_from);
+  const json& summary = obj(report, "summary");
+  const json& verdict = obj(report, "verdict");
+  json out = {{"gpu_hour_price", price}, {"gpus", gpus}, {"gpus_from", gpus_from}};
+  const double step_ms = num(obj(summary, "step_time_ms"), "mean");
+  if (!(price > 0) || !(step_ms > 0)) {
+    out["reason"] = price > 0 ? "no_steps" : "no_price";
+    return out;
+  }
+  // The job pays for every GPU for the whole step, whatever each one did in it.
+  const double job_per_hour = price * static_cast<double>(gpus);
+  const double per_step = job_per_hour * step_ms / 1e3 / kSecondsPerHour;
+  const double per_day = job_per_hour * kHoursPerDay;
+  out["job_per_hour"] = job_per_hour;
+  out["per_step"] = per_step;
+  out["per_1000_steps"] = per_step * 1000;
+  out["per_day"] = per_day;
+  json walls = json::object();
+  const json& wall_shares = obj(summary, "walls");
+  for (const WallInfo& w : kWalls) {
+    const double share = num(obj(wall_shares, w.name.data()), "share");
+    walls[w.name.data()] = {{"share", share},
+                            {"per_step", share * per_step},
+                            {"per_day", share * per_day}};
+  }
+  out["walls"] = walls;
+  // Price over the share of time the GPU really computed (compute wall) and over the share
+  // nvidia-smi calls busy (any op running): the gap between the two is what the busy share
+  // hides (exposed communication, idle tails inside "busy" windows).
+  const double compute = num(summary, "compute_share");
+  const double busy = num(summary, "gpu_busy_share");
+  out["per_compute_hour"] = compute > 0 ? json(price / compute) : json();
+  out["per_busy_hour"] = busy > 0 ? json(price / busy) : json();
+  out["compute_share"] = compute;
+  out["gpu_busy_share"] = busy;
+  const std::string bound = verdict.value("bound", "");
+  const double what_if = num(verdict, "what_if_step_ms");
+  const double mean = num(verdict, "mean_step_ms", step_ms);
+  if ((bound == "data" || bound == "launch" || bound == "communication" || bound == "other") &&
+      what_if > 0 && mean > 0) {
+    // The same steps in less time: the job's bill shrinks by the share of step time saved.
+    const double saved = std::clamp(1.0 - what_if / mean, 0.0, 1.0);
+    out["what_if"] = {{"wall", bound},
+                      {"step_ms", what_if},
+                      {"saving_share", saved},
+                      {"per_step", per_step * (1 - saved)},
+                      {"saving_per_1000_steps", per_step * 1000 * saved},
+                      {"saving_per_day", per_day * saved}};
+  }
+  return out;
+}
+
+void add_cost_section(double price, json* report) {
+  if (price > 0 && report != nullptr && report->is_object()) {
+    (*report)["cost"] = cost_section(*report, price);
+  }
+}
+
+std::string cost_line(const json& cost) {
+  if (!cost.is_object() || !cost.contains("per_step")) return "";
+  const auto gpus = static_cast<int64_t>(num(cost, "gpus", 1));
+  const std::string on = " on " + std::to_string(gpus) + (gpus == 1 ? " GPU" : " GPUs");
+  std::string line = "cost: " + money(num(cost, "per_step")) + "/step, " +
+                     money(num(cost, "per_1000_steps")) + " per 1,000 steps, " +
+                     money(num(cost, "per_day")) + "/day" + on;
+  // The costliest wall that is not compute: the money a fix can win back.
+  const json& walls = obj(cost, "walls");
+  std::string worst;
+  double worst_day = 0;
+  for (const WallInfo& w : kWalls) {
+    if (w.wall == Wall::kCompute) continue;
+    const double day = num(obj(walls, w.name.data()), "per_day");
+    if (day > worst_day) worst = w.name.data(), worst_day = day;
+  }
+  if (!worst.empty()) line += "; the " + worst + " wall costs " + money(worst_day) + "/day";
+  const json& what_if = obj(cost, "what_if");
+  if (!what_if.empty()) {
+    line += " (without the " + what_if.value("wall", std::string("?")) + " wall: save " +
+            money(num(what_if, "saving_per_day")) + "/day)";
+  }
+  line += "; " + money(num(cost, "gpu_hour_price")) + " per GPU-hour";
+  if (cost.value("per_compute_hour", json()).is_number()) {
+    line += ", " + money(num(cost, "per_compute_hour")) + " per hour the GPU actually computed";
+  }
+  if (cost.value("per_busy_hour", json()).is_number()) {
+    char busy[32];
+    std::snprintf(busy, sizeof busy, "%.0f%%", num(cost, "gpu_busy_share") * 100);
+    line += " (" + money(num(cost, "per_busy_hour")) + " per hour nvidia-smi calls busy, " +
+            busy + ")";
+  }
+  return line;
+}
+
+}  // namespace gpuacct
