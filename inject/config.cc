@@ -3,9 +3,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+
+#include "analysis/report/cost.h"
 
 namespace gpuacct::inject {
 namespace {
@@ -76,6 +79,25 @@ class Parser {
       return;
     }
     *field = static_cast<T>(x);
+  }
+
+  // A decimal number in [lo, hi] (strtod: "3", "2.5", "1e1"; no NaN or infinity).
+  void number(const char* name, double* field, double lo, double hi) {
+    const char* v = get(name);
+    if (v == nullptr) return;
+    const std::string t = trim(v);
+    errno = 0;
+    char* end = nullptr;
+    const double x = std::strtod(t.c_str(), &end);
+    if (t.empty() || errno != 0 || end == t.c_str() || *end != '\0' || !(x >= lo && x <= hi)) {
+      char used[64];
+      std::snprintf(used, sizeof used, "%g", *field);
+      warn(name, v, "is not a number in [" + std::to_string(static_cast<int64_t>(lo)) + ", " +
+                        std::to_string(static_cast<int64_t>(hi)) + "]",
+           used);
+      return;
+    }
+    *field = x;
   }
 
   void string(const char* name, std::string* field) {
@@ -197,6 +219,7 @@ Config parse_config(EnvLookup env, std::vector<std::string>* warnings) {
     p.boolean("GPUACCT_STACKS", &c.stacks);
     p.integer("GPUACCT_RING_RECORDS", &c.ring_records, 256, 1 << 22);
     p.string("GPUACCT_CUPTI_LIBRARY", &c.cupti_library);
+    p.number("GPUACCT_GPU_HOUR_PRICE", &c.gpu_hour_price, 0, kMaxGpuHourPrice);
   } catch (...) {
     // Only std::bad_alloc can get here; the defaults already in c are usable.
   }

@@ -48,6 +48,9 @@ struct Config {
   bool stacks = kDefaultStacks;  // GPUACCT_STACKS: native call sites of syncs / late launches
   int ring_records = kDefaultRingRecords;  // GPUACCT_RING_RECORDS: per-thread ring capacity
   std::string cupti_library = cupti::CollectorOptions{}.library;  // GPUACCT_CUPTI_LIBRARY
+  // GPUACCT_GPU_HOUR_PRICE: price of one GPU-hour; > 0 adds the report's cost section and the
+  // summary's money line (analysis/report/cost.h, docs/cost.md).  0 = none.
+  double gpu_hour_price = 0;
 
   // Identity (not configurable: derived from the environment).
   std::string host;

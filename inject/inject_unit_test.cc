@@ -65,6 +65,22 @@ TEST(Config, BadValuesWarnOnceEachAndKeepDefaults) {
   EXPECT_EQ(c.rank, 3);
 }
 
+TEST(Config, GpuHourPrice) {
+  std::map<std::string, std::string> env = {{"GPUACCT_GPU_HOUR_PRICE", " 2.5 "}};
+  g_env = &env;
+  std::vector<std::string> warnings;
+  EXPECT_DOUBLE_EQ(parse_config(fake_env, &warnings).gpu_hour_price, 2.5);
+  EXPECT_TRUE(warnings.empty());
+  for (const char* bad : {"cheap", "-1", "nan", "inf", "3$", "1e7"}) {
+    env["GPUACCT_GPU_HOUR_PRICE"] = bad;
+    warnings.clear();
+    EXPECT_EQ(parse_config(fake_env, &warnings).gpu_hour_price, 0.0) << bad;
+    ASSERT_EQ(warnings.size(), 1u) << bad;
+    EXPECT_NE(warnings[0].find("is not a number in [0, 1000000]; using 0"), std::string::npos)
+        << warnings[0];
+  }
+}
+
 TEST(Config, OutputBaseSubstitutesHostPidRank) {
   Config c;
   c.output_dir = "/tmp/out";
