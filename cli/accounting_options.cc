@@ -52,19 +52,43 @@ bool parse_accounting_options(Args& args, AccountingConfig* cfg, std::string* er
   return true;
 }
 
-std::string gpu_hour_price_help() {
-  return "      --gpu-hour-price P    price of one GPU-hour: adds the cost section and the money\n"
-         "                            line (per step, per 1,000 steps, each wall per day;\n"
-         "                            docs/cost.md)\n";
+std::set<std::string> cost_option_names() {
+  return {"gpu-hour-price", "gpu-hardware-cost", "amortization-months", "facility-per-month",
+          "power-per-gpu-hour"};
 }
 
-bool parse_gpu_hour_price(Args& args, double* price, std::string* error) {
-  const auto p = args.get_number(kGpuHourPriceOption, 0, 0, kMaxGpuHourPrice);
-  if (!p) {
+std::string cost_options_help() {
+  return "      --gpu-hour-price P    price of one GPU-hour: adds the cost section and the money\n"
+         "                            line (per step, per 1,000 steps, each wall per day;\n"
+         "                            docs/cost.md)\n"
+         "  owned GPUs, instead of or beside a price (per GPU):\n"
+         "      --gpu-hardware-cost C purchase price of one GPU (its share of the server)\n"
+         "      --amortization-months M  months the purchase is spread over\n"
+         "      --facility-per-month F  facility and operations per month\n"
+         "      --power-per-gpu-hour W  power per hour a GPU runs\n";
+}
+
+bool parse_cost_options(Args& args, CostModel* model, std::string* error) {
+  const auto price = args.get_number("gpu-hour-price", 0, 0, kMaxGpuHourPrice);
+  const auto hardware = args.get_number("gpu-hardware-cost", 0, 0, kMaxCostAmount);
+  const auto months = args.get_number("amortization-months", 0, 0, kMaxAmortizationMonths);
+  const auto facility = args.get_number("facility-per-month", 0, 0, kMaxCostAmount);
+  const auto power = args.get_number("power-per-gpu-hour", 0, 0, kMaxGpuHourPrice);
+  if (!price || !hardware || !months || !facility || !power) {
     *error = args.error();
     return false;
   }
-  *price = *p;
+  CostModel m;
+  m.gpu_hour_price = *price;
+  m.hardware_cost = *hardware;
+  m.amortization_months = *months;
+  m.facility_per_month = *facility;
+  m.power_per_gpu_hour = *power;
+  if (const std::string why = m.check(); !why.empty()) {
+    *error = why;
+    return false;
+  }
+  *model = m;
   return true;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "analysis/accounting/accounting_config.h"
+#include "analysis/report/cost.h"
 #include "cli/args.h"
 
 namespace gpuacct::cli {
@@ -23,10 +24,12 @@ std::string accounting_options_help();
 // False on a usage error: *error holds the message (exit status 2).
 bool parse_accounting_options(Args& args, AccountingConfig* cfg, std::string* error);
 
-// --gpu-hour-price P (`analyze` and `report`): the report's cost section (docs/cost.md).
-inline constexpr const char* kGpuHourPriceOption = "gpu-hour-price";
-std::string gpu_hour_price_help();
-// 0 when not given (no cost section).  False on a usage error: *error holds the message.
-bool parse_gpu_hour_price(Args& args, double* price, std::string* error);
+// The cost options of `analyze` and `report` (--gpu-hour-price, the owned-GPU model): the
+// report's cost section (analysis/report/cost.h, docs/cost.md).
+std::set<std::string> cost_option_names();
+std::string cost_options_help();
+// What is not given stays 0 (no price, no owned model: no cost section).  False on a usage
+// error: *error holds the message.
+bool parse_cost_options(Args& args, CostModel* model, std::string* error);
 
 }  // namespace gpuacct::cli

@@ -128,6 +128,14 @@ expect 2 "option '--gpu-hour-price': 'free' is not a number" \
   "$bin" analyze "$root/examples/data/sample.gpuacct" --gpu-hour-price free --no-files
 expect 2 "is not a number in [0, 1000000]" "$bin" report "$tmp/out/sample.report.json" --gpu-hour-price -1
 expect 0 "--gpu-hour-price P" "$bin" analyze --help
+expect 0 "--gpu-hardware-cost C" "$bin" report --help
+# Owned GPUs (per GPU: $21,915 over 30 months + $730.50 a month = $2.00 an hour, + $0.50 power).
+owned=(--gpu-hardware-cost 21915 --amortization-months 30 --facility-per-month 730.5 --power-per-gpu-hour 0.5)
+expect 0 '$60.00/day on 1 GPU' "$bin" analyze "$root/examples/data/sample.gpuacct" --no-files "${owned[@]}"
+expect 0 '$2.50 per GPU-hour (owned, used day and night)' "$bin" report "$tmp/out/sample.report.json" "${owned[@]}"
+expect 0 'owning pays above 584 GPU-hours a month per GPU (80% use) and costs $2.50 per GPU-hour used day and night, $5.22 per hour computed' \
+  "$bin" report "$tmp/out/sample.report.json" "${owned[@]}" --gpu-hour-price 3
+expect 2 "needs the months it is amortized over" "$bin" report "$tmp/out/sample.report.json" --gpu-hardware-cost 30000
 echo '{"a": 1}' >"$tmp/other.json"
 expect 1 "not a gpuacct report" "$bin" report "$tmp/other.json"
 echo '{"a": ' >"$tmp/bad.json"

@@ -20,20 +20,20 @@
 namespace gpuacct::cli {
 
 int run_report(int argc, char** argv) {
-  Args args({kGpuHourPriceOption}, {"help", "color"}, {{'h', "help"}});
-  double price = 0;
+  Args args(cost_option_names(), {"help", "color"}, {{'h', "help"}});
+  CostModel cost;
   std::string error;
-  if (!args.parse(argc, argv) || !parse_gpu_hour_price(args, &price, &error)) {
+  if (!args.parse(argc, argv) || !parse_cost_options(args, &cost, &error)) {
     std::fprintf(stderr, "gpuacct report: %s\n", error.empty() ? args.error().c_str() : error.c_str());
     return 2;
   }
   if (args.has("help") || args.positional().size() != 1) {
     std::fputs(
-        ("usage: gpuacct report REPORT.json|STREAM.steps.jsonl [--color] [--gpu-hour-price P]\n\n"
+        ("usage: gpuacct report REPORT.json|STREAM.steps.jsonl [--color] [cost options]\n\n"
         "Prints the terminal summary (walls, verdict, recommendation) of a report\n"
         "written by `gpuacct analyze` or by libgpuacct.so, or of the step rows of a\n"
         "run's step stream (also of a job that was killed: every row it wrote).\n\n"
-        "options:\n" + gpu_hour_price_help()).c_str(),
+        "options:\n" + cost_options_help()).c_str(),
         args.has("help") ? stdout : stderr);
     return args.has("help") ? 0 : 2;
   }
@@ -55,7 +55,7 @@ int run_report(int argc, char** argv) {
     if (!reported->cut_off.empty()) {
       std::fprintf(stderr, "gpuacct report: %s\n", reported->cut_off.c_str());
     }
-    add_cost_section(price, &reported->report);
+    add_cost_section(cost, &reported->report);
     auto text = render_terminal_summary(reported->report, args.has("color"));
     if (!text.ok()) {
       std::fprintf(stderr, "gpuacct report: %s: %s\n", path.c_str(),
@@ -87,8 +87,8 @@ int run_report(int argc, char** argv) {
     std::fprintf(stderr, "gpuacct report: %s is not valid JSON\n", path.c_str());
     return 1;
   }
-  // A price given here replaces the one the report was written with (if any).
-  if (j.is_object() && j.contains("summary")) add_cost_section(price, &j);
+  // Cost options given here replace the ones the report was written with (if any).
+  if (j.is_object() && j.contains("summary")) add_cost_section(cost, &j);
   auto summary = render_terminal_summary(j, args.has("color"));
   if (!summary.ok()) {
     std::fprintf(stderr, "gpuacct report: %s: %s\n", path.c_str(),

@@ -219,7 +219,17 @@ Config parse_config(EnvLookup env, std::vector<std::string>* warnings) {
     p.boolean("GPUACCT_STACKS", &c.stacks);
     p.integer("GPUACCT_RING_RECORDS", &c.ring_records, 256, 1 << 22);
     p.string("GPUACCT_CUPTI_LIBRARY", &c.cupti_library);
-    p.number("GPUACCT_GPU_HOUR_PRICE", &c.gpu_hour_price, 0, kMaxGpuHourPrice);
+    p.number("GPUACCT_GPU_HOUR_PRICE", &c.cost.gpu_hour_price, 0, kMaxGpuHourPrice);
+    p.number("GPUACCT_GPU_HARDWARE_COST", &c.cost.hardware_cost, 0, kMaxCostAmount);
+    p.number("GPUACCT_AMORTIZATION_MONTHS", &c.cost.amortization_months, 0, kMaxAmortizationMonths);
+    p.number("GPUACCT_FACILITY_PER_MONTH", &c.cost.facility_per_month, 0, kMaxCostAmount);
+    p.number("GPUACCT_POWER_PER_GPU_HOUR", &c.cost.power_per_gpu_hour, 0, kMaxGpuHourPrice);
+    if (const std::string why = c.cost.check(); !why.empty()) {
+      // The price alone still counts; the owned model is dropped whole.
+      if (warnings != nullptr) warnings->push_back("the owned-GPU cost model is incomplete (" + why +
+                          "); using the GPU-hour price only");
+      c.cost = CostModel{c.cost.gpu_hour_price};
+    }
   } catch (...) {
     // Only std::bad_alloc can get here; the defaults already in c are usable.
   }

@@ -416,7 +416,7 @@ nlohmann::json Pipeline::final_report(const GpuCollectionState& gpu, const RunMe
     });
     for (auto it = extra.begin(); it != extra.end(); ++it) report[it.key()] = it.value();
   }
-  part("cost", [&] { add_cost_section(cfg_.gpu_hour_price, &report); });
+  part("cost", [&] { add_cost_section(cfg_.cost, &report); });
   if (!errors.empty()) {
     report["report_errors"] = errors;
     std::string line = "the report lacks what failed (internal error):";

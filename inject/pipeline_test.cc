@@ -204,7 +204,7 @@ TEST_F(PipelineTest, RangesDroppedAtACapAreDataLossInTheReport) {
 // line and the stream's trailer; without a price there is none.
 TEST_F(PipelineTest, PriceGivesTheReportACostSection) {
   for (const double price : {0.0, 2.0}) {
-    cfg_.gpu_hour_price = price;
+    cfg_.cost.gpu_hour_price = price;
     Pipeline p(cfg_);
     for (int i = 0; i < 6; ++i) p.ingest_events(step_events(i));
     p.finish(GpuCollectionState{});

@@ -47,7 +47,43 @@ std::string money(double v) {
   return "$" + s;
 }
 
+// Owned GPUs: the monthly cost, its hourly equivalent when the GPU runs day and night, and the
+// break-even against the rent price (docs/cost.md, "Owned GPUs").
+json owned_json(const CostModel& m, double compute_share) {
+  const double months = m.amortization_months;
+  const double fixed = (months > 0 ? m.hardware_cost / months : 0) + m.facility_per_month;
+  const double hourly = fixed / kHoursPerMonth + m.power_per_gpu_hour;
+  json out = {{"hardware_cost", m.hardware_cost},
+              {"amortization_months", months},
+              {"facility_per_month", m.facility_per_month},
+              {"power_per_gpu_hour", m.power_per_gpu_hour},
+              {"hours_per_month", kHoursPerMonth},
+              {"fixed_per_month", fixed},
+              {"per_gpu_hour", hourly},
+              {"per_compute_hour", compute_share > 0 ? json(hourly / compute_share) : json()}};
+  if (m.gpu_hour_price > 0) {
+    // Owning costs fixed + power x h a month for h GPU-hours, renting price x h: equal at
+    // h = fixed / (price - power).  Power dearer than the rent: owning never pays.
+    const double margin = m.gpu_hour_price - m.power_per_gpu_hour;
+    const double hours = margin > 0 ? fixed / margin : -1;
+    out["break_even_gpu_hours_per_month"] = hours >= 0 ? json(hours) : json();
+    out["break_even_use_share"] = hours >= 0 ? json(hours / kHoursPerMonth) : json();
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string CostModel::check() const {
+  if (hardware_cost > 0 && !(amortization_months > 0)) {
+    return "an owned GPU's hardware cost needs the months it is amortized over";
+  }
+  if (power_per_gpu_hour > 0 && !owned()) {
+    return "power per GPU-hour is part of the owned-GPU model: give the hardware cost or the "
+           "facility cost too";
+  }
+  return "";
+}
 
 int64_t job_gpus(const json& report, std::string* source) {
   std::set<int64_t> devices;
@@ -80,12 +116,24 @@ int64_t job_gpus(const json& report, std::string* source) {
   return n;
 }
 
-json cost_section(const json& report, double price) {
+json cost_section(const json& report, const CostModel& model) {
   std::string gpus_from;
   const int64_t gpus = job_gpus(report, &gpus_from);
   const json& summary = obj(report, "summary");
   const json& verdict = obj(report, "verdict");
-  json out = {{"gpu_hour_price", price}, {"gpus", gpus}, {"gpus_from", gpus_from}};
+  const double compute = num(summary, "compute_share");
+  // The price every sum below uses: the rent price, else the owned GPUs' hourly cost.
+  double price = model.gpu_hour_price;
+  json owned;
+  if (model.owned()) {
+    owned = owned_json(model, compute);
+    if (!(price > 0)) price = owned["per_gpu_hour"].get<double>();
+  }
+  json out = {{"gpu_hour_price", price},
+              {"price_from", model.gpu_hour_price > 0 ? "gpu_hour_price" : "owned"},
+              {"gpus", gpus},
+              {"gpus_from", gpus_from}};
+  if (!owned.is_null()) out["owned"] = owned;
   const double step_ms = num(obj(summary, "step_time_ms"), "mean");
   if (!(price > 0) || !(step_ms > 0)) {
     out["reason"] = price > 0 ? "no_steps" : "no_price";
@@ -111,7 +159,6 @@ json cost_section(const json& report, double price) {
   // Price over the share of time the GPU really computed (compute wall) and over the share
   // nvidia-smi calls busy (any op running): the gap between the two is what the busy share
   // hides (exposed communication, idle tails inside "busy" windows).
-  const double compute = num(summary, "compute_share");
   const double busy = num(summary, "gpu_busy_share");
   out["per_compute_hour"] = compute > 0 ? json(price / compute) : json();
   out["per_busy_hour"] = busy > 0 ? json(price / busy) : json();
@@ -134,9 +181,9 @@ json cost_section(const json& report, double price) {
   return out;
 }
 
-void add_cost_section(double price, json* report) {
-  if (price > 0 && report != nullptr && report->is_object()) {
-    (*report)["cost"] = cost_section(*report, price);
+void add_cost_section(const CostModel& model, json* report) {
+  if (model.any() && model.check().empty() && report != nullptr && report->is_object()) {
+    (*report)["cost"] = cost_section(*report, model);
   }
 }
 
@@ -163,6 +210,7 @@ std::string cost_line(const json& cost) {
             money(num(what_if, "saving_per_day")) + "/day)";
   }
   line += "; " + money(num(cost, "gpu_hour_price")) + " per GPU-hour";
+  if (cost.value("price_from", "") == "owned") line += " (owned, used day and night)";
   if (cost.value("per_compute_hour", json()).is_number()) {
     line += ", " + money(num(cost, "per_compute_hour")) + " per hour the GPU actually computed";
   }
@@ -171,6 +219,23 @@ std::string cost_line(const json& cost) {
     std::snprintf(busy, sizeof busy, "%.0f%%", num(cost, "gpu_busy_share") * 100);
     line += " (" + money(num(cost, "per_busy_hour")) + " per hour nvidia-smi calls busy, " +
             busy + ")";
+  }
+  // Owned GPUs beside a rent price: the break-even, in GPU-hours a month.
+  const json& owned = obj(cost, "owned");
+  if (cost.value("price_from", "") == "gpu_hour_price" && !owned.empty()) {
+    const json& hours = owned.value("break_even_gpu_hours_per_month", json());
+    char text[160];
+    if (hours.is_number()) {
+      std::snprintf(text, sizeof text, "; owning pays above %.0f GPU-hours a month per GPU (%.0f%% use)",
+                    hours.get<double>(), num(owned, "break_even_use_share") * 100);
+    } else {
+      std::snprintf(text, sizeof text, "; owning never pays at this power cost");
+    }
+    line += text;
+    line += " and costs " + money(num(owned, "per_gpu_hour")) + " per GPU-hour used day and night";
+    if (owned.value("per_compute_hour", json()).is_number()) {
+      line += ", " + money(num(owned, "per_compute_hour")) + " per hour computed";
+    }
   }
   return line;
 }

@@ -36,9 +36,11 @@ json hand_report() {
 }
 
 TEST(Cost, HandComputedNumbers) {
-  const json c = cost_section(hand_report(), 3.0);
+  const json c = cost_section(hand_report(), CostModel{3.0});
   EXPECT_EQ(c["gpus"], 16);
   EXPECT_EQ(c["gpus_from"], "rows x world_size");
+  EXPECT_EQ(c["price_from"], "gpu_hour_price");
+  EXPECT_FALSE(c.contains("owned"));
   // $3 x 16 GPUs = $48 an hour; a step is 0.5 s = 1/7200 h.
   EXPECT_DOUBLE_EQ(c["job_per_hour"].get<double>(), 48.0);
   EXPECT_NEAR(c["per_step"].get<double>(), 48.0 / 7200, 1e-12);
@@ -76,7 +78,7 @@ TEST(Cost, GpuCount) {
 TEST(Cost, NoStepsNoMoney) {
   json r = hand_report();
   r["summary"]["step_time_ms"]["mean"] = 0.0;
-  const json c = cost_section(r, 3.0);
+  const json c = cost_section(r, CostModel{3.0});
   EXPECT_EQ(c["reason"], "no_steps");
   EXPECT_FALSE(c.contains("per_step"));
   EXPECT_EQ(cost_line(c), "");
@@ -84,12 +86,12 @@ TEST(Cost, NoStepsNoMoney) {
 
 TEST(Cost, SectionOnlyWithAPrice) {
   json r = hand_report();
-  add_cost_section(0, &r);
+  add_cost_section(CostModel{}, &r);
   EXPECT_FALSE(r.contains("cost"));
   auto text = render_terminal_summary(r);
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(text->find("cost:"), std::string::npos);
-  add_cost_section(3.0, &r);
+  add_cost_section(CostModel{3.0}, &r);
   ASSERT_TRUE(r.contains("cost"));
   text = render_terminal_summary(r);
   ASSERT_TRUE(text.ok());
@@ -99,6 +101,70 @@ TEST(Cost, SectionOnlyWithAPrice) {
                        "computed ($3.75 per hour nvidia-smi calls busy, 80%)\n"),
             std::string::npos)
       << *text;
+}
+
+// Owned GPUs: $21,915 over 30 months = $730.50 a month, + $730.50 facility = $1,461 a month =
+// $2.00 an hour day and night (730.5 h a month), + $0.50 power = $2.50 per GPU-hour.
+CostModel owned_model(double rent) {
+  CostModel m;
+  m.gpu_hour_price = rent;
+  m.hardware_cost = 21915;
+  m.amortization_months = 30;
+  m.facility_per_month = 730.5;
+  m.power_per_gpu_hour = 0.5;
+  return m;
+}
+
+TEST(Cost, OwnedGpusWithoutARentPrice) {
+  const json c = cost_section(hand_report(), owned_model(0));
+  EXPECT_EQ(c["price_from"], "owned");
+  const json& o = c["owned"];
+  EXPECT_DOUBLE_EQ(o["hardware_cost"].get<double>(), 21915);  // inputs echoed
+  EXPECT_DOUBLE_EQ(o["amortization_months"].get<double>(), 30);
+  EXPECT_DOUBLE_EQ(o["facility_per_month"].get<double>(), 730.5);
+  EXPECT_DOUBLE_EQ(o["power_per_gpu_hour"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(o["hours_per_month"].get<double>(), 730.5);
+  EXPECT_NEAR(o["fixed_per_month"].get<double>(), 1461, 1e-9);
+  EXPECT_NEAR(o["per_gpu_hour"].get<double>(), 2.5, 1e-12);
+  EXPECT_NEAR(o["per_compute_hour"].get<double>(), 5.0, 1e-12);  // 2.5 / 0.5 compute
+  EXPECT_FALSE(o.contains("break_even_gpu_hours_per_month"));    // no rent to compare
+  // The money at $2.50 per GPU-hour: 16 GPUs x 24 h.
+  EXPECT_NEAR(c["gpu_hour_price"].get<double>(), 2.5, 1e-12);
+  EXPECT_NEAR(c["per_day"].get<double>(), 960, 1e-9);
+  EXPECT_NE(cost_line(c).find("$2.50 per GPU-hour (owned, used day and night)"),
+            std::string::npos)
+      << cost_line(c);
+}
+
+TEST(Cost, RentVersusOwnBreakEven) {
+  const json c = cost_section(hand_report(), owned_model(3.0));
+  EXPECT_EQ(c["price_from"], "gpu_hour_price");
+  EXPECT_DOUBLE_EQ(c["per_day"].get<double>(), 1152);  // the rent price
+  // $1,461 a month = ($3.00 - $0.50) x h  ->  h = 584.4 GPU-hours, 80% of 730.5.
+  EXPECT_NEAR(c["owned"]["break_even_gpu_hours_per_month"].get<double>(), 584.4, 1e-9);
+  EXPECT_NEAR(c["owned"]["break_even_use_share"].get<double>(), 0.8, 1e-12);
+  EXPECT_NE(cost_line(c).find("; owning pays above 584 GPU-hours a month per GPU (80% use) and "
+                              "costs $2.50 per GPU-hour used day and night"),
+            std::string::npos)
+      << cost_line(c);
+  // Power dearer than the rent: owning never pays.
+  const json never = cost_section(hand_report(), owned_model(0.4));
+  EXPECT_TRUE(never["owned"]["break_even_gpu_hours_per_month"].is_null());
+  EXPECT_NE(cost_line(never).find("owning never pays"), std::string::npos);
+}
+
+TEST(Cost, IncompleteOwnedModelIsRefused) {
+  CostModel m;
+  m.hardware_cost = 30000;  // no months
+  EXPECT_NE(m.check(), "");
+  json r = hand_report();
+  add_cost_section(m, &r);
+  EXPECT_FALSE(r.contains("cost"));
+  CostModel power_only;
+  power_only.gpu_hour_price = 3;
+  power_only.power_per_gpu_hour = 0.5;
+  EXPECT_NE(power_only.check(), "");
+  EXPECT_EQ(owned_model(0).check(), "");
 }
 
 }  // namespace
