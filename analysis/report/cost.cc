@@ -34,17 +34,31 @@ const json& obj(const json& j, const char* key) {
 // "$1,840.00": thousands separated so a per-day sum reads at a glance; amounts under a cent
 // (the cost of one step) keep three significant digits ("$0.0000196").
 std::string money(double v) {
+  char buf[64];
+  // A report read back from disk may hold anything: absurd sums in short scientific form.
+  if (!std::isfinite(v) || std::fabs(v) >= 1e15) {
+    std::snprintf(buf, sizeof buf, "$%.3g", v);
+    return buf;
+  }
   int decimals = 2;
   if (v != 0 && std::fabs(v) < 0.01) {
     decimals = std::min(12, 2 - static_cast<int>(std::floor(std::log10(std::fabs(v)))));
   }
-  char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   std::string s = buf;
   const size_t dot = s.find('.');
   const size_t start = s[0] == '-' ? 1 : 0;
   for (size_t i = dot; i > start + 3; i -= 3) s.insert(i - 3, ",");
   return "$" + s;
+}
+
+// A count field of a report (a device id, the world size) as an integer; anything out of
+// [0, kMaxCount] (negative, absurd, not a number) is -1, so a foreign report cannot overflow a
+// cast.
+constexpr double kMaxCount = 1 << 24;
+int64_t count(const json& j, const char* key) {
+  const double v = num(j, key, -1);
+  return v >= 0 && v <= kMaxCount ? static_cast<int64_t>(v) : -1;
 }
 
 // Owned GPUs: the monthly cost, its hourly equivalent when the GPU runs day and night, and the
@@ -90,12 +104,12 @@ int64_t job_gpus(const json& report, std::string* source) {
   const auto steps = report.is_object() ? report.find("steps") : report.end();
   if (report.is_object() && steps != report.end() && steps->is_array()) {
     for (const json& r : *steps) {
-      const double d = num(r, "device", -1);
-      if (d >= 0) devices.insert(static_cast<int64_t>(d));
+      const int64_t d = count(r, "device");
+      if (d >= 0) devices.insert(d);
     }
   }
   const json& run = obj(report, "run");
-  const auto world = static_cast<int64_t>(num(run, "world_size", 0));
+  const int64_t world = count(run, "world_size");
   auto n = static_cast<int64_t>(devices.size());
   const char* from = "rows";
   if (n == 0) {

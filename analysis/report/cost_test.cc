@@ -75,6 +75,21 @@ TEST(Cost, GpuCount) {
   EXPECT_EQ(from, "assumed");
 }
 
+// A report read back from disk may hold anything: no overflowing cast, no throw, a short line.
+TEST(Cost, AbsurdReportValues) {
+  json r = hand_report();
+  r["run"]["world_size"] = 1e300;  // out of range: not used
+  r["steps"] = json::array({{{"device", 1e300}}, {{"device", -5}}, {{"device", "x"}}, {{"device", 3}}});
+  std::string from;
+  EXPECT_EQ(job_gpus(r, &from), 1);
+  EXPECT_EQ(from, "rows");
+  r["summary"]["step_time_ms"]["mean"] = 1e300;
+  const json c = cost_section(r, CostModel{kMaxGpuHourPrice});
+  const std::string line = cost_line(c);
+  EXPECT_NE(line.find("$2.78e+299/step"), std::string::npos) << line;
+  EXPECT_LT(line.size(), 400u);
+}
+
 TEST(Cost, NoStepsNoMoney) {
   json r = hand_report();
   r["summary"]["step_time_ms"]["mean"] = 0.0;
