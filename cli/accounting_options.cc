@@ -54,7 +54,7 @@ bool parse_accounting_options(Args& args, AccountingConfig* cfg, std::string* er
 
 std::set<std::string> cost_option_names() {
   return {"gpu-hour-price", "gpu-hardware-cost", "amortization-months", "facility-per-month",
-          "power-per-gpu-hour"};
+          "power-per-gpu-hour", "tokens-per-step", "samples-per-step"};
 }
 
 std::string cost_options_help() {
@@ -65,7 +65,10 @@ std::string cost_options_help() {
          "      --gpu-hardware-cost C purchase price of one GPU (its share of the server)\n"
          "      --amortization-months M  months the purchase is spread over\n"
          "      --facility-per-month F  facility and operations per month\n"
-         "      --power-per-gpu-hour W  power per hour a GPU runs\n";
+         "      --power-per-gpu-hour W  power per hour a GPU runs\n"
+         "  work of one step of the whole job (the global batch), with a price or owned GPUs:\n"
+         "      --tokens-per-step N   adds $ per million tokens and tokens/s per GPU\n"
+         "      --samples-per-step N  adds $ per 1,000 samples and samples/s per GPU\n";
 }
 
 bool parse_cost_options(Args& args, CostModel* model, std::string* error) {
@@ -74,7 +77,9 @@ bool parse_cost_options(Args& args, CostModel* model, std::string* error) {
   const auto months = args.get_number("amortization-months", 0, 0, kMaxAmortizationMonths);
   const auto facility = args.get_number("facility-per-month", 0, 0, kMaxCostAmount);
   const auto power = args.get_number("power-per-gpu-hour", 0, 0, kMaxGpuHourPrice);
-  if (!price || !hardware || !months || !facility || !power) {
+  const auto tokens = args.get_number("tokens-per-step", 0, 0, kMaxStepWork);
+  const auto samples = args.get_number("samples-per-step", 0, 0, kMaxStepWork);
+  if (!price || !hardware || !months || !facility || !power || !tokens || !samples) {
     *error = args.error();
     return false;
   }
@@ -84,6 +89,8 @@ bool parse_cost_options(Args& args, CostModel* model, std::string* error) {
   m.amortization_months = *months;
   m.facility_per_month = *facility;
   m.power_per_gpu_hour = *power;
+  m.tokens_per_step = *tokens;
+  m.samples_per_step = *samples;
   if (const std::string why = m.check(); !why.empty()) {
     *error = why;
     return false;

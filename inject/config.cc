@@ -224,11 +224,17 @@ Config parse_config(EnvLookup env, std::vector<std::string>* warnings) {
     p.number("GPUACCT_AMORTIZATION_MONTHS", &c.cost.amortization_months, 0, kMaxAmortizationMonths);
     p.number("GPUACCT_FACILITY_PER_MONTH", &c.cost.facility_per_month, 0, kMaxCostAmount);
     p.number("GPUACCT_POWER_PER_GPU_HOUR", &c.cost.power_per_gpu_hour, 0, kMaxGpuHourPrice);
+    p.number("GPUACCT_TOKENS_PER_STEP", &c.cost.tokens_per_step, 0, kMaxStepWork);
+    p.number("GPUACCT_SAMPLES_PER_STEP", &c.cost.samples_per_step, 0, kMaxStepWork);
     if (const std::string why = c.cost.check(); !why.empty()) {
       // The price alone still counts; the owned model is dropped whole.
       if (warnings != nullptr) warnings->push_back("the owned-GPU cost model is incomplete (" + why +
                           "); using the GPU-hour price only");
-      c.cost = CostModel{c.cost.gpu_hour_price};
+      CostModel rent;
+      rent.gpu_hour_price = c.cost.gpu_hour_price;
+      rent.tokens_per_step = c.cost.tokens_per_step;
+      rent.samples_per_step = c.cost.samples_per_step;
+      c.cost = rent;
     }
   } catch (...) {
     // Only std::bad_alloc can get here; the defaults already in c are usable.

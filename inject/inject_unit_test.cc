@@ -88,7 +88,9 @@ TEST(Config, OwnedGpuCostModel) {
                                             {"GPUACCT_GPU_HARDWARE_COST", "21915"},
                                             {"GPUACCT_AMORTIZATION_MONTHS", "30"},
                                             {"GPUACCT_FACILITY_PER_MONTH", "730.5"},
-                                            {"GPUACCT_POWER_PER_GPU_HOUR", "0.5"}};
+                                            {"GPUACCT_POWER_PER_GPU_HOUR", "0.5"},
+                                            {"GPUACCT_TOKENS_PER_STEP", "262144"},
+                                            {"GPUACCT_SAMPLES_PER_STEP", "512"}};
   g_env = &env;
   std::vector<std::string> warnings;
   Config c = parse_config(fake_env, &warnings);
@@ -97,6 +99,8 @@ TEST(Config, OwnedGpuCostModel) {
   EXPECT_DOUBLE_EQ(c.cost.amortization_months, 30);
   EXPECT_DOUBLE_EQ(c.cost.facility_per_month, 730.5);
   EXPECT_DOUBLE_EQ(c.cost.power_per_gpu_hour, 0.5);
+  EXPECT_DOUBLE_EQ(c.cost.tokens_per_step, 262144);
+  EXPECT_DOUBLE_EQ(c.cost.samples_per_step, 512);
   env.erase("GPUACCT_AMORTIZATION_MONTHS");
   c = parse_config(fake_env, &warnings);
   ASSERT_EQ(warnings.size(), 1u);
@@ -104,6 +108,7 @@ TEST(Config, OwnedGpuCostModel) {
   EXPECT_DOUBLE_EQ(c.cost.gpu_hour_price, 3);
   EXPECT_FALSE(c.cost.owned());
   EXPECT_EQ(c.cost.power_per_gpu_hour, 0);
+  EXPECT_DOUBLE_EQ(c.cost.tokens_per_step, 262144);  // the work is kept with the price
 }
 
 TEST(Config, OutputBaseSubstitutesHostPidRank) {

@@ -31,8 +31,8 @@ const json& obj(const json& j, const char* key) {
   return it != j.end() && it->is_object() ? *it : kEmpty;
 }
 
-// "$1,840.00": thousands separated so a per-day sum reads at a glance; amounts under a cent
-// (the cost of one step) keep three significant digits ("$0.0000196").
+// "$1,840.00": thousands separated so a per-day sum reads at a glance; amounts under a dollar
+// (a step, a million tokens) keep three significant digits ("$0.0000196", "$0.0254").
 std::string money(double v) {
   char buf[64];
   // A report read back from disk may hold anything: absurd sums in short scientific form.
@@ -41,7 +41,7 @@ std::string money(double v) {
     return buf;
   }
   int decimals = 2;
-  if (v != 0 && std::fabs(v) < 0.01) {
+  if (v != 0 && std::fabs(v) < 1) {
     decimals = std::min(12, 2 - static_cast<int>(std::floor(std::log10(std::fabs(v)))));
   }
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
@@ -82,6 +82,23 @@ json owned_json(const CostModel& m, double compute_share) {
     const double hours = margin > 0 ? fixed / margin : -1;
     out["break_even_gpu_hours_per_month"] = hours >= 0 ? json(hours) : json();
     out["break_even_use_share"] = hours >= 0 ? json(hours / kHoursPerMonth) : json();
+  }
+  return out;
+}
+
+// Cost per unit of work and throughput per GPU, for the work the user declared per step.
+json work_json(const CostModel& m, double per_step, double step_s, int64_t gpus) {
+  json out = json::object();
+  const double gpu_seconds = step_s * static_cast<double>(gpus);
+  if (m.tokens_per_step > 0) {
+    out["tokens_per_step"] = m.tokens_per_step;
+    out["per_million_tokens"] = per_step / m.tokens_per_step * 1e6;
+    out["tokens_per_second_per_gpu"] = m.tokens_per_step / gpu_seconds;
+  }
+  if (m.samples_per_step > 0) {
+    out["samples_per_step"] = m.samples_per_step;
+    out["per_1000_samples"] = per_step / m.samples_per_step * 1e3;
+    out["samples_per_second_per_gpu"] = m.samples_per_step / gpu_seconds;
   }
   return out;
 }
@@ -161,6 +178,9 @@ json cost_section(const json& report, const CostModel& model) {
   out["per_step"] = per_step;
   out["per_1000_steps"] = per_step * 1000;
   out["per_day"] = per_day;
+  if (model.tokens_per_step > 0 || model.samples_per_step > 0) {
+    out["work"] = work_json(model, per_step, step_ms / 1e3, gpus);
+  }
   json walls = json::object();
   const json& wall_shares = obj(summary, "walls");
   for (const WallInfo& w : kWalls) {
@@ -222,6 +242,18 @@ std::string cost_line(const json& cost) {
   if (!what_if.empty()) {
     line += " (without the " + what_if.value("wall", std::string("?")) + " wall: save " +
             money(num(what_if, "saving_per_day")) + "/day)";
+  }
+  const json& work = obj(cost, "work");
+  char rate[96];
+  if (work.contains("per_million_tokens")) {
+    std::snprintf(rate, sizeof rate, " per million tokens (%.0f tokens/s per GPU)",
+                  num(work, "tokens_per_second_per_gpu"));
+    line += "; " + money(num(work, "per_million_tokens")) + rate;
+  }
+  if (work.contains("per_1000_samples")) {
+    std::snprintf(rate, sizeof rate, " per 1,000 samples (%.1f samples/s per GPU)",
+                  num(work, "samples_per_second_per_gpu"));
+    line += "; " + money(num(work, "per_1000_samples")) + rate;
   }
   line += "; " + money(num(cost, "gpu_hour_price")) + " per GPU-hour";
   if (cost.value("price_from", "") == "owned") line += " (owned, used day and night)";

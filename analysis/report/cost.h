@@ -17,6 +17,8 @@ inline constexpr double kMaxGpuHourPrice = 1e6;
 // The largest owned-GPU amount (hardware, facility per month) and amortization accepted.
 inline constexpr double kMaxCostAmount = 1e9;
 inline constexpr double kMaxAmortizationMonths = 1200;
+// The most tokens or samples one step may declare.
+inline constexpr double kMaxStepWork = 1e15;
 // Hours in an average month (365.25 x 24 / 12): owned GPUs' monthly costs per hour.
 inline constexpr double kHoursPerMonth = 730.5;
 
@@ -28,6 +30,11 @@ struct CostModel {
   double amortization_months = 0;  // owned: months the hardware cost is spread over (> 0)
   double facility_per_month = 0;   // owned: facility and operations per GPU per month
   double power_per_gpu_hour = 0;   // owned: power (and cooling) per hour a GPU runs
+  // The work of one step of the whole job (all ranks: the global batch), declared by the user,
+  // the same for every step; 0 = not declared.  Gives $ per million tokens / per 1,000 samples
+  // and the throughput per GPU.
+  double tokens_per_step = 0;
+  double samples_per_step = 0;
 
   bool owned() const { return hardware_cost > 0 || facility_per_month > 0; }
   bool any() const { return gpu_hour_price > 0 || owned(); }

@@ -60,6 +60,27 @@ TEST(Cost, HandComputedNumbers) {
   EXPECT_NEAR(c["what_if"]["per_step"].get<double>(), 0.7 * 48.0 / 7200, 1e-12);
 }
 
+// Declared work: 16 GPUs, a 0.5 s step costing $1/150 (48 $/h / 7200).  262,144 tokens a step:
+// $1/150 / 262,144 x 1e6 = $0.02543 per million tokens; 262,144 / (0.5 s x 16) = 32,768
+// tokens/s per GPU.  512 samples: $0.01302 per 1,000 samples, 64 samples/s per GPU.
+TEST(Cost, DeclaredWork) {
+  CostModel m{3.0};
+  m.tokens_per_step = 262144;
+  m.samples_per_step = 512;
+  const json c = cost_section(hand_report(), m);
+  const json& w = c["work"];
+  EXPECT_NEAR(w["per_million_tokens"].get<double>(), 1.0 / 150 / 262144 * 1e6, 1e-12);
+  EXPECT_DOUBLE_EQ(w["tokens_per_second_per_gpu"].get<double>(), 32768);
+  EXPECT_NEAR(w["per_1000_samples"].get<double>(), 1.0 / 150 / 512 * 1e3, 1e-12);
+  EXPECT_DOUBLE_EQ(w["samples_per_second_per_gpu"].get<double>(), 64);
+  EXPECT_DOUBLE_EQ(w["tokens_per_step"].get<double>(), 262144);
+  EXPECT_NE(cost_line(c).find("; $0.0254 per million tokens (32768 tokens/s per GPU); $0.0130 "
+                              "per 1,000 samples (64.0 samples/s per GPU); $3.00 per GPU-hour"),
+            std::string::npos)
+      << cost_line(c);
+  EXPECT_FALSE(cost_section(hand_report(), CostModel{3.0}).contains("work"));
+}
+
 TEST(Cost, GpuCount) {
   json r = hand_report();
   r["run"].erase("world_size");
