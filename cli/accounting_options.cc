@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "analysis/input/input.h"
+#include "analysis/report/cost.h"
 
 namespace gpuacct::cli {
 
@@ -58,6 +59,53 @@ bool parse_accounting_options(Args& args, AccountingConfig* cfg, std::set<std::s
   if (args.has("warmup")) given->insert(kSettingWarmupSteps);
   if (args.has("launch-latency-us")) given->insert(kSettingLaunchLatency);
   if (args.has("host-pause-us")) given->insert(kSettingHostPause);
+  return true;
+}
+
+std::set<std::string> cost_option_names() {
+  return {"gpu-hour-price", "gpu-hardware-cost", "amortization-months", "facility-per-month",
+          "power-per-gpu-hour", "tokens-per-step", "samples-per-step"};
+}
+
+std::string cost_options_help() {
+  return "      --gpu-hour-price P    price of one GPU-hour: adds the cost section and the money\n"
+         "                            line (per step, per 1,000 steps, each wall per day;\n"
+         "                            docs/cost.md)\n"
+         "  owned GPUs, instead of or beside a price (per GPU):\n"
+         "      --gpu-hardware-cost C purchase price of one GPU (its share of the server)\n"
+         "      --amortization-months M  months the purchase is spread over\n"
+         "      --facility-per-month F  facility and operations per month\n"
+         "      --power-per-gpu-hour W  power per hour a GPU runs\n"
+         "  work of one step of the whole job (the global batch), with a price or owned GPUs:\n"
+         "      --tokens-per-step N   adds $ per million tokens and tokens/s per GPU\n"
+         "      --samples-per-step N  adds $ per 1,000 samples and samples/s per GPU\n";
+}
+
+bool parse_cost_options(Args& args, CostModel* model, std::string* error) {
+  const auto price = args.get_number("gpu-hour-price", 0, 0, kMaxGpuHourPrice);
+  const auto hardware = args.get_number("gpu-hardware-cost", 0, 0, kMaxCostAmount);
+  const auto months = args.get_number("amortization-months", 0, 0, kMaxAmortizationMonths);
+  const auto facility = args.get_number("facility-per-month", 0, 0, kMaxCostAmount);
+  const auto power = args.get_number("power-per-gpu-hour", 0, 0, kMaxGpuHourPrice);
+  const auto tokens = args.get_number("tokens-per-step", 0, 0, kMaxStepWork);
+  const auto samples = args.get_number("samples-per-step", 0, 0, kMaxStepWork);
+  if (!price || !hardware || !months || !facility || !power || !tokens || !samples) {
+    *error = args.error();
+    return false;
+  }
+  CostModel m;
+  m.gpu_hour_price = *price;
+  m.hardware_cost = *hardware;
+  m.amortization_months = *months;
+  m.facility_per_month = *facility;
+  m.power_per_gpu_hour = *power;
+  m.tokens_per_step = *tokens;
+  m.samples_per_step = *samples;
+  if (const std::string why = m.check(); !why.empty()) {
+    *error = why;
+    return false;
+  }
+  *model = m;
   return true;
 }
 

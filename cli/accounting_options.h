@@ -8,6 +8,7 @@
 #include <string>
 
 #include "analysis/accounting/accounting_config.h"
+#include "analysis/report/cost.h"
 #include "cli/args.h"
 
 namespace gpuacct::cli {
@@ -25,5 +26,13 @@ std::string accounting_options_help();
 // resolve).  False on a usage error: *error holds the message (exit status 2).
 bool parse_accounting_options(Args& args, AccountingConfig* cfg, std::set<std::string>* given,
                               std::string* error);
+
+// The cost options of `analyze` and `report` (--gpu-hour-price, the owned-GPU model): the
+// report's cost section (analysis/report/cost.h, docs/cost.md).
+std::set<std::string> cost_option_names();
+std::string cost_options_help();
+// What is not given stays 0 (no price, no owned model: no cost section).  False on a usage
+// error: *error holds the message.
+bool parse_cost_options(Args& args, CostModel* model, std::string* error);
 
 }  // namespace gpuacct::cli

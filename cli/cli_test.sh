@@ -110,6 +110,35 @@ expect 0 "verdict: HIGHLY data-bound" "$bin" analyze "$root/examples/data/sample
 ls "$tmp/out" | grep -q tmp && { echo "FAIL: temporary file left: $(ls "$tmp/out")"; fails=$((fails + 1)); }
 expect 0 "verdict: HIGHLY data-bound" "$bin" report "$tmp/out/sample.report.json"
 expect 0 '"schema": "gpuacct.report/1"' "$bin" analyze "$root/examples/data/sample.gpuacct" --no-files --json
+# Cost (docs/cost.md): the money line with a price; none without one (the report unchanged).
+sample_cost='cost: $0.0000195/step, $0.0195 per 1,000 steps, $72.00/day on 1 GPU; the data wall costs $20.44/day'
+expect 0 "$sample_cost" "$bin" analyze "$root/examples/data/sample.gpuacct" --gpu-hour-price 3.0 --out "$tmp/priced"
+expect 0 '$6.26 per hour the GPU actually computed ($4.79 per hour nvidia-smi calls busy, 63%)' \
+  "$bin" analyze "$root/examples/data/sample.gpuacct" --gpu-hour-price 3 --no-files
+grep -qF '"gpu_hour_price": 3.0' "$tmp/priced/sample.report.json" ||
+  { echo "FAIL: no cost section in the priced report"; fails=$((fails + 1)); }
+grep -qF '"cost"' "$tmp/out/sample.report.json" &&
+  { echo "FAIL: a cost section without a price"; fails=$((fails + 1)); }
+"$bin" report "$tmp/out/sample.report.json" | grep -qF 'cost:' &&
+  { echo "FAIL: a money line without a price"; fails=$((fails + 1)); }
+expect 0 "$sample_cost" "$bin" report "$tmp/out/sample.report.json" --gpu-hour-price 3
+expect 0 "$sample_cost" "$bin" report "$tmp/priced/sample.report.json"
+expect 0 '$144.00/day on 1 GPU' "$bin" report "$tmp/priced/sample.report.json" --gpu-hour-price=6
+expect 2 "option '--gpu-hour-price': 'free' is not a number" \
+  "$bin" analyze "$root/examples/data/sample.gpuacct" --gpu-hour-price free --no-files
+expect 2 "is not a number in [0, 1000000]" "$bin" report "$tmp/out/sample.report.json" --gpu-hour-price -1
+expect 0 "--gpu-hour-price P" "$bin" analyze --help
+expect 0 "--gpu-hardware-cost C" "$bin" report --help
+# Owned GPUs (per GPU: $21,915 over 30 months + $730.50 a month = $2.00 an hour, + $0.50 power).
+owned=(--gpu-hardware-cost 21915 --amortization-months 30 --facility-per-month 730.5 --power-per-gpu-hour 0.5)
+expect 0 '$60.00/day on 1 GPU' "$bin" analyze "$root/examples/data/sample.gpuacct" --no-files "${owned[@]}"
+expect 0 '$2.50 per GPU-hour (owned, used day and night)' "$bin" report "$tmp/out/sample.report.json" "${owned[@]}"
+expect 0 'owning pays above 584 GPU-hours a month per GPU (80% use) and costs $2.50 per GPU-hour used day and night, $5.22 per hour computed' \
+  "$bin" report "$tmp/out/sample.report.json" "${owned[@]}" --gpu-hour-price 3
+# Declared work: 4,096 tokens and 8 samples a 23.46 ms step on 1 GPU.
+expect 0 '$0.00477 per million tokens (174604 tokens/s per GPU); $0.00244 per 1,000 samples (341.0 samples/s per GPU)' \
+  "$bin" analyze "$root/examples/data/sample.gpuacct" --no-files --gpu-hour-price 3 --tokens-per-step 4096 --samples-per-step 8
+expect 2 "needs the months it is amortized over" "$bin" report "$tmp/out/sample.report.json" --gpu-hardware-cost 30000
 echo '{"a": 1}' >"$tmp/other.json"
 expect 1 "not a gpuacct report" "$bin" report "$tmp/other.json"
 echo '{"a": ' >"$tmp/bad.json"

@@ -10,6 +10,7 @@
 #include "analysis/input/input.h"
 #include "analysis/model/file_io.h"
 #include "analysis/model/json_text.h"
+#include "analysis/report/cost.h"
 #include "analysis/report/cross_rank.h"
 #include "analysis/report/report.h"
 #include "cli/accounting_options.h"
@@ -32,7 +33,7 @@ std::string help_text() {
          "                            (default: gpuacct-out)\n"
          "      --no-files            print only; write nothing\n"
          "      --json                print the JSON report instead of the summary\n" +
-         accounting_options_help() +
+         accounting_options_help() + cost_options_help() +
          "      --color               colour the summary\n"
          "  -h, --help                this text\n";
 }
@@ -72,6 +73,7 @@ struct AnalyzeSettings {
   bool json = false;
   bool color = false;
   std::string out_dir;
+  CostModel cost;  // none: no cost section
 };
 
 // The pair is written CSV first, report last, and the CSV removed if the report fails: a
@@ -103,6 +105,7 @@ int analyze_one(const std::string& input, const std::string& stem, const Analyze
     std::fprintf(stderr, "gpuacct analyze: %s\n", analysed->settings_note.c_str());
   }
   int rc = 0;
+  add_cost_section(s.cost, &analysed->report);
   const nlohmann::json& report = analysed->report;
   // Nothing gpuacct supports in the input (another accelerator's trace): the report says what
   // was found, and the exit status says the input could not be accounted.
@@ -167,6 +170,7 @@ StatusOr<AnalyzedInput> analyze_input(const std::string& path, const AccountingC
 int run_analyze(int argc, char** argv) {
   std::set<std::string> valued = accounting_option_names();
   valued.insert("out");
+  for (const std::string& name : cost_option_names()) valued.insert(name);
   Args args(valued, {"help", "json", "no-files", "color"}, {{'o', "out"}, {'h', "help"}});
   if (!args.parse(argc, argv)) {
     std::fprintf(stderr, "gpuacct analyze: %s\n(see gpuacct analyze --help)\n",
@@ -182,7 +186,8 @@ int run_analyze(int argc, char** argv) {
     return 2;
   }
   AnalyzeSettings s;
-  if (std::string error; !parse_accounting_options(args, &s.cfg, &s.given, &error)) {
+  if (std::string error; !parse_accounting_options(args, &s.cfg, &s.given, &error) ||
+                          !parse_cost_options(args, &s.cost, &error)) {
     std::fprintf(stderr, "gpuacct analyze: %s\n", error.c_str());
     return 2;
   }

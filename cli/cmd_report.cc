@@ -11,24 +11,29 @@
 
 #include "analysis/input/input.h"
 #include "analysis/model/file_io.h"
+#include "analysis/report/cost.h"
 #include "analysis/report/report.h"
+#include "cli/accounting_options.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 
 namespace gpuacct::cli {
 
 int run_report(int argc, char** argv) {
-  Args args({}, {"help", "color"}, {{'h', "help"}});
-  if (!args.parse(argc, argv)) {
-    std::fprintf(stderr, "gpuacct report: %s\n", args.error().c_str());
+  Args args(cost_option_names(), {"help", "color"}, {{'h', "help"}});
+  CostModel cost;
+  std::string error;
+  if (!args.parse(argc, argv) || !parse_cost_options(args, &cost, &error)) {
+    std::fprintf(stderr, "gpuacct report: %s\n", error.empty() ? args.error().c_str() : error.c_str());
     return 2;
   }
   if (args.has("help") || args.positional().size() != 1) {
     std::fputs(
-        "usage: gpuacct report REPORT.json|STREAM.steps.jsonl [--color]\n\n"
+        ("usage: gpuacct report REPORT.json|STREAM.steps.jsonl [--color] [cost options]\n\n"
         "Prints the terminal summary (walls, verdict, recommendation) of a report\n"
         "written by `gpuacct analyze` or by libgpuacct.so, or of the step rows of a\n"
-        "run's step stream (also of a job that was killed: every row it wrote).\n",
+        "run's step stream (also of a job that was killed: every row it wrote).\n\n"
+        "options:\n" + cost_options_help()).c_str(),
         args.has("help") ? stdout : stderr);
     return args.has("help") ? 0 : 2;
   }
@@ -50,6 +55,7 @@ int run_report(int argc, char** argv) {
     if (!reported->cut_off.empty()) {
       std::fprintf(stderr, "gpuacct report: %s\n", reported->cut_off.c_str());
     }
+    add_cost_section(cost, &reported->report);
     auto text = render_terminal_summary(reported->report, args.has("color"));
     if (!text.ok()) {
       std::fprintf(stderr, "gpuacct report: %s: %s\n", path.c_str(),
@@ -67,7 +73,7 @@ int run_report(int argc, char** argv) {
   std::stringstream buf;
   buf << in.rdbuf();
   const std::string text = buf.str();
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     // Find the offset for a useful message.
     try {
@@ -81,6 +87,8 @@ int run_report(int argc, char** argv) {
     std::fprintf(stderr, "gpuacct report: %s is not valid JSON\n", path.c_str());
     return 1;
   }
+  // Cost options given here replace the ones the report was written with (if any).
+  if (j.is_object() && j.contains("summary")) add_cost_section(cost, &j);
   auto summary = render_terminal_summary(j, args.has("color"));
   if (!summary.ok()) {
     std::fprintf(stderr, "gpuacct report: %s: %s\n", path.c_str(),

@@ -3,9 +3,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+
+#include "analysis/report/cost.h"
 
 namespace gpuacct::inject {
 namespace {
@@ -76,6 +79,25 @@ class Parser {
       return;
     }
     *field = static_cast<T>(x);
+  }
+
+  // A decimal number in [lo, hi] (strtod: "3", "2.5", "1e1"; no NaN or infinity).
+  void number(const char* name, double* field, double lo, double hi) {
+    const char* v = get(name);
+    if (v == nullptr) return;
+    const std::string t = trim(v);
+    errno = 0;
+    char* end = nullptr;
+    const double x = std::strtod(t.c_str(), &end);
+    if (t.empty() || errno != 0 || end == t.c_str() || *end != '\0' || !(x >= lo && x <= hi)) {
+      char used[64];
+      std::snprintf(used, sizeof used, "%g", *field);
+      warn(name, v, "is not a number in [" + std::to_string(static_cast<int64_t>(lo)) + ", " +
+                        std::to_string(static_cast<int64_t>(hi)) + "]",
+           used);
+      return;
+    }
+    *field = x;
   }
 
   void string(const char* name, std::string* field) {
@@ -197,6 +219,23 @@ Config parse_config(EnvLookup env, std::vector<std::string>* warnings) {
     p.boolean("GPUACCT_STACKS", &c.stacks);
     p.integer("GPUACCT_RING_RECORDS", &c.ring_records, 256, 1 << 22);
     p.string("GPUACCT_CUPTI_LIBRARY", &c.cupti_library);
+    p.number("GPUACCT_GPU_HOUR_PRICE", &c.cost.gpu_hour_price, 0, kMaxGpuHourPrice);
+    p.number("GPUACCT_GPU_HARDWARE_COST", &c.cost.hardware_cost, 0, kMaxCostAmount);
+    p.number("GPUACCT_AMORTIZATION_MONTHS", &c.cost.amortization_months, 0, kMaxAmortizationMonths);
+    p.number("GPUACCT_FACILITY_PER_MONTH", &c.cost.facility_per_month, 0, kMaxCostAmount);
+    p.number("GPUACCT_POWER_PER_GPU_HOUR", &c.cost.power_per_gpu_hour, 0, kMaxGpuHourPrice);
+    p.number("GPUACCT_TOKENS_PER_STEP", &c.cost.tokens_per_step, 0, kMaxStepWork);
+    p.number("GPUACCT_SAMPLES_PER_STEP", &c.cost.samples_per_step, 0, kMaxStepWork);
+    if (const std::string why = c.cost.check(); !why.empty()) {
+      // The price alone still counts; the owned model is dropped whole.
+      if (warnings != nullptr) warnings->push_back("the owned-GPU cost model is incomplete (" + why +
+                          "); using the GPU-hour price only");
+      CostModel rent;
+      rent.gpu_hour_price = c.cost.gpu_hour_price;
+      rent.tokens_per_step = c.cost.tokens_per_step;
+      rent.samples_per_step = c.cost.samples_per_step;
+      c.cost = rent;
+    }
   } catch (...) {
     // Only std::bad_alloc can get here; the defaults already in c are usable.
   }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "analysis/accounting/accounting_config.h"
+#include "analysis/report/cost.h"
 #include "cupti_hooks/collector.h"
 
 namespace gpuacct::inject {
@@ -48,6 +49,11 @@ struct Config {
   bool stacks = kDefaultStacks;  // GPUACCT_STACKS: native call sites of syncs / late launches
   int ring_records = kDefaultRingRecords;  // GPUACCT_RING_RECORDS: per-thread ring capacity
   std::string cupti_library = cupti::CollectorOptions{}.library;  // GPUACCT_CUPTI_LIBRARY
+  // GPUACCT_GPU_HOUR_PRICE (rent) and the owned-GPU model (GPUACCT_GPU_HARDWARE_COST,
+  // GPUACCT_AMORTIZATION_MONTHS, GPUACCT_FACILITY_PER_MONTH, GPUACCT_POWER_PER_GPU_HOUR): the
+  // report's cost section and the summary's money line (analysis/report/cost.h,
+  // docs/cost.md).  None given: none.
+  CostModel cost;
 
   // Identity (not configurable: derived from the environment).
   std::string host;

@@ -65,6 +65,52 @@ TEST(Config, BadValuesWarnOnceEachAndKeepDefaults) {
   EXPECT_EQ(c.rank, 3);
 }
 
+TEST(Config, GpuHourPrice) {
+  std::map<std::string, std::string> env = {{"GPUACCT_GPU_HOUR_PRICE", " 2.5 "}};
+  g_env = &env;
+  std::vector<std::string> warnings;
+  EXPECT_DOUBLE_EQ(parse_config(fake_env, &warnings).cost.gpu_hour_price, 2.5);
+  EXPECT_TRUE(warnings.empty());
+  for (const char* bad : {"cheap", "-1", "nan", "inf", "3$", "1e7"}) {
+    env["GPUACCT_GPU_HOUR_PRICE"] = bad;
+    warnings.clear();
+    EXPECT_EQ(parse_config(fake_env, &warnings).cost.gpu_hour_price, 0.0) << bad;
+    ASSERT_EQ(warnings.size(), 1u) << bad;
+    EXPECT_NE(warnings[0].find("is not a number in [0, 1000000]; using 0"), std::string::npos)
+        << warnings[0];
+  }
+}
+
+// The owned-GPU model from the environment; an incomplete one is dropped whole (one warning),
+// the price kept.
+TEST(Config, OwnedGpuCostModel) {
+  std::map<std::string, std::string> env = {{"GPUACCT_GPU_HOUR_PRICE", "3"},
+                                            {"GPUACCT_GPU_HARDWARE_COST", "21915"},
+                                            {"GPUACCT_AMORTIZATION_MONTHS", "30"},
+                                            {"GPUACCT_FACILITY_PER_MONTH", "730.5"},
+                                            {"GPUACCT_POWER_PER_GPU_HOUR", "0.5"},
+                                            {"GPUACCT_TOKENS_PER_STEP", "262144"},
+                                            {"GPUACCT_SAMPLES_PER_STEP", "512"}};
+  g_env = &env;
+  std::vector<std::string> warnings;
+  Config c = parse_config(fake_env, &warnings);
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_DOUBLE_EQ(c.cost.hardware_cost, 21915);
+  EXPECT_DOUBLE_EQ(c.cost.amortization_months, 30);
+  EXPECT_DOUBLE_EQ(c.cost.facility_per_month, 730.5);
+  EXPECT_DOUBLE_EQ(c.cost.power_per_gpu_hour, 0.5);
+  EXPECT_DOUBLE_EQ(c.cost.tokens_per_step, 262144);
+  EXPECT_DOUBLE_EQ(c.cost.samples_per_step, 512);
+  env.erase("GPUACCT_AMORTIZATION_MONTHS");
+  c = parse_config(fake_env, &warnings);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("owned-GPU cost model is incomplete"), std::string::npos);
+  EXPECT_DOUBLE_EQ(c.cost.gpu_hour_price, 3);
+  EXPECT_FALSE(c.cost.owned());
+  EXPECT_EQ(c.cost.power_per_gpu_hour, 0);
+  EXPECT_DOUBLE_EQ(c.cost.tokens_per_step, 262144);  // the work is kept with the price
+}
+
 TEST(Config, OutputBaseSubstitutesHostPidRank) {
   Config c;
   c.output_dir = "/tmp/out";

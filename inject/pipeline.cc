@@ -10,6 +10,7 @@
 #include "analysis/model/file_io.h"
 #include "analysis/input/input.h"
 #include "analysis/model/json_text.h"
+#include "analysis/report/cost.h"
 #include "analysis/report/report.h"
 #include "cupti_hooks/collector.h"
 #include "cupti_hooks/device_info.h"
@@ -54,12 +55,15 @@ nlohmann::json summary_line(const nlohmann::json& report, int64_t step_rows, boo
     if (s.value("value", int64_t{0}) == 0) continue;
     stats.push_back({{"name", s["name"]}, {"value", s["value"]}, {"severity", s["severity"]}});
   }
-  return {{"summary", report.value("summary", nlohmann::json())},
-          {"verdict", report.value("verdict", nlohmann::json())},
-          {"provisional", provisional},
-          {"step_rows", step_rows},
-          {"data_loss", report.value("data_loss", false)},
-          {"stats", stats}};
+  nlohmann::json line = {{"summary", report.value("summary", nlohmann::json())},
+                         {"verdict", report.value("verdict", nlohmann::json())},
+                         {"provisional", provisional},
+                         {"step_rows", step_rows},
+                         {"data_loss", report.value("data_loss", false)},
+                         {"stats", stats}};
+  // The final report's cost (GPUACCT_GPU_HOUR_PRICE); provisional lines have none.
+  if (report.contains("cost")) line["cost"] = report["cost"];
+  return line;
 }
 
 Pipeline::Pipeline(const Config& config)
@@ -416,6 +420,7 @@ nlohmann::json Pipeline::final_report(const GpuCollectionState& gpu, const RunMe
     });
     for (auto it = extra.begin(); it != extra.end(); ++it) report[it.key()] = it.value();
   }
+  part("cost", [&] { add_cost_section(cfg_.cost, &report); });
   if (!errors.empty()) {
     report["report_errors"] = errors;
     std::string line = "the report lacks what failed (internal error):";

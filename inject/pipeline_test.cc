@@ -200,6 +200,34 @@ TEST_F(PipelineTest, RangesDroppedAtACapAreDataLossInTheReport) {
       << text.value();
 }
 
+// GPUACCT_GPU_HOUR_PRICE reaches the report's cost section (analysis/report/cost.h), its money
+// line and the stream's trailer; without a price there is none.
+TEST_F(PipelineTest, PriceGivesTheReportACostSection) {
+  for (const double price : {0.0, 2.0}) {
+    cfg_.cost.gpu_hour_price = price;
+    Pipeline p(cfg_);
+    for (int i = 0; i < 6; ++i) p.ingest_events(step_events(i));
+    p.finish(GpuCollectionState{});
+    const json rep = report();
+    if (price == 0) {
+      EXPECT_FALSE(rep.contains("cost"));
+      EXPECT_FALSE(stream_lines().back().contains("cost"));
+      continue;
+    }
+    ASSERT_TRUE(rep.contains("cost")) << rep.dump();
+    const json& cost = rep["cost"];
+    EXPECT_EQ(cost["gpus"], 1);  // one device with rows, no world size
+    // $2 an hour for one GPU, a 10 ms step: 2 x 0.01 / 3600.
+    EXPECT_NEAR(rep["summary"]["step_time_ms"]["mean"].get<double>(), 10.0, 1e-9);
+    EXPECT_NEAR(cost["per_step"].get<double>(), 2.0 * 0.01 / 3600, 1e-15);
+    EXPECT_DOUBLE_EQ(cost["per_day"].get<double>(), 48.0);
+    EXPECT_EQ(stream_lines().back()["cost"], cost);
+    auto text = render_terminal_summary(rep, false);
+    ASSERT_TRUE(text.ok());
+    EXPECT_NE(text->find("/day on 1 GPU"), std::string::npos) << *text;
+  }
+}
+
 TEST(FlushWatermark, PromisesTheClockSeenFiveTicksEarlierAtMostTwoPeriodsBack) {
   FlushWatermark w(100);
   for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(w.on_tick(1000 * i), FlushWatermark::kNone);

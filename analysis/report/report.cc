@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "analysis/model/json_text.h"
+#include "analysis/report/cost.h"
 
 namespace gpuacct {
 
@@ -526,6 +527,10 @@ StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
   render_header(report, style, o);
   render_walls(report.value("summary", json::object()), o);
   render_verdict(report.value("verdict", json::object()), style, o);
+  // The money line, when the report was given a price (analysis/report/cost.h).
+  if (const std::string money = cost_line(report.value("cost", json())); !money.empty()) {
+    o << "  " << money << "\n";
+  }
   render_details(report, o);
   render_stats(report, style, o);
   return o.str();
