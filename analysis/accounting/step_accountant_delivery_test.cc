@@ -527,11 +527,11 @@ TEST(StepAccountant, OpThatNeverComesIsGivenUpOnceDeliveryMovesPast) {
 
 // An op lost just before the job stops launching (an eval or checkpoint phase without GPU
 // work): no later launch moves the frontier, so the watermark alone gives it up, once past the
-// newest launch by the timeout plus max(timeout, 2 x the delivery lag seen).  Before: its step
-// and every step after it waited for the end of the run (11 rows while it ran).
+// newest launch by the timeout plus max(4 x timeout, 2 x the delivery lag seen).  Before: its
+// step and every step after it waited for the end of the run (11 rows while it ran).
 TEST(StepAccountant, OpLostBeforeAPhaseWithoutLaunchesIsGivenUp) {
   Trace t;
-  for (int i = 0; i < 700; ++i) {
+  for (int i = 0; i < 1500; ++i) {
     const TimeNs b = i * 10 * kMs;
     t.step(b, b + 10 * kMs, i);
     t.data(b, b + 7 * kMs);
@@ -546,13 +546,13 @@ TEST(StepAccountant, OpLostBeforeAPhaseWithoutLaunchesIsGivenUp) {
     rows_before_end = acc.rows().size();
     if (step10_final_at < 0 && acc.rows().size() > 10) step10_final_at = now;
   });
-  ASSERT_EQ(acc.rows().size(), 700u);
-  EXPECT_GT(rows_before_end, 600u) << "the steps after it are finalised while the run goes on";
+  ASSERT_EQ(acc.rows().size(), 1500u);
+  EXPECT_GT(rows_before_end, 1400u) << "the steps after it are finalised while the run goes on";
   EXPECT_EQ(acc.stats().get(Stat::unmatched_launches), 1);
   EXPECT_EQ(acc.stats().get(Stat::owed_launches_cut_off), 0);
-  // Launch at 107 ms; the watermark (300 ms behind the 100 ms ticks) passes it + 4 s.
-  EXPECT_GE(step10_final_at, 107 * kMs + 4000 * kMs);
-  EXPECT_LE(step10_final_at, 107 * kMs + 4000 * kMs + 500 * kMs);
+  // Launch at 107 ms; the watermark (300 ms behind the 100 ms ticks) passes it + 10 s.
+  EXPECT_GE(step10_final_at, 107 * kMs + 10000 * kMs);
+  EXPECT_LE(step10_final_at, 107 * kMs + 10000 * kMs + 500 * kMs);
 }
 
 // Waiting is bounded by memory: with the ops held back for good after the first 10 steps (CUPTI
@@ -570,14 +570,12 @@ TEST(StepAccountant, OwedLaunchesAreCutOffAtTheEventLimit) {
       /*on_time=*/10);
   ASSERT_EQ(acc.rows().size(), 900u);
   EXPECT_GT(rows_before_end, 500u) << "steps finalised once the limit was reached";
-  // Cut off at the limit while the job runs; once it stops launching, the rest are given up
-  // (the watermark ran 4 s past the newest launch).  All 890 are unmatched launches, and every
-  // one of their ops, when it comes at last, is dropped as late.
+  // Cut off at the limit while the job runs (each an unmatched launch); their ops, when they
+  // come at last, are dropped as late.
   const int64_t cut = acc.stats().get(Stat::owed_launches_cut_off);
   EXPECT_GT(cut, 400);
-  EXPECT_LT(cut, 890);
-  EXPECT_EQ(acc.stats().get(Stat::unmatched_launches), 890);
-  EXPECT_EQ(acc.stats().get(Stat::late_gpu_ops_dropped), 890);
+  EXPECT_EQ(acc.stats().get(Stat::unmatched_launches), cut);
+  EXPECT_EQ(acc.stats().get(Stat::late_gpu_ops_dropped), cut);
   EXPECT_TRUE(acc.stats().has_data_loss());
   // Only launches the watermark has passed by the timeout are cut off (a long step's launches
   // whose kernels still run are not), so the limit is exceeded by at most the timeout's worth
