@@ -18,6 +18,7 @@
 struct nvtxDomainRegistration_st {
   uint32_t id;
   char name[48];
+  nvtxDomainRegistration_st* next;  // every domain made, reachable from g_domains (below)
 };
 struct nvtxStringRegistration_st {
   char text[1];  // allocated with the string's length
@@ -162,10 +163,18 @@ nvtxStringHandle_t NVTX_API DomainRegisterStringA(nvtxDomainHandle_t, const char
   std::memcpy(copy, s, n + 1);
   return reinterpret_cast<nvtxStringHandle_t>(copy);
 }
+std::atomic<nvtxDomainRegistration_st*> g_domains{nullptr};
+
 nvtxDomainHandle_t NVTX_API DomainCreateA(const char* name) {
   auto* d = new (std::nothrow) nvtxDomainRegistration_st();
   if (d == nullptr) return nullptr;
   d->id = g_next_domain.fetch_add(1, std::memory_order_relaxed);
+  // Domains live for the process (records may name them after nvtxDomainDestroy); kept in a
+  // list so that they stay reachable, not leaked (LeakSanitizer).
+  d->next = g_domains.load(std::memory_order_relaxed);
+  while (!g_domains.compare_exchange_weak(d->next, d, std::memory_order_release,
+                                          std::memory_order_relaxed)) {
+  }
   if (name != nullptr) {
     std::strncpy(d->name, name, sizeof(d->name) - 1);
     d->name[sizeof(d->name) - 1] = '\0';
