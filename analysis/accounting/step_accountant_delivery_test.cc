@@ -448,17 +448,7 @@ void deliver_live(StepAccountant& acc, const Trace& t, TimeNs gpu_lag, F&& on_ti
   const TimeNs stop = last_end + std::min(gpu_lag, 10'000 * kMs) + tick;
   TimeNs now = tick;
   for (; now <= stop; now += tick) {
-    EventBatch batch;
-    for (const HostRange& r : t.b.ranges)
-      if (r.end <= now && r.end > now - tick) batch.ranges.push_back(r);
-    for (const HostApiCall& c : t.b.api_calls)
-      if (c.end <= now && c.end > now - tick) batch.api_calls.push_back(c);
-    for (size_t i = 0; i < t.b.gpu_ops.size(); ++i) {
-      const GpuOp& op = t.b.gpu_ops[i];
-      const TimeNs at = op.end + (i < on_time ? 0 : gpu_lag);
-      if (at <= now && at > now - tick) batch.gpu_ops.push_back(op);
-    }
-    acc.add(batch);
+    acc.add(arriving(t, now, tick, [&](size_t i) { return i < on_time ? 0 : gpu_lag; }));
     acc.advance_watermark(now - 300 * kMs);
     on_tick(now);
   }

@@ -54,16 +54,7 @@ size_t deliver(StepAccountant& acc, const Trace& t, const std::function<TimeNs(s
     stop = std::max(stop, t.b.gpu_ops[i].end + lag_of(i) + tick);
   TimeNs now = tick;
   for (; now <= stop; now += tick) {
-    EventBatch batch;
-    for (const HostRange& r : t.b.ranges)
-      if (r.end <= now && r.end > now - tick) batch.ranges.push_back(r);
-    for (const HostApiCall& c : t.b.api_calls)
-      if (c.end <= now && c.end > now - tick) batch.api_calls.push_back(c);
-    for (size_t i = 0; i < t.b.gpu_ops.size(); ++i) {
-      const TimeNs at = t.b.gpu_ops[i].end + lag_of(i);
-      if (at <= now && at > now - tick) batch.gpu_ops.push_back(t.b.gpu_ops[i]);
-    }
-    acc.add(batch);
+    acc.add(arriving(t, now, tick, lag_of));
     acc.advance_watermark(now - 300 * kMs);
   }
   const size_t before_end = acc.rows().size();

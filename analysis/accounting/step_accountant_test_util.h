@@ -74,6 +74,22 @@ inline std::vector<StepRow> run(const Trace& t, AccountingConfig cfg = no_warmup
   return acc.rows();
 }
 
+// The events of `t` that arrive in the tick (now - tick, now]: host events when they end, GPU
+// op i lag_of(i) after it ends (the live delivery tests).
+template <typename LagOf>
+EventBatch arriving(const Trace& t, TimeNs now, TimeNs tick, LagOf&& lag_of) {
+  EventBatch batch;
+  for (const HostRange& r : t.b.ranges)
+    if (r.end <= now && r.end > now - tick) batch.ranges.push_back(r);
+  for (const HostApiCall& c : t.b.api_calls)
+    if (c.end <= now && c.end > now - tick) batch.api_calls.push_back(c);
+  for (size_t i = 0; i < t.b.gpu_ops.size(); ++i) {
+    const TimeNs at = t.b.gpu_ops[i].end + lag_of(i);
+    if (at <= now && at > now - tick) batch.gpu_ops.push_back(t.b.gpu_ops[i]);
+  }
+  return batch;
+}
+
 inline void expect_exact(const StepRow& r) {
   EXPECT_EQ(r.cat.sum(), r.duration()) << "categories must sum to the window";
   EXPECT_GE(r.cat.compute, 0);
