@@ -249,6 +249,18 @@ Config parse_config(EnvLookup env, std::vector<std::string>* warnings) {
   c.pid = static_cast<int64_t>(getpid());
   c.rank = first_int_env(env, {"RANK", "LOCAL_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"}, -1);
   c.world_size = first_int_env(env, {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"}, 0);
+  try {  // the job id lets the job view refuse to merge ranks of two jobs
+    for (const char* name :
+         {"GPUACCT_JOB_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "LSB_JOBID", "PBS_JOBID"}) {
+      const char* v = env(name);
+      if (v != nullptr && v[0] != '\0') {
+        c.job_id = v;
+        break;
+      }
+    }
+  } catch (...) {
+    // std::bad_alloc only: no job id, as when none is set.
+  }
   try {
     // Checked once host, pid and rank are known: the name they expand to must fit.
     const size_t name_bytes = c.output_name().size();

@@ -60,6 +60,7 @@ struct Config {
   int64_t pid = 0;
   int rank = -1;       // RANK, LOCAL_RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK (first set)
   int world_size = 0;  // WORLD_SIZE, SLURM_NTASKS, OMPI_COMM_WORLD_SIZE
+  std::string job_id;  // GPUACCT_JOB_ID, SLURM_JOB_ID, TORCHELASTIC_RUN_ID, LSB_JOBID, PBS_JOBID
 
   static std::vector<std::string> default_step_patterns();
   static std::vector<std::string> default_data_patterns();

@@ -79,7 +79,9 @@ Pipeline::Pipeline(const Config& config)
                                  {"source", "injected"},
                                  {"hostname", json_safe_utf8(cfg_.host)},
                                  {"pid", cfg_.pid},
-                                 {"rank", cfg_.rank}};
+                                 {"rank", cfg_.rank},
+                                 {"world_size", cfg_.world_size},
+                                 {"job_id", json_safe_utf8(cfg_.job_id)}};
   stream_.configure(base_ + ".steps.jsonl", dump_json(header), &acc_.mutable_stats());
 }
 
@@ -326,6 +328,7 @@ RunMetadata Pipeline::metadata(bool final) {
   meta.pid = cfg_.pid;
   meta.rank = cfg_.rank;
   meta.world_size = cfg_.world_size;
+  meta.job_id = cfg_.job_id;
   meta.gpuacct_version = GPUACCT_VERSION_STRING;
   meta.devices = devices_;
   // What this run accounted with (GPUACCT_WARMUP_STEPS, ...): `gpuacct analyze` of the

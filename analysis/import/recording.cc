@@ -103,6 +103,7 @@ Status metadata_from_json(const json& j, RunMetadata& m) {
   GPUACCT_RETURN_IF_ERROR(string_field(j, "source_path", m.source_path));
   GPUACCT_RETURN_IF_ERROR(string_field(j, "hostname", m.hostname));
   GPUACCT_RETURN_IF_ERROR(string_field(j, "command", m.command));
+  GPUACCT_RETURN_IF_ERROR(string_field(j, "job_id", m.job_id));  // absent before job ids
   GPUACCT_RETURN_IF_ERROR(string_field(j, "gpuacct_version", m.gpuacct_version));
   GPUACCT_RETURN_IF_ERROR(integer_field(j, "pid", m.pid));
   GPUACCT_RETURN_IF_ERROR(integer_field(j, "rank", m.rank));

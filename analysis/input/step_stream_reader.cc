@@ -82,10 +82,13 @@ void take_header(const json& header, RunMetadata* meta) {
   };
   meta->source = text("source");
   meta->hostname = text("hostname");
+  meta->job_id = text("job_id");
   int64_t pid = 0;
   int rank = -1;
+  int world_size = 0;
   if (integer(header, "pid", &pid)) meta->pid = pid;
   if (integer(header, "rank", &rank)) meta->rank = rank;
+  if (integer(header, "world_size", &world_size)) meta->world_size = world_size;
 }
 
 }  // namespace

@@ -5,7 +5,8 @@
 // `gpuacct analyze` summarise them with the one C++ summary (analysis/report/report.h).
 //
 // What the lines hold:
-//   header   {"schema": "gpuacct.steps/1", "source": ..., "hostname": ..., "pid": ..., "rank": ...}
+//   header   {"schema": "gpuacct.steps/1", "source": ..., "hostname": ..., "pid": ..., "rank": ...,
+//             "world_size": ..., "job_id": ... (both absent in streams written before them)}
 //   row      report.h step_row_to_json (step_row_from_json below is its inverse)
 //   summary  {"summary": ..., "verdict": ..., "provisional": bool, "step_rows": N,
 //             "stats": [{"name", "value", "severity"}, ...]}: the counters at that moment
@@ -45,7 +46,7 @@ bool looks_like_step_stream(std::string_view first_line);
 StatusOr<StepRow> step_row_from_json(const nlohmann::json& row);
 
 struct StepStreamContents {
-  RunMetadata metadata;       // from the header: source, hostname, pid, rank
+  RunMetadata metadata;       // from the header: source, hostname, pid, rank, world_size, job_id
   std::vector<StepRow> rows;  // every row line, in stream order
   Stats stats;                // the last summary line's counters, and what reading counted
   bool finished = false;      // the closing summary line is there

@@ -24,6 +24,7 @@ json run_metadata_to_json(const RunMetadata& m) {
               {"pid", m.pid},
               {"rank", m.rank},
               {"world_size", m.world_size},
+              {"job_id", json_safe_utf8(m.job_id)},
               {"command", json_safe_utf8(m.command)},
               {"gpuacct_version", json_safe_utf8(m.gpuacct_version)},
               {"devices", devices},

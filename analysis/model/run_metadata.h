@@ -26,6 +26,10 @@ struct RunMetadata {
   int64_t pid = 0;
   int rank = -1;  // -1 = not distributed / unknown
   int world_size = 0;
+  // Which job the rank belongs to, so the job view can refuse to merge ranks of two jobs:
+  // GPUACCT_JOB_ID, else SLURM_JOB_ID, TORCHELASTIC_RUN_ID, LSB_JOBID, PBS_JOBID (inject/config.cc);
+  // empty when unknown.
+  std::string job_id;
   std::string command;  // argv of the profiled process, if known
   std::vector<DeviceInfo> devices;
   std::string gpuacct_version;
@@ -48,7 +52,7 @@ struct RunMetadata {
 // The one RunMetadata -> JSON writer: the report's "run" section (analysis/report/report.cc)
 // and a recording's metadata chunk (analysis/import/recording.cc) are this object, so both
 // have the same keys (docs/report_schema.md, docs/recording_format.md):
-//   source, source_path, hostname, pid, rank, world_size, command, gpuacct_version,
+//   source, source_path, hostname, pid, rank, world_size, job_id, command, gpuacct_version,
 //   devices[] {id, name, sm_count, compute_capability ("9.0"), total_memory},
 //   other_accelerator_events {category: count}, step_detection (an object) when set, and
 //   accounting {setting: integer} when set.
