@@ -1,0 +1,448 @@
+#!/usr/bin/env python3
+"""Simulated multi-rank jobs: N rank processes of tests/e2e/job_driver on the simulated device
+and the fake NCCL (tests/sim/fake_nccl), with libgpuacct.so injected by the fake driver as in
+run_e2e.py.  One ctest per case:  run_job.py --build <build dir> <case> [--keep DIR]
+
+  hosts       8 ranks on 2 simulated hosts (h0: ranks 0-3, clock -5 ms; h1: ranks 4-7, +5 ms)
+              with +-50 us of per-rank clock jitter
+  straggler   8 ranks; rank 2 waits 15 ms for data every step (the others 2 ms)
+  slow_link   8 ranks; rank 5's link is 2x slower (every rank's transfers take twice as long)
+  no_plugin   8 ranks, no NCCL profiler plugin (the library's fallback path)
+  plugin_v3, plugin_v4, plugin_v5
+              4 ranks with --mix (AllGather, ReduceScatter, Send/Recv too), libgpuacct.so as
+              NCCL_PROFILER_PLUGIN, the fake NCCL knowing interface versions up to N
+  recording_v1 ... recording_v5
+              the fake NCCL's own check: a recording plugin (every call it gets, as JSON lines)
+              against the fake's truth, per interface version
+
+What every case checks: every rank exits 0 and writes its report (its rank, planted hostname,
+job id, step count); the truth file is consistent across ranks (each (comm, seq) seen by every
+rank, one true end for all, end = latest true start + transfer).  The cases add their own.
+
+Output (--keep DIR, else a temporary directory): DIR/reports/ (every rank's gpuacct files),
+DIR/truth/rank<R>.jsonl (each rank's truth), DIR/truth.jsonl (all of them), DIR/job.json (the
+planted job: ranks, hosts, offsets, knobs), DIR/logs/rank<R>.{out,err}.  tests/e2e/README.md
+and tests/sim/fake_nccl/README.md describe the truth lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+BUILD = ""
+LIBRARY = ""
+RANK_TIMEOUT_S = 120
+JOB_ID = "simjob42"
+MS = 1_000_000
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise Fail(msg)
+
+
+def paths():
+    lib = LIBRARY or os.path.join(BUILD, "inject", "libgpuacct.so")
+    sim_lib = os.path.join(BUILD, "sim", "lib")
+    driver = os.path.join(BUILD, "tests", "e2e", "job_driver")
+    recorder = os.path.join(sim_lib, "test", "libsimnccl_recording_profiler.so")
+    for p in (lib, sim_lib, driver, recorder):
+        check(os.path.exists(p), f"missing build output {p}")
+    return lib, sim_lib, driver, recorder
+
+
+def exported_profiler_versions(lib: str) -> set:
+    """The ncclProfiler_vN tables the library exports (nm -D), as NCCL would find them."""
+    res = subprocess.run(["nm", "-D", "--defined-only", lib], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, check=False)
+    check(res.returncode == 0, f"nm -D {lib} failed: {res.stderr}")
+    found = set()
+    for line in res.stdout.splitlines():
+        name = line.split()[-1] if line.split() else ""
+        if name.startswith("ncclProfiler_v") and name[14:].isdigit():
+            found.add(int(name[14:]))
+    return found
+
+
+# ---- one job --------------------------------------------------------------------------------------
+
+def plan(nranks: int, hosts: int, offsets_ms=None, jitter_us: int = 0, seed: int = 7):
+    """Rank -> (hostname, planted clock offset ns): ranks split evenly over the hosts; ranks of
+    one host share its offset, plus a seeded per-rank jitter in [-jitter, +jitter]."""
+    rng = random.Random(seed)
+    per_host = nranks // hosts
+    out = []
+    for r in range(nranks):
+        h = min(r // per_host, hosts - 1)
+        off = int((offsets_ms[h] if offsets_ms else 0) * MS)
+        if jitter_us:
+            off += rng.randint(-jitter_us, jitter_us) * 1000
+        out.append((f"simhost{h}", off))
+    return out
+
+
+def run_job(out: str, nranks: int, layout, *, steps: int = 30, plugin: str = "",
+            api: int = 5, rank_args=None, rank_env=None, common_args=(), inject=True) -> dict:
+    """Starts the ranks together and waits for all; returns the job description written to
+    out/job.json.  rank_args / rank_env: rank -> extra arguments / environment."""
+    lib, sim_lib, driver, _ = paths()
+    for d in ("reports", "truth", "logs"):
+        os.makedirs(os.path.join(out, d), exist_ok=True)
+    base = time.time_ns()  # the ranks' common true clock starts here
+    nnodes = len({h for h, _ in layout})
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("GPUACCT_", "CUDA_INJECTION", "NVTX_INJECTION", "LD_PRELOAD",
+                                  "NCCL_", "RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_"))}
+    procs = []
+    job = {"nranks": nranks, "steps": steps, "clock_base_ns": base, "plugin": plugin,
+           "profiler_api": api, "ranks": []}
+    for r in range(nranks):
+        host, offset = layout[r]
+        env = dict(clean)
+        env.update(
+            LD_LIBRARY_PATH=sim_lib, CUDA_INJECTION64_PATH=lib if inject else "none",
+            GPUACCT_OUTPUT_DIR=os.path.join(out, "reports"), GPUACCT_QUIET="1",
+            GPUACCT_JOB_ID=JOB_ID, RANK=str(r), WORLD_SIZE=str(nranks),
+            LOCAL_RANK=str(r - [h for h, _ in layout].index(host)),
+            GPUACCT_SIM_HOSTNAME=host, GPUACCT_SIM_CLOCK_BASE_NS=str(base),
+            GPUACCT_SIM_CLOCK_OFFSET_NS=str(offset),
+            GPUACCT_SIM_NCCL_RENDEZVOUS=os.path.join(out, "rendezvous.bin"),
+            GPUACCT_SIM_NCCL_TRUTH=os.path.join(out, "truth", f"rank{r}.jsonl"),
+            GPUACCT_SIM_NCCL_PROFILER_API=str(api), GPUACCT_SIM_NCCL_TIMEOUT_S="60")
+        if plugin:
+            env["NCCL_PROFILER_PLUGIN"] = plugin
+        env.update((rank_env or {}).get(r, {}))
+        args = [driver, f"--steps={steps}", f"--nnodes={nnodes}", *common_args,
+                *((rank_args or {}).get(r, []))]
+        job["ranks"].append({"rank": r, "host": host, "clock_offset_ns": offset, "args": args[1:],
+                             "env": {k: v for k, v in env.items()
+                                     if k.startswith(("GPUACCT_SIM", "NCCL_"))}})
+        so = open(os.path.join(out, "logs", f"rank{r}.out"), "w")
+        se = open(os.path.join(out, "logs", f"rank{r}.err"), "w")
+        procs.append((subprocess.Popen(args, env=env, stdout=so, stderr=se), so, se))
+    deadline = time.monotonic() + RANK_TIMEOUT_S
+    failures = []
+    for r, (p, so, se) in enumerate(procs):
+        try:
+            rc = p.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q, _, _ in procs:
+                q.kill()
+            rc = "timeout"
+        so.close()
+        se.close()
+        if rc != 0:
+            with open(os.path.join(out, "logs", f"rank{r}.err")) as f:
+                failures.append(f"rank {r} exited {rc}: {f.read()[-2000:]}")
+    with open(os.path.join(out, "job.json"), "w") as f:
+        json.dump(job, f, indent=1)
+    check(not failures, "\n".join(failures))
+    merge_truth(out, nranks)
+    return job
+
+
+def merge_truth(out: str, nranks: int) -> None:
+    lines = []
+    for r in range(nranks):
+        with open(os.path.join(out, "truth", f"rank{r}.jsonl")) as f:
+            lines.extend(f.read().splitlines())
+    with open(os.path.join(out, "truth.jsonl"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def load_truth(out: str) -> list:
+    with open(os.path.join(out, "truth.jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def rank_reports(out: str, nranks: int) -> dict:
+    """rank -> its report; each rank exactly one."""
+    found = {}
+    for path in glob.glob(os.path.join(out, "reports", "gpuacct_*.json")):
+        with open(path) as f:
+            rep = json.load(f)
+        r = rep["run"]["rank"]
+        check(r not in found, f"two reports for rank {r}")
+        found[r] = rep
+    check(sorted(found) == list(range(nranks)),
+          f"reports for ranks {sorted(found)}, expected 0..{nranks - 1}")
+    return found
+
+
+# ---- shared checks ----------------------------------------------------------------------------------
+
+def check_truth(truth: list, job: dict) -> dict:
+    """Cross-rank consistency of the fake NCCL's truth; returns (comm, kind, seq) -> rows."""
+    n = job["nranks"]
+    comms = [t for t in truth if t["kind"] == "comm"]
+    check(len(comms) == n, f"{len(comms)} communicator lines, {n} ranks")
+    for c in comms:
+        planted = job["ranks"][c["rank"]]["clock_offset_ns"]
+        check(c["clock_offset_ns"] == planted,
+              f"rank {c['rank']}: clock offset {c['clock_offset_ns']}, planted {planted}")
+    groups = {}
+    for t in truth:
+        if t["kind"] in ("coll", "p2p"):
+            groups.setdefault((t["comm"], t["kind"], t["seq"]), []).append(t)
+            check(t["gpu_start_ns"] - t["true_gpu_start_ns"] == t["clock_offset_ns"]
+                  and t["gpu_end_ns"] - t["true_gpu_end_ns"] == t["clock_offset_ns"],
+                  f"local and true times differ by other than the offset: {t}")
+    check(groups, "no collectives in the truth")
+    for key, rows in groups.items():
+        check(sorted(r["rank"] for r in rows) == list(range(n)),
+              f"{key}: ranks {sorted(r['rank'] for r in rows)}")
+        ends = {r["true_gpu_end_ns"] for r in rows}
+        check(len(ends) == 1, f"{key}: true ends differ across ranks: {ends}")
+        latest = max(r["true_gpu_start_ns"] for r in rows)
+        last = [r["rank"] for r in rows if r["true_gpu_start_ns"] == latest]
+        for r in rows:
+            check(r["true_gpu_end_ns"] == latest + r["transfer_ns"],
+                  f"{key} rank {r['rank']}: end != latest start + transfer")
+            check(r["last_rank"] in last, f"{key}: last_rank {r['last_rank']}, latest {last}")
+            check(r["wait_ns"] == latest - r["true_gpu_start_ns"], f"{key}: wait_ns wrong")
+    return groups
+
+
+def check_reports(out: str, job: dict) -> dict:
+    reps = rank_reports(out, job["nranks"])
+    for r, rep in reps.items():
+        run = rep["run"]
+        host = job["ranks"][r]["host"]
+        check(run.get("hostname") == host, f"rank {r}: hostname {run.get('hostname')!r}, planted "
+                                           f"{host!r}")
+        check(run.get("world_size") == job["nranks"], f"rank {r}: world_size {run.get('world_size')}")
+        check(str(run.get("job_id")) == JOB_ID, f"rank {r}: job_id {run.get('job_id')!r}")
+        steps = [s for s in rep["steps"] if s["device"] == 0]
+        check(len(steps) == job["steps"], f"rank {r}: {len(steps)} steps, ran {job['steps']}")
+    return reps
+
+
+def per_step(rep: dict, category: str) -> float:
+    """Mean ns per measured step of one category of the report's step rows."""
+    rows = [s for s in rep["steps"] if s["device"] == 0]
+    return sum(s["categories"][category] for s in rows) / len(rows)
+
+
+def check_collectives_files(out: str, groups: dict, job: dict) -> int:
+    """Compares the library's <base>.collectives.csv rows (when it writes them) with the truth:
+    comm, seq, type, bytes, GPU start / end within 1 us.  Returns how many rows matched."""
+    files = glob.glob(os.path.join(out, "reports", "*.collectives.csv"))
+    matched = 0
+    for path in files:
+        with open(path) as f:
+            lines = f.read().splitlines()
+        check(lines and lines[0].startswith("# gpuacct.collectives/1 "), f"{path}: no header")
+        header = json.loads(lines[0].split(" ", 2)[2])
+        rank = header["rank"]
+        cols = lines[1].split(",")
+        for line in lines[2:]:
+            if line.startswith("#"):
+                continue
+            row = dict(zip(cols, line.split(",")))
+            kind = "p2p" if row["collective"] == "SendRecv" else "coll"
+            key = (row["comm"], kind, int(row["seq"]))
+            check(key in groups, f"{path}: row {key} not in the truth")
+            t = next(x for x in groups[key] if x["rank"] == rank)
+            check(row["collective"] == t["collective"], f"{path} {key}: {row['collective']}")
+            if kind == "coll":
+                check(int(row["bytes"] or 0) == t["bytes"], f"{path} {key}: bytes {row['bytes']}")
+            for col, want in (("gpu_start_ns", t["gpu_start_ns"]), ("gpu_end_ns", t["gpu_end_ns"])):
+                check(abs(int(row[col]) - want) <= 1000, f"{path} {key}: {col} {row[col]}, true {want}")
+            matched += 1
+    return matched
+
+
+# ---- cases ----------------------------------------------------------------------------------------
+
+def case_hosts(out: str) -> None:
+    layout = plan(8, 2, offsets_ms=[-5, 5], jitter_us=50)
+    job = run_job(out, 8, layout, steps=30)
+    groups = check_truth(load_truth(out), job)
+    reps = check_reports(out, job)
+    offsets = sorted({o for _, o in layout})
+    check(len(offsets) == 8 and max(offsets) - min(offsets) > 9 * MS,
+          f"planted offsets not spread as asked: {offsets}")
+    # Step begins as each rank's report says them, against the truth (its own clock): the
+    # report's times are the rank's planted clock, 10 ms apart between the hosts.
+    for r, rep in reps.items():
+        steps = [t for t in load_truth(out) if t["kind"] == "step" and t["rank"] == r]
+        check(len(steps) == 30, f"rank {r}: {len(steps)} step lines in the truth")
+    print(f"hosts: {len(groups)} collective instances, offsets {offsets}")
+
+
+def case_straggler(out: str) -> None:
+    layout = plan(8, 2)
+    job = run_job(out, 8, layout, rank_args={2: ["--data-ms=15"]})
+    groups = check_truth(load_truth(out), job)
+    reps = check_reports(out, job)
+    firsts = [rows for (c, k, s), rows in groups.items() if s % 2 == 0]
+    check(all(next(x for x in rows if x["rank"] == 0)["last_rank"] == 2 for rows in firsts),
+          "rank 2 is not the last to arrive at every step's first AllReduce")
+    straggler = reps[2]
+    data = per_step(straggler, "data_wait")
+    check(data >= 14 * MS, f"straggler: data_wait {data / MS:.2f} ms per step, planted 15")
+    check(straggler["verdict"]["bound"] == "data",
+          f"straggler verdict {straggler['verdict']['bound']!r}")
+    for r, rep in reps.items():
+        if r == 2:
+            continue
+        comm = per_step(rep, "comm_exposed")
+        check(comm >= 8 * MS, f"rank {r}: comm_exposed {comm / MS:.2f} ms per step: the wait "
+                              "for the straggler should show")
+        check(rep["verdict"]["bound"] == "communication",
+              f"rank {r}: verdict {rep['verdict']['bound']!r}, expected communication")
+    sc = per_step(straggler, "comm_exposed")
+    print(f"straggler: rank 2 data_wait {data / MS:.2f} ms/step, comm_exposed {sc / MS:.2f}; "
+          f"peers comm_exposed {min(per_step(reps[r], 'comm_exposed') for r in reps if r != 2) / MS:.2f}"
+          " ms/step at least")
+
+
+def case_slow_link(out: str) -> None:
+    layout = plan(8, 2)
+    job = run_job(out, 8, layout, rank_env={5: {"GPUACCT_SIM_NCCL_LINK_SLOWDOWN": "2"}})
+    groups = check_truth(load_truth(out), job)
+    check_reports(out, job)
+    for key, rows in groups.items():
+        slow = next(x for x in rows if x["rank"] == 5)["link_bytes_per_us"]
+        fast = next(x for x in rows if x["rank"] == 0)["link_bytes_per_us"]
+        check(slow * 2 == fast, f"{key}: link {slow} vs {fast} bytes/us")
+        moved = 2 * 7 / 8 * rows[0]["bytes"]
+        want = 5000 + int(moved * 1000 / slow)
+        check(all(x["transfer_ns"] == want for x in rows),
+              f"{key}: transfer {rows[0]['transfer_ns']} ns, slow link gives {want}")
+    print(f"slow_link: transfer {rows[0]['transfer_ns'] / MS:.3f} ms per 64 MiB AllReduce on 8 ranks")
+
+
+def case_no_plugin(out: str) -> None:
+    job = run_job(out, 8, plan(8, 2))
+    truth = load_truth(out)
+    check_truth(truth, job)
+    reps = check_reports(out, job)
+    check(all(t["plugin_version"] == 0 for t in truth if t["kind"] == "comm"),
+          "a plugin was loaded without NCCL_PROFILER_PLUGIN")
+    for r, rep in reps.items():
+        check(per_step(rep, "comm_exposed") > 0, f"rank {r}: no communication time at all")
+
+
+def case_plugin(out: str, version: int) -> None:
+    lib, _, _, _ = paths()
+    job = run_job(out, 4, plan(4, 2, offsets_ms=[-5, 5]), steps=10, plugin=lib, api=version,
+                  common_args=["--mix"])
+    truth = load_truth(out)
+    groups = check_truth(truth, job)
+    check_reports(out, job)
+    exported = {v for v in exported_profiler_versions(lib) if v <= version}
+    want = max(exported) if exported else 0
+    got = {t["plugin_version"] for t in truth if t["kind"] == "comm"}
+    check(got == {want}, f"plugin version in use {got}; the library exports {sorted(exported)}, "
+                         f"NCCL knows up to v{version}: expected v{want}")
+    matched = check_collectives_files(out, groups, job)
+    print(f"plugin_v{version}: library exports {sorted(exported_profiler_versions(lib))}, "
+          f"in use v{want}; {matched} collectives rows matched the truth")
+
+
+def case_recording(out: str, version: int) -> None:
+    """The fake NCCL against a plugin that records what it is told, for one interface version."""
+    _, _, _, recorder = paths()
+    n = 4
+    rank_env = {r: {"GPUACCT_SIM_NCCL_RECORD": os.path.join(out, f"record{r}.jsonl")}
+                for r in range(n)}
+    job = run_job(out, n, plan(n, 2, offsets_ms=[-5, 5]), steps=5, plugin=recorder, api=version,
+                  rank_env=rank_env, common_args=["--mix"], inject=False)
+    truth = load_truth(out)
+    check_truth(truth, job)
+    for r in range(n):
+        with open(os.path.join(out, f"record{r}.jsonl")) as f:
+            rec = [json.loads(line) for line in f]
+        check(rec[0]["ev"] == "init" and rec[0]["v"] == version, f"rank {r}: {rec[0]}")
+        check(rec[-1] == {"ev": "finalize", "v": version}, f"rank {r}: last call {rec[-1]}")
+        if version >= 4:
+            check(rec[0]["comm"] == "9f2c0a11d2e4b7aa" and rec[0]["rank"] == r
+                  and rec[0]["nranks"] == n, f"rank {r}: init {rec[0]}")
+        mine = [t for t in truth if t["rank"] == r and t["kind"] == "coll"]
+        colls = [e for e in rec if e["ev"] == "start" and e["type"] == 2]
+        check(len(colls) == len(mine), f"rank {r}: {len(colls)} Coll events, {len(mine)} in truth")
+        ids = {e["id"]: e for e in rec if e["ev"] == "start"}
+        stops = {e["id"]: e for e in rec if e["ev"] == "stop"}
+        states = {e["id"]: e for e in rec if e["ev"] == "state"}
+        for e, t in zip(colls, mine):
+            check(e["seq"] == t["seq"], f"rank {r}: seq {e['seq']} vs {t['seq']}")
+            if version == 1:
+                check(e["traffic_bytes"] == t["bytes"] and e["func_id"] in (2, 3, 4),
+                      f"rank {r}: v1 Coll {e}")
+            else:
+                check(e["func"] == t["collective"] and e["datatype"] == t["datatype"]
+                      and e["count"] == t["count"], f"rank {r}: Coll {e} vs {t}")
+            if version <= 3:
+                check(e["comm"] == t["comm"], f"rank {r}: comm {e['comm']}")
+            check(e["t"] == t["host_enqueue_ns"], f"rank {r}: Coll start {e['t']}, enqueue "
+                                                  f"{t['host_enqueue_ns']}")
+            check(stops[e["id"]]["t"] < t["gpu_end_ns"], f"rank {r}: Coll stopped at the GPU end")
+            chans = [x for x in ids.values() if x["type"] == 64 and x["parent"] == e["id"]]
+            if version < 3:
+                check(not chans, f"rank {r}: KernelCh events before v3")
+                continue
+            check(len(chans) == 2, f"rank {r} seq {e['seq']}: {len(chans)} KernelCh events")
+            for ch in chans:
+                check(ch["id"] in stops, f"rank {r}: KernelCh {ch['id']} never stopped")
+                check(ch["t"] >= t["gpu_end_ns"], f"rank {r}: KernelCh reported before the end")
+                if version >= 4:
+                    check(ch["ptimer"] == t["gpu_start_ns"]
+                          and states[ch["id"]]["ptimer"] == t["gpu_end_ns"]
+                          and states[ch["id"]]["state"] == 22,
+                          f"rank {r}: KernelCh times {ch} {states.get(ch['id'])} vs {t}")
+        p2p = [e for e in rec if e["ev"] == "start" and e["type"] == 4]
+        check(len(p2p) == 2 * job["steps"], f"rank {r}: {len(p2p)} P2p events")
+        if version == 5:
+            apis = [e for e in rec if e["ev"] == "start" and e["type"] == 512]
+            check(len(apis) == len(mine), f"rank {r}: {len(apis)} CollApi events")
+    print(f"recording_v{version}: ok")
+
+
+def main() -> int:
+    global BUILD, LIBRARY
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--library", default="", help="libgpuacct.so to test (default: the build's)")
+    ap.add_argument("--keep", default="", help="write the job here and keep it")
+    ap.add_argument("case")
+    a = ap.parse_args()
+    BUILD, LIBRARY = os.path.abspath(a.build), a.library
+    cases = {"hosts": case_hosts, "straggler": case_straggler, "slow_link": case_slow_link,
+             "no_plugin": case_no_plugin}
+    for v in (3, 4, 5):
+        cases[f"plugin_v{v}"] = lambda out, v=v: case_plugin(out, v)
+    for v in (1, 2, 3, 4, 5):
+        cases[f"recording_v{v}"] = lambda out, v=v: case_recording(out, v)
+    if a.case not in cases:
+        print(f"unknown case {a.case!r}; cases: {', '.join(cases)}", file=sys.stderr)
+        return 2
+    start = time.monotonic()
+    try:
+        if a.keep:
+            os.makedirs(a.keep, exist_ok=True)
+            cases[a.case](a.keep)
+        else:
+            with tempfile.TemporaryDirectory(prefix="gpuacct_job_") as out:
+                cases[a.case](out)
+    except Fail as e:
+        print(f"FAIL {a.case}: {e}", file=sys.stderr)
+        return 1
+    print(f"PASS {a.case} ({time.monotonic() - start:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
