@@ -11,9 +11,14 @@ run_e2e.py.  One ctest per case:  run_job.py --build <build dir> <case> [--keep 
   plugin_v3, plugin_v4, plugin_v5
               4 ranks with --mix (AllGather, ReduceScatter, Send/Recv too), libgpuacct.so as
               NCCL_PROFILER_PLUGIN, the fake NCCL knowing interface versions up to N
+  rank_missing
+              rank 0 of 2 alone: it fails (exit 4) within the 1 s rendezvous timeout, naming
+              the missing rank and the collective
   recording_v1 ... recording_v5
               the fake NCCL's own check: a recording plugin (every call it gets, as JSON lines)
               against the fake's truth, per interface version
+  recording_limits
+              a plugin asking only for Coll events, and one refusing init
 
 What every case checks: every rank exits 0 and writes its report (its rank, planted hostname,
 job id, step count); the truth file is consistent across ranks (each (comm, seq) seen by every
@@ -230,90 +235,136 @@ def check_reports(out: str, job: dict) -> dict:
 
 
 def per_step(rep: dict, category: str) -> float:
-    """Mean ns per measured step of one category of the report's step rows."""
+    """Mean ns per step of one category of the report's step rows."""
     rows = [s for s in rep["steps"] if s["device"] == 0]
     return sum(s["categories"][category] for s in rows) / len(rows)
 
 
+def wall(rep: dict, name: str) -> float:
+    """Mean ns per step of one wall (data, launch, communication, compute, other)."""
+    rows = [s for s in rep["steps"] if s["device"] == 0]
+    return sum(s["walls"][name] for s in rows) / len(rows)
+
+
 def check_collectives_files(out: str, groups: dict, job: dict) -> int:
-    """Compares the library's <base>.collectives.csv rows (when it writes them) with the truth:
-    comm, seq, type, bytes, GPU start / end within 1 us.  Returns how many rows matched."""
-    files = glob.glob(os.path.join(out, "reports", "*.collectives.csv"))
+    """Compares the library's <base>.collectives.csv files (docs/job_view.md), when it writes
+    them, with the truth: each file complete (its trailer; every instance of its rank in a
+    row) and each row the truth's instance with the same GPU start (within 1 us): same type,
+    bytes (collectives), GPU end (within 1 us), and with plugin identity the same comm and seq.
+    Returns how many rows matched."""
+    files = sorted(glob.glob(os.path.join(out, "reports", "*.collectives.csv")))
+    by_rank = {}
+    for rows in groups.values():
+        for t in rows:
+            by_rank.setdefault(t["rank"], []).append(t)
     matched = 0
     for path in files:
         with open(path) as f:
             lines = f.read().splitlines()
         check(lines and lines[0].startswith("# gpuacct.collectives/1 "), f"{path}: no header")
+        check(lines[-1].startswith("# end "), f"{path}: no trailer (cut off)")
         header = json.loads(lines[0].split(" ", 2)[2])
         rank = header["rank"]
+        plugin_identity = header.get("identity") == "nccl_plugin"
         cols = lines[1].split(",")
-        for line in lines[2:]:
-            if line.startswith("#"):
-                continue
+        seen = set()
+        for line in lines[2:-1]:
             row = dict(zip(cols, line.split(",")))
-            kind = "p2p" if row["collective"] == "SendRecv" else "coll"
-            key = (row["comm"], kind, int(row["seq"]))
-            check(key in groups, f"{path}: row {key} not in the truth")
-            t = next(x for x in groups[key] if x["rank"] == rank)
-            check(row["collective"] == t["collective"], f"{path} {key}: {row['collective']}")
-            if kind == "coll":
-                check(int(row["bytes"] or 0) == t["bytes"], f"{path} {key}: bytes {row['bytes']}")
-            for col, want in (("gpu_start_ns", t["gpu_start_ns"]), ("gpu_end_ns", t["gpu_end_ns"])):
-                check(abs(int(row[col]) - want) <= 1000, f"{path} {key}: {col} {row[col]}, true {want}")
+            start = int(row["gpu_start_ns"])
+            t = next((x for x in by_rank.get(rank, []) if abs(x["gpu_start_ns"] - start) <= 1000),
+                     None)
+            check(t is not None, f"{path}: no collective of rank {rank} starts at {start}: {line}")
+            where = f"{path} (comm {t['comm']}, {t['kind']} seq {t['seq']})"
+            check(row["collective"] == t["collective"], f"{where}: type {row['collective']}")
+            if t["kind"] == "coll":
+                check(int(row["bytes"] or 0) == t["bytes"], f"{where}: bytes {row['bytes']}")
+            check(abs(int(row["gpu_end_ns"]) - t["gpu_end_ns"]) <= 1000,
+                  f"{where}: gpu_end {row['gpu_end_ns']}, true {t['gpu_end_ns']}")
+            if plugin_identity:
+                check(row["comm"] == t["comm"] and int(row["seq"]) == t["seq"],
+                      f"{where}: row names comm {row['comm']} seq {row['seq']}")
+            seen.add((t["kind"], t["seq"]))
             matched += 1
+        want = {(t["kind"], t["seq"]) for t in by_rank.get(rank, [])}
+        check(seen == want, f"{path}: {len(want - seen)} collectives of rank {rank} have no row")
     return matched
 
 
 # ---- cases ----------------------------------------------------------------------------------------
 
 def case_hosts(out: str) -> None:
+    lib, _, _, _ = paths()
     layout = plan(8, 2, offsets_ms=[-5, 5], jitter_us=50)
-    job = run_job(out, 8, layout, steps=30)
-    groups = check_truth(load_truth(out), job)
+    job = run_job(out, 8, layout, steps=30, plugin=lib)
+    truth = load_truth(out)
+    groups = check_truth(truth, job)
     reps = check_reports(out, job)
     offsets = sorted({o for _, o in layout})
     check(len(offsets) == 8 and max(offsets) - min(offsets) > 9 * MS,
           f"planted offsets not spread as asked: {offsets}")
-    # Step begins as each rank's report says them, against the truth (its own clock): the
-    # report's times are the rank's planted clock, 10 ms apart between the hosts.
+    # Each report is on its rank's own (planted) clock: its step begins are the truth's local
+    # ones, while the true begins are one instant for all ranks -- so the reports of the two
+    # hosts disagree by the offsets (what the job view's clock alignment must undo).
+    true_begins = {}
     for r, rep in reps.items():
-        steps = [t for t in load_truth(out) if t["kind"] == "step" and t["rank"] == r]
+        steps = sorted((t for t in truth if t["kind"] == "step" and t["rank"] == r),
+                       key=lambda t: t["step"])
         check(len(steps) == 30, f"rank {r}: {len(steps)} step lines in the truth")
-    print(f"hosts: {len(groups)} collective instances, offsets {offsets}")
+        rows = sorted((x for x in rep["steps"] if x["device"] == 0), key=lambda x: x["step_index"])
+        for row, t in zip(rows, steps):
+            check(abs(row["host_begin_ns"] - t["host_begin_ns"]) <= 10_000,
+                  f"rank {r} step {t['step']}: report begins {row['host_begin_ns']}, the rank's "
+                  f"clock said {t['host_begin_ns']}")
+            true_begins.setdefault(t["step"], set()).add(t["true_host_begin_ns"])
+    check(all(len(v) == 1 for v in true_begins.values()),
+          "ranks with the same work began a step at different true times")
+    apart = [reps[4]["steps"][i]["host_begin_ns"] - reps[0]["steps"][i]["host_begin_ns"]
+             for i in range(30)]
+    want = layout[4][1] - layout[0][1]
+    check(all(abs(a - want) <= 10_000 for a in apart),
+          f"rank 4 vs rank 0 step begins {apart[:3]}..., planted offsets {want} apart")
+    matched = check_collectives_files(out, groups, job)
+    print(f"hosts: {len(groups)} collective instances, offsets {offsets}; reports of rank 0 and "
+          f"4 disagree by {want / MS:.3f} ms on every step; {matched} collectives rows matched")
 
 
 def case_straggler(out: str) -> None:
-    layout = plan(8, 2)
-    job = run_job(out, 8, layout, rank_args={2: ["--data-ms=15"]})
+    lib, _, _, _ = paths()
+    job = run_job(out, 8, plan(8, 2), plugin=lib, rank_args={2: ["--data-ms=15"]})
     groups = check_truth(load_truth(out), job)
     reps = check_reports(out, job)
     firsts = [rows for (c, k, s), rows in groups.items() if s % 2 == 0]
     check(all(next(x for x in rows if x["rank"] == 0)["last_rank"] == 2 for rows in firsts),
           "rank 2 is not the last to arrive at every step's first AllReduce")
     straggler = reps[2]
-    data = per_step(straggler, "data_wait")
-    check(data >= 14 * MS, f"straggler: data_wait {data / MS:.2f} ms per step, planted 15")
+    data = wall(straggler, "data")
+    check(data >= 14 * MS, f"straggler: data wall {data / MS:.2f} ms per step, planted 15")
+    check(wall(straggler, "communication") < 5 * MS,
+          f"straggler: communication wall {wall(straggler, 'communication') / MS:.2f} ms per step")
     check(straggler["verdict"]["bound"] == "data",
           f"straggler verdict {straggler['verdict']['bound']!r}")
     for r, rep in reps.items():
         if r == 2:
             continue
-        comm = per_step(rep, "comm_exposed")
-        check(comm >= 8 * MS, f"rank {r}: comm_exposed {comm / MS:.2f} ms per step: the wait "
-                              "for the straggler should show")
+        comm = wall(rep, "communication")
+        check(comm >= 12 * MS, f"rank {r}: communication wall {comm / MS:.2f} ms per step: the "
+                               "13 ms wait for the straggler should show")
+        check(wall(rep, "data") < 3 * MS, f"rank {r}: data wall {wall(rep, 'data') / MS:.2f} ms")
         check(rep["verdict"]["bound"] == "communication",
               f"rank {r}: verdict {rep['verdict']['bound']!r}, expected communication")
-    sc = per_step(straggler, "comm_exposed")
-    print(f"straggler: rank 2 data_wait {data / MS:.2f} ms/step, comm_exposed {sc / MS:.2f}; "
-          f"peers comm_exposed {min(per_step(reps[r], 'comm_exposed') for r in reps if r != 2) / MS:.2f}"
-          " ms/step at least")
+    matched = check_collectives_files(out, groups, job)
+    peers = min(wall(reps[r], "communication") for r in reps if r != 2)
+    print(f"straggler: rank 2 data wall {data / MS:.2f} ms/step, communication wall "
+          f"{wall(straggler, 'communication') / MS:.2f}; its peers' communication walls >= "
+          f"{peers / MS:.2f} ms/step; {matched} collectives rows matched")
 
 
 def case_slow_link(out: str) -> None:
-    layout = plan(8, 2)
-    job = run_job(out, 8, layout, rank_env={5: {"GPUACCT_SIM_NCCL_LINK_SLOWDOWN": "2"}})
+    lib, _, _, _ = paths()
+    job = run_job(out, 8, plan(8, 2), plugin=lib,
+                  rank_env={5: {"GPUACCT_SIM_NCCL_LINK_SLOWDOWN": "2"}})
     groups = check_truth(load_truth(out), job)
-    check_reports(out, job)
+    reps = check_reports(out, job)
     for key, rows in groups.items():
         slow = next(x for x in rows if x["rank"] == 5)["link_bytes_per_us"]
         fast = next(x for x in rows if x["rank"] == 0)["link_bytes_per_us"]
@@ -322,18 +373,26 @@ def case_slow_link(out: str) -> None:
         want = 5000 + int(moved * 1000 / slow)
         check(all(x["transfer_ns"] == want for x in rows),
               f"{key}: transfer {rows[0]['transfer_ns']} ns, slow link gives {want}")
-    print(f"slow_link: transfer {rows[0]['transfer_ns'] / MS:.3f} ms per 64 MiB AllReduce on 8 ranks")
+    # Every rank waits for the slow link alike: no rank looks different in its own report.
+    walls = [wall(rep, "communication") for rep in reps.values()]
+    check(max(walls) - min(walls) < 0.1 * MS, f"communication walls differ: {walls}")
+    matched = check_collectives_files(out, groups, job)
+    print(f"slow_link: transfer {rows[0]['transfer_ns'] / MS:.3f} ms per 64 MiB AllReduce on 8 "
+          f"ranks, communication wall {walls[0] / MS:.2f} ms/step on every rank; {matched} "
+          "collectives rows matched")
 
 
 def case_no_plugin(out: str) -> None:
-    job = run_job(out, 8, plan(8, 2))
+    job = run_job(out, 8, plan(8, 2), plugin="none")
     truth = load_truth(out)
-    check_truth(truth, job)
+    groups = check_truth(truth, job)
     reps = check_reports(out, job)
     check(all(t["plugin_version"] == 0 for t in truth if t["kind"] == "comm"),
-          "a plugin was loaded without NCCL_PROFILER_PLUGIN")
+          "a plugin was loaded with NCCL_PROFILER_PLUGIN=none")
     for r, rep in reps.items():
         check(per_step(rep, "comm_exposed") > 0, f"rank {r}: no communication time at all")
+    matched = check_collectives_files(out, groups, job)
+    print(f"no_plugin: {matched} collectives rows matched the truth")
 
 
 def case_plugin(out: str, version: int) -> None:
@@ -405,10 +464,71 @@ def case_recording(out: str, version: int) -> None:
                           f"rank {r}: KernelCh times {ch} {states.get(ch['id'])} vs {t}")
         p2p = [e for e in rec if e["ev"] == "start" and e["type"] == 4]
         check(len(p2p) == 2 * job["steps"], f"rank {r}: {len(p2p)} P2p events")
+        peers = {(e.get("func", e.get("func_id")), e["peer"]) for e in p2p}
+        want = ({("Send", (r + 1) % n), ("Recv", (r - 1) % n)} if version > 1
+                else {(6, (r + 1) % n), (7, (r - 1) % n)})
+        check(peers == want, f"rank {r}: p2p events {peers}, expected {want}")
+        # The hierarchy: a Coll's parent is its Group (v1-v4) or its CollApi event (v5, with
+        # the Group as parentGroup).
+        for e in colls:
+            parent = ids.get(e["parent"], {})
+            if version == 5:
+                check(parent.get("type") == 512 and ids[e["parent_group"]]["type"] == 1,
+                      f"rank {r}: v5 Coll parents {parent}, group {e.get('parent_group')}")
+            else:
+                check(parent.get("type") == 1, f"rank {r}: Coll parent {parent}")
         if version == 5:
             apis = [e for e in rec if e["ev"] == "start" and e["type"] == 512]
             check(len(apis) == len(mine), f"rank {r}: {len(apis)} CollApi events")
     print(f"recording_v{version}: ok")
+
+
+def case_recording_limits(out: str) -> None:
+    """A plugin asking only for Coll events gets nothing else; one refusing init gets nothing
+    more, and the job runs without it (as NCCL disables a plugin whose init fails)."""
+    _, _, _, recorder = paths()
+    n = 2
+    for name, knob in (("mask", {"GPUACCT_SIM_NCCL_RECORD_MASK": "2"}),
+                       ("refused", {"GPUACCT_SIM_NCCL_RECORD_REFUSE": "1"})):
+        sub = os.path.join(out, name)
+        rank_env = {r: {"GPUACCT_SIM_NCCL_RECORD": os.path.join(sub, f"record{r}.jsonl"), **knob}
+                    for r in range(n)}
+        job = run_job(sub, n, plan(n, 1), steps=3, plugin=recorder, rank_env=rank_env,
+                      common_args=["--mix"], inject=False)
+        truth = load_truth(sub)
+        check_truth(truth, job)
+        comms = [t for t in truth if t["kind"] == "comm"]
+        for r in range(n):
+            with open(os.path.join(sub, f"record{r}.jsonl")) as f:
+                rec = [json.loads(line) for line in f]
+            if name == "refused":
+                check(rec == [{"ev": "init_refused", "v": 5}], f"rank {r}: {rec}")
+                check(not comms[r]["plugin_initialised"], f"rank {r}: {comms[r]}")
+            else:
+                types = {e["type"] for e in rec if e["ev"] == "start"}
+                check(types == {2}, f"rank {r}: event types {types}, asked for Coll only")
+                colls = [t for t in truth if t["kind"] == "coll" and t["rank"] == r]
+                check(sum(1 for e in rec if e["ev"] == "start") == len(colls),
+                      f"rank {r}: Coll events and collectives differ")
+    print("recording_limits: ok")
+
+
+def case_rank_missing(out: str) -> None:
+    """A rank that never comes: the others fail clearly within the timeout instead of hanging."""
+    _, sim_lib, driver, _ = paths()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUACCT_", "NCCL_"))}
+    env.update(LD_LIBRARY_PATH=sim_lib, CUDA_INJECTION64_PATH="none", RANK="0", WORLD_SIZE="2",
+               GPUACCT_SIM_NCCL_RENDEZVOUS=os.path.join(out, "rendezvous.bin"),
+               GPUACCT_SIM_NCCL_TIMEOUT_S="1")
+    start = time.monotonic()
+    res = subprocess.run([driver, "--steps=2"], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+    took = time.monotonic() - start
+    check(res.returncode == 4, f"exit {res.returncode}, expected 4\n{res.stderr}")
+    check("ranks [1] did not arrive within 1" in res.stderr and "AllReduce seq 0" in res.stderr,
+          f"the message does not name the missing rank and the collective:\n{res.stderr}")
+    check(took < 10, f"took {took:.1f} s with a 1 s timeout")
+    print(f"rank_missing: failed after {took:.1f} s: {res.stderr.strip().splitlines()[0]}")
 
 
 def main() -> int:
@@ -421,7 +541,8 @@ def main() -> int:
     a = ap.parse_args()
     BUILD, LIBRARY = os.path.abspath(a.build), a.library
     cases = {"hosts": case_hosts, "straggler": case_straggler, "slow_link": case_slow_link,
-             "no_plugin": case_no_plugin}
+             "no_plugin": case_no_plugin, "rank_missing": case_rank_missing,
+             "recording_limits": case_recording_limits}
     for v in (3, 4, 5):
         cases[f"plugin_v{v}"] = lambda out, v=v: case_plugin(out, v)
     for v in (1, 2, 3, 4, 5):
