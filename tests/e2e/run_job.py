@@ -6,6 +6,8 @@ run_e2e.py.  One ctest per case:  run_job.py --build <build dir> <case> [--keep 
   hosts       8 ranks on 2 simulated hosts (h0: ranks 0-3, clock -5 ms; h1: ranks 4-7, +5 ms)
               with +-50 us of per-rank clock jitter
   straggler   8 ranks; rank 2 waits 15 ms for data every step (the others 2 ms)
+  straggler_nvtx
+              the same with steps and data waits marked through NVTX instead of the C API
   slow_link   8 ranks; rank 5's link is 2x slower (every rank's transfers take twice as long)
   no_plugin   8 ranks, no NCCL profiler plugin (the library's fallback path)
   plugin_v3, plugin_v4, plugin_v5
@@ -328,9 +330,10 @@ def case_hosts(out: str) -> None:
           f"4 disagree by {want / MS:.3f} ms on every step; {matched} collectives rows matched")
 
 
-def case_straggler(out: str) -> None:
+def case_straggler(out: str, marks: str = "capi") -> None:
     lib, _, _, _ = paths()
-    job = run_job(out, 8, plan(8, 2), plugin=lib, rank_args={2: ["--data-ms=15"]})
+    job = run_job(out, 8, plan(8, 2), plugin=lib, rank_args={2: ["--data-ms=15"]},
+                  common_args=[f"--marks={marks}"])
     groups = check_truth(load_truth(out), job)
     reps = check_reports(out, job)
     firsts = [rows for (c, k, s), rows in groups.items() if s % 2 == 0]
@@ -540,7 +543,8 @@ def main() -> int:
     ap.add_argument("case")
     a = ap.parse_args()
     BUILD, LIBRARY = os.path.abspath(a.build), a.library
-    cases = {"hosts": case_hosts, "straggler": case_straggler, "slow_link": case_slow_link,
+    cases = {"hosts": case_hosts, "straggler": case_straggler,
+             "straggler_nvtx": lambda out: case_straggler(out, "nvtx"), "slow_link": case_slow_link,
              "no_plugin": case_no_plugin, "rank_missing": case_rank_missing,
              "recording_limits": case_recording_limits}
     for v in (3, 4, 5):
