@@ -21,6 +21,9 @@ run_e2e.py.  One ctest per case:  run_job.py --build <build dir> <case> [--keep 
               against the fake's truth, per interface version
   recording_limits
               a plugin asking only for Coll events, and one refusing init
+  collectives_check
+              the comparison of <base>.collectives.csv rows with the truth, on rows made from
+              the truth (pass) and on wrong ones (each caught)
 
 What every case checks: every rank exits 0 and writes its report (its rank, planted hostname,
 job id, step count); the truth file is consistent across ranks (each (comm, seq) seen by every
@@ -252,7 +255,8 @@ def check_collectives_files(out: str, groups: dict, job: dict) -> int:
     """Compares the library's <base>.collectives.csv files (docs/job_view.md), when it writes
     them, with the truth: each file complete (its trailer; every instance of its rank in a
     row) and each row the truth's instance with the same GPU start (within 1 us): same type,
-    bytes (collectives), GPU end (within 1 us), and with plugin identity the same comm and seq.
+    bytes (collectives), GPU end (within 1 us), and with plugin identity the same comm (and
+    seq, for collectives).
     Returns how many rows matched."""
     files = sorted(glob.glob(os.path.join(out, "reports", "*.collectives.csv")))
     by_rank = {}
@@ -282,9 +286,12 @@ def check_collectives_files(out: str, groups: dict, job: dict) -> int:
                 check(int(row["bytes"] or 0) == t["bytes"], f"{where}: bytes {row['bytes']}")
             check(abs(int(row["gpu_end_ns"]) - t["gpu_end_ns"]) <= 1000,
                   f"{where}: gpu_end {row['gpu_end_ns']}, true {t['gpu_end_ns']}")
+            # With plugin identity the comm is NCCL's and a collective's seq too; NCCL's p2p
+            # events carry no sequence number, so a p2p row's seq is the writer's own count.
             if plugin_identity:
-                check(row["comm"] == t["comm"] and int(row["seq"]) == t["seq"],
-                      f"{where}: row names comm {row['comm']} seq {row['seq']}")
+                check(row["comm"] == t["comm"], f"{where}: row names comm {row['comm']}")
+                check(t["kind"] == "p2p" or int(row["seq"]) == t["seq"],
+                      f"{where}: row names seq {row['seq']}")
             seen.add((t["kind"], t["seq"]))
             matched += 1
         want = {(t["kind"], t["seq"]) for t in by_rank.get(rank, [])}
@@ -516,6 +523,62 @@ def case_recording_limits(out: str) -> None:
     print("recording_limits: ok")
 
 
+def write_rows_file(path: str, rank: int, rows: list, identity: str = "nccl_plugin") -> None:
+    """A <base>.collectives.csv in the contract's format (docs/job_view.md) from truth rows."""
+    cols = ("step_index,comm,seq,collective,bytes,datatype,algo,proto,rank,nranks,device,stream,"
+            "host_enqueue_ns,gpu_start_ns,gpu_end_ns,source")
+    lines = ["# gpuacct.collectives/1 " + json.dumps({"rank": rank, "identity": identity}), cols]
+    for t in rows:
+        lines.append(",".join(str(x) for x in (
+            -1, t["comm"], t["seq"], t["collective"], t["bytes"], t.get("datatype", ""), "RING",
+            "LL", rank, t["nranks"], 0, t["stream"], t["host_enqueue_ns"], t["gpu_start_ns"],
+            t["gpu_end_ns"], identity)))
+    lines.append("# end " + json.dumps({"rows": len(rows), "rows_lost": 0}))
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def case_collectives_check(out: str) -> None:
+    """The comparison of collectives rows with the truth (used by the cases above once the
+    library writes them): rows made from the truth pass; each kind of wrong row is caught."""
+    _, _, _, recorder = paths()
+    job = run_job(out, 2, plan(2, 2, offsets_ms=[-5, 5]), steps=3, plugin=recorder,
+                  common_args=["--mix"], inject=False)
+    groups = check_truth(load_truth(out), job)
+    mine = {r: sorted((t for rows in groups.values() for t in rows if t["rank"] == r),
+                      key=lambda t: t["gpu_start_ns"]) for r in range(2)}
+    path = {r: os.path.join(out, "reports", f"gpuacct_x_rank{r}.collectives.csv") for r in mine}
+
+    def write_all(change=None):
+        for r, rows in mine.items():
+            rows = [dict(t) for t in rows]
+            if change and r == 1:
+                rows = change(rows)
+            write_rows_file(path[r], r, rows)
+
+    write_all()
+    n = check_collectives_files(out, groups, job)
+    check(n == sum(len(v) for v in mine.values()), f"{n} rows matched")
+    wrong = {
+        "a row missing": lambda rows: rows[1:],
+        "an end 2 us off": lambda rows: [dict(t, gpu_end_ns=t["gpu_end_ns"] + 2000) for t in rows],
+        "a wrong seq": lambda rows: [dict(t, seq=t["seq"] + 1) if t["kind"] == "coll" else t
+                                     for t in rows],
+        "a wrong comm": lambda rows: [dict(t, comm="00000000000000aa") for t in rows],
+        "wrong bytes": lambda rows: [dict(t, bytes=t["bytes"] // 2) for t in rows],
+        "a wrong type": lambda rows: [dict(t, collective="AllReduce") for t in rows],
+    }
+    for what, change in wrong.items():
+        write_all(change)
+        try:
+            check_collectives_files(out, groups, job)
+        except Fail:
+            continue
+        raise Fail(f"rows with {what} passed the comparison")
+    print(f"collectives_check: {n} rows made from the truth match; {len(wrong)} kinds of wrong "
+          "rows caught")
+
+
 def case_rank_missing(out: str) -> None:
     """A rank that never comes: the others fail clearly within the timeout instead of hanging."""
     _, sim_lib, driver, _ = paths()
@@ -546,7 +609,8 @@ def main() -> int:
     cases = {"hosts": case_hosts, "straggler": case_straggler,
              "straggler_nvtx": lambda out: case_straggler(out, "nvtx"), "slow_link": case_slow_link,
              "no_plugin": case_no_plugin, "rank_missing": case_rank_missing,
-             "recording_limits": case_recording_limits}
+             "recording_limits": case_recording_limits,
+             "collectives_check": case_collectives_check}
     for v in (3, 4, 5):
         cases[f"plugin_v{v}"] = lambda out, v=v: case_plugin(out, v)
     for v in (1, 2, 3, 4, 5):
