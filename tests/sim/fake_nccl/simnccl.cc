@@ -415,6 +415,10 @@ int simncclCommInitRank(simncclComm_t* comm, int nranks, int rank, uint64_t comm
       rank >= nranks || nnodes <= 0) {
     return SIMNCCL_ERR_INVALID;
   }
+  // The name goes into the truth file's JSON as is: only bytes that need no escaping.
+  for (const char* n = name != nullptr ? name : ""; *n != '\0'; ++n) {
+    if (*n == '"' || *n == '\\' || static_cast<unsigned char>(*n) < 0x20) return SIMNCCL_ERR_INVALID;
+  }
   auto* c = new simncclComm();
   c->info = {comm_hash, name != nullptr ? name : "", nranks, rank, nnodes};
   if (nranks > 1) {

@@ -63,7 +63,8 @@ typedef enum {
 typedef struct simncclComm* simncclComm_t;
 
 /* A communicator of `nranks` ranks, this process being `rank`; comm_hash is NCCL's commHash
- * (the same on every rank), name its commName, nnodes the number of hosts it spans.  Loads the
+ * (the same on every rank), name its commName (no '"', '\\' or control characters), nnodes
+ * the number of hosts it spans.  Loads the
  * plugin (once per process) and calls its init (once per communicator). */
 SIM_EXPORT int simncclCommInitRank(simncclComm_t* comm, int nranks, int rank, uint64_t comm_hash,
                         const char* name, int nnodes);
