@@ -466,7 +466,8 @@ def case_recording(out: str, version: int) -> None:
             check(len(chans) == 2, f"rank {r} seq {e['seq']}: {len(chans)} KernelCh events")
             for ch in chans:
                 check(ch["id"] in stops, f"rank {r}: KernelCh {ch['id']} never stopped")
-                check(ch["t"] >= t["gpu_end_ns"], f"rank {r}: KernelCh reported before the end")
+                check(ch["t"] >= t["gpu_start_ns"] and stops[ch["id"]]["t"] >= t["gpu_end_ns"],
+                      f"rank {r}: KernelCh started before the kernel or stopped before its end")
                 if version >= 4:
                     check(ch["ptimer"] == t["gpu_start_ns"]
                           and states[ch["id"]]["ptimer"] == t["gpu_end_ns"]

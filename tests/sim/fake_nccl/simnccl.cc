@@ -145,6 +145,8 @@ struct OwedKernel {
   void* parent;  // the Coll / P2p event
   uint64_t gpu_start;
   uint64_t gpu_end;
+  bool started = false;
+  void* channels[simnccl::kChannels] = {};  // the KernelCh events, once started
 };
 
 }  // namespace
@@ -167,23 +169,37 @@ struct simncclComm {
   void ProxyLoop();
 };
 
-// As NCCL's proxy thread: a KernelCh event per channel once the kernel started (start) and ended
-// (stop), seen on this process's clock.  Polls every 100 us of real time.
+// As NCCL's proxy thread: per channel a KernelCh event that starts once the sim clock passed
+// the kernel's start and stops once it passed its end (at destroy: at once).  The kernels of a
+// communicator run in order on its stream, so only the oldest is ever in flight.  Polls every
+// 100 us of real time.
 void simncclComm::ProxyLoop() {
   const Plugin& p = Plugin::get();
   std::unique_lock<std::mutex> lock(mu);
   for (;;) {
-    while (!owed.empty() && (stopping || simNow() >= owed.front().gpu_end)) {
-      const OwedKernel k = owed.front();
+    while (!owed.empty()) {
+      OwedKernel& k = owed.front();
+      const uint64_t now = simNow();
+      if (!k.started && (stopping || now >= k.gpu_start)) {
+        k.started = true;
+        OwedKernel copy = k;
+        lock.unlock();
+        for (uint8_t ch = 0; ch < simnccl::kChannels; ++ch) {
+          copy.channels[ch] = p.start_kernel_ch(context, info, mask, copy.parent, ch,
+                                                copy.gpu_start);
+        }
+        lock.lock();
+        std::copy(std::begin(copy.channels), std::end(copy.channels), owed.front().channels);
+        continue;
+      }
+      if (!k.started || (!stopping && now < k.gpu_end)) break;
+      const OwedKernel done = k;
       owed.pop_front();
       lock.unlock();
-      for (uint8_t ch = 0; ch < simnccl::kChannels; ++ch) {
-        void* h = p.start_kernel_ch(context, info, mask, k.parent, ch, k.gpu_start);
-        p.stop_kernel_ch(h, k.gpu_end);
-      }
+      for (void* h : done.channels) p.stop_kernel_ch(h, done.gpu_end);
       lock.lock();
     }
-    if (stopping) return;
+    if (stopping && owed.empty()) return;
     cv.wait_for(lock, std::chrono::microseconds(100));
   }
 }
@@ -237,8 +253,8 @@ int RunKernel(simncclComm* c, uint64_t key, uint64_t seq, const char* kernel, Ki
   }
   times->gpu_start = start;
   times->gpu_end = local_end;
-  char line[1024];
-  std::snprintf(line, sizeof(line),
+  char line[2048];
+  const int n = std::snprintf(line, sizeof(line),
                 "{\"kind\":\"%s\",\"rank\":%d,\"nranks\":%d,\"comm\":\"%s\",\"seq\":%" PRIu64
                 ",%s,\"kernel\":\"%s\",\"device\":0,\"stream\":%u,\"host_enqueue_ns\":%" PRIu64
                 ",\"gpu_start_ns\":%" PRIu64 ",\"gpu_end_ns\":%" PRIu64
@@ -250,6 +266,7 @@ int RunKernel(simncclComm* c, uint64_t key, uint64_t seq, const char* kernel, Ki
                 simStreamId(stream), enqueue, start, local_end, mine.true_start, true_end,
                 offset, last, all[last].true_start - mine.true_start, transfer,
                 mine.link_bytes_per_us);
+  if (n < 0 || static_cast<size_t>(n) >= sizeof(line)) return SIMNCCL_ERR_SYSTEM;  // never cut
   return TruthLine(line);
 }
 
@@ -301,7 +318,7 @@ int EnqueueColl(simncclComm* c, const PendingOp& op, void* group) {
                 "\"collective\":\"%s\",\"bytes\":%" PRIu64 ",\"count\":%zu,\"datatype\":\"%s\","
                 "\"algo\":\"%s\",\"proto\":\"%s\"",
                 info.func, op.bytes, info.count, info.datatype, simnccl::kAlgo, simnccl::kProto);
-  OwedKernel k{h, 0, 0};
+  OwedKernel k{h, 0, 0, false, {}};
   const int rc =
       RunKernel(c, c->info.hash, seq, kernel, op.kind, op.bytes, op.stream, fields, &k);
   p.stop(launch);
@@ -334,13 +351,13 @@ int EnqueueP2p(simncclComm* c, const std::vector<PendingOp>& ops, void* group) {
   void* launch = c->plugin_on ? p.start_kernel_launch(c->context, c->info, c->mask,
                                                       ops[0].api_handle, ops[0].stream)
                               : nullptr;
-  OwedKernel k{nullptr, 0, 0};
+  OwedKernel k{nullptr, 0, 0, false, {}};
   const int rc = RunKernel(c, c->info.hash ^ kP2pKeySalt, seq, "ncclDevKernel_SendRecv",
                            Kind::kSend, bytes, ops[0].stream, fields, &k);
   p.stop(launch);
   for (void* h : handles) p.stop(h);
   if (rc == SIMNCCL_OK) {
-    for (void* h : handles) Owe(c, {h, k.gpu_start, k.gpu_end});
+    for (void* h : handles) Owe(c, {h, k.gpu_start, k.gpu_end, false, {}});
   }
   return rc;
 }
