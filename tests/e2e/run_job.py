@@ -251,6 +251,19 @@ def wall(rep: dict, name: str) -> float:
     return sum(s["walls"][name] for s in rows) / len(rows)
 
 
+def truth_steps(out: str, groups: dict) -> dict:
+    """rank -> host enqueue time of each of its collectives -> the step whose host range holds
+    it (-1: none)."""
+    step_lines = [t for t in load_truth(out) if t["kind"] == "step"]
+    steps = {}
+    for rows in groups.values():
+        for t in rows:
+            inside = [x["step"] for x in step_lines if x["rank"] == t["rank"]
+                      and x["host_begin_ns"] <= t["host_enqueue_ns"] < x["host_end_ns"]]
+            steps.setdefault(t["rank"], {})[t["host_enqueue_ns"]] = inside[0] if inside else -1
+    return steps
+
+
 def check_collectives_files(out: str, groups: dict, job: dict) -> int:
     """Compares the library's <base>.collectives.csv files (docs/job_view.md), when it writes
     them, with the truth: each file complete (its trailer; every instance of its rank in a
@@ -259,6 +272,7 @@ def check_collectives_files(out: str, groups: dict, job: dict) -> int:
     seq, for collectives).
     Returns how many rows matched."""
     files = sorted(glob.glob(os.path.join(out, "reports", "*.collectives.csv")))
+    steps = truth_steps(out, groups)
     by_rank = {}
     for rows in groups.values():
         for t in rows:
@@ -282,8 +296,16 @@ def check_collectives_files(out: str, groups: dict, job: dict) -> int:
             check(t is not None, f"{path}: no collective of rank {rank} starts at {start}: {line}")
             where = f"{path} (comm {t['comm']}, {t['kind']} seq {t['seq']})"
             check(row["collective"] == t["collective"], f"{where}: type {row['collective']}")
-            if t["kind"] == "coll":
-                check(int(row["bytes"] or 0) == t["bytes"], f"{where}: bytes {row['bytes']}")
+            # Bytes: known from the plugin's events (a p2p row: one of its group's messages),
+            # possibly unknown (empty) with another identity, never wrong.
+            sizes = {t["bytes"]} if t["kind"] == "coll" else {o["bytes"] for o in t["ops"]}
+            check((row["bytes"] == "" and not plugin_identity) or
+                  (row["bytes"] != "" and int(row["bytes"]) in sizes),
+                  f"{where}: bytes {row['bytes']!r}, true {sorted(sizes)}")
+            # The step: the one whose host range holds the enqueue (-1 = none given).
+            step = steps.get(rank, {}).get(t["host_enqueue_ns"])
+            check(int(row["step_index"]) in (-1, step),
+                  f"{where}: step {row['step_index']}, enqueued in step {step}")
             check(abs(int(row["gpu_end_ns"]) - t["gpu_end_ns"]) <= 1000,
                   f"{where}: gpu_end {row['gpu_end_ns']}, true {t['gpu_end_ns']}")
             # With plugin identity the comm is NCCL's and a collective's seq too; NCCL's p2p
@@ -531,7 +553,7 @@ def write_rows_file(path: str, rank: int, rows: list, identity: str = "nccl_plug
     lines = ["# gpuacct.collectives/1 " + json.dumps({"rank": rank, "identity": identity}), cols]
     for t in rows:
         lines.append(",".join(str(x) for x in (
-            -1, t["comm"], t["seq"], t["collective"], t["bytes"], t.get("datatype", ""), "RING",
+            t.get("step_index", -1), t["comm"], t["seq"], t["collective"], t["bytes"], t.get("datatype", ""), "RING",
             "LL", rank, t["nranks"], 0, t["stream"], t["host_enqueue_ns"], t["gpu_start_ns"],
             t["gpu_end_ns"], identity)))
     lines.append("# end " + json.dumps({"rows": len(rows), "rows_lost": 0}))
@@ -546,7 +568,9 @@ def case_collectives_check(out: str) -> None:
     job = run_job(out, 2, plan(2, 2, offsets_ms=[-5, 5]), steps=3, plugin=recorder,
                   common_args=["--mix"], inject=False)
     groups = check_truth(load_truth(out), job)
-    mine = {r: sorted((t for rows in groups.values() for t in rows if t["rank"] == r),
+    steps = truth_steps(out, groups)
+    mine = {r: sorted((dict(t, step_index=steps[r][t["host_enqueue_ns"]])
+                       for rows in groups.values() for t in rows if t["rank"] == r),
                       key=lambda t: t["gpu_start_ns"]) for r in range(2)}
     path = {r: os.path.join(out, "reports", f"gpuacct_x_rank{r}.collectives.csv") for r in mine}
 
@@ -567,6 +591,7 @@ def case_collectives_check(out: str) -> None:
                                      for t in rows],
         "a wrong comm": lambda rows: [dict(t, comm="00000000000000aa") for t in rows],
         "wrong bytes": lambda rows: [dict(t, bytes=t["bytes"] // 2) for t in rows],
+        "a wrong step": lambda rows: [dict(t, step_index=t["step_index"] + 1) for t in rows],
         "a wrong type": lambda rows: [dict(t, collective="AllReduce") for t in rows],
     }
     for what, change in wrong.items():
