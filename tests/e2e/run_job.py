@@ -27,7 +27,10 @@ run_e2e.py.  One ctest per case:  run_job.py --build <build dir> <case> [--keep 
 
 What every case checks: every rank exits 0 and writes its report (its rank, planted hostname,
 job id, step count); the truth file is consistent across ranks (each (comm, seq) seen by every
-rank, one true end for all, end = latest true start + transfer).  The cases add their own.
+rank, one true end for all, end = latest true start + transfer); the library's
+<base>.collectives.csv rows against the truth: when it writes them, and required (every rank,
+plugin identity) where the library is NCCL's plugin in the job (it exports ncclProfiler_vN).
+The cases add their own.
 
 Output (--keep DIR, else a temporary directory): DIR/reports/ (every rank's gpuacct files),
 DIR/truth/rank<R>.jsonl (each rank's truth), DIR/truth.jsonl (all of them), DIR/job.json (the
@@ -264,14 +267,18 @@ def truth_steps(out: str, groups: dict) -> dict:
     return steps
 
 
-def check_collectives_files(out: str, groups: dict, job: dict) -> int:
+def check_collectives_files(out: str, groups: dict, job: dict, plugin_rows: bool = False) -> int:
     """Compares the library's <base>.collectives.csv files (docs/job_view.md), when it writes
     them, with the truth: each file complete (its trailer; every instance of its rank in a
     row) and each row the truth's instance with the same GPU start (within 1 us): same type,
     bytes (collectives), GPU end (within 1 us), and with plugin identity the same comm (and
     seq, for collectives).
-    Returns how many rows matched."""
+    plugin_rows: every rank must have written its file with plugin identity (the library is
+    NCCL's plugin in this job).  Returns how many rows matched."""
     files = sorted(glob.glob(os.path.join(out, "reports", "*.collectives.csv")))
+    if plugin_rows:
+        check(len(files) == job["nranks"], f"{len(files)} collectives files for "
+                                           f"{job['nranks']} ranks of a job with the plugin")
     steps = truth_steps(out, groups)
     by_rank = {}
     for rows in groups.values():
@@ -286,6 +293,8 @@ def check_collectives_files(out: str, groups: dict, job: dict) -> int:
         header = json.loads(lines[0].split(" ", 2)[2])
         rank = header["rank"]
         plugin_identity = header.get("identity") == "nccl_plugin"
+        check(plugin_identity or not plugin_rows,
+              f"{path}: identity {header.get('identity')!r} in a job with the plugin")
         cols = lines[1].split(",")
         seen = set()
         for line in lines[2:-1]:
@@ -354,7 +363,8 @@ def case_hosts(out: str) -> None:
     want = layout[4][1] - layout[0][1]
     check(all(abs(a - want) <= 10_000 for a in apart),
           f"rank 4 vs rank 0 step begins {apart[:3]}..., planted offsets {want} apart")
-    matched = check_collectives_files(out, groups, job)
+    matched = check_collectives_files(out, groups, job,
+                                      plugin_rows=bool(exported_profiler_versions(lib)))
     print(f"hosts: {len(groups)} collective instances, offsets {offsets}; reports of rank 0 and "
           f"4 disagree by {want / MS:.3f} ms on every step; {matched} collectives rows matched")
 
@@ -384,7 +394,8 @@ def case_straggler(out: str, marks: str = "capi") -> None:
         check(wall(rep, "data") < 3 * MS, f"rank {r}: data wall {wall(rep, 'data') / MS:.2f} ms")
         check(rep["verdict"]["bound"] == "communication",
               f"rank {r}: verdict {rep['verdict']['bound']!r}, expected communication")
-    matched = check_collectives_files(out, groups, job)
+    matched = check_collectives_files(out, groups, job,
+                                      plugin_rows=bool(exported_profiler_versions(lib)))
     peers = min(wall(reps[r], "communication") for r in reps if r != 2)
     print(f"straggler: rank 2 data wall {data / MS:.2f} ms/step, communication wall "
           f"{wall(straggler, 'communication') / MS:.2f}; its peers' communication walls >= "
@@ -408,7 +419,8 @@ def case_slow_link(out: str) -> None:
     # Every rank waits for the slow link alike: no rank looks different in its own report.
     walls = [wall(rep, "communication") for rep in reps.values()]
     check(max(walls) - min(walls) < 0.1 * MS, f"communication walls differ: {walls}")
-    matched = check_collectives_files(out, groups, job)
+    matched = check_collectives_files(out, groups, job,
+                                      plugin_rows=bool(exported_profiler_versions(lib)))
     print(f"slow_link: transfer {rows[0]['transfer_ns'] / MS:.3f} ms per 64 MiB AllReduce on 8 "
           f"ranks, communication wall {walls[0] / MS:.2f} ms/step on every rank; {matched} "
           "collectives rows matched")
@@ -439,7 +451,7 @@ def case_plugin(out: str, version: int) -> None:
     got = {t["plugin_version"] for t in truth if t["kind"] == "comm"}
     check(got == {want}, f"plugin version in use {got}; the library exports {sorted(exported)}, "
                          f"NCCL knows up to v{version}: expected v{want}")
-    matched = check_collectives_files(out, groups, job)
+    matched = check_collectives_files(out, groups, job, plugin_rows=want > 0)
     print(f"plugin_v{version}: library exports {sorted(exported_profiler_versions(lib))}, "
           f"in use v{want}; {matched} collectives rows matched the truth")
 
