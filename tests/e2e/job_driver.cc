@@ -11,6 +11,13 @@
 //                 overlaps the next bucket's backward
 //   [--mix]       an AllGather and a ReduceScatter of 8 MiB and a ring Send/Recv group of 4 MiB
 //   optimizer     a synchronize of the comm stream, 2 kernels of 0.5 ms, a device synchronize
+// --compute-scale=X makes every compute kernel X times longer (a slow GPU).  --tp=K splits the
+// ranks into tensor-parallel groups of K consecutive ranks: each group has its own communicator
+// (a TP AllReduce of --tp-mib MiB after the forward kernels, on a stream of its own, waited
+// for), and the data-parallel communicator holds the ranks with the same position in their
+// group (world / K ranks) instead of all of them.  Communicator hashes: --comm-hash for the
+// data-parallel one, xor'ed with 0x100 * (its index + 1) when --tp > 1; the TP groups' the
+// hash xor'ed with 0x7470000000000000 + group index.
 // Steps are marked through the gpuacct C API (--marks=capi) or NVTX (--marks=nvtx).  Each step
 // is a line of the fake NCCL's truth file: {"kind":"step","rank","step","host_begin_ns",
 // "host_end_ns","true_host_begin_ns","true_host_end_ns","data_wait_ns"}.
@@ -45,13 +52,17 @@ struct Options {
   bool nvtx = false;
   int nnodes = 1;
   uint64_t comm_hash = 0x9f2c0a11d2e4b7aaull;
+  double compute_scale = 1.0;
+  int tp = 1;
+  uint64_t tp_mib = 16;
 };
 
 [[noreturn]] void Usage(const char* why) {
   std::fprintf(stderr,
                "job_driver: %s\nusage: job_driver [--steps=N] [--data-ms=X] [--fwd-kernels=N] "
                "[--buckets=N] [--bwd-kernels=N] [--bucket-mib=N] [--mix] [--marks=capi|nvtx] "
-               "[--nnodes=N] [--comm-hash=HEX]   (RANK and WORLD_SIZE from the environment)\n",
+               "[--nnodes=N] [--comm-hash=HEX] [--compute-scale=X] [--tp=K] [--tp-mib=N]   "
+               "(RANK and WORLD_SIZE from the environment)\n",
                why);
   std::exit(2);
 }
@@ -80,6 +91,12 @@ Options Parse(int argc, char** argv) {
       o.nnodes = std::atoi(v7);
     } else if (const char* v8 = value("--comm-hash=")) {
       o.comm_hash = std::strtoull(v8, nullptr, 16);
+    } else if (const char* v9 = value("--compute-scale=")) {
+      o.compute_scale = std::atof(v9);
+    } else if (const char* v10 = value("--tp=")) {
+      o.tp = std::atoi(v10);
+    } else if (const char* v11 = value("--tp-mib=")) {
+      o.tp_mib = std::strtoull(v11, nullptr, 10);
     } else if (a == "--mix") {
       o.mix = true;
     } else if (a == "--marks=nvtx") {
@@ -89,7 +106,8 @@ Options Parse(int argc, char** argv) {
     }
   }
   if (o.steps <= 0 || o.data_ms < 0 || o.fwd_kernels < 0 || o.buckets <= 0 ||
-      o.bwd_kernels < 0 || o.bucket_mib == 0 || o.nnodes <= 0) {
+      o.bwd_kernels < 0 || o.bucket_mib == 0 || o.nnodes <= 0 || o.compute_scale <= 0 ||
+      o.tp <= 0 || o.tp_mib == 0) {
     Usage("bad value");
   }
   return o;
@@ -123,6 +141,7 @@ int main(int argc, char** argv) {
   const int rank = EnvInt("RANK", 0);
   const int world = EnvInt("WORLD_SIZE", 1);
   if (world <= 0 || rank < 0 || rank >= world) Usage("RANK / WORLD_SIZE out of range");
+  if (world % o.tp != 0) Usage("--tp does not divide WORLD_SIZE");
   if (simInit(1) != SIM_OK) {
     std::fprintf(stderr, "job_driver: simInit failed\n");
     return 2;
@@ -133,7 +152,23 @@ int main(int argc, char** argv) {
   simStream_t compute = simStreamCreate(0);
   simStream_t comm_stream = simStreamCreate(0);
   simncclComm_t comm = nullptr;
-  Check(simncclCommInitRank(&comm, world, rank, o.comm_hash, "job_dp", o.nnodes), "CommInit");
+  simncclComm_t tp_comm = nullptr;
+  simStream_t tp_stream = nullptr;
+  if (o.tp == 1) {
+    Check(simncclCommInitRank(&comm, world, rank, o.comm_hash, "job_dp", o.nnodes), "CommInit");
+  } else {
+    const int group = rank / o.tp, pos = rank % o.tp;
+    const uint64_t dp_salt = uint64_t{0x100} * (static_cast<uint64_t>(pos) + 1);
+    const uint64_t tp_salt = uint64_t{0x7470000000000000} + static_cast<uint64_t>(group);
+    const uint64_t dp_hash = o.comm_hash ^ dp_salt;
+    const uint64_t tp_hash = o.comm_hash ^ tp_salt;
+    Check(simncclCommInitRank(&comm, world / o.tp, group, dp_hash, "job_dp", o.nnodes), "CommInit");
+    Check(simncclCommInitRank(&tp_comm, o.tp, pos, tp_hash, "job_tp", 1), "CommInit TP");
+    tp_stream = simStreamCreate(0);
+  }
+  const auto scaled = [&](uint64_t ns) {
+    return static_cast<uint64_t>(static_cast<double>(ns) * o.compute_scale);
+  };
   const int64_t offset = simClockOffset();
   const uint64_t data_ns = static_cast<uint64_t>(o.data_ms * static_cast<double>(kMs));
   if (o.nvtx) nvtxDomainCreateA("job_driver");  // the NVTX loader's first-call cost goes here
@@ -152,18 +187,27 @@ int main(int argc, char** argv) {
     } else {
       api->data_pop();
     }
-    for (int k = 0; k < o.fwd_kernels; ++k) simLaunchKernel(compute, "fwd_gemm_kernel", kMs);
+    for (int k = 0; k < o.fwd_kernels; ++k) {
+      simLaunchKernel(compute, "fwd_gemm_kernel", scaled(kMs));
+    }
+    if (tp_comm != nullptr) {  // the TP all-reduce of the activations, waited for
+      simStreamSynchronize(compute);
+      Check(simncclAllReduce(o.tp_mib * kMiB, simncclBfloat16, tp_comm, tp_stream), "TP AllReduce");
+      simStreamSynchronize(tp_stream);
+    }
     for (int b = 0; b < o.buckets; ++b) {
       for (int k = 0; k < o.bwd_kernels; ++k) {
-        simLaunchKernel(compute, "bwd_gemm_kernel", 1500 * kUs);
+        simLaunchKernel(compute, "bwd_gemm_kernel", scaled(1500 * kUs));
       }
       simStreamSynchronize(compute);
       Check(simncclAllReduce(o.bucket_mib * kMiB, simncclBfloat16, comm, comm_stream),
             "AllReduce");
     }
-    if (o.mix) MixedCollectives(comm, comm_stream, rank, world);
+    if (o.mix) MixedCollectives(comm, comm_stream, rank / o.tp, world / o.tp);
     simStreamSynchronize(comm_stream);
-    for (int k = 0; k < 2; ++k) simLaunchKernel(compute, "optimizer_step_kernel", 500 * kUs);
+    for (int k = 0; k < 2; ++k) {
+      simLaunchKernel(compute, "optimizer_step_kernel", scaled(500 * kUs));
+    }
     simDeviceSynchronize(0);
     const uint64_t end = simNow();
     if (o.nvtx) {
@@ -183,6 +227,7 @@ int main(int argc, char** argv) {
   if (!o.nvtx) api->flush();
   const int profiler_version = simncclProfilerVersion(comm);
   Check(simncclCommDestroy(comm), "CommDestroy");
+  if (tp_comm != nullptr) Check(simncclCommDestroy(tp_comm), "CommDestroy TP");
   simShutdown();
   std::printf("rank %d done, profiler api v%d\n", rank, profiler_version);
   return 0;

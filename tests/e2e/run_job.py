@@ -9,6 +9,9 @@ run_e2e.py.  One ctest per case:  run_job.py --build <build dir> <case> [--keep 
   straggler_nvtx
               the same with steps and data waits marked through NVTX instead of the C API
   slow_link   8 ranks; rank 5's link is 2x slower (every rank's transfers take twice as long)
+  slow_gpu    8 ranks; rank 6's kernels take 1.3x as long
+  tp          8 ranks in tensor-parallel pairs (4 TP communicators) and 2 data-parallel
+              communicators of 4, with --mix: several communicators per rank
   no_plugin   8 ranks, no NCCL profiler plugin (the library's fallback path)
   plugin_v3, plugin_v4, plugin_v5
               4 ranks with --mix (AllGather, ReduceScatter, Send/Recv too), libgpuacct.so as
@@ -197,14 +200,16 @@ def rank_reports(out: str, nranks: int) -> dict:
 # ---- shared checks ----------------------------------------------------------------------------------
 
 def check_truth(truth: list, job: dict) -> dict:
-    """Cross-rank consistency of the fake NCCL's truth; returns (comm, kind, seq) -> rows."""
+    """Cross-rank consistency of the fake NCCL's truth; returns (comm, kind, seq) -> rows.
+    A row's "rank" is its rank in the communicator, "process_rank" the job's rank."""
     n = job["nranks"]
     comms = [t for t in truth if t["kind"] == "comm"]
-    check(len(comms) == n, f"{len(comms)} communicator lines, {n} ranks")
+    check(sorted({c["process_rank"] for c in comms}) == list(range(n)),
+          f"communicator lines from ranks {sorted({c['process_rank'] for c in comms})}")
     for c in comms:
-        planted = job["ranks"][c["rank"]]["clock_offset_ns"]
+        planted = job["ranks"][c["process_rank"]]["clock_offset_ns"]
         check(c["clock_offset_ns"] == planted,
-              f"rank {c['rank']}: clock offset {c['clock_offset_ns']}, planted {planted}")
+              f"rank {c['process_rank']}: clock offset {c['clock_offset_ns']}, planted {planted}")
     groups = {}
     for t in truth:
         if t["kind"] in ("coll", "p2p"):
@@ -214,8 +219,9 @@ def check_truth(truth: list, job: dict) -> dict:
                   f"local and true times differ by other than the offset: {t}")
     check(groups, "no collectives in the truth")
     for key, rows in groups.items():
-        check(sorted(r["rank"] for r in rows) == list(range(n)),
-              f"{key}: ranks {sorted(r['rank'] for r in rows)}")
+        size = rows[0]["nranks"]
+        check(sorted(r["rank"] for r in rows) == list(range(size)),
+              f"{key}: ranks {sorted(r['rank'] for r in rows)} of {size}")
         ends = {r["true_gpu_end_ns"] for r in rows}
         check(len(ends) == 1, f"{key}: true ends differ across ranks: {ends}")
         latest = max(r["true_gpu_start_ns"] for r in rows)
@@ -261,9 +267,10 @@ def truth_steps(out: str, groups: dict) -> dict:
     steps = {}
     for rows in groups.values():
         for t in rows:
-            inside = [x["step"] for x in step_lines if x["rank"] == t["rank"]
+            rank = t["process_rank"]
+            inside = [x["step"] for x in step_lines if x["rank"] == rank
                       and x["host_begin_ns"] <= t["host_enqueue_ns"] < x["host_end_ns"]]
-            steps.setdefault(t["rank"], {})[t["host_enqueue_ns"]] = inside[0] if inside else -1
+            steps.setdefault(rank, {})[t["host_enqueue_ns"]] = inside[0] if inside else -1
     return steps
 
 
@@ -280,10 +287,10 @@ def check_collectives_files(out: str, groups: dict, job: dict, plugin_rows: bool
         check(len(files) == job["nranks"], f"{len(files)} collectives files for "
                                            f"{job['nranks']} ranks of a job with the plugin")
     steps = truth_steps(out, groups)
-    by_rank = {}
+    by_rank = {}  # the job's rank -> its collectives of every communicator
     for rows in groups.values():
         for t in rows:
-            by_rank.setdefault(t["rank"], []).append(t)
+            by_rank.setdefault(t["process_rank"], []).append(t)
     matched = 0
     for path in files:
         with open(path) as f:
@@ -323,9 +330,9 @@ def check_collectives_files(out: str, groups: dict, job: dict, plugin_rows: bool
                 check(row["comm"] == t["comm"], f"{where}: row names comm {row['comm']}")
                 check(t["kind"] == "p2p" or int(row["seq"]) == t["seq"],
                       f"{where}: row names seq {row['seq']}")
-            seen.add((t["kind"], t["seq"]))
+            seen.add((t["comm"], t["kind"], t["seq"]))
             matched += 1
-        want = {(t["kind"], t["seq"]) for t in by_rank.get(rank, [])}
+        want = {(t["comm"], t["kind"], t["seq"]) for t in by_rank.get(rank, [])}
         check(seen == want, f"{path}: {len(want - seen)} collectives of rank {rank} have no row")
     return matched
 
@@ -426,6 +433,54 @@ def case_slow_link(out: str) -> None:
           "collectives rows matched")
 
 
+def case_slow_gpu(out: str) -> None:
+    """Rank 6's kernels take 1.3x as long: it arrives last at every AllReduce; its report shows
+    more compute, the others wait in communication."""
+    lib, _, _, _ = paths()
+    job = run_job(out, 8, plan(8, 2), plugin=lib, rank_args={6: ["--compute-scale=1.3"]})
+    groups = check_truth(load_truth(out), job)
+    reps = check_reports(out, job)
+    check(all(next(x for x in rows if x["rank"] == 0)["last_rank"] == 6
+              for (c, k, seq), rows in groups.items()),
+          "rank 6 is not the last to arrive at every AllReduce")
+    slow = wall(reps[6], "compute")
+    check(abs(slow - 1.3 * 16 * MS) <= 0.1 * MS, f"rank 6: compute {slow / MS:.2f} ms per step, "
+                                                  "planted 1.3 x 16 ms")
+    for r, rep in reps.items():
+        if r != 6:
+            check(wall(rep, "communication") >= wall(reps[6], "communication") + 3 * MS,
+                  f"rank {r}: communication wall {wall(rep, 'communication') / MS:.2f} ms, the "
+                  f"slow rank's {wall(reps[6], 'communication') / MS:.2f}")
+    matched = check_collectives_files(out, groups, job,
+                                      plugin_rows=bool(exported_profiler_versions(lib)))
+    print(f"slow_gpu: rank 6 compute {slow / MS:.2f} ms/step, communication wall "
+          f"{wall(reps[6], 'communication') / MS:.2f}; rank 0's {wall(reps[0], 'communication') / MS:.2f}"
+          f"; {matched} collectives rows matched")
+
+
+def case_tp(out: str) -> None:
+    """Several communicators: 8 ranks in tensor-parallel pairs (4 TP communicators) and 2
+    data-parallel communicators of 4 (the ranks with the same position in their pair), --mix."""
+    lib, _, _, _ = paths()
+    job = run_job(out, 8, plan(8, 2, offsets_ms=[-5, 5]), steps=10, plugin=lib,
+                  common_args=["--tp=2", "--mix"])
+    truth = load_truth(out)
+    groups = check_truth(truth, job)
+    check_reports(out, job)
+    comms = {}
+    for t in truth:
+        if t["kind"] == "comm":
+            comms.setdefault(t["comm"], set()).add((t["process_rank"], t["rank"], t["nranks"]))
+    sizes = sorted(len(v) for v in comms.values())
+    check(sizes == [2, 2, 2, 2, 4, 4], f"communicator sizes {sizes}")
+    for members in comms.values():
+        check(sorted(m[1] for m in members) == list(range(len(members))), f"{members}")
+    matched = check_collectives_files(out, groups, job,
+                                      plugin_rows=bool(exported_profiler_versions(lib)))
+    print(f"tp: {len(comms)} communicators, {len(groups)} instances; {matched} collectives rows "
+          "matched")
+
+
 def case_no_plugin(out: str) -> None:
     job = run_job(out, 8, plan(8, 2), plugin="none")
     truth = load_truth(out)
@@ -474,7 +529,7 @@ def case_recording(out: str, version: int) -> None:
         if version >= 4:
             check(rec[0]["comm"] == "9f2c0a11d2e4b7aa" and rec[0]["rank"] == r
                   and rec[0]["nranks"] == n, f"rank {r}: init {rec[0]}")
-        mine = [t for t in truth if t["rank"] == r and t["kind"] == "coll"]
+        mine = [t for t in truth if t.get("process_rank") == r and t["kind"] == "coll"]
         colls = [e for e in rec if e["ev"] == "start" and e["type"] == 2]
         check(len(colls) == len(mine), f"rank {r}: {len(colls)} Coll events, {len(mine)} in truth")
         ids = {e["id"]: e for e in rec if e["ev"] == "start"}
@@ -542,7 +597,7 @@ def case_recording_limits(out: str) -> None:
                       common_args=["--mix"], inject=False)
         truth = load_truth(sub)
         check_truth(truth, job)
-        comms = [t for t in truth if t["kind"] == "comm"]
+        comms = sorted((t for t in truth if t["kind"] == "comm"), key=lambda t: t["process_rank"])
         for r in range(n):
             with open(os.path.join(sub, f"record{r}.jsonl")) as f:
                 rec = [json.loads(line) for line in f]
@@ -552,7 +607,7 @@ def case_recording_limits(out: str) -> None:
             else:
                 types = {e["type"] for e in rec if e["ev"] == "start"}
                 check(types == {2}, f"rank {r}: event types {types}, asked for Coll only")
-                colls = [t for t in truth if t["kind"] == "coll" and t["rank"] == r]
+                colls = [t for t in truth if t["kind"] == "coll" and t["process_rank"] == r]
                 check(sum(1 for e in rec if e["ev"] == "start") == len(colls),
                       f"rank {r}: Coll events and collectives differ")
     print("recording_limits: ok")
@@ -582,7 +637,7 @@ def case_collectives_check(out: str) -> None:
     groups = check_truth(load_truth(out), job)
     steps = truth_steps(out, groups)
     mine = {r: sorted((dict(t, step_index=steps[r][t["host_enqueue_ns"]])
-                       for rows in groups.values() for t in rows if t["rank"] == r),
+                       for rows in groups.values() for t in rows if t["process_rank"] == r),
                       key=lambda t: t["gpu_start_ns"]) for r in range(2)}
     path = {r: os.path.join(out, "reports", f"gpuacct_x_rank{r}.collectives.csv") for r in mine}
 
@@ -646,6 +701,7 @@ def main() -> int:
     BUILD, LIBRARY = os.path.abspath(a.build), a.library
     cases = {"hosts": case_hosts, "straggler": case_straggler,
              "straggler_nvtx": lambda out: case_straggler(out, "nvtx"), "slow_link": case_slow_link,
+             "slow_gpu": case_slow_gpu, "tp": case_tp,
              "no_plugin": case_no_plugin, "rank_missing": case_rank_missing,
              "recording_limits": case_recording_limits,
              "collectives_check": case_collectives_check}

@@ -44,6 +44,16 @@ double EnvDouble(const char* name, double fallback) {
   return x > 0 ? x : fallback;
 }
 
+// The job's rank of this process (RANK, as torchrun sets it; -1 when unset): the truth names
+// both it and the rank in the communicator, which differ for a sub-communicator.
+int ProcessRank() {
+  static const int rank = [] {
+    const char* v = std::getenv("RANK");
+    return v != nullptr && *v != '\0' ? std::atoi(v) : -1;
+  }();
+  return rank;
+}
+
 struct Knobs {
   // Link bandwidth of this rank (GB/s = bytes per ns) and its slowdown factor (2 = twice slower).
   double link_gbps = EnvDouble("GPUACCT_SIM_NCCL_LINK_GBPS", 50.0);
@@ -255,13 +265,15 @@ int RunKernel(simncclComm* c, uint64_t key, uint64_t seq, const char* kernel, Ki
   times->gpu_end = local_end;
   char line[2048];
   const int n = std::snprintf(line, sizeof(line),
-                "{\"kind\":\"%s\",\"rank\":%d,\"nranks\":%d,\"comm\":\"%s\",\"seq\":%" PRIu64
+                "{\"kind\":\"%s\",\"process_rank\":%d,\"rank\":%d,\"nranks\":%d,\"comm\":\"%s\","
+                "\"seq\":%" PRIu64
                 ",%s,\"kernel\":\"%s\",\"device\":0,\"stream\":%u,\"host_enqueue_ns\":%" PRIu64
                 ",\"gpu_start_ns\":%" PRIu64 ",\"gpu_end_ns\":%" PRIu64
                 ",\"true_gpu_start_ns\":%" PRIu64 ",\"true_gpu_end_ns\":%" PRIu64
                 ",\"clock_offset_ns\":%" PRId64 ",\"last_rank\":%zu,\"wait_ns\":%" PRIu64
                 ",\"transfer_ns\":%" PRIu64 ",\"link_bytes_per_us\":%" PRIu64 "}",
-                kind == Kind::kSend || kind == Kind::kRecv ? "p2p" : "coll", c->info.rank,
+                kind == Kind::kSend || kind == Kind::kRecv ? "p2p" : "coll", ProcessRank(),
+                c->info.rank,
                 c->info.nranks, Hex16(c->info.hash).c_str(), seq, truth_fields.c_str(), kernel,
                 simStreamId(stream), enqueue, start, local_end, mine.true_start, true_end,
                 offset, last, all[last].true_start - mine.true_start, transfer,
@@ -451,10 +463,10 @@ int simncclCommInitRank(simncclComm_t* comm, int nranks, int rank, uint64_t comm
   c->plugin_on = p.init(c->info, &c->context, &c->mask);
   char line[640];
   std::snprintf(line, sizeof(line),
-                "{\"kind\":\"comm\",\"rank\":%d,\"nranks\":%d,\"nnodes\":%d,\"comm\":\"%s\","
+                "{\"kind\":\"comm\",\"process_rank\":%d,\"rank\":%d,\"nranks\":%d,\"nnodes\":%d,\"comm\":\"%s\","
                 "\"name\":\"%s\",\"pid\":%d,\"clock_offset_ns\":%" PRId64
                 ",\"plugin_version\":%d,\"plugin_initialised\":%s,\"event_mask\":%" PRIu64 "}",
-                rank, nranks, nnodes, Hex16(comm_hash).c_str(), c->info.name.c_str(),
+                ProcessRank(), rank, nranks, nnodes, Hex16(comm_hash).c_str(), c->info.name.c_str(),
                 static_cast<int>(getpid()), simClockOffset(), p.version(),
                 c->plugin_on ? "true" : "false", c->mask);
   const int rc = TruthLine(line);
