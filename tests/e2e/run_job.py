@@ -18,7 +18,7 @@ run_e2e.py.  One ctest per case:  run_job.py --build <build dir> <case> [--keep 
               NCCL_PROFILER_PLUGIN, the fake NCCL knowing interface versions up to N
   rank_missing
               rank 0 of 2 alone: it fails (exit 4) within the 1 s rendezvous timeout, naming
-              the missing rank and the collective
+              the missing rank and the collective; a rank that dies stops its job at once
   recording_v1 ... recording_v5
               the fake NCCL's own check: a recording plugin (every call it gets, as JSON lines)
               against the fake's truth, per interface version
@@ -148,20 +148,29 @@ def run_job(out: str, nranks: int, layout, *, steps: int = 30, plugin: str = "",
         so = open(os.path.join(out, "logs", f"rank{r}.out"), "w")
         se = open(os.path.join(out, "logs", f"rank{r}.err"), "w")
         procs.append((subprocess.Popen(args, env=env, stdout=so, stderr=se), so, se))
+    # A rank that fails makes the others wait at their next collective: stop them at once
+    # (its own error is the one to read) instead of after the rendezvous timeout.
     deadline = time.monotonic() + RANK_TIMEOUT_S
+    codes = {}
+    while len(codes) < nranks:
+        for r, (p, _, _) in enumerate(procs):
+            if r not in codes and p.poll() is not None:
+                codes[r] = p.returncode
+        failed = any(c != 0 for c in codes.values())
+        if failed or time.monotonic() > deadline:
+            for r, (p, _, _) in enumerate(procs):
+                if r not in codes:
+                    p.kill()
+                    p.wait()
+                    codes[r] = "killed" if failed else "timeout"
+        time.sleep(0.01)
     failures = []
     for r, (p, so, se) in enumerate(procs):
-        try:
-            rc = p.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for q, _, _ in procs:
-                q.kill()
-            rc = "timeout"
         so.close()
         se.close()
-        if rc != 0:
+        if codes[r] != 0:
             with open(os.path.join(out, "logs", f"rank{r}.err")) as f:
-                failures.append(f"rank {r} exited {rc}: {f.read()[-2000:]}")
+                failures.append(f"rank {r} exited {codes[r]}: {f.read()[-2000:]}")
     with open(os.path.join(out, "job.json"), "w") as f:
         json.dump(job, f, indent=1)
     check(not failures, "\n".join(failures))
@@ -687,7 +696,22 @@ def case_rank_missing(out: str) -> None:
     check("ranks [1] did not arrive within 1" in res.stderr and "AllReduce seq 0" in res.stderr,
           f"the message does not name the missing rank and the collective:\n{res.stderr}")
     check(took < 10, f"took {took:.1f} s with a 1 s timeout")
-    print(f"rank_missing: failed after {took:.1f} s: {res.stderr.strip().splitlines()[0]}")
+    # A rank that dies (here: a bad argument) stops the job at once, its error reported, the
+    # others killed while they wait for it (the rendezvous timeout here is 60 s).
+    start = time.monotonic()
+    try:
+        run_job(os.path.join(out, "job"), 4, plan(4, 1), steps=5, rank_args={1: ["--bogus"]},
+                inject=False)
+    except Fail as e:
+        died = str(e)
+    else:
+        raise Fail("a job with a failing rank passed")
+    took2 = time.monotonic() - start
+    check("rank 1 exited 2" in died and "unknown argument --bogus" in died,
+          f"the failure does not name the rank and its error:\n{died}")
+    check(took2 < 10, f"the job with a dead rank took {took2:.1f} s")
+    print(f"rank_missing: failed after {took:.1f} s: {res.stderr.strip().splitlines()[0]}; a "
+          f"dead rank stopped its job after {took2:.1f} s")
 
 
 def main() -> int:
