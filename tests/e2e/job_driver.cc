@@ -134,70 +134,81 @@ void MixedCollectives(simncclComm_t comm, simStream_t s, int rank, int world) {
   Check(simncclGroupEnd(), "GroupEnd");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const Options o = Parse(argc, argv);
-  const int rank = EnvInt("RANK", 0);
-  const int world = EnvInt("WORLD_SIZE", 1);
-  if (world <= 0 || rank < 0 || rank >= world) Usage("RANK / WORLD_SIZE out of range");
-  if (world % o.tp != 0) Usage("--tp does not divide WORLD_SIZE");
-  if (simInit(1) != SIM_OK) {
-    std::fprintf(stderr, "job_driver: simInit failed\n");
-    return 2;
-  }
-  simSetLaunchCost(4 * kUs);
-  simSetLaunchLatency(5 * kUs);
-  const gpuacct_dyn_api* api = gpuacct_dyn();
-  simStream_t compute = simStreamCreate(0);
-  simStream_t comm_stream = simStreamCreate(0);
+// One rank's job: its streams and communicators, and a step of the timeline above.
+struct Job {
+  Options o;
+  int rank = 0;
+  int world = 1;
+  const gpuacct_dyn_api* api = nullptr;
+  simStream_t compute = nullptr;
+  simStream_t comm_stream = nullptr;
+  simStream_t tp_stream = nullptr;
   simncclComm_t comm = nullptr;
   simncclComm_t tp_comm = nullptr;
-  simStream_t tp_stream = nullptr;
-  if (o.tp == 1) {
-    Check(simncclCommInitRank(&comm, world, rank, o.comm_hash, "job_dp", o.nnodes), "CommInit");
-  } else {
+
+  uint64_t Scaled(uint64_t ns) const {
+    return static_cast<uint64_t>(static_cast<double>(ns) * o.compute_scale);
+  }
+
+  void Init() {
+    simSetLaunchCost(4 * kUs);
+    simSetLaunchLatency(5 * kUs);
+    api = gpuacct_dyn();
+    compute = simStreamCreate(0);
+    comm_stream = simStreamCreate(0);
+    if (o.tp == 1) {
+      Check(simncclCommInitRank(&comm, world, rank, o.comm_hash, "job_dp", o.nnodes), "CommInit");
+      return;
+    }
     const int group = rank / o.tp, pos = rank % o.tp;
     const uint64_t dp_salt = uint64_t{0x100} * (static_cast<uint64_t>(pos) + 1);
     const uint64_t tp_salt = uint64_t{0x7470000000000000} + static_cast<uint64_t>(group);
-    const uint64_t dp_hash = o.comm_hash ^ dp_salt;
-    const uint64_t tp_hash = o.comm_hash ^ tp_salt;
-    Check(simncclCommInitRank(&comm, world / o.tp, group, dp_hash, "job_dp", o.nnodes), "CommInit");
-    Check(simncclCommInitRank(&tp_comm, o.tp, pos, tp_hash, "job_tp", 1), "CommInit TP");
+    Check(simncclCommInitRank(&comm, world / o.tp, group, o.comm_hash ^ dp_salt, "job_dp",
+                              o.nnodes),
+          "CommInit");
+    Check(simncclCommInitRank(&tp_comm, o.tp, pos, o.comm_hash ^ tp_salt, "job_tp", 1),
+          "CommInit TP");
     tp_stream = simStreamCreate(0);
   }
-  const auto scaled = [&](uint64_t ns) {
-    return static_cast<uint64_t>(static_cast<double>(ns) * o.compute_scale);
-  };
-  const int64_t offset = simClockOffset();
-  const uint64_t data_ns = static_cast<uint64_t>(o.data_ms * static_cast<double>(kMs));
-  if (o.nvtx) nvtxDomainCreateA("job_driver");  // the NVTX loader's first-call cost goes here
-  for (int i = 0; i < o.steps; ++i) {
-    const uint64_t begin = simNow();
+
+  void Mark(bool open, const char* nvtx_name, int step) const {
     if (o.nvtx) {
-      nvtxRangePushA("train_step");
-      nvtxRangePushA("dataloader");
-    } else {
-      api->step_begin(i);
-      api->data_push("dataloader");
-    }
-    simHostWork(data_ns);
-    if (o.nvtx) {
-      nvtxRangePop();
+      if (open) {
+        nvtxRangePushA(nvtx_name);
+      } else {
+        nvtxRangePop();
+      }
+    } else if (step >= 0) {
+      if (open) {
+        api->step_begin(step);
+      } else {
+        api->step_end();
+      }
+    } else if (open) {
+      api->data_push(nvtx_name);
     } else {
       api->data_pop();
     }
+  }
+
+  void Step(int i, uint64_t data_ns) {
+    const uint64_t begin = simNow();
+    Mark(true, "train_step", i);
+    Mark(true, "dataloader", -1);
+    simHostWork(data_ns);
+    Mark(false, "dataloader", -1);
     for (int k = 0; k < o.fwd_kernels; ++k) {
-      simLaunchKernel(compute, "fwd_gemm_kernel", scaled(kMs));
+      simLaunchKernel(compute, "fwd_gemm_kernel", Scaled(kMs));
     }
     if (tp_comm != nullptr) {  // the TP all-reduce of the activations, waited for
       simStreamSynchronize(compute);
-      Check(simncclAllReduce(o.tp_mib * kMiB, simncclBfloat16, tp_comm, tp_stream), "TP AllReduce");
+      Check(simncclAllReduce(o.tp_mib * kMiB, simncclBfloat16, tp_comm, tp_stream),
+            "TP AllReduce");
       simStreamSynchronize(tp_stream);
     }
     for (int b = 0; b < o.buckets; ++b) {
       for (int k = 0; k < o.bwd_kernels; ++k) {
-        simLaunchKernel(compute, "bwd_gemm_kernel", scaled(1500 * kUs));
+        simLaunchKernel(compute, "bwd_gemm_kernel", Scaled(1500 * kUs));
       }
       simStreamSynchronize(compute);
       Check(simncclAllReduce(o.bucket_mib * kMiB, simncclBfloat16, comm, comm_stream),
@@ -206,29 +217,46 @@ int main(int argc, char** argv) {
     if (o.mix) MixedCollectives(comm, comm_stream, rank / o.tp, world / o.tp);
     simStreamSynchronize(comm_stream);
     for (int k = 0; k < 2; ++k) {
-      simLaunchKernel(compute, "optimizer_step_kernel", scaled(500 * kUs));
+      simLaunchKernel(compute, "optimizer_step_kernel", Scaled(500 * kUs));
     }
     simDeviceSynchronize(0);
     const uint64_t end = simNow();
-    if (o.nvtx) {
-      nvtxRangePop();
-    } else {
-      api->step_end();
-    }
+    Mark(false, "train_step", i);
+    const uint64_t offset = static_cast<uint64_t>(simClockOffset());
     char line[512];
     std::snprintf(line, sizeof(line),
                   "{\"kind\":\"step\",\"rank\":%d,\"step\":%d,\"host_begin_ns\":%" PRIu64
                   ",\"host_end_ns\":%" PRIu64 ",\"true_host_begin_ns\":%" PRIu64
                   ",\"true_host_end_ns\":%" PRIu64 ",\"data_wait_ns\":%" PRIu64 "}",
-                  rank, i, begin, end, begin - static_cast<uint64_t>(offset),
-                  end - static_cast<uint64_t>(offset), data_ns);
+                  rank, i, begin, end, begin - offset, end - offset, data_ns);
     Check(simncclTruthNote(line), "truth note");
   }
-  if (!o.nvtx) api->flush();
-  const int profiler_version = simncclProfilerVersion(comm);
-  Check(simncclCommDestroy(comm), "CommDestroy");
-  if (tp_comm != nullptr) Check(simncclCommDestroy(tp_comm), "CommDestroy TP");
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Job job;
+  job.o = Parse(argc, argv);
+  job.rank = EnvInt("RANK", 0);
+  job.world = EnvInt("WORLD_SIZE", 1);
+  if (job.world <= 0 || job.rank < 0 || job.rank >= job.world) {
+    Usage("RANK / WORLD_SIZE out of range");
+  }
+  if (job.world % job.o.tp != 0) Usage("--tp does not divide WORLD_SIZE");
+  if (simInit(1) != SIM_OK) {
+    std::fprintf(stderr, "job_driver: simInit failed\n");
+    return 2;
+  }
+  job.Init();
+  if (job.o.nvtx) nvtxDomainCreateA("job_driver");  // the NVTX loader's first-call cost here
+  const uint64_t data_ns = static_cast<uint64_t>(job.o.data_ms * static_cast<double>(kMs));
+  for (int i = 0; i < job.o.steps; ++i) job.Step(i, data_ns);
+  if (!job.o.nvtx) job.api->flush();
+  const int profiler_version = simncclProfilerVersion(job.comm);
+  Check(simncclCommDestroy(job.comm), "CommDestroy");
+  if (job.tp_comm != nullptr) Check(simncclCommDestroy(job.tp_comm), "CommDestroy TP");
   simShutdown();
-  std::printf("rank %d done, profiler api v%d\n", rank, profiler_version);
+  std::printf("rank %d done, profiler api v%d\n", job.rank, profiler_version);
   return 0;
 }
