@@ -95,6 +95,17 @@ SIM_EXPORT void simSetNestedIds(simNestedIds mode);
 /* An NCCL-style collective: a kernel named ncclDevKernel_AllReduce_Sum_f32_RING_LL. */
 SIM_EXPORT int simNcclAllReduce(simStream_t stream, uint64_t gpu_ns);
 
+/* For work whose duration depends on other processes (tests/sim/fake_nccl: a collective ends
+ * when its slowest rank arrived plus the transfer).  simNextOpStart is the GPU start an op
+ * launched on `stream` right now would get: max(stream free, now + latency); 0 on a bad handle.
+ * It is exact for the next launch of the calling thread when no other thread launches on that
+ * stream or moves the clock in between.  simLaunchKernelUntil is a cudaLaunchKernel whose
+ * kernel runs from its ordinary start to end_ns (or ends at once if end_ns is not later);
+ * *start_ns (may be NULL) receives the start it got. */
+SIM_EXPORT uint64_t simNextOpStart(simStream_t stream);
+SIM_EXPORT int simLaunchKernelUntil(simStream_t stream, const char* name, uint64_t end_ns,
+                                    uint64_t* start_ns);
+
 /* cudaMemcpyAsync (cudaMemcpyPeerAsync for P2P).  pageable != 0 with H2D or D2H blocks the host
  * until the copy finished, like real CUDA. */
 SIM_EXPORT int simMemcpyAsync(simStream_t stream, simMemcpyKind kind, uint64_t bytes,
@@ -119,6 +130,10 @@ SIM_EXPORT void simHostWork(uint64_t ns);
 
 /* The sim clock (same value cuptiGetTimestamp returns). */
 SIM_EXPORT uint64_t simNow(void);
+/* The planted host clock error of this process (env GPUACCT_SIM_CLOCK_OFFSET_NS, signed ns,
+ * default 0): simNow() - simClockOffset() is the true time, shared by processes started with
+ * the same GPUACCT_SIM_CLOCK_BASE_NS (the virtual clock's start; default CLOCK_REALTIME). */
+SIM_EXPORT int64_t simClockOffset(void);
 SIM_EXPORT simClockMode simGetClockMode(void);
 
 /* Timing parameters; defaults from GPUACCT_SIM_LAUNCH_COST_NS / GPUACCT_SIM_LAUNCH_LATENCY_NS

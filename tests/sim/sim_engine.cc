@@ -10,6 +10,7 @@
 // runtime calls that make GPU work), sim_engine_driver.cc (cuInit, injection loading, driver
 // queries), this file (clock, engine state, tracer interface, sim runtime setup and knobs).
 #include <dlfcn.h>
+#include <errno.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -293,6 +294,33 @@ SIM_EXPORT uint64_t simLaunchCalls(void) {
 }
 SIM_EXPORT uint64_t simDeviceMemory(void) {
   return E().device_memory.load();
+}
+
+SIM_EXPORT int64_t simClockOffset(void) {
+  return E().clock.planted_offset();
+}
+
+// A simulated host name (GPUACCT_SIM_HOSTNAME), so that rank processes of one machine look like
+// several hosts to whatever asks (a profiler's report names its host).  Interposed like
+// clock_gettime below; read on every call, so simReset is not needed to change it.
+SIM_EXPORT int gethostname(char* name, size_t len) noexcept {
+  const char* planted = std::getenv("GPUACCT_SIM_HOSTNAME");
+  if (planted == nullptr || *planted == '\0') {
+    using HostFn = int (*)(char*, size_t);
+    static const HostFn real = reinterpret_cast<HostFn>(dlsym(RTLD_NEXT, "gethostname"));
+    if (real == nullptr) {
+      errno = ENOSYS;
+      return -1;
+    }
+    return real(name, len);
+  }
+  const size_t n = std::strlen(planted);
+  if (n + 1 > len) {  // as glibc: ENAMETOOLONG when it does not fit
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  std::memcpy(name, planted, n + 1);
+  return 0;
 }
 
 // The process's CLOCK_REALTIME is the sim clock (sim_cuda.h): host-side code that takes its

@@ -369,6 +369,45 @@ SIM_EXPORT int simLaunchKernelNested(simStream_t stream, const char* name, uint6
   return LaunchNestedImpl(stream, name, gpu_ns, pre_ns, tail_ns);
 }
 
+SIM_EXPORT uint64_t simNextOpStart(simStream_t stream) {
+  Engine& e = E();
+  std::lock_guard<std::mutex> lock(e.mu);
+  simStream_st* s = e.initialized ? FindStream(e, stream) : nullptr;
+  if (s == nullptr) return 0;
+  return std::max(s->free_at, e.clock.Now() + e.latency.load(std::memory_order_relaxed));
+}
+
+SIM_EXPORT int simLaunchKernelUntil(simStream_t stream, const char* name, uint64_t end_ns,
+                                    uint64_t* start_ns) {
+  if (stream == nullptr) return SIM_ERR_INVALID;
+  const char* interned = Intern(name);
+  cudaLaunchKernel_v7000_params rt{};
+  rt.func = interned;
+  rt.gridDim = dim3(1, 1, 1);
+  rt.blockDim = dim3(1, 1, 1);
+  rt.stream = reinterpret_cast<cudaStream_t>(stream);
+  uint64_t started = 0;
+  const int rc = RunApi(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                        stream, -1, interned, &rt,
+                        [&](Engine& e, SimApiCall& call, std::vector<SimGpuOp>& ops) {
+                          simStream_st* s = FindStream(e, stream);
+                          if (s == nullptr) return static_cast<int>(SIM_ERR_INVALID);
+                          SimGpuOp op = BaseOp(e, call, *s, SIM_OP_KERNEL);
+                          op.name = interned;
+                          const uint64_t start = std::max(
+                              s->free_at, call.start + e.latency.load(std::memory_order_relaxed));
+                          Schedule(e, call, *s, end_ns > start ? end_ns - start : 0, op);
+                          started = op.start;
+                          ops.push_back(op);
+                          e.kernels.fetch_add(1, std::memory_order_relaxed);
+                          e.launch_calls.fetch_add(1, std::memory_order_relaxed);
+                          e.clock.Advance(e.launch_cost.load(std::memory_order_relaxed));
+                          return static_cast<int>(SIM_OK);
+                        });
+  if (rc == SIM_OK && start_ns != nullptr) *start_ns = started;
+  return rc;
+}
+
 SIM_EXPORT int simNcclAllReduce(simStream_t stream, uint64_t gpu_ns) {
   return simLaunchKernel(stream, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", gpu_ns);
 }

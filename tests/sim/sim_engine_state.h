@@ -56,19 +56,33 @@ uint64_t RealtimeNs();
 // is CLOCK_REALTIME frozen at configure() (virtual) or read live (hybrid), and offset collects
 // every virtual advance.  Readers need no lock; writers hold the engine mutex, so advance_to is
 // race-free against other writers.
+//
+// Several sim processes can share one timeline (tests/sim/fake_nccl: ranks of a simulated job):
+// GPUACCT_SIM_CLOCK_BASE_NS starts every virtual clock at the same value instead of
+// CLOCK_REALTIME, and GPUACCT_SIM_CLOCK_OFFSET_NS (signed) is this process's planted host clock
+// error: added to everything it reads (host and GPU times alike, as a host whose clock is off
+// and whose GPU timestamps are converted with it).  The "true" time is Now() - planted offset.
 class SimClock {
  public:
   void Configure() {
     const char* m = std::getenv("GPUACCT_SIM_CLOCK");
     hybrid_.store(m != nullptr && std::strcmp(m, "hybrid") == 0, std::memory_order_relaxed);
-    base_.store(RealtimeNs(), std::memory_order_relaxed);
+    const char* b = std::getenv("GPUACCT_SIM_CLOCK_BASE_NS");
+    const uint64_t base = b != nullptr && *b != '\0' ? std::strtoull(b, nullptr, 10) : 0;
+    base_.store(base != 0 ? base : RealtimeNs(), std::memory_order_relaxed);
+    const char* o = std::getenv("GPUACCT_SIM_CLOCK_OFFSET_NS");
+    planted_.store(o != nullptr && *o != '\0' ? std::strtoll(o, nullptr, 10) : 0,
+                   std::memory_order_relaxed);
     offset_.store(0, std::memory_order_release);
   }
   uint64_t Now() const {
     uint64_t base = hybrid_.load(std::memory_order_relaxed) ? RealtimeNs()
                                                             : base_.load(std::memory_order_relaxed);
-    return base + offset_.load(std::memory_order_acquire);
+    // Unsigned wrap-around adds a negative planted offset.
+    return base + offset_.load(std::memory_order_acquire) +
+           static_cast<uint64_t>(planted_.load(std::memory_order_relaxed));
   }
+  int64_t planted_offset() const { return planted_.load(std::memory_order_relaxed); }
   bool hybrid() const { return hybrid_.load(std::memory_order_relaxed); }
   void Advance(uint64_t ns) { offset_.fetch_add(ns, std::memory_order_acq_rel); }
   void AdvanceTo(uint64_t t) {
@@ -80,6 +94,7 @@ class SimClock {
   std::atomic<bool> hybrid_{false};
   std::atomic<uint64_t> base_{0};
   std::atomic<uint64_t> offset_{0};
+  std::atomic<int64_t> planted_{0};
 };
 
 struct Engine {

@@ -1,0 +1,262 @@
+// One rank of a simulated data-parallel training job (tests/e2e/run_job.py starts N of them):
+// the simulated device, the fake NCCL (tests/sim/fake_nccl) and, injected by the fake driver,
+// libgpuacct.so.  Rank and size come from RANK / WORLD_SIZE, as under torchrun.
+//
+// Per step (L = 4 us launch cost, lat = 5 us launch latency):
+//   data wait     --data-ms (this rank's; a straggler gets more) inside a data range
+//   forward       --fwd-kernels kernels of 1 ms on the compute stream
+//   backward      --buckets buckets, each --bwd-kernels kernels of 1.5 ms, then a synchronize
+//                 of the compute stream (the sim has no events: the gradient dependency) and
+//                 the bucket's AllReduce (--bucket-mib MiB, bf16) on the comm stream, which
+//                 overlaps the next bucket's backward
+//   [--mix]       an AllGather and a ReduceScatter of 8 MiB and a ring Send/Recv group of 4 MiB
+//   optimizer     a synchronize of the comm stream, 2 kernels of 0.5 ms, a device synchronize
+// --compute-scale=X makes every compute kernel X times longer (a slow GPU).  --tp=K splits the
+// ranks into tensor-parallel groups of K consecutive ranks: each group has its own communicator
+// (a TP AllReduce of --tp-mib MiB after the forward kernels, on a stream of its own, waited
+// for), and the data-parallel communicator holds the ranks with the same position in their
+// group (world / K ranks) instead of all of them.  Communicator hashes: --comm-hash for the
+// data-parallel one, xor'ed with 0x100 * (its index + 1) when --tp > 1; the TP groups' the
+// hash xor'ed with 0x7470000000000000 + group index.
+// Steps are marked through the gpuacct C API (--marks=capi) or NVTX (--marks=nvtx).  Each step
+// is a line of the fake NCCL's truth file: {"kind":"step","rank","step","host_begin_ns",
+// "host_end_ns","true_host_begin_ns","true_host_end_ns","data_wait_ns"}.
+//
+// Exit status: 0 ok, 2 usage, 4 the fake NCCL failed (its message is on stderr).
+#include <gpuacct/gpuacct_dynamic.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "sim_cuda.h"
+#include "simnccl.h"
+
+namespace {
+
+constexpr uint64_t kUs = 1000;
+constexpr uint64_t kMs = 1000 * kUs;
+constexpr uint64_t kMiB = 1ull << 20;
+
+struct Options {
+  int steps = 30;
+  double data_ms = 2.0;
+  int fwd_kernels = 6;
+  int buckets = 2;
+  int bwd_kernels = 3;
+  uint64_t bucket_mib = 64;
+  bool mix = false;
+  bool nvtx = false;
+  int nnodes = 1;
+  uint64_t comm_hash = 0x9f2c0a11d2e4b7aaull;
+  double compute_scale = 1.0;
+  int tp = 1;
+  uint64_t tp_mib = 16;
+};
+
+[[noreturn]] void Usage(const char* why) {
+  std::fprintf(stderr,
+               "job_driver: %s\nusage: job_driver [--steps=N] [--data-ms=X] [--fwd-kernels=N] "
+               "[--buckets=N] [--bwd-kernels=N] [--bucket-mib=N] [--mix] [--marks=capi|nvtx] "
+               "[--nnodes=N] [--comm-hash=HEX] [--compute-scale=X] [--tp=K] [--tp-mib=N]   "
+               "(RANK and WORLD_SIZE from the environment)\n",
+               why);
+  std::exit(2);
+}
+
+Options Parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](const char* key) -> const char* {
+      const size_t n = std::strlen(key);
+      return a.compare(0, n, key) == 0 ? argv[i] + n : nullptr;
+    };
+    if (const char* v = value("--steps=")) {
+      o.steps = std::atoi(v);
+    } else if (const char* v2 = value("--data-ms=")) {
+      o.data_ms = std::atof(v2);
+    } else if (const char* v3 = value("--fwd-kernels=")) {
+      o.fwd_kernels = std::atoi(v3);
+    } else if (const char* v4 = value("--buckets=")) {
+      o.buckets = std::atoi(v4);
+    } else if (const char* v5 = value("--bwd-kernels=")) {
+      o.bwd_kernels = std::atoi(v5);
+    } else if (const char* v6 = value("--bucket-mib=")) {
+      o.bucket_mib = std::strtoull(v6, nullptr, 10);
+    } else if (const char* v7 = value("--nnodes=")) {
+      o.nnodes = std::atoi(v7);
+    } else if (const char* v8 = value("--comm-hash=")) {
+      o.comm_hash = std::strtoull(v8, nullptr, 16);
+    } else if (const char* v9 = value("--compute-scale=")) {
+      o.compute_scale = std::atof(v9);
+    } else if (const char* v10 = value("--tp=")) {
+      o.tp = std::atoi(v10);
+    } else if (const char* v11 = value("--tp-mib=")) {
+      o.tp_mib = std::strtoull(v11, nullptr, 10);
+    } else if (a == "--mix") {
+      o.mix = true;
+    } else if (a == "--marks=nvtx") {
+      o.nvtx = true;
+    } else if (a != "--marks=capi") {
+      Usage(("unknown argument " + a).c_str());
+    }
+  }
+  if (o.steps <= 0 || o.data_ms < 0 || o.fwd_kernels < 0 || o.buckets <= 0 ||
+      o.bwd_kernels < 0 || o.bucket_mib == 0 || o.nnodes <= 0 || o.compute_scale <= 0 ||
+      o.tp <= 0 || o.tp_mib == 0) {
+    Usage("bad value");
+  }
+  return o;
+}
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
+}
+
+void Check(int rc, const char* what) {
+  if (rc == SIMNCCL_OK) return;
+  std::fprintf(stderr, "job_driver: %s failed (simnccl error %d)\n", what, rc);
+  std::exit(4);
+}
+
+// The extra collectives of --mix: one of each kind the fake NCCL has.
+void MixedCollectives(simncclComm_t comm, simStream_t s, int rank, int world) {
+  Check(simncclAllGather(8 * kMiB, simncclBfloat16, comm, s), "AllGather");
+  Check(simncclReduceScatter(8 * kMiB, simncclFloat32, comm, s), "ReduceScatter");
+  Check(simncclGroupStart(), "GroupStart");
+  Check(simncclSend(4 * kMiB, simncclBfloat16, (rank + 1) % world, comm, s), "Send");
+  Check(simncclRecv(4 * kMiB, simncclBfloat16, (rank + world - 1) % world, comm, s), "Recv");
+  Check(simncclGroupEnd(), "GroupEnd");
+}
+
+// One rank's job: its streams and communicators, and a step of the timeline above.
+struct Job {
+  Options o;
+  int rank = 0;
+  int world = 1;
+  const gpuacct_dyn_api* api = nullptr;
+  simStream_t compute = nullptr;
+  simStream_t comm_stream = nullptr;
+  simStream_t tp_stream = nullptr;
+  simncclComm_t comm = nullptr;
+  simncclComm_t tp_comm = nullptr;
+
+  uint64_t Scaled(uint64_t ns) const {
+    return static_cast<uint64_t>(static_cast<double>(ns) * o.compute_scale);
+  }
+
+  void Init() {
+    simSetLaunchCost(4 * kUs);
+    simSetLaunchLatency(5 * kUs);
+    api = gpuacct_dyn();
+    compute = simStreamCreate(0);
+    comm_stream = simStreamCreate(0);
+    if (o.tp == 1) {
+      Check(simncclCommInitRank(&comm, world, rank, o.comm_hash, "job_dp", o.nnodes), "CommInit");
+      return;
+    }
+    const int group = rank / o.tp, pos = rank % o.tp;
+    const uint64_t dp_salt = uint64_t{0x100} * (static_cast<uint64_t>(pos) + 1);
+    const uint64_t tp_salt = uint64_t{0x7470000000000000} + static_cast<uint64_t>(group);
+    Check(simncclCommInitRank(&comm, world / o.tp, group, o.comm_hash ^ dp_salt, "job_dp",
+                              o.nnodes),
+          "CommInit");
+    Check(simncclCommInitRank(&tp_comm, o.tp, pos, o.comm_hash ^ tp_salt, "job_tp", 1),
+          "CommInit TP");
+    tp_stream = simStreamCreate(0);
+  }
+
+  void Mark(bool open, const char* nvtx_name, int step) const {
+    if (o.nvtx) {
+      if (open) {
+        nvtxRangePushA(nvtx_name);
+      } else {
+        nvtxRangePop();
+      }
+    } else if (step >= 0) {
+      if (open) {
+        api->step_begin(step);
+      } else {
+        api->step_end();
+      }
+    } else if (open) {
+      api->data_push(nvtx_name);
+    } else {
+      api->data_pop();
+    }
+  }
+
+  void Step(int i, uint64_t data_ns) {
+    const uint64_t begin = simNow();
+    Mark(true, "train_step", i);
+    Mark(true, "dataloader", -1);
+    simHostWork(data_ns);
+    Mark(false, "dataloader", -1);
+    for (int k = 0; k < o.fwd_kernels; ++k) {
+      simLaunchKernel(compute, "fwd_gemm_kernel", Scaled(kMs));
+    }
+    if (tp_comm != nullptr) {  // the TP all-reduce of the activations, waited for
+      simStreamSynchronize(compute);
+      Check(simncclAllReduce(o.tp_mib * kMiB, simncclBfloat16, tp_comm, tp_stream),
+            "TP AllReduce");
+      simStreamSynchronize(tp_stream);
+    }
+    for (int b = 0; b < o.buckets; ++b) {
+      for (int k = 0; k < o.bwd_kernels; ++k) {
+        simLaunchKernel(compute, "bwd_gemm_kernel", Scaled(1500 * kUs));
+      }
+      simStreamSynchronize(compute);
+      Check(simncclAllReduce(o.bucket_mib * kMiB, simncclBfloat16, comm, comm_stream),
+            "AllReduce");
+    }
+    if (o.mix) MixedCollectives(comm, comm_stream, rank / o.tp, world / o.tp);
+    simStreamSynchronize(comm_stream);
+    for (int k = 0; k < 2; ++k) {
+      simLaunchKernel(compute, "optimizer_step_kernel", Scaled(500 * kUs));
+    }
+    simDeviceSynchronize(0);
+    const uint64_t end = simNow();
+    Mark(false, "train_step", i);
+    const uint64_t offset = static_cast<uint64_t>(simClockOffset());
+    char line[512];
+    std::snprintf(line, sizeof(line),
+                  "{\"kind\":\"step\",\"rank\":%d,\"step\":%d,\"host_begin_ns\":%" PRIu64
+                  ",\"host_end_ns\":%" PRIu64 ",\"true_host_begin_ns\":%" PRIu64
+                  ",\"true_host_end_ns\":%" PRIu64 ",\"data_wait_ns\":%" PRIu64 "}",
+                  rank, i, begin, end, begin - offset, end - offset, data_ns);
+    Check(simncclTruthNote(line), "truth note");
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Job job;
+  job.o = Parse(argc, argv);
+  job.rank = EnvInt("RANK", 0);
+  job.world = EnvInt("WORLD_SIZE", 1);
+  if (job.world <= 0 || job.rank < 0 || job.rank >= job.world) {
+    Usage("RANK / WORLD_SIZE out of range");
+  }
+  if (job.world % job.o.tp != 0) Usage("--tp does not divide WORLD_SIZE");
+  if (simInit(1) != SIM_OK) {
+    std::fprintf(stderr, "job_driver: simInit failed\n");
+    return 2;
+  }
+  job.Init();
+  if (job.o.nvtx) nvtxDomainCreateA("job_driver");  // the NVTX loader's first-call cost here
+  const uint64_t data_ns = static_cast<uint64_t>(job.o.data_ms * static_cast<double>(kMs));
+  for (int i = 0; i < job.o.steps; ++i) job.Step(i, data_ns);
+  if (!job.o.nvtx) job.api->flush();
+  const int profiler_version = simncclProfilerVersion(job.comm);
+  Check(simncclCommDestroy(job.comm), "CommDestroy");
+  if (job.tp_comm != nullptr) Check(simncclCommDestroy(job.tp_comm), "CommDestroy TP");
+  simShutdown();
+  std::printf("rank %d done, profiler api v%d\n", job.rank, profiler_version);
+  return 0;
+}

@@ -1,0 +1,498 @@
+#!/usr/bin/env python3
+"""Simulated multi-rank jobs: N rank processes of tests/e2e/job_driver on the simulated device
+and the fake NCCL (tests/sim/fake_nccl), with libgpuacct.so injected by the fake driver as in
+run_e2e.py.  One ctest per case:  run_job.py --build <build dir> <case> [--keep DIR]
+
+  hosts       8 ranks on 2 simulated hosts (h0: ranks 0-3, clock -5 ms; h1: ranks 4-7, +5 ms)
+              with +-50 us of per-rank clock jitter
+  straggler   8 ranks; rank 2 waits 15 ms for data every step (the others 2 ms)
+  straggler_nvtx
+              the same with steps and data waits marked through NVTX instead of the C API
+  slow_link   8 ranks; rank 5's link is 2x slower (every rank's transfers take twice as long)
+  slow_gpu    8 ranks; rank 6's kernels take 1.3x as long
+  tp          8 ranks in tensor-parallel pairs (4 TP communicators) and 2 data-parallel
+              communicators of 4, with --mix: several communicators per rank
+  no_plugin   8 ranks, no NCCL profiler plugin (the library's fallback path)
+  plugin_v3, plugin_v4, plugin_v5
+              4 ranks with --mix (AllGather, ReduceScatter, Send/Recv too), libgpuacct.so as
+              NCCL_PROFILER_PLUGIN, the fake NCCL knowing interface versions up to N
+  rank_missing
+              rank 0 of 2 alone: it fails (exit 4) within the 1 s rendezvous timeout, naming
+              the missing rank and the collective; a rank that dies stops its job at once
+  recording_v1 ... recording_v5
+              the fake NCCL's own check: a recording plugin (every call it gets, as JSON lines)
+              against the fake's truth, per interface version
+  recording_limits
+              a plugin asking only for Coll events, and one refusing init
+  collectives_check
+              the comparison of <base>.collectives.csv rows with the truth, on rows made from
+              the truth (pass) and on wrong ones (each caught)
+
+What every case checks: every rank exits 0 and writes its report (its rank, planted hostname,
+job id, step count); the truth file is consistent across ranks (each (comm, seq) seen by every
+rank, one true end for all, end = latest true start + transfer); the library's
+<base>.collectives.csv rows against the truth: when it writes them, and required (every rank,
+plugin identity) where the library is NCCL's plugin in the job (it exports ncclProfiler_vN).
+The cases add their own.
+
+Output (--keep DIR, else a temporary directory): DIR/reports/ (every rank's gpuacct files),
+DIR/truth/rank<R>.jsonl (each rank's truth), DIR/truth.jsonl (all of them),
+DIR/truth_summary.json (per step and rank: true host range, time waited for later ranks, last
+arrivals), DIR/job.json (the planted job: ranks, hosts, offsets, knobs),
+DIR/logs/rank<R>.{out,err}.  tests/sim/fake_nccl/README.md describes the truth lines.
+
+  job         a job of your own (nothing asserted but that it ran and its truth holds):
+              run_job.py --build B job --keep DIR [--ranks 8] [--hosts 2] [--offsets-ms -5,5]
+              [--jitter-us 50] [--steps 30] [--plugin library|none|recording] [--api 5]
+              [--rank-args 'R:ARGS;R:ARGS'] [--rank-env 'R:VAR=VALUE,...;...']
+              [--driver-args 'ARGS for every rank']
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from simjob import (MS, Fail, check, check_collectives_files, check_reports, check_truth,
+                    configure, exported_profiler_versions, load_truth, paths, per_step, plan,
+                    run_job, truth_steps, wall, write_rows_file)
+
+# ---- cases ----------------------------------------------------------------------------------------
+
+def case_hosts(out: str) -> None:
+    lib, _, _, _ = paths()
+    layout = plan(8, 2, offsets_ms=[-5, 5], jitter_us=50)
+    job = run_job(out, 8, layout, steps=30, plugin=lib)
+    truth = load_truth(out)
+    groups = check_truth(truth, job)
+    reps = check_reports(out, job)
+    offsets = sorted({o for _, o in layout})
+    check(len(offsets) == 8 and max(offsets) - min(offsets) > 9 * MS,
+          f"planted offsets not spread as asked: {offsets}")
+    # Each report is on its rank's own (planted) clock: its step begins are the truth's local
+    # ones, while the true begins are one instant for all ranks -- so the reports of the two
+    # hosts disagree by the offsets (what the job view's clock alignment must undo).
+    true_begins = {}
+    for r, rep in reps.items():
+        steps = sorted((t for t in truth if t["kind"] == "step" and t["rank"] == r),
+                       key=lambda t: t["step"])
+        check(len(steps) == 30, f"rank {r}: {len(steps)} step lines in the truth")
+        rows = sorted((x for x in rep["steps"] if x["device"] == 0), key=lambda x: x["step_index"])
+        for row, t in zip(rows, steps):
+            check(abs(row["host_begin_ns"] - t["host_begin_ns"]) <= 10_000,
+                  f"rank {r} step {t['step']}: report begins {row['host_begin_ns']}, the rank's "
+                  f"clock said {t['host_begin_ns']}")
+            true_begins.setdefault(t["step"], set()).add(t["true_host_begin_ns"])
+    check(all(len(v) == 1 for v in true_begins.values()),
+          "ranks with the same work began a step at different true times")
+    apart = [reps[4]["steps"][i]["host_begin_ns"] - reps[0]["steps"][i]["host_begin_ns"]
+             for i in range(30)]
+    want = layout[4][1] - layout[0][1]
+    check(all(abs(a - want) <= 10_000 for a in apart),
+          f"rank 4 vs rank 0 step begins {apart[:3]}..., planted offsets {want} apart")
+    matched = check_collectives_files(out, groups, job,
+                                      plugin_rows=bool(exported_profiler_versions(lib)))
+    print(f"hosts: {len(groups)} collective instances, offsets {offsets}; reports of rank 0 and "
+          f"4 disagree by {want / MS:.3f} ms on every step; {matched} collectives rows matched")
+
+
+def case_straggler(out: str, marks: str = "capi") -> None:
+    lib, _, _, _ = paths()
+    job = run_job(out, 8, plan(8, 2), plugin=lib, rank_args={2: ["--data-ms=15"]},
+                  common_args=[f"--marks={marks}"])
+    groups = check_truth(load_truth(out), job)
+    reps = check_reports(out, job)
+    firsts = [rows for (c, k, s), rows in groups.items() if s % 2 == 0]
+    check(all(next(x for x in rows if x["rank"] == 0)["last_rank"] == 2 for rows in firsts),
+          "rank 2 is not the last to arrive at every step's first AllReduce")
+    straggler = reps[2]
+    data = wall(straggler, "data")
+    check(data >= 14 * MS, f"straggler: data wall {data / MS:.2f} ms per step, planted 15")
+    check(wall(straggler, "communication") < 5 * MS,
+          f"straggler: communication wall {wall(straggler, 'communication') / MS:.2f} ms per step")
+    check(straggler["verdict"]["bound"] == "data",
+          f"straggler verdict {straggler['verdict']['bound']!r}")
+    for r, rep in reps.items():
+        if r == 2:
+            continue
+        comm = wall(rep, "communication")
+        check(comm >= 12 * MS, f"rank {r}: communication wall {comm / MS:.2f} ms per step: the "
+                               "13 ms wait for the straggler should show")
+        check(wall(rep, "data") < 3 * MS, f"rank {r}: data wall {wall(rep, 'data') / MS:.2f} ms")
+        check(rep["verdict"]["bound"] == "communication",
+              f"rank {r}: verdict {rep['verdict']['bound']!r}, expected communication")
+    summary = json.load(open(os.path.join(out, "truth_summary.json")))
+    for s in summary["steps"]:
+        by = {x["rank"]: x for x in s["ranks"]}
+        check(by[2]["waited_ns"] == 0 and by[2]["last_arrivals"] >= 1,
+              f"step {s['step']}: the straggler waited or never came last: {by[2]}")
+        check(all(by[r]["waited_ns"] >= 12 * MS for r in by if r != 2),
+              f"step {s['step']}: a peer waited less than 12 ms: {s['ranks']}")
+    matched = check_collectives_files(out, groups, job,
+                                      plugin_rows=bool(exported_profiler_versions(lib)))
+    peers = min(wall(reps[r], "communication") for r in reps if r != 2)
+    print(f"straggler: rank 2 data wall {data / MS:.2f} ms/step, communication wall "
+          f"{wall(straggler, 'communication') / MS:.2f}; its peers' communication walls >= "
+          f"{peers / MS:.2f} ms/step; {matched} collectives rows matched")
+
+
+def case_slow_link(out: str) -> None:
+    lib, _, _, _ = paths()
+    job = run_job(out, 8, plan(8, 2), plugin=lib,
+                  rank_env={5: {"GPUACCT_SIM_NCCL_LINK_SLOWDOWN": "2"}})
+    groups = check_truth(load_truth(out), job)
+    reps = check_reports(out, job)
+    for key, rows in groups.items():
+        slow = next(x for x in rows if x["rank"] == 5)["link_bytes_per_us"]
+        fast = next(x for x in rows if x["rank"] == 0)["link_bytes_per_us"]
+        check(slow * 2 == fast, f"{key}: link {slow} vs {fast} bytes/us")
+        moved = 2 * 7 / 8 * rows[0]["bytes"]
+        want = 5000 + int(moved * 1000 / slow)
+        check(all(x["transfer_ns"] == want for x in rows),
+              f"{key}: transfer {rows[0]['transfer_ns']} ns, slow link gives {want}")
+    # Every rank waits for the slow link alike: no rank looks different in its own report.
+    walls = [wall(rep, "communication") for rep in reps.values()]
+    check(max(walls) - min(walls) < 0.1 * MS, f"communication walls differ: {walls}")
+    matched = check_collectives_files(out, groups, job,
+                                      plugin_rows=bool(exported_profiler_versions(lib)))
+    print(f"slow_link: transfer {rows[0]['transfer_ns'] / MS:.3f} ms per 64 MiB AllReduce on 8 "
+          f"ranks, communication wall {walls[0] / MS:.2f} ms/step on every rank; {matched} "
+          "collectives rows matched")
+
+
+def case_slow_gpu(out: str) -> None:
+    """Rank 6's kernels take 1.3x as long: it arrives last at every AllReduce; its report shows
+    more compute, the others wait in communication."""
+    lib, _, _, _ = paths()
+    job = run_job(out, 8, plan(8, 2), plugin=lib, rank_args={6: ["--compute-scale=1.3"]})
+    groups = check_truth(load_truth(out), job)
+    reps = check_reports(out, job)
+    check(all(next(x for x in rows if x["rank"] == 0)["last_rank"] == 6
+              for (c, k, seq), rows in groups.items()),
+          "rank 6 is not the last to arrive at every AllReduce")
+    slow = wall(reps[6], "compute")
+    check(abs(slow - 1.3 * 16 * MS) <= 0.1 * MS, f"rank 6: compute {slow / MS:.2f} ms per step, "
+                                                  "planted 1.3 x 16 ms")
+    for r, rep in reps.items():
+        if r != 6:
+            check(wall(rep, "communication") >= wall(reps[6], "communication") + 3 * MS,
+                  f"rank {r}: communication wall {wall(rep, 'communication') / MS:.2f} ms, the "
+                  f"slow rank's {wall(reps[6], 'communication') / MS:.2f}")
+    matched = check_collectives_files(out, groups, job,
+                                      plugin_rows=bool(exported_profiler_versions(lib)))
+    print(f"slow_gpu: rank 6 compute {slow / MS:.2f} ms/step, communication wall "
+          f"{wall(reps[6], 'communication') / MS:.2f}; rank 0's {wall(reps[0], 'communication') / MS:.2f}"
+          f"; {matched} collectives rows matched")
+
+
+def case_tp(out: str) -> None:
+    """Several communicators: 8 ranks in tensor-parallel pairs (4 TP communicators) and 2
+    data-parallel communicators of 4 (the ranks with the same position in their pair), --mix."""
+    lib, _, _, _ = paths()
+    job = run_job(out, 8, plan(8, 2, offsets_ms=[-5, 5]), steps=10, plugin=lib,
+                  common_args=["--tp=2", "--mix"])
+    truth = load_truth(out)
+    groups = check_truth(truth, job)
+    check_reports(out, job)
+    comms = {}
+    for t in truth:
+        if t["kind"] == "comm":
+            comms.setdefault(t["comm"], set()).add((t["process_rank"], t["rank"], t["nranks"]))
+    sizes = sorted(len(v) for v in comms.values())
+    check(sizes == [2, 2, 2, 2, 4, 4], f"communicator sizes {sizes}")
+    for members in comms.values():
+        check(sorted(m[1] for m in members) == list(range(len(members))), f"{members}")
+    matched = check_collectives_files(out, groups, job,
+                                      plugin_rows=bool(exported_profiler_versions(lib)))
+    print(f"tp: {len(comms)} communicators, {len(groups)} instances; {matched} collectives rows "
+          "matched")
+
+
+def case_no_plugin(out: str) -> None:
+    job = run_job(out, 8, plan(8, 2), plugin="none")
+    truth = load_truth(out)
+    groups = check_truth(truth, job)
+    reps = check_reports(out, job)
+    check(all(t["plugin_version"] == 0 for t in truth if t["kind"] == "comm"),
+          "a plugin was loaded with NCCL_PROFILER_PLUGIN=none")
+    for r, rep in reps.items():
+        check(per_step(rep, "comm_exposed") > 0, f"rank {r}: no communication time at all")
+    matched = check_collectives_files(out, groups, job)
+    print(f"no_plugin: {matched} collectives rows matched the truth")
+
+
+def case_plugin(out: str, version: int) -> None:
+    lib, _, _, _ = paths()
+    job = run_job(out, 4, plan(4, 2, offsets_ms=[-5, 5]), steps=10, plugin=lib, api=version,
+                  common_args=["--mix"])
+    truth = load_truth(out)
+    groups = check_truth(truth, job)
+    check_reports(out, job)
+    exported = {v for v in exported_profiler_versions(lib) if v <= version}
+    want = max(exported) if exported else 0
+    got = {t["plugin_version"] for t in truth if t["kind"] == "comm"}
+    check(got == {want}, f"plugin version in use {got}; the library exports {sorted(exported)}, "
+                         f"NCCL knows up to v{version}: expected v{want}")
+    matched = check_collectives_files(out, groups, job, plugin_rows=want > 0)
+    print(f"plugin_v{version}: library exports {sorted(exported_profiler_versions(lib))}, "
+          f"in use v{want}; {matched} collectives rows matched the truth")
+
+
+def case_recording(out: str, version: int) -> None:
+    """The fake NCCL against a plugin that records what it is told, for one interface version."""
+    _, _, _, recorder = paths()
+    n = 4
+    rank_env = {r: {"GPUACCT_SIM_NCCL_RECORD": os.path.join(out, f"record{r}.jsonl")}
+                for r in range(n)}
+    job = run_job(out, n, plan(n, 2, offsets_ms=[-5, 5]), steps=5, plugin=recorder, api=version,
+                  rank_env=rank_env, common_args=["--mix"], inject=False)
+    truth = load_truth(out)
+    check_truth(truth, job)
+    for r in range(n):
+        with open(os.path.join(out, f"record{r}.jsonl")) as f:
+            rec = [json.loads(line) for line in f]
+        check(rec[0]["ev"] == "init" and rec[0]["v"] == version, f"rank {r}: {rec[0]}")
+        check(rec[-1] == {"ev": "finalize", "v": version}, f"rank {r}: last call {rec[-1]}")
+        if version >= 4:
+            check(rec[0]["comm"] == "9f2c0a11d2e4b7aa" and rec[0]["rank"] == r
+                  and rec[0]["nranks"] == n, f"rank {r}: init {rec[0]}")
+        mine = [t for t in truth if t.get("process_rank") == r and t["kind"] == "coll"]
+        colls = [e for e in rec if e["ev"] == "start" and e["type"] == 2]
+        check(len(colls) == len(mine), f"rank {r}: {len(colls)} Coll events, {len(mine)} in truth")
+        ids = {e["id"]: e for e in rec if e["ev"] == "start"}
+        stops = {e["id"]: e for e in rec if e["ev"] == "stop"}
+        states = {e["id"]: e for e in rec if e["ev"] == "state"}
+        for e, t in zip(colls, mine):
+            check(e["seq"] == t["seq"], f"rank {r}: seq {e['seq']} vs {t['seq']}")
+            if version == 1:
+                check(e["traffic_bytes"] == t["bytes"] and e["func_id"] in (2, 3, 4),
+                      f"rank {r}: v1 Coll {e}")
+            else:
+                check(e["func"] == t["collective"] and e["datatype"] == t["datatype"]
+                      and e["count"] == t["count"], f"rank {r}: Coll {e} vs {t}")
+            if version <= 3:
+                check(e["comm"] == t["comm"], f"rank {r}: comm {e['comm']}")
+            check(e["t"] == t["host_enqueue_ns"], f"rank {r}: Coll start {e['t']}, enqueue "
+                                                  f"{t['host_enqueue_ns']}")
+            check(stops[e["id"]]["t"] < t["gpu_end_ns"], f"rank {r}: Coll stopped at the GPU end")
+            chans = [x for x in ids.values() if x["type"] == 64 and x["parent"] == e["id"]]
+            if version < 3:
+                check(not chans, f"rank {r}: KernelCh events before v3")
+                continue
+            check(len(chans) == 2, f"rank {r} seq {e['seq']}: {len(chans)} KernelCh events")
+            for ch in chans:
+                check(ch["id"] in stops, f"rank {r}: KernelCh {ch['id']} never stopped")
+                check(ch["t"] >= t["gpu_start_ns"] and stops[ch["id"]]["t"] >= t["gpu_end_ns"],
+                      f"rank {r}: KernelCh started before the kernel or stopped before its end")
+                if version >= 4:
+                    check(ch["ptimer"] == t["gpu_start_ns"]
+                          and states[ch["id"]]["ptimer"] == t["gpu_end_ns"]
+                          and states[ch["id"]]["state"] == 22,
+                          f"rank {r}: KernelCh times {ch} {states.get(ch['id'])} vs {t}")
+        p2p = [e for e in rec if e["ev"] == "start" and e["type"] == 4]
+        check(len(p2p) == 2 * job["steps"], f"rank {r}: {len(p2p)} P2p events")
+        peers = {(e.get("func", e.get("func_id")), e["peer"]) for e in p2p}
+        want = ({("Send", (r + 1) % n), ("Recv", (r - 1) % n)} if version > 1
+                else {(6, (r + 1) % n), (7, (r - 1) % n)})
+        check(peers == want, f"rank {r}: p2p events {peers}, expected {want}")
+        # The hierarchy: a Coll's parent is its Group (v1-v4) or its CollApi event (v5, with
+        # the Group as parentGroup).
+        for e in colls:
+            parent = ids.get(e["parent"], {})
+            if version == 5:
+                check(parent.get("type") == 512 and ids[e["parent_group"]]["type"] == 1,
+                      f"rank {r}: v5 Coll parents {parent}, group {e.get('parent_group')}")
+            else:
+                check(parent.get("type") == 1, f"rank {r}: Coll parent {parent}")
+        if version == 5:
+            apis = [e for e in rec if e["ev"] == "start" and e["type"] == 512]
+            check(len(apis) == len(mine), f"rank {r}: {len(apis)} CollApi events")
+    print(f"recording_v{version}: ok")
+
+
+def case_recording_limits(out: str) -> None:
+    """A plugin asking only for Coll events gets nothing else; one refusing init gets nothing
+    more, and the job runs without it (as NCCL disables a plugin whose init fails)."""
+    _, _, _, recorder = paths()
+    n = 2
+    for name, knob in (("mask", {"GPUACCT_SIM_NCCL_RECORD_MASK": "2"}),
+                       ("refused", {"GPUACCT_SIM_NCCL_RECORD_REFUSE": "1"})):
+        sub = os.path.join(out, name)
+        rank_env = {r: {"GPUACCT_SIM_NCCL_RECORD": os.path.join(sub, f"record{r}.jsonl"), **knob}
+                    for r in range(n)}
+        job = run_job(sub, n, plan(n, 1), steps=3, plugin=recorder, rank_env=rank_env,
+                      common_args=["--mix"], inject=False)
+        truth = load_truth(sub)
+        check_truth(truth, job)
+        comms = sorted((t for t in truth if t["kind"] == "comm"), key=lambda t: t["process_rank"])
+        for r in range(n):
+            with open(os.path.join(sub, f"record{r}.jsonl")) as f:
+                rec = [json.loads(line) for line in f]
+            if name == "refused":
+                check(rec == [{"ev": "init_refused", "v": 5}], f"rank {r}: {rec}")
+                check(not comms[r]["plugin_initialised"], f"rank {r}: {comms[r]}")
+            else:
+                types = {e["type"] for e in rec if e["ev"] == "start"}
+                check(types == {2}, f"rank {r}: event types {types}, asked for Coll only")
+                colls = [t for t in truth if t["kind"] == "coll" and t["process_rank"] == r]
+                check(sum(1 for e in rec if e["ev"] == "start") == len(colls),
+                      f"rank {r}: Coll events and collectives differ")
+    print("recording_limits: ok")
+
+
+def case_collectives_check(out: str) -> None:
+    """The comparison of collectives rows with the truth (used by the cases above once the
+    library writes them): rows made from the truth pass; each kind of wrong row is caught."""
+    _, _, _, recorder = paths()
+    job = run_job(out, 2, plan(2, 2, offsets_ms=[-5, 5]), steps=3, plugin=recorder,
+                  common_args=["--mix"], inject=False)
+    groups = check_truth(load_truth(out), job)
+    steps = truth_steps(out, groups)
+    mine = {r: sorted((dict(t, step_index=steps[r][t["host_enqueue_ns"]])
+                       for rows in groups.values() for t in rows if t["process_rank"] == r),
+                      key=lambda t: t["gpu_start_ns"]) for r in range(2)}
+    path = {r: os.path.join(out, "reports", f"gpuacct_x_rank{r}.collectives.csv") for r in mine}
+
+    def write_all(change=None):
+        for r, rows in mine.items():
+            rows = [dict(t) for t in rows]
+            if change and r == 1:
+                rows = change(rows)
+            write_rows_file(path[r], r, rows)
+
+    write_all()
+    n = check_collectives_files(out, groups, job)
+    check(n == sum(len(v) for v in mine.values()), f"{n} rows matched")
+    wrong = {
+        "a row missing": lambda rows: rows[1:],
+        "an end 2 us off": lambda rows: [dict(t, gpu_end_ns=t["gpu_end_ns"] + 2000) for t in rows],
+        "a wrong seq": lambda rows: [dict(t, seq=t["seq"] + 1) if t["kind"] == "coll" else t
+                                     for t in rows],
+        "a wrong comm": lambda rows: [dict(t, comm="00000000000000aa") for t in rows],
+        "wrong bytes": lambda rows: [dict(t, bytes=t["bytes"] // 2) for t in rows],
+        "a wrong step": lambda rows: [dict(t, step_index=t["step_index"] + 1) for t in rows],
+        "a wrong type": lambda rows: [dict(t, collective="AllReduce") for t in rows],
+    }
+    for what, change in wrong.items():
+        write_all(change)
+        try:
+            check_collectives_files(out, groups, job)
+        except Fail:
+            continue
+        raise Fail(f"rows with {what} passed the comparison")
+    print(f"collectives_check: {n} rows made from the truth match; {len(wrong)} kinds of wrong "
+          "rows caught")
+
+
+def case_job(out: str, a) -> None:
+    """A job as the command line describes it (for developing the job view)."""
+    lib, _, _, recorder = paths()
+    offsets = [float(x) for x in a.offsets_ms.split(",")] if a.offsets_ms else None
+    check(offsets is None or len(offsets) == a.hosts, "--offsets-ms needs one value per host")
+    plugin = {"library": lib, "none": "none", "recording": recorder}[a.plugin]
+    rank_args = {}
+    for item in filter(None, a.rank_args.split(";")):
+        r, args = item.split(":", 1)
+        rank_args[int(r)] = args.split()
+    rank_env = {}
+    for item in filter(None, a.rank_env.split(";")):
+        r, pairs = item.split(":", 1)
+        rank_env[int(r)] = dict(p.split("=", 1) for p in pairs.split(","))
+    job = run_job(out, a.ranks, plan(a.ranks, a.hosts, offsets_ms=offsets, jitter_us=a.jitter_us),
+                  steps=a.steps, plugin=plugin, api=a.api, rank_args=rank_args,
+                  rank_env=rank_env, common_args=a.driver_args.split())
+    groups = check_truth(load_truth(out), job)
+    check_reports(out, job)
+    matched = check_collectives_files(out, groups, job)
+    print(f"job: {a.ranks} ranks, {len(groups)} collective instances, {matched} collectives "
+          f"rows matched; written to {out}")
+
+
+def case_rank_missing(out: str) -> None:
+    """A rank that never comes: the others fail clearly within the timeout instead of hanging."""
+    _, sim_lib, driver, _ = paths()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUACCT_", "NCCL_"))}
+    env.update(LD_LIBRARY_PATH=sim_lib, CUDA_INJECTION64_PATH="none", RANK="0", WORLD_SIZE="2",
+               GPUACCT_SIM_NCCL_RENDEZVOUS=os.path.join(out, "rendezvous.bin"),
+               GPUACCT_SIM_NCCL_TIMEOUT_S="1")
+    start = time.monotonic()
+    res = subprocess.run([driver, "--steps=2"], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+    took = time.monotonic() - start
+    check(res.returncode == 4, f"exit {res.returncode}, expected 4\n{res.stderr}")
+    check("ranks [1] did not arrive within 1" in res.stderr and "AllReduce seq 0" in res.stderr,
+          f"the message does not name the missing rank and the collective:\n{res.stderr}")
+    check(took < 10, f"took {took:.1f} s with a 1 s timeout")
+    # A rank that dies (here: a bad argument) stops the job at once, its error reported, the
+    # others killed while they wait for it (the rendezvous timeout here is 60 s).
+    start = time.monotonic()
+    try:
+        run_job(os.path.join(out, "job"), 4, plan(4, 1), steps=5, rank_args={1: ["--bogus"]},
+                inject=False)
+    except Fail as e:
+        died = str(e)
+    else:
+        raise Fail("a job with a failing rank passed")
+    took2 = time.monotonic() - start
+    check("rank 1 exited 2" in died and "unknown argument --bogus" in died,
+          f"the failure does not name the rank and its error:\n{died}")
+    check(took2 < 10, f"the job with a dead rank took {took2:.1f} s")
+    print(f"rank_missing: failed after {took:.1f} s: {res.stderr.strip().splitlines()[0]}; a "
+          f"dead rank stopped its job after {took2:.1f} s")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--library", default="", help="libgpuacct.so to test (default: the build's)")
+    ap.add_argument("--keep", default="", help="write the job here and keep it")
+    ap.add_argument("case")
+    job = ap.add_argument_group("the job case")
+    job.add_argument("--ranks", type=int, default=8)
+    job.add_argument("--hosts", type=int, default=2)
+    job.add_argument("--offsets-ms", default="", help="per host, comma-separated")
+    job.add_argument("--jitter-us", type=int, default=0)
+    job.add_argument("--steps", type=int, default=30)
+    job.add_argument("--plugin", choices=("library", "none", "recording"), default="library")
+    job.add_argument("--api", type=int, default=5, help="newest profiler API the fake knows")
+    job.add_argument("--rank-args", default="", help="R:ARGS;R:ARGS (job_driver arguments)")
+    job.add_argument("--rank-env", default="", help="R:VAR=VALUE,VAR=VALUE;...")
+    job.add_argument("--driver-args", default="", help="job_driver arguments for every rank")
+    a = ap.parse_args()
+    configure(a.build, a.library)
+    cases = {"hosts": case_hosts, "straggler": case_straggler,
+             "straggler_nvtx": lambda out: case_straggler(out, "nvtx"), "slow_link": case_slow_link,
+             "slow_gpu": case_slow_gpu, "tp": case_tp,
+             "no_plugin": case_no_plugin, "rank_missing": case_rank_missing,
+             "recording_limits": case_recording_limits,
+             "collectives_check": case_collectives_check,
+             "job": lambda out: case_job(out, a)}
+    for v in (3, 4, 5):
+        cases[f"plugin_v{v}"] = lambda out, v=v: case_plugin(out, v)
+    for v in (1, 2, 3, 4, 5):
+        cases[f"recording_v{v}"] = lambda out, v=v: case_recording(out, v)
+    if a.case not in cases:
+        print(f"unknown case {a.case!r}; cases: {', '.join(cases)}", file=sys.stderr)
+        return 2
+    start = time.monotonic()
+    try:
+        if a.keep:
+            os.makedirs(a.keep, exist_ok=True)
+            cases[a.case](a.keep)
+        else:
+            with tempfile.TemporaryDirectory(prefix="gpuacct_job_") as out:
+                cases[a.case](out)
+    except Fail as e:
+        print(f"FAIL {a.case}: {e}", file=sys.stderr)
+        return 1
+    print(f"PASS {a.case} ({time.monotonic() - start:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
