@@ -185,7 +185,7 @@ def test_dataset_is_hive_partitioned_by_job_host_rank(dataset):
     for table, rows in (("steps", export.steps), ("collectives", export.collectives)):
         files = sorted(p.relative_to(ds_dir / table) for p in (ds_dir / table).rglob("*.parquet"))
         want = sorted(Path(f"job={export.job}") / f"host={export.host_of(r)}" / f"rank={r}" /
-                      "part-0.parquet" for r in range(export.ranks))
+                      "part-0-0.parquet" for r in range(export.ranks))
         assert files == want
         for r in range(export.ranks):
             part = pq.read_table(ds_dir / table / f"job={export.job}" /
