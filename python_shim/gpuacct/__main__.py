@@ -98,8 +98,14 @@ def _print_result(columns: List[str], rows: List[tuple], fmt: str) -> None:
         w.writerow(columns)
         w.writerows(["" if v is None else v for v in r] for r in rows)
         return
-    text = [columns] + [["NULL" if v is None else (f"{v:.6g}" if isinstance(v, float) else str(v))
-                         for v in r] for r in rows]
+    def cell(v: object) -> str:
+        if v is None:
+            return "NULL"
+        if isinstance(v, float):  # ns means: whole ns and one decimal; GB/s: 6 digits
+            return f"{v:.1f}" if abs(v) >= 1e4 else f"{v:.6g}"
+        return str(v)
+
+    text = [columns] + [[cell(v) for v in r] for r in rows]
     widths = [max(len(r[i]) for r in text) for i in range(len(columns))]
     for r in text:
         print("  ".join(c.rjust(w) if i > 1 else c.ljust(w)

@@ -264,7 +264,8 @@ def export_parquet(export_dir: str, out_dir: str, overwrite: bool = False) -> Di
                            f"{', '.join(missing)})")
     target = os.path.abspath(out_dir)
     if os.path.exists(target) and not overwrite:
-        raise JobDataError(f"{out_dir}: already exists (pass overwrite to replace it)")
+        raise JobDataError(f"{out_dir}: already exists (overwrite=True, --overwrite: replace "
+                           "it)")
     if os.path.exists(target) and not is_dataset(target):
         raise JobDataError(f"{out_dir}: exists and is not a gpuacct job dataset; not replacing it")
     parent = os.path.dirname(target)
@@ -450,6 +451,8 @@ def spark_session(master: str = "local[1]", app_name: str = "gpuacct-job") -> An
                .config("spark.sql.session.timeZone", "UTC"))
     local = re.fullmatch(r"local\[(\d+)\]", master)
     if local:
+        # Local mode talks to itself only: no lookup of the host's outside address.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         # One small JVM: as many shuffle partitions as threads (not 200), and the JIT's quick
         # tier and the serial collector (half the start and query time of the defaults for
         # these short queries, measured on 2 cores).

@@ -162,18 +162,19 @@ def make_job_export(directory: Path, *, ranks: int = 4, hosts: int = 2, steps: i
                 last_rank = arrival.index(last_arrival)
                 transfer = 200_000 + (size or 0) // 100 + rng.randrange(100_000)
                 for r in range(ranks):
+                    own_transfer = transfer + rng.randrange(20_000)  # kernels end apart
                     busbw = (None if size is None else
-                             size / transfer * _bus_factor(kind, ranks))  # bytes/ns = GB/s
+                             size / own_transfer * _bus_factor(kind, ranks))  # bytes/ns = GB/s
                     out.collectives.append({
                         "job": job, "host": host_name(r, ranks, hosts), "rank": r,
                         "step_index": s, "comm": comm, "seq": seq[comm], "collective": kind,
                         "bytes": size, "datatype": "bf16", "algo": "RING", "proto": "SIMPLE",
                         "comm_rank": r, "nranks": ranks, "device": r % per_host, "stream": 13,
                         "host_enqueue_ns": arrival[r] - 20_000,
-                        "gpu_start_ns": arrival[r], "gpu_end_ns": last_arrival + transfer,
+                        "gpu_start_ns": arrival[r], "gpu_end_ns": last_arrival + own_transfer,
                         "source": "nccl_plugin", "arrival_ns": arrival[r],
                         "last_rank": last_rank, "wait_ns": last_arrival - arrival[r],
-                        "transfer_ns": transfer, "busbw_gbs": busbw,
+                        "transfer_ns": own_transfer, "busbw_gbs": busbw,
                     })
         t += job_step + 1_000_000
     directory.mkdir(parents=True, exist_ok=True)

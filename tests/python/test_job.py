@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import pytest
 
-from conftest import SHIM, check, clean_env
+from conftest import SHIM, check, clean_env, venv_env
 from job_export_fixture import (COLLECTIVES_COLUMNS, STEPS_HEADER, WALLS, JobExport,
                                 make_job_export, rewrite_column)
 
@@ -241,6 +241,18 @@ def test_planted_straggler_is_found(dataset):
     assert unknown and all(b["with_busbw"] == 0 and b["p50_busbw_gbs"] is None for b in unknown)
 
 
+@pytest.mark.parametrize("ranks,hosts,straggler", [(8, 4, 1), (6, 3, 4)])
+def test_planted_straggler_anywhere(tmp_path, ranks, hosts, straggler):
+    export = make_job_export(tmp_path / "export", ranks=ranks, hosts=hosts, steps=8, warmup=1,
+                             straggler=straggler, seed=ranks)
+    job.export_parquet(str(export.directory), str(tmp_path / "ds"))
+    for name in ("slowest_ranks", "blame_by_wall", "host_step_times"):
+        assert job.query(str(tmp_path / "ds"), name).rows == EXPECTED[name](export), name
+    assert job.query(str(tmp_path / "ds"), "slowest_ranks").records()[0]["rank"] == straggler
+    blame = job.query(str(tmp_path / "ds"), "blame_by_wall").records()
+    assert (blame[0]["rank"], blame[0]["blamed_wall"]) == (straggler, "data")
+
+
 def test_include_warmup_parameter(dataset, spark):
     export, ds_dir = dataset
     duck = job.query(str(ds_dir), "slowest_ranks", include_warmup=1)
@@ -407,3 +419,15 @@ def test_import_gpuacct_does_not_import_the_engines():
         env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60))
     assert res.stdout.strip() == "[]"
     assert SHIM.is_dir()
+
+
+def test_installed_package_has_the_queries(venv, dataset):
+    """pip's copy carries job_queries.sql (package data) and its job-query command works."""
+    export, ds_dir = dataset
+    res = check(subprocess.run([str(venv / "bin" / "gpuacct-py"), "job-query", str(ds_dir),
+                                "slowest_ranks", "--format", "csv"], env=venv_env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               timeout=300))
+    lines = res.stdout.splitlines()
+    assert len(lines) == 1 + export.ranks
+    assert lines[1].split(",")[2] == str(export.straggler)
