@@ -47,7 +47,8 @@ WITH kept AS (
 step_median AS (
   SELECT job, step_index,
          CAST(percentile_disc(0.5) WITHIN GROUP (ORDER BY wall_compute_ns) AS BIGINT) AS m_compute,
-         CAST(percentile_disc(0.5) WITHIN GROUP (ORDER BY wall_communication_ns) AS BIGINT) AS m_communication,
+         CAST(percentile_disc(0.5) WITHIN GROUP (ORDER BY wall_communication_ns) AS BIGINT)
+           AS m_communication,
          CAST(percentile_disc(0.5) WITHIN GROUP (ORDER BY wall_data_ns) AS BIGINT) AS m_data,
          CAST(percentile_disc(0.5) WITHIN GROUP (ORDER BY wall_launch_ns) AS BIGINT) AS m_launch,
          CAST(percentile_disc(0.5) WITHIN GROUP (ORDER BY wall_other_ns) AS BIGINT) AS m_other

@@ -10,8 +10,9 @@ The job: synchronous data parallel.  Every rank works its own time in a step (th
 walls before waiting); the step ends for everyone when the last rank arrives, so each rank
 waits (its exposed communication) for the slowest; the last arrival made the others wait
 (late_ns: its lead over the second slowest).  Each rank's step ends a little after the last
-arrival (a random tail of host time), so step times differ between ranks and hosts.  One rank, `straggler`, gets `straggler_data_ns`
-more data wait in every step after warm-up: the planted straggler.
+arrival (a random tail of host time), so step times differ between ranks and hosts.  One
+rank, `straggler`, gets `straggler_data_ns` more data wait in every step after warm-up: the
+planted straggler.
 
 Nothing here is an expected answer: the tests compute those from `JobExport.steps` and
 `JobExport.collectives` (the generated rows, as Python values) on their own.
@@ -24,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-WALLS = ("compute", "communication", "data", "launch", "other")
+from conftest import WALLS
+
 STEP_ROW_COLUMNS = (
     "step_index,step_number,device,warmup,window_begin_ns,window_end_ns,duration_ns,"
     "compute_ns,comm_exposed_ns,copy_input_ns,copy_other_ns,data_wait_ns,launch_gap_ns,"

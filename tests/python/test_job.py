@@ -21,9 +21,9 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import pytest
 
-from conftest import SHIM, check, clean_env, venv_env
-from job_export_fixture import (COLLECTIVES_COLUMNS, STEPS_HEADER, WALLS, JobExport,
-                                make_job_export, rewrite_column)
+from conftest import SHIM, WALLS, check, clean_env, venv_env
+from job_export_fixture import (COLLECTIVES_COLUMNS, STEPS_HEADER, JobExport, make_job_export,
+                                rewrite_column)
 
 from gpuacct import job
 
@@ -150,7 +150,8 @@ def spark() -> Any:
 
 
 def leftovers(parent: Path) -> List[str]:
-    return [p.name for p in parent.iterdir() if ".tmp-" in p.name or ".old-" in p.name]
+    return [p.name for p in parent.iterdir()
+            if ".tmp-" in p.name or ".old-" in p.name or "gpuacct_job_export" in p.name]
 
 
 # --- the Parquet dataset ---------------------------------------------------------------------
@@ -357,6 +358,7 @@ def test_export_job_runs_the_cli_and_converts(tmp_path):
                              f'[ "$1" = job ] && [ "$2" = rank0 ] || exit 9\n'
                              f'mkdir -p "$last" && cp {export.directory}/*.csv "$last"/\n')
     manifest = job.export_job(["rank0", "rank1"], str(tmp_path / "ds"), cli=cli)
+    assert not leftovers(tmp_path)
     assert manifest["tables"]["steps"]["rows"] == len(export.steps)
     assert job.query(str(tmp_path / "ds"), "slowest_ranks").rows == expect_slowest_ranks(export)
 
@@ -365,7 +367,7 @@ def test_export_job_cli_failure_is_an_error(tmp_path):
     cli = fake_cli(tmp_path, 'echo "gpuacct job: rank0: no such file" >&2\nexit 1\n')
     with pytest.raises(job.JobDataError, match="exit 1.*no such file"):
         job.export_job(["rank0"], str(tmp_path / "ds"), cli=cli)
-    assert not (tmp_path / "ds").exists()
+    assert not (tmp_path / "ds").exists() and not leftovers(tmp_path)
 
 
 # --- the command line ----------------------------------------------------------------------------
