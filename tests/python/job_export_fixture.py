@@ -61,15 +61,16 @@ class JobExport:
     ranks: int
     hosts: int
     straggler: int
+    host_pattern: str = "node{}.cluster-a"
     steps: List[Dict[str, Any]] = field(default_factory=list)
     collectives: List[Dict[str, Any]] = field(default_factory=list)
 
     def host_of(self, rank: int) -> str:
-        return host_name(rank, self.ranks, self.hosts)
+        return host_name(rank, self.ranks, self.hosts, self.host_pattern)
 
 
-def host_name(rank: int, ranks: int, hosts: int) -> str:
-    return f"node{rank // (ranks // hosts)}.cluster-a"
+def host_name(rank: int, ranks: int, hosts: int, pattern: str = "node{}.cluster-a") -> str:
+    return pattern.format(rank // (ranks // hosts))
 
 
 def _csv_value(v: Any) -> str:
@@ -105,10 +106,12 @@ def _bus_factor(collective: str, n: int) -> float:
 def make_job_export(directory: Path, *, ranks: int = 4, hosts: int = 2, steps: int = 12,
                     warmup: int = 2, straggler: int = 3, straggler_data_ns: int = 30_000_000,
                     job: str = "42", seed: int = 7, comments: bool = False,
-                    with_collectives: bool = True) -> JobExport:
+                    with_collectives: bool = True,
+                    host_pattern: str = "node{}.cluster-a") -> JobExport:
     assert ranks % hosts == 0
     rng = random.Random(seed)
-    out = JobExport(directory=directory, job=job, ranks=ranks, hosts=hosts, straggler=straggler)
+    out = JobExport(directory=directory, job=job, ranks=ranks, hosts=hosts, straggler=straggler,
+                    host_pattern=host_pattern)
     per_host = ranks // hosts
     t = 1_000_000_000
     seq: Dict[str, int] = {}
@@ -138,7 +141,7 @@ def make_job_export(directory: Path, *, ranks: int = 4, hosts: int = 2, steps: i
             w["other"] += tail
             data_wait = w["data"] - w["data"] // 4
             out.steps.append({
-                "job": job, "host": host_name(r, ranks, hosts), "rank": r,
+                "job": job, "host": out.host_of(r), "rank": r,
                 "step_index": s, "step_number": s, "device": r % per_host,
                 "warmup": 1 if is_warm else 0, "window_begin_ns": t,
                 "window_end_ns": t + job_step + tail, "duration_ns": job_step + tail,
@@ -168,7 +171,7 @@ def make_job_export(directory: Path, *, ranks: int = 4, hosts: int = 2, steps: i
                     busbw = (None if size is None else
                              size / own_transfer * _bus_factor(kind, ranks))  # bytes/ns = GB/s
                     out.collectives.append({
-                        "job": job, "host": host_name(r, ranks, hosts), "rank": r,
+                        "job": job, "host": out.host_of(r), "rank": r,
                         "step_index": s, "comm": comm, "seq": seq[comm], "collective": kind,
                         "bytes": size, "datatype": "bf16", "algo": "RING", "proto": "SIMPLE",
                         "comm_rank": r, "nranks": ranks, "device": r % per_host, "stream": 13,

@@ -254,6 +254,18 @@ def test_planted_straggler_anywhere(tmp_path, ranks, hosts, straggler):
     assert (blame[0]["rank"], blame[0]["blamed_wall"]) == (straggler, "data")
 
 
+def test_names_that_need_escaping_in_partition_paths(tmp_path, spark):
+    """Partition values are URI-escaped in the paths (pyarrow's hive flavour); both engines
+    read back the names as they were."""
+    export = make_job_export(tmp_path / "export", steps=3, warmup=1, job="slurm 12/3",
+                             host_pattern="node {}:a%b")
+    job.export_parquet(str(export.directory), str(tmp_path / "ds"))
+    assert (tmp_path / "ds" / "steps" / "job=slurm%2012%2F3").is_dir()
+    for engine in ("duckdb", "spark"):
+        res = job.query(str(tmp_path / "ds"), "slowest_ranks", engine=engine, session=spark)
+        assert res.rows == expect_slowest_ranks(export), engine
+
+
 def test_include_warmup_parameter(dataset, spark):
     export, ds_dir = dataset
     duck = job.query(str(ds_dir), "slowest_ranks", include_warmup=1)
