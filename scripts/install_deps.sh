@@ -15,7 +15,14 @@ test_packages=(
   clang libclang-rt-14-dev googletest libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-pytest python3-numpy python3-pandas python3-matplotlib python3-pil
   python3-torch python3-pip python3-venv python3-setuptools
+  openjdk-17-jre-headless
 )
+# Python packages Debian 12 does not have, for the job-view tests (tests/python/test_job.py:
+# Parquet, DuckDB, Spark local mode -- Spark runs on the Java above), installed with pip into
+# the interpreter the Python tests use.  Pinned: the versions the tests were written against;
+# pyarrow 26 needs NumPy 2, and Debian 12's torch and pandas are built on NumPy 1.24.
+pip_packages=(pyarrow==25.0.1 duckdb==2.0.1 pyspark==4.3.0)
+test_python="${GPUACCT_PYTEST_PYTHON:-/usr/bin/python3}"
 
 packages=("${main_packages[@]}")
 case "${1:-}" in
@@ -38,6 +45,24 @@ if ((${#missing[@]})); then
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# pip packages: only those missing or at another version (a check of the installed metadata,
+# well under a second when all are there).
+if [ "${1:-}" != "--main" ]; then
+  pip_missing=()
+  for spec in "${pip_packages[@]}"; do
+    name="${spec%%==*}" want="${spec#*==}"
+    have="$("$test_python" -c "import importlib.metadata as m; print(m.version('$name'))" \
+      2>/dev/null || true)"
+    [ "$have" = "$want" ] || pip_missing+=("$spec")
+  done
+  if ((${#pip_missing[@]})); then
+    echo "install_deps: pip installing ${pip_missing[*]} for $test_python" >&2
+    # Debian's Python is externally managed (PEP 668): these go to /usr/local, beside it.
+    PIP_BREAK_SYSTEM_PACKAGES=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore \
+      "$test_python" -m pip install -q "${pip_missing[@]}"
+  fi
 fi
 
 cuda="${CUDA_HOME:-/usr/local/cuda}"

@@ -4,6 +4,9 @@
   report  FILE                           print the terminal summary of a report / stream
   plot    FILE -o walls.png              per-step wall chart
   where                                  which libgpuacct.so would be used, and why
+  job-parquet EXPORT_DIR OUT_DIR         `gpuacct job --export` tables -> Parquet dataset
+  job-export  INPUTS... -o OUT_DIR       runs `gpuacct job --export`, then job-parquet
+  job-query   DATASET NAME               a job-view query (DuckDB; --engine spark)
 
   analyze, synth, timeline               handed to the C++ ``gpuacct`` CLI (GPUACCT_CLI, the
                                          build tree next to the library, or PATH)
@@ -57,7 +60,95 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--dpi", type=int, default=100, help="dots per inch (default 100)")
 
     sub.add_parser("where", help="which libgpuacct.so would be used")
+
+    jp = sub.add_parser("job-parquet", help="`gpuacct job --export` tables -> Parquet dataset "
+                        "(hive-partitioned by job/host/rank)")
+    jp.add_argument("export_dir", help="directory written by `gpuacct job --export`")
+    jp.add_argument("out_dir", help="dataset directory to create")
+    jp.add_argument("--overwrite", action="store_true", help="replace an existing dataset")
+
+    je = sub.add_parser("job-export", help="run `gpuacct job --export` on the ranks' outputs, "
+                        "then job-parquet")
+    je.add_argument("inputs", nargs="+", help="what `gpuacct job` reads (rank outputs, dirs)")
+    je.add_argument("-o", "--output", required=True, metavar="OUT_DIR", help="dataset directory")
+    je.add_argument("--overwrite", action="store_true", help="replace an existing dataset")
+
+    jq = sub.add_parser("job-query", help="a named job-view query on a dataset (docs/job_view.md)")
+    jq.add_argument("dataset", nargs="?", help="dataset directory (job-parquet's OUT_DIR)")
+    jq.add_argument("name", nargs="?", help="query name (--list shows them)")
+    jq.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb",
+                    help="duckdb (embedded, default) or spark")
+    jq.add_argument("--master", default="local[1]",
+                    help="Spark master with --engine spark (default local[1])")
+    jq.add_argument("--include-warmup", action="store_true", help="keep warm-up steps")
+    jq.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    jq.add_argument("--list", action="store_true", help="list the queries and what they answer")
+    jq.add_argument("--sql", action="store_true",
+                    help="print the query's SQL (for spark-sql, duckdb) instead of running it")
     return p
+
+
+def _print_result(columns: List[str], rows: List[tuple], fmt: str) -> None:
+    if fmt == "json":
+        print(json.dumps([dict(zip(columns, r)) for r in rows], indent=1))
+        return
+    if fmt == "csv":
+        import csv
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(columns)
+        w.writerows(["" if v is None else v for v in r] for r in rows)
+        return
+    def cell(v: object) -> str:
+        if v is None:
+            return "NULL"
+        if isinstance(v, float):  # ns means: whole ns and one decimal; GB/s: 6 digits
+            return f"{v:.1f}" if abs(v) >= 1e4 else f"{v:.6g}"
+        return str(v)
+
+    text = [columns] + [[cell(v) for v in r] for r in rows]
+    widths = [max(len(r[i]) for r in text) for i in range(len(columns))]
+    for r in text:
+        print("  ".join(c.rjust(w) if i > 1 else c.ljust(w)
+                        for i, (c, w) in enumerate(zip(r, widths))).rstrip())
+
+
+def _job_command(args: argparse.Namespace) -> int:
+    from . import job
+    try:
+        if args.cmd == "job-parquet":
+            m = job.export_parquet(args.export_dir, args.out_dir, overwrite=args.overwrite)
+            print(f"{args.out_dir}: steps {m['tables']['steps']['rows']} rows, collectives "
+                  f"{m['tables']['collectives']['rows']} rows")
+            return 0
+        if args.cmd == "job-export":
+            m = job.export_job(args.inputs, args.output, overwrite=args.overwrite)
+            print(f"{args.output}: steps {m['tables']['steps']['rows']} rows, collectives "
+                  f"{m['tables']['collectives']['rows']} rows")
+            return 0
+        if args.list:
+            for q in job.load_queries().values():
+                print(f"{q.name}: {q.purpose}")
+            return 0
+        params = {"include_warmup": int(args.include_warmup)}
+        if args.sql:
+            name = args.name or args.dataset  # `job-query --sql NAME` needs no dataset
+            if not name:
+                raise job.JobDataError("job-query --sql NAME: which query?")
+            print(job.render_query(name, **params) + ";")
+            return 0
+        if not args.dataset or not args.name:
+            raise job.JobDataError("job-query DATASET NAME: both are needed (--list: the names)")
+        session = job.spark_session(args.master) if args.engine == "spark" else None
+        res = job.query(args.dataset, args.name, engine=args.engine, session=session, **params)
+        _print_result(res.columns, res.rows, args.format)
+        return 0
+    except ImportError as e:
+        sys.stderr.write(f"gpuacct-py: {args.cmd} needs {e.name or e} "
+                         "(pip install pyarrow duckdb; pyspark for --engine spark)\n")
+        return 3
+    except (OSError, job.JobDataError) as e:
+        sys.stderr.write(f"gpuacct-py: {args.cmd}: {e}\n")
+        return 1
 
 
 # Commands that only the C++ CLI implements.
@@ -128,6 +219,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             return 1
         print(args.output)
         return 0
+    if args.cmd in ("job-parquet", "job-export", "job-query"):
+        return _job_command(args)
     if args.cmd == "where":
         from . import _lib
         from .launcher import find_cli
