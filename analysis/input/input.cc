@@ -383,9 +383,10 @@ StatusOr<InputReport> report_step_stream(const Input& input, const AccountingCon
 }  // namespace
 
 StatusOr<InputReport> report_input(const Input& input, const AccountingConfig& cfg,
-                                   NameTable& names, const InputOptions& opts) {
+                                   NameTable& names, const InputOptions& opts,
+                                   const AccountingObservers& observers) {
   if (input.format() == InputFormat::kStepStream) return report_step_stream(input, cfg);
-  auto accounted = account_input(input, cfg, names, opts);
+  auto accounted = account_input(input, cfg, names, opts, observers);
   if (!accounted.ok()) return accounted.status();
   const StepAccountant& acc = *accounted->accountant;
   InputReport out;
@@ -393,6 +394,10 @@ StatusOr<InputReport> report_input(const Input& input, const AccountingConfig& c
   out.rows = acc.rows();
   out.cut_off = std::move(accounted->contents.cut_off);
   out.settings_note = std::move(accounted->contents.settings_note);
+  out.collectives_header.metadata = accounted->contents.metadata;
+  out.collectives_header.identity = accounted->contents.collective_identity;
+  out.collectives_header.identity_note = accounted->contents.collective_identity_note;
+  out.collectives = accounted->contents.collectives;
   return out;
 }
 

@@ -47,6 +47,7 @@
 #include "analysis/input/step_stream_reader.h"
 #include "analysis/job/collective_steps.h"
 #include "analysis/model/collective.h"
+#include "analysis/model/collective_rows.h"
 #include "analysis/model/event_sink.h"
 #include "analysis/model/name_table.h"
 #include "analysis/model/run_metadata.h"
@@ -195,13 +196,19 @@ struct InputReport {
   std::vector<StepRow> rows;  // its step rows
   std::string cut_off;        // InputContents::cut_off
   std::string settings_note;  // InputContents::settings_note
+  // With AccountingObservers::on_collective: the collectives rows file's header (the run's
+  // metadata, how the collectives were identified) and how many were handed out.
+  CollectiveRowsHeader collectives_header;
+  int64_t collectives = 0;
 };
 
 // The report of any input.  Events: account_input, then build_report.  A step stream: all its
 // rows through the one summary (report.h summary_report) with the counters of its last summary
 // line; the rows keep the warm-up flags the live run gave them unless cfg.warmup_steps is
 // given (then the first that many steps are warm-up, as the accountant marks them).
+// `observers` (optional) see the accounting as in account_input (a step stream has no events).
 StatusOr<InputReport> report_input(const Input& input, const AccountingConfig& cfg,
-                                   NameTable& names, const InputOptions& opts = {});
+                                   NameTable& names, const InputOptions& opts = {},
+                                   const AccountingObservers& observers = {});
 
 }  // namespace gpuacct
