@@ -93,9 +93,9 @@ bool has_collectives(const AnalyzedInput& analysed) {
 }
 
 // The files are written CSVs first, report last, and the CSVs removed if a later one fails: a
-// report file on disk always has its CSVs beside it, never half a result.  An input without
-// collectives leaves no <name>.collectives.csv (one from an earlier analysis is removed: it
-// would be read as this report's).
+// report file on disk always has its CSVs beside it, never half a result.  An input of events
+// without collectives leaves no <name>.collectives.csv (one from an earlier analysis is
+// removed: it would be read as this report's); a step stream's is the live run's own: kept.
 Status write_outputs(const std::string& base, const AnalyzedInput& analysed) {
   const std::string steps = base + ".steps.csv";
   const std::string collectives = base + kCollectiveRowsSuffix;
@@ -111,7 +111,7 @@ Status write_outputs(const std::string& base, const AnalyzedInput& analysed) {
       if (has_collectives(analysed)) std::remove(collectives.c_str());
     }
   }
-  if (st.ok() && !has_collectives(analysed)) {
+  if (st.ok() && analysed.collectives_known && !has_collectives(analysed)) {
     std::error_code ec;
     if (std::filesystem::is_regular_file(std::filesystem::symlink_status(collectives, ec)))
       std::filesystem::remove(collectives, ec);
@@ -196,6 +196,7 @@ StatusOr<AnalyzedInput> analyze_input(const std::string& path, const AccountingC
   opts.given_settings = given;
   AnalyzedInput out;
   out.collectives = std::make_unique<CollectiveSpool>();
+  out.collectives_known = input->format() != InputFormat::kStepStream;
   AccountingObservers observers;
   observers.on_collective = [spool = out.collectives.get()](const CollectiveRecord& r) {
     spool->add(r);

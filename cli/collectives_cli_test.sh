@@ -52,6 +52,22 @@ echo stale >"$tmp/o2/db.collectives.csv"
 [ -f "$tmp/o2/db.report.json" ] || fail "no report for the recording without collectives"
 [ -e "$tmp/o2/db.collectives.csv" ] && fail "a stale collectives file was left beside a report without collectives"
 
+# A step stream holds rows, not events: the live run's own collectives file beside it is kept.
+python3 - "$tmp/o2/db.report.json" "$tmp/run.steps.jsonl" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))["steps"]
+with open(sys.argv[2], "w") as f:
+    f.write(json.dumps({"schema": "gpuacct.steps/1", "source": "injected", "pid": 7}) + "\n")
+    for r in rows:
+        f.write(json.dumps(r) + "\n")
+PY
+mkdir -p "$tmp/o4"
+echo live >"$tmp/o4/run.collectives.csv"
+"$bin" analyze "$tmp/run.steps.jsonl" --out "$tmp/o4" >/dev/null 2>&1 || fail "analyze of a step stream"
+[ -f "$tmp/o4/run.report.json" ] || fail "no report for the step stream: $(ls "$tmp/o4")"
+[ "$(cat "$tmp/o4/run.collectives.csv" 2>/dev/null)" = live ] ||
+  fail "analyze of a step stream replaced or removed the live run's collectives file"
+
 # All or nothing: the collectives file cannot be written (a directory has its name), so neither
 # the steps CSV nor the report is left.
 mkdir -p "$tmp/o3/sampled_rank-0.collectives.csv"

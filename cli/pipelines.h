@@ -31,6 +31,9 @@ struct AnalyzedInput {
   // of their rows file (<name>.collectives.csv, analysis/model/collective_rows.h).
   std::unique_ptr<CollectiveSpool> collectives;
   CollectiveRowsHeader collectives_header;
+  // False for a step stream: it holds rows, not events; its collectives are in the live run's
+  // own <base>.collectives.csv.
+  bool collectives_known = true;
 };
 StatusOr<AnalyzedInput> analyze_input(const std::string& path, const AccountingConfig& cfg,
                                       bool progress, const std::set<std::string>& given = {});
