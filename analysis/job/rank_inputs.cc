@@ -404,64 +404,11 @@ void take_identity(const RunMetadata& meta, JobRank* rank) {
                 rank);
 }
 
-// A report, recording or trace through the front door: its rows, held.
-Status load_through_front_door(const std::string& path, JobRank* rank,
-                               std::shared_ptr<const std::vector<StepRow>>* rows) {
-  auto input = Input::open(path);
-  if (!input.ok()) return input.status();
-  NameTable names;
-  auto reported = report_input(input.value(), AccountingConfig{}, names);
-  if (!reported.ok()) return reported.status();
-  take_identity(reported->report.value("run", json::object()), rank);
-  const json verdict = reported->report.value("verdict", json::object());
-  if (verdict.is_object()) rank->verdict_bound = verdict.value("bound", "");
-  rank->step_source = to_string(input->format());
-  *rows = std::make_shared<const std::vector<StepRow>>(std::move(reported->rows));
-  return Status::Ok();
-}
-
-// One rank from its files; problems it has go to `problems` (it may still be usable).
-std::optional<JobRank> load_rank(const RankFiles& files, std::vector<std::string>* problems) {
-  JobRank rank;
-  rank.label = files.label;
-  std::shared_ptr<const std::vector<StepRow>> rows;
-  std::string stream_path;
-  for (const std::string* path : {&files.report, &files.step_stream, &files.recording, &files.trace}) {
-    if (path->empty()) continue;
-    if (path == &files.step_stream) {
-      std::ifstream in(*path, std::ios::binary);
-      std::string header;
-      std::getline(in, header);
-      if (looks_like_step_stream(header)) {
-        take_identity(json::parse(header, nullptr, false), &rank);
-        stream_path = *path;
-        rank.step_source = "step_stream";
-        break;
-      }
-      problems->push_back(*path + ": not a gpuacct step stream");
-      continue;
-    }
-    const Status st = load_through_front_door(*path, &rank, &rows);
-    if (st.ok()) break;
-    problems->push_back(st.message() + (path == &files.trace ? "" : "; trying its other files"));
-  }
-  if (!files.collectives.empty()) {
-    std::ifstream in(files.collectives, std::ios::binary);
-    std::string header, columns;
-    std::getline(in, header);
-    std::getline(in, columns);
-    auto parsed = read_collective_rows_buffer(header + "\n" + columns + "\n", files.collectives,
-                                              [](const CollectiveRecord&) {});
-    if (parsed.ok()) {
-      take_identity(parsed->header.metadata, &rank);
-      rank.has_collectives = true;
-    } else {
-      problems->push_back(parsed.status().message());
-    }
-  }
-  if (rows == nullptr && stream_path.empty() && !rank.has_collectives) return std::nullopt;
-  const std::string collectives = rank.has_collectives ? files.collectives : std::string();
-  rank.open = [rows, stream_path, collectives](bool steps) -> StatusOr<std::unique_ptr<RankStream>> {
+// Opens a rank's rows anew for each pass: rows in memory or a step stream, and a rows file.
+std::function<StatusOr<std::unique_ptr<RankStream>>(bool)> opener(
+    std::shared_ptr<const std::vector<StepRow>> rows, std::string stream_path,
+    std::string collectives) {
+  return [rows, stream_path, collectives](bool steps) -> StatusOr<std::unique_ptr<RankStream>> {
     std::unique_ptr<StepRowPull> step_pull;
     if (steps && rows != nullptr) step_pull = pull_rows(rows);
     if (steps && !stream_path.empty()) {
@@ -477,6 +424,74 @@ std::optional<JobRank> load_rank(const RankFiles& files, std::vector<std::string
     }
     return make_rank_stream(std::move(step_pull), std::move(collective_pull));
   };
+}
+
+// A rows file's header: the rank's identity where the step source had none.
+bool take_rows_header(const std::string& path, JobRank* rank, std::vector<std::string>* problems) {
+  std::ifstream in(path, std::ios::binary);
+  std::string header, columns;
+  std::getline(in, header);
+  std::getline(in, columns);
+  auto parsed = read_collective_rows_buffer(header + "\n" + columns + "\n", path,
+                                            [](const CollectiveRecord&) {});
+  if (!parsed.ok()) {
+    problems->push_back(parsed.status().message());
+    return false;
+  }
+  take_identity(parsed->header.metadata, rank);
+  return true;
+}
+
+// One rank from its files; problems it has go to `problems` (it may still be usable).
+std::optional<JobRank> load_rank(const RankFiles& files, std::vector<std::string>* problems) {
+  // The rows file first: whether it can be read decides what the rank's opener reads.
+  JobRank from_rows;
+  const bool rows_file = !files.collectives.empty() &&
+                         take_rows_header(files.collectives, &from_rows, problems);
+  const std::string collectives = rows_file ? files.collectives : std::string();
+  std::optional<JobRank> rank;
+  for (const std::string* path : {&files.report, &files.step_stream, &files.recording, &files.trace}) {
+    if (path->empty()) continue;
+    if (path == &files.step_stream) {
+      std::ifstream in(*path, std::ios::binary);
+      std::string header;
+      std::getline(in, header);
+      if (looks_like_step_stream(header)) {
+        rank = JobRank();
+        take_identity(json::parse(header, nullptr, false), &*rank);
+        rank->step_source = "step_stream";
+        rank->has_collectives = rows_file;
+        rank->open = opener(nullptr, *path, collectives);
+        break;
+      }
+      problems->push_back(*path + ": not a gpuacct step stream; trying its other files");
+      continue;
+    }
+    auto input = Input::open(*path);
+    NameTable names;
+    auto reported = input.ok() ? report_input(input.value(), AccountingConfig{}, names)
+                               : StatusOr<InputReport>(input.status());
+    if (reported.ok()) {
+      rank = rank_from_report(reported->report, std::move(reported->rows), files.label,
+                              to_string(input->format()), collectives);
+      if (!reported->cut_off.empty()) problems->push_back(reported->cut_off);
+      break;
+    }
+    problems->push_back(reported.status().message() + "; trying its other files");
+  }
+  if (!rank && !rows_file) return std::nullopt;
+  if (!rank) {  // collectives alone
+    rank = JobRank();
+    rank->step_source = "none";
+    rank->has_collectives = true;
+    rank->open = opener(nullptr, "", collectives);
+  }
+  rank->label = files.label;
+  take_identity(json{{"rank", from_rows.rank},
+                     {"world_size", from_rows.world_size},
+                     {"hostname", from_rows.hostname},
+                     {"job_id", from_rows.job_id}},
+                &*rank);
   return rank;
 }
 
@@ -494,6 +509,23 @@ std::string rank_list(const std::vector<int>& ranks) {
 }
 
 }  // namespace
+
+JobRank rank_from_report(const json& report, std::vector<StepRow> rows, std::string label,
+                         std::string step_source, std::string collectives_path) {
+  JobRank rank;
+  rank.label = std::move(label);
+  rank.step_source = std::move(step_source);
+  take_identity(report.value("run", json::object()), &rank);
+  const auto verdict = report.find("verdict");
+  if (verdict != report.end() && verdict->is_object()) {
+    const auto bound = verdict->find("bound");
+    if (bound != verdict->end() && bound->is_string()) rank.verdict_bound = bound->get<std::string>();
+  }
+  rank.has_collectives = !collectives_path.empty();
+  rank.open = opener(std::make_shared<const std::vector<StepRow>>(std::move(rows)), "",
+                     std::move(collectives_path));
+  return rank;
+}
 
 void check_job_ranks(std::vector<JobRank> ranks, JobInputs* out) {
   // The job: the id most ranks carry; ranks of another job are left out.

@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "analysis/accounting/step_row.h"
 #include "analysis/model/collective.h"
 #include "analysis/model/status.h"
@@ -87,6 +89,13 @@ struct JobRank {
   // steps=false: the collectives alone (the clock pass).
   std::function<StatusOr<std::unique_ptr<RankStream>>(bool steps)> open;
 };
+
+// A rank whose rows are in memory (a report, an input `gpuacct analyze` accounted): its
+// identity from the report's "run" section, its verdict from "verdict"; its collectives from
+// `collectives_path` when not empty (a rows file).
+JobRank rank_from_report(const nlohmann::json& report, std::vector<StepRow> rows,
+                         std::string label, std::string step_source,
+                         std::string collectives_path = "");
 
 struct JobInputs {
   std::vector<JobRank> ranks;  // sorted by rank id
