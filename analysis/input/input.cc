@@ -81,7 +81,7 @@ constexpr size_t kReportHeadMax = 1 << 20;
 bool looks_like_report(std::string_view head) {
   head = head.substr(0, kReportHeadMax);
   if (head.empty() || head.front() != '{') return false;
-  const std::string indented = std::string("\n \"schema\": \"") + kReportSchema + "\"";
+  const std::string indented = std::string("\"schema\": \"") + kReportSchema + "\"";
   const std::string compact = std::string("\"schema\":\"") + kReportSchema + "\"";
   return head.find(indented) != std::string_view::npos ||
          head.find(compact) != std::string_view::npos;

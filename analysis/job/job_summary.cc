@@ -102,6 +102,15 @@ void find_slow_links(JobView* v) {
   }
 }
 
+// A late rank stands out when it is the late rank of more than half the steps and costs the
+// others a noticeable share of the step: 1% with matched collectives (lateness is measured),
+// 3% from step rows alone (the floor's estimate is coarser; the cross-rank rule it replaces).
+bool stands_out(const JobView& v, const JobRankResult* top, double late_ms, double job_step_ms) {
+  if (top == nullptr || top->late_steps * 2 <= v.steps) return false;
+  const double share = v.method == kMethodCollectives ? 0.01 : 0.03;
+  return late_ms >= share * job_step_ms;
+}
+
 }  // namespace
 
 void finish_job_summary(JobView* v) {
@@ -115,7 +124,7 @@ void finish_job_summary(JobView* v) {
   if (v->steps == 0) {
     v->headline = v->ranks.size() < 2 ? "one rank: nothing to compare"
                                       : "the ranks share no step: nothing to compare";
-  } else if (top != nullptr && late_ms >= 0.01 * job_step_ms) {
+  } else if (stands_out(*v, top, late_ms, job_step_ms)) {
     std::string where;
     if (v->method == kMethodCollectives) {
       size_t type = 0;
