@@ -393,6 +393,7 @@ void Merge::finish_steps(std::map<int64_t, WindowStep>& steps) {
       for (const WallInfo& info : kWalls) res.walls[info.wall] += w[info.wall];
     }
     if (blame.late_slot < 0) continue;
+    ++view_.blamed_steps;
     JobRankResult& late = view_.ranks[static_cast<size_t>(blame.late_slot)];
     ++late.late_steps;
     for (size_t w = 0; w < blame.attributed.size(); ++w) late.late_attributed[w] += blame.attributed[w];

@@ -102,13 +102,14 @@ void find_slow_links(JobView* v) {
   }
 }
 
-// A late rank stands out when it is the late rank of more than half the steps and costs the
-// others a noticeable share of the step: 1% with matched collectives (lateness is measured),
+// A late rank stands out when it is the late rank of more than half the steps where anyone
+// was late (steps without collectives have nobody to wait for) and costs the others, in those
+// steps, a noticeable share of the step: 1% with matched collectives (lateness is measured),
 // 3% from step rows alone (the floor's estimate is coarser; the cross-rank rule it replaces).
-bool stands_out(const JobView& v, const JobRankResult* top, double late_ms, double job_step_ms) {
-  if (top == nullptr || top->late_steps * 2 <= v.steps) return false;
+bool stands_out(const JobView& v, const JobRankResult* top, double job_step_ms) {
+  if (top == nullptr || top->late_steps * 2 <= v.blamed_steps) return false;
   const double share = v.method == kMethodCollectives ? 0.01 : 0.03;
-  return late_ms >= share * job_step_ms;
+  return ms(per(top->late_ns, v.blamed_steps)) >= share * job_step_ms;
 }
 
 }  // namespace
@@ -124,7 +125,7 @@ void finish_job_summary(JobView* v) {
   if (v->steps == 0) {
     v->headline = v->ranks.size() < 2 ? "one rank: nothing to compare"
                                       : "the ranks share no step: nothing to compare";
-  } else if (stands_out(*v, top, late_ms, job_step_ms)) {
+  } else if (stands_out(*v, top, job_step_ms)) {
     std::string where;
     if (v->method == kMethodCollectives) {
       size_t type = 0;
@@ -136,7 +137,7 @@ void finish_job_summary(JobView* v) {
                      pluralise(static_cast<CollectiveType>(type)).c_str());
     } else {
       where = format("has the most work in %lld of %lld steps",
-                     static_cast<long long>(top->late_steps), static_cast<long long>(v->steps));
+                     static_cast<long long>(top->late_steps), static_cast<long long>(v->blamed_steps));
     }
     const size_t cause = top_index(top->late_attributed);
     std::string of_which;
@@ -290,6 +291,7 @@ json job_view_to_json(const JobView& v) {
         {"by_type", types}}},
       {"steps",
        {{"count", v.steps},
+        {"with_a_late_rank", v.blamed_steps},
         {"job_step_ms_mean", ms(per(v.job_step_ns, v.steps))},
         {"job_step_ms_p50", ms(v.job_step_sample.percentile(50))},
         {"job_step_ms_p99", ms(v.job_step_sample.percentile(99))},

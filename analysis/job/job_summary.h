@@ -91,6 +91,7 @@ struct JobView {
   int64_t records_without_times = 0;
   // Steps.
   int64_t steps = 0;  // summary steps with rows from >= 2 ranks
+  int64_t blamed_steps = 0;  // of those, steps where some rank was late
   int64_t job_step_ns = 0;
   int64_t what_if_step_ns = 0;
   SampleReservoir job_step_sample;
