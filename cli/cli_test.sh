@@ -209,6 +209,11 @@ grep -q '"schema": "gpuacct.job/1"' "$tmp/ranks/job.json" 2>/dev/null ||
 # written) and to `gpuacct job` (a directory of rank outputs).
 expect 0 "2 ranks on 1 host, 6 steps compared" "$bin" analyze "$tmp/ranks/r0.report.json" "$tmp/ranks/r1.report.json" --no-files
 expect 0 "no rank stands out" "$bin" job "$tmp/ranks" --no-files
+expect 0 "job_steps.csv (16 rows)" "$bin" job "$tmp/ranks" --no-files --export "$tmp/exp"
+head -1 "$tmp/exp/job_steps.csv" 2>/dev/null | grep -q '^job,host,rank,step_index,.*,clock_offset_ns,job_step_ns,waited_ns,late_ns$' &&
+  head -1 "$tmp/exp/job_collectives.csv" | grep -q '^job,host,rank,step_index,comm,seq,.*,busbw_gbs$' ||
+  { echo "FAIL: export tables' columns"; fails=$((fails + 1)); }
+expect 2 "--window wants a number" "$bin" job "$tmp/ranks" --window 0
 expect 1 "no rank could be used" "$bin" job "$tmp/nothing-here" --no-files
 expect 2 "no input given" "$bin" job
 expect 0 "ends of matched collectives" "$bin" job --help

@@ -106,10 +106,52 @@ void find_slow_links(JobView* v) {
 // was late (steps without collectives have nobody to wait for) and costs the others, in those
 // steps, a noticeable share of the step: 1% with matched collectives (lateness is measured),
 // 3% from step rows alone (the floor's estimate is coarser; the cross-rank rule it replaces).
+// From step rows alone every step has a busiest rank, so all steps count (the old rule).
+int64_t judged_steps(const JobView& v) {
+  return v.method == kMethodCollectives ? v.blamed_steps : v.steps;
+}
+
 bool stands_out(const JobView& v, const JobRankResult* top, double job_step_ms) {
-  if (top == nullptr || top->late_steps * 2 <= v.blamed_steps) return false;
+  if (top == nullptr || top->late_steps * 2 <= judged_steps(v)) return false;
   const double share = v.method == kMethodCollectives ? 0.01 : 0.03;
-  return ms(per(top->late_ns, v.blamed_steps)) >= share * job_step_ms;
+  return ms(per(top->late_ns, judged_steps(v))) >= share * job_step_ms;
+}
+
+// Per-rank rows of job.json: means per summary step.
+json ranks_json(const JobView& v) {
+  json ranks = json::array();
+  for (const JobRankResult& r : v.ranks) {
+    json walls = json::object();
+    json late_by_wall = json::object();
+    for (const WallInfo& w : kWalls) {
+      walls[std::string(w.name)] = ms(per(r.walls[w.wall], r.steps));
+      late_by_wall[std::string(w.name)] =
+          ms(per(r.late_attributed[static_cast<size_t>(w.wall)], r.steps));
+    }
+    json waited_for = json::object();
+    for (const auto& [rank, ns] : r.waited_for) waited_for[std::to_string(rank)] = ms(per(ns, r.steps));
+    ranks.push_back({{"rank", r.rank},
+                     {"label", json_safe_utf8(r.label)},
+                     {"host", json_safe_utf8(r.host)},
+                     {"clock_offset_ns", r.clock_offset_ns},
+                     {"step_source", r.step_source},
+                     {"verdict", r.verdict_bound},
+                     {"steps", r.steps},
+                     {"step_ms", ms(per(r.step_ns, r.steps))},
+                     {"walls_ms", walls},
+                     {"collectives", r.instances},
+                     {"waited_ms", ms(per(r.waited_ns, r.steps))},
+                     {"transfer_ms", ms(per(r.transfer_ns, r.steps))},
+                     {"late_ms", ms(per(r.late_ns, r.steps))},
+                     {"late_by_wall_ms", late_by_wall},
+                     {"late_unexplained_ms", ms(per(r.late_unexplained_ns, r.steps))},
+                     {"last_arrivals", r.last_count},
+                     {"late_steps", r.late_steps},
+                     {"waited_for_ms", waited_for},
+                     {"transfer_ratio", r.transfer_ratio},
+                     {"slow_link", r.slow_link}});
+  }
+  return ranks;
 }
 
 }  // namespace
@@ -137,7 +179,7 @@ void finish_job_summary(JobView* v) {
                      pluralise(static_cast<CollectiveType>(type)).c_str());
     } else {
       where = format("has the most work in %lld of %lld steps",
-                     static_cast<long long>(top->late_steps), static_cast<long long>(v->blamed_steps));
+                     static_cast<long long>(top->late_steps), static_cast<long long>(v->steps));
     }
     const size_t cause = top_index(top->late_attributed);
     std::string of_which;
@@ -193,38 +235,7 @@ json job_view_to_json(const JobView& v) {
                      {"clock_offset_ns", h.offset_ns},
                      {"aligned", h.aligned}});
   }
-  json ranks = json::array();
-  for (const JobRankResult& r : v.ranks) {
-    json walls = json::object();
-    json late_by_wall = json::object();
-    for (const WallInfo& w : kWalls) {
-      walls[std::string(w.name)] = ms(per(r.walls[w.wall], r.steps));
-      late_by_wall[std::string(w.name)] =
-          ms(per(r.late_attributed[static_cast<size_t>(w.wall)], r.steps));
-    }
-    json waited_for = json::object();
-    for (const auto& [rank, ns] : r.waited_for) waited_for[std::to_string(rank)] = ms(per(ns, r.steps));
-    ranks.push_back({{"rank", r.rank},
-                     {"label", json_safe_utf8(r.label)},
-                     {"host", json_safe_utf8(r.host)},
-                     {"clock_offset_ns", r.clock_offset_ns},
-                     {"step_source", r.step_source},
-                     {"verdict", r.verdict_bound},
-                     {"steps", r.steps},
-                     {"step_ms", ms(per(r.step_ns, r.steps))},
-                     {"walls_ms", walls},
-                     {"collectives", r.instances},
-                     {"waited_ms", ms(per(r.waited_ns, r.steps))},
-                     {"transfer_ms", ms(per(r.transfer_ns, r.steps))},
-                     {"late_ms", ms(per(r.late_ns, r.steps))},
-                     {"late_by_wall_ms", late_by_wall},
-                     {"late_unexplained_ms", ms(per(r.late_unexplained_ns, r.steps))},
-                     {"last_arrivals", r.last_count},
-                     {"late_steps", r.late_steps},
-                     {"waited_for_ms", waited_for},
-                     {"transfer_ratio", r.transfer_ratio},
-                     {"slow_link", r.slow_link}});
-  }
+  const json ranks = ranks_json(v);
   json types = json::array();
   for (const CollectiveTypeRow& t : v.types) {
     if (t.instances == 0) continue;

@@ -93,7 +93,8 @@ class StepStreamPull : public StepRowPull {
 // lines, goes through the one rows parser (collective_rows.h), so memory holds one chunk.
 class RowsFilePull : public CollectivePull {
  public:
-  static constexpr size_t kChunkLines = 4096;
+  // Small: every rank holds one chunk (1024 ranks x 256 rows x 128 bytes = 32 MiB).
+  static constexpr size_t kChunkLines = 256;
   RowsFilePull(std::string path, std::ifstream in, std::string head)
       : path_(std::move(path)), in_(std::move(in)), head_(std::move(head)) {}
   bool next(CollectiveRecord* out) override {
