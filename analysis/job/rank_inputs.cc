@@ -408,8 +408,10 @@ void take_identity(const RunMetadata& meta, JobRank* rank) {
 // Opens a rank's rows anew for each pass: rows in memory or a step stream, and a rows file.
 std::function<StatusOr<std::unique_ptr<RankStream>>(bool)> opener(
     std::shared_ptr<const std::vector<StepRow>> rows, std::string stream_path,
-    std::string collectives) {
-  return [rows, stream_path, collectives](bool steps) -> StatusOr<std::unique_ptr<RankStream>> {
+    std::string collectives,
+    std::shared_ptr<const std::vector<CollectiveRecord>> records = nullptr) {
+  return [rows, stream_path, collectives, records](
+             bool steps) -> StatusOr<std::unique_ptr<RankStream>> {
     std::unique_ptr<StepRowPull> step_pull;
     if (steps && rows != nullptr) step_pull = pull_rows(rows);
     if (steps && !stream_path.empty()) {
@@ -418,6 +420,7 @@ std::function<StatusOr<std::unique_ptr<RankStream>>(bool)> opener(
       step_pull = std::move(pulled.value());
     }
     std::unique_ptr<CollectivePull> collective_pull;
+    if (records != nullptr) collective_pull = pull_collectives(records);
     if (!collectives.empty()) {
       auto pulled = pull_collective_rows(collectives);
       if (!pulled.ok()) return pulled.status();
@@ -470,11 +473,21 @@ std::optional<JobRank> load_rank(const RankFiles& files, std::vector<std::string
     }
     auto input = Input::open(*path);
     NameTable names;
-    auto reported = input.ok() ? report_input(input.value(), AccountingConfig{}, names)
+    // A recording's or trace's own collectives, when the rank has no rows file.
+    std::vector<CollectiveRecord> records;
+    AccountingObservers observers;
+    if (!rows_file) {
+      observers.on_collective = [&records](const CollectiveRecord& r) { records.push_back(r); };
+    }
+    AccountingConfig cfg;
+    cfg.warmup_steps = AccountingConfig::kWarmupBySource;  // as `gpuacct analyze` without flags
+    auto reported = input.ok() ? report_input(input.value(), cfg, names, {}, observers)
                                : StatusOr<InputReport>(input.status());
     if (reported.ok()) {
-      rank = rank_from_report(reported->report, std::move(reported->rows), files.label,
-                              to_string(input->format()), collectives);
+      rank = rows_file ? rank_from_report(reported->report, std::move(reported->rows), files.label,
+                                          to_string(input->format()), collectives)
+                       : rank_from_report(reported->report, std::move(reported->rows), files.label,
+                                          to_string(input->format()), std::move(records));
       if (!reported->cut_off.empty()) problems->push_back(reported->cut_off);
       break;
     }
@@ -511,8 +524,11 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 }  // namespace
 
-JobRank rank_from_report(const json& report, std::vector<StepRow> rows, std::string label,
-                         std::string step_source, std::string collectives_path) {
+namespace {
+
+JobRank rank_with(const json& report, std::vector<StepRow> rows, std::string label,
+                  std::string step_source, std::string collectives_path,
+                  std::shared_ptr<const std::vector<CollectiveRecord>> records) {
   JobRank rank;
   rank.label = std::move(label);
   rank.step_source = std::move(step_source);
@@ -522,10 +538,27 @@ JobRank rank_from_report(const json& report, std::vector<StepRow> rows, std::str
     const auto bound = verdict->find("bound");
     if (bound != verdict->end() && bound->is_string()) rank.verdict_bound = bound->get<std::string>();
   }
-  rank.has_collectives = !collectives_path.empty();
+  rank.has_collectives = !collectives_path.empty() || records != nullptr;
   rank.open = opener(std::make_shared<const std::vector<StepRow>>(std::move(rows)), "",
-                     std::move(collectives_path));
+                     std::move(collectives_path), std::move(records));
   return rank;
+}
+
+}  // namespace
+
+JobRank rank_from_report(const json& report, std::vector<StepRow> rows, std::string label,
+                         std::string step_source, std::string collectives_path) {
+  return rank_with(report, std::move(rows), std::move(label), std::move(step_source),
+                   std::move(collectives_path), nullptr);
+}
+
+JobRank rank_from_report(const json& report, std::vector<StepRow> rows, std::string label,
+                         std::string step_source, std::vector<CollectiveRecord> records) {
+  auto held = records.empty()
+                  ? nullptr
+                  : std::make_shared<const std::vector<CollectiveRecord>>(std::move(records));
+  return rank_with(report, std::move(rows), std::move(label), std::move(step_source), "",
+                   std::move(held));
 }
 
 void check_job_ranks(std::vector<JobRank> ranks, JobInputs* out) {

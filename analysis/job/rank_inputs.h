@@ -4,7 +4,9 @@
 // folder), <base>.steps.jsonl, <base>.collectives.csv, <base>.gpuacct, a profiler trace
 // (<base>.json / .json.gz).  A rank's step rows come from, in order: its report's "steps"
 // array (the report every rank writes), its step stream, its recording or trace through the
-// front door (analysis/input).  Its collectives come from its rows file.  Its rank id, world
+// front door (analysis/input).  Its collectives come from its rows file, else -- for a
+// recording or trace -- from the front door (InputOptions / AccountingObservers::on_collective:
+// a trace's collective args, or NCCL kernels by order), held.  Its rank id, world
 // size, host and job id from the run metadata of whichever file has them (report "run"
 // section, stream header, rows header); a rank with no id takes its position.
 //
@@ -96,6 +98,11 @@ struct JobRank {
 JobRank rank_from_report(const nlohmann::json& report, std::vector<StepRow> rows,
                          std::string label, std::string step_source,
                          std::string collectives_path = "");
+// The same with its collectives in memory (a recording's or trace's, from the front door);
+// none when `records` is empty.
+JobRank rank_from_report(const nlohmann::json& report, std::vector<StepRow> rows,
+                         std::string label, std::string step_source,
+                         std::vector<CollectiveRecord> records);
 
 struct JobInputs {
   std::vector<JobRank> ranks;  // sorted by rank id
