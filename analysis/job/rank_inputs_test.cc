@@ -174,6 +174,52 @@ TEST_F(RankFilesTest, BadInputsAreOneLineEachAndTheRestIsUsed) {
   EXPECT_FALSE(job_view_to_json(v)["problems"].empty());
 }
 
+// Two ranks' PyTorch-profiler traces of a 128-rank pipeline-parallel job (tests/data/kineto,
+// README there): steps from the front door, collectives (send/recv) by kernel order.
+TEST_F(RankFilesTest, TwoRanksOfARealJobFromTheirTraces) {
+  const std::string data = GPUACCT_TEST_DATA_DIR;
+  const JobInputs in = load_job_inputs(
+      {data + "/kineto/sampled_rank-1.json.gz", data + "/kineto/sampled_rank-0.json.gz"});
+  ASSERT_EQ(in.ranks.size(), 2u);
+  EXPECT_EQ(in.world_size, 128);
+  EXPECT_TRUE(has_problem(in.problems, "ranks 2-127 of 128 are missing"));
+  EXPECT_EQ(in.ranks[0].rank, 0);
+  EXPECT_EQ(in.ranks[0].step_source, "kineto");
+  EXPECT_TRUE(in.ranks[0].has_collectives);
+  const JobView v = build_job_view(in);
+  EXPECT_EQ(v.steps, 2);
+  EXPECT_EQ(v.instances, 10);
+  EXPECT_EQ(v.types[static_cast<size_t>(CollectiveType::kSendRecv)].instances, 10);
+  // Each rank waits for the other in some instances: both are someone's last rank.
+  EXPECT_GT(v.ranks[0].last_count, 0);
+  EXPECT_GT(v.ranks[1].last_count, 0);
+  EXPECT_EQ(v.ranks[0].last_count + v.ranks[1].last_count, 10);
+}
+
+TEST_F(RankFilesTest, ACutReportFallsBackToTheRanksStepStream) {
+  PlantedJob job = sixteen_ranks();
+  job.ranks = 4;
+  job.hosts = 1;
+  job.straggler = 2;
+  job.steps = 10;
+  ASSERT_TRUE(write_planted_job(job, dir(), StepFormat::kReport).ok());
+  // Rank 1 also has a step stream; its report is cut.
+  fs::create_directories(dir_ / "s");
+  ASSERT_TRUE(write_planted_job(job, (dir_ / "s").string(), StepFormat::kStepStream, {1}).ok());
+  fs::rename(dir_ / "s" / "rank1.steps.jsonl", dir_ / "rank1.steps.jsonl");
+  const std::string report = read(dir() + "/rank1.report.json");
+  std::ofstream(dir() + "/rank1.report.json", std::ios::trunc) << report.substr(0, report.size() / 2);
+  const JobInputs in = load_job_inputs({dir()});
+  EXPECT_TRUE(has_problem(in.problems, "rank1.report.json: a gpuacct report that does not parse"))
+      << ::testing::PrintToString(in.problems);
+  ASSERT_EQ(in.ranks.size(), 4u);
+  EXPECT_EQ(in.ranks[1].step_source, "step_stream");
+  EXPECT_EQ(in.ranks[0].step_source, "report");
+  const JobView v = build_job_view(in);
+  EXPECT_EQ(v.steps, job.steps);
+  EXPECT_EQ(v.headline.rfind("rank 2 arrives last", 0), 0u) << v.headline;
+}
+
 TEST_F(RankFilesTest, NothingUsableIsEmptyWithAReason) {
   const JobInputs none = load_job_inputs({dir()});
   EXPECT_TRUE(none.ranks.empty());
