@@ -187,6 +187,11 @@ void finish_job_summary(JobView* v) {
       of_which = format(", of which %.2f ms is its %s", ms(per(top->late_attributed[cause], v->steps)),
                         doing(static_cast<Wall>(cause)));
     }
+    // Lateness its walls do not explain (it did what the others did, only later or slower).
+    if (top->late_unexplained_ns * 2 > top->late_ns) {
+      of_which += format(" (%.2f ms not explained by its walls)",
+                         ms(per(top->late_unexplained_ns, v->steps)));
+    }
     v->headline = format("rank %d %s, %.2f ms/step%s; without it the job step would be %.2f ms "
                          "instead of %.2f",
                          top->rank, where.c_str(), late_ms, of_which.c_str(),
