@@ -199,11 +199,24 @@ if grep -q '(warm-up)' "$tmp/k.timeline.json"; then
   fails=$((fails + 1))
 fi
 
-# Several ranks: one report each, plus the cross-rank comparison.
+# Several ranks: one report each, plus the job view (collectives by kernel order).
 "$bin" synth --preset comm_bound --steps 8 --seed 3 -o "$tmp/r0.gpuacct" 2>/dev/null
 "$bin" synth --preset comm_bound --steps 8 --seed 4 -o "$tmp/r1.gpuacct" 2>/dev/null
-expect 0 "across 2 ranks, 6 common steps" "$bin" analyze "$tmp/r0.gpuacct" "$tmp/r1.gpuacct" --out "$tmp/ranks"
-[ -s "$tmp/ranks/ranks.json" ] || { echo "FAIL: no ranks.json"; fails=$((fails + 1)); }
+expect 0 "2 ranks on 1 host, 6 steps compared" "$bin" analyze "$tmp/r0.gpuacct" "$tmp/r1.gpuacct" --out "$tmp/ranks"
+grep -q '"schema": "gpuacct.job/1"' "$tmp/ranks/job.json" 2>/dev/null ||
+  { echo "FAIL: no job.json"; fails=$((fails + 1)); }
+# ... and the reports it wrote are inputs again: to `analyze` (recognised by content, shown as
+# written) and to `gpuacct job` (a directory of rank outputs).
+expect 0 "2 ranks on 1 host, 6 steps compared" "$bin" analyze "$tmp/ranks/r0.report.json" "$tmp/ranks/r1.report.json" --no-files
+expect 0 "2 ranks on 1 host, 6 steps compared" "$bin" job "$tmp/ranks" --no-files
+expect 0 "job_steps.csv (16 rows)" "$bin" job "$tmp/ranks" --no-files --export "$tmp/exp"
+head -1 "$tmp/exp/job_steps.csv" 2>/dev/null | grep -q '^job,host,rank,step_index,.*,clock_offset_ns,job_step_ns,waited_ns,late_ns$' &&
+  head -1 "$tmp/exp/job_collectives.csv" | grep -q '^job,host,rank,step_index,comm,seq,.*,busbw_gbs$' ||
+  { echo "FAIL: export tables' columns"; fails=$((fails + 1)); }
+expect 2 "--window wants a number" "$bin" job "$tmp/ranks" --window 0
+expect 1 "no rank could be used" "$bin" job "$tmp/nothing-here" --no-files
+expect 2 "no input given" "$bin" job
+expect 0 "ends of matched collectives" "$bin" job --help
 
 # run/plot are handed to the Python package (found in the source tree).
 expect 0 "program" "$bin" run --help

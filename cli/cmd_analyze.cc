@@ -8,10 +8,11 @@
 #include <string>
 
 #include "analysis/input/input.h"
+#include "analysis/model/collective_rows.h"
 #include "analysis/model/file_io.h"
 #include "analysis/model/json_text.h"
 #include "analysis/report/cost.h"
-#include "analysis/report/cross_rank.h"
+#include "analysis/job/rank_inputs.h"
 #include "analysis/report/report.h"
 #include "cli/accounting_options.h"
 #include "cli/args.h"
@@ -26,8 +27,10 @@ std::string help_text() {
          "INPUT is a gpuacct recording (*.gpuacct, written by libgpuacct.so with GPUACCT_RECORD=1\n"
          "or by `gpuacct synth`), a PyTorch-profiler trace (*.json / *.json.gz) or a live run's\n"
          "step stream (*.steps.jsonl: its rows summarised).  A killed job's recording\n"
-         "(*.gpuacct.tmp.PID) or stream is read up to where it was cut.  Several inputs\n"
-         "(one per rank) give one report each.\n\n"
+         "(*.gpuacct.tmp.PID) or stream is read up to where it was cut.  A gpuacct report\n"
+         "(*.report.json) is shown as it was written.  Several inputs (one per rank) give one\n"
+         "report each, then the job view of them all (as `gpuacct job`: job.json; a rank's\n"
+         "<base>.collectives.csv beside its input is used).\n\n"
          "options:\n"
          "  -o, --out DIR             directory for <name>.report.json and <name>.steps.csv, and\n"
          "                            <name>.collectives.csv when the input has NCCL collectives\n"
@@ -119,10 +122,30 @@ Status write_outputs(const std::string& base, const AnalyzedInput& analysed) {
   return st;
 }
 
+// A rank's collectives rows file beside its input: <base>.collectives.csv, or
+// collectives.csv beside a report.json / steps.jsonl named after its kind alone.
+std::string collectives_beside(const std::string& input) {
+  const std::filesystem::path path(input);
+  std::string name = path.filename().string();
+  for (const char* ext : {".report.json", ".steps.jsonl", ".gpuacct", ".pt.trace.json.gz",
+                          ".pt.trace.json", ".json.gz", ".json"}) {
+    const std::string e = ext;
+    if (name.size() >= e.size() && name.compare(name.size() - e.size(), e.size(), e) == 0) {
+      name.resize(name.size() - e.size());
+      break;
+    }
+  }
+  if (name == "report" || name == "steps") name.clear();
+  const std::filesystem::path rows =
+      path.parent_path() / (name.empty() ? std::string("collectives.csv") : name + kCollectiveRowsSuffix);
+  std::error_code ec;
+  return std::filesystem::is_regular_file(rows, ec) ? rows.string() : std::string();
+}
+
 // Analyses one input, writes and prints its report.  Returns the exit status (0 or 1) and
-// appends the rows for the cross-rank comparison.
+// appends the rank for the job view.
 int analyze_one(const std::string& input, const std::string& stem, const AnalyzeSettings& s,
-                std::vector<RankRows>* ranks) {
+                std::vector<JobRank>* ranks) {
   auto analysed = analyze_input(input, s.cfg, /*progress=*/isatty(2) != 0, s.given);
   if (!analysed.ok()) {
     std::fprintf(stderr, "gpuacct analyze: %s\n", analysed.status().message().c_str());
@@ -167,21 +190,34 @@ int analyze_one(const std::string& input, const std::string& stem, const Analyze
     auto text = render_terminal_summary(report, s.color);
     std::cout << (text.ok() ? text.value() : text.status().message()) << "\n";
   }
-  ranks->push_back(RankRows{report.value("run", nlohmann::json::object()).value("rank", -1), stem,
-                            analysed->rows});
+  // The rank for the job view: its collectives as written, else held, else the live run's
+  // rows file beside a step stream or report.
+  const std::string source = report.value("run", nlohmann::json::object()).value("source", "");
+  if (has_collectives(*analysed) && s.write_files) {
+    ranks->push_back(rank_from_report(report, std::move(analysed->rows), input, source,
+                                      s.out_dir + "/" + stem + kCollectiveRowsSuffix));
+  } else if (has_collectives(*analysed)) {
+    std::vector<CollectiveRecord> records;
+    analysed->collectives->for_each([&](const CollectiveRecord& r) { records.push_back(r); });
+    ranks->push_back(rank_from_report(report, std::move(analysed->rows), input, source,
+                                      std::move(records)));
+  } else {
+    ranks->push_back(rank_from_report(report, std::move(analysed->rows), input, source,
+                                      collectives_beside(input)));
+  }
   return rc;
 }
 
-// Several ranks: the cross-rank comparison (printed, and ranks.json).
-int compare_all_ranks(const std::vector<RankRows>& ranks, const AnalyzeSettings& s) {
-  const RankComparison cmp = compare_ranks(ranks);
-  if (!s.json) std::cout << render_rank_comparison(cmp);
-  if (!s.write_files) return 0;
-  const Status st = write_file_atomic(s.out_dir + "/ranks.json",
-                                      dump_json(rank_comparison_to_json(cmp), 2) + "\n");
-  if (st.ok()) return 0;
-  std::fprintf(stderr, "gpuacct analyze: %s\n", st.message().c_str());
-  return 1;
+// Several ranks: the job view (printed, and job.json), as `gpuacct job` gives it.
+int job_view_of(std::vector<JobRank> ranks, const AnalyzeSettings& s) {
+  JobInputs inputs;
+  check_job_ranks(std::move(ranks), &inputs);
+  JobCliSettings js;
+  js.command = "analyze";
+  js.write_files = s.write_files;
+  js.out_dir = s.out_dir;
+  js.print = !s.json;
+  return run_job_view(inputs, js);
 }
 
 }  // namespace
@@ -196,7 +232,9 @@ StatusOr<AnalyzedInput> analyze_input(const std::string& path, const AccountingC
   opts.given_settings = given;
   AnalyzedInput out;
   out.collectives = std::make_unique<CollectiveSpool>();
-  out.collectives_known = input->format() != InputFormat::kStepStream;
+  // A step stream or a report holds rows, not events: its collectives are the live run's file.
+  out.collectives_known =
+      input->format() != InputFormat::kStepStream && input->format() != InputFormat::kReport;
   AccountingObservers observers;
   observers.on_collective = [spool = out.collectives.get()](const CollectiveRecord& r) {
     spool->add(r);
@@ -250,11 +288,11 @@ int run_analyze(int argc, char** argv) {
   }
   OutputNames names;
   int rc = 0;
-  std::vector<RankRows> ranks;  // for the cross-rank comparison of several inputs
+  std::vector<JobRank> ranks;  // for the job view of several inputs
   for (const std::string& input : args.positional()) {
     rc |= analyze_one(input, names.unique_stem(input), s, &ranks);
   }
-  if (ranks.size() > 1) rc |= compare_all_ranks(ranks, s);
+  if (ranks.size() > 1) rc |= job_view_of(std::move(ranks), s);
   return rc;
 }
 

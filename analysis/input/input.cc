@@ -26,6 +26,8 @@ const char* to_string(InputFormat format) {
       return "kineto";
     case InputFormat::kStepStream:
       return "step_stream";
+    case InputFormat::kReport:
+      return "report";
   }
   return "kineto";
 }
@@ -73,11 +75,33 @@ bool set_setting(AccountingConfig& cfg, const SettingField& f, int64_t value) {
 // A step stream's header line is short (host, pid, rank); what does not fit is no header.
 constexpr size_t kHeaderLineMax = 64 << 10;
 
+// A report's top-level "schema" follows its config, data-loss, gaps, kernels (both lists cut
+// to their top entries) and run sections, and precedes its steps: within the first MiB.
+constexpr size_t kReportHeadMax = 1 << 20;
+
+bool looks_like_report(std::string_view head) {
+  head = head.substr(0, kReportHeadMax);
+  if (head.empty() || head.front() != '{') return false;
+  const std::string indented = std::string("\"schema\": \"") + kReportSchema + "\"";
+  const std::string compact = std::string("\"schema\":\"") + kReportSchema + "\"";
+  return head.find(indented) != std::string_view::npos ||
+         head.find(compact) != std::string_view::npos;
+}
+
+bool file_is_report(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(kReportHeadMax, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  return looks_like_report(head);
+}
+
 InputFormat format_of_bytes(std::string_view bytes) {
   const bool magic = bytes.size() >= sizeof kRecordingMagic &&
                      std::memcmp(bytes.data(), kRecordingMagic, sizeof kRecordingMagic) == 0;
   if (magic) return InputFormat::kRecording;
   if (looks_like_step_stream(bytes.substr(0, kHeaderLineMax))) return InputFormat::kStepStream;
+  if (looks_like_report(bytes)) return InputFormat::kReport;
   return InputFormat::kKinetoTrace;
 }
 
@@ -120,6 +144,8 @@ StatusOr<Input> Input::open(const std::string& path) {
     format = InputFormat::kRecording;
   } else if (file_is_step_stream(path)) {
     format = InputFormat::kStepStream;
+  } else if (file_is_report(path)) {
+    format = InputFormat::kReport;
   }
   return Input(format, path, std::nullopt);
 }
@@ -180,6 +206,11 @@ StatusOr<RunMetadata> Input::import(NameTable& names, EventSink& sink, Stats& st
                          ": a step stream holds accounted step rows, not the events this needs "
                          "(`gpuacct report` and `gpuacct analyze` summarise it; for a timeline "
                          "record the run with GPUACCT_RECORD=1)");
+  }
+  if (format_ == InputFormat::kReport) {
+    return Status::Error(path_ +
+                         ": a gpuacct report holds accounted step rows, not the events this "
+                         "needs (analyse the run's recording or trace instead)");
   }
   if (format_ == InputFormat::kRecording) {
     auto contents = bytes_ ? read_recording_buffer(*bytes_, path_, names, sink, stats)
@@ -378,12 +409,52 @@ StatusOr<InputReport> report_step_stream(const Input& input, const AccountingCon
   return out;
 }
 
+// A report as it was written; its rows from its steps.
+StatusOr<InputReport> report_saved_report(const Input& input, const AccountingConfig& cfg) {
+  std::string text;
+  if (input.from_memory() != nullptr) {
+    text = std::string(*input.from_memory());
+  } else {
+    std::ifstream in(input.path(), std::ios::binary);
+    std::ostringstream all;
+    all << in.rdbuf();
+    if (!in.good() && !in.eof()) return Status::Error(input.path() + ": cannot be read");
+    text = all.str();
+  }
+  InputReport out;
+  out.report = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!out.report.is_object()) {
+    return Status::Error(input.path() +
+                         ": a gpuacct report that does not parse (cut off while it was "
+                         "written or copied?)");
+  }
+  const auto steps = out.report.find("steps");
+  if (steps == out.report.end() || !steps->is_array()) {
+    return Status::Error(input.path() + ": a gpuacct report without its \"steps\" array");
+  }
+  size_t n = 0;
+  for (const nlohmann::json& j : *steps) {
+    auto row = step_row_from_json(j);
+    if (!row.ok()) {
+      return Status::Error(input.path() + ": steps[" + std::to_string(n) +
+                           "]: " + row.status().message());
+    }
+    if (cfg.warmup_steps != AccountingConfig::kWarmupBySource) {
+      row->warmup = row->step_index < cfg.warmup_steps;
+    }
+    out.rows.push_back(row.value());
+    ++n;
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<InputReport> report_input(const Input& input, const AccountingConfig& cfg,
                                    NameTable& names, const InputOptions& opts,
                                    const AccountingObservers& observers) {
   if (input.format() == InputFormat::kStepStream) return report_step_stream(input, cfg);
+  if (input.format() == InputFormat::kReport) return report_saved_report(input, cfg);
   auto accounted = account_input(input, cfg, names, opts, observers);
   if (!accounted.ok()) return accounted.status();
   const StepAccountant& acc = *accounted->accountant;

@@ -2,8 +2,10 @@
 //
 //   Input::open(path)          checks the path (check_input_file) and recognises the format by
 //                              content: the recording magic, a live run's step stream (first
-//                              line: schema gpuacct.steps/1), else a PyTorch-profiler (Kineto)
-//                              trace (plain or gzip JSON);
+//                              line: schema gpuacct.steps/1), a gpuacct report (its top-level
+//                              "schema": "gpuacct.report/1" within its first MiB: the rows and
+//                              run sections precede the steps), else a PyTorch-profiler
+//                              (Kineto) trace (plain or gzip JSON);
 //   input.resolve(cfg, given)  the accounting settings: a setting the caller gave wins; else the
 //                              run's own, when the input carries them (a live run's recording:
 //                              RunMetadata::accounting), else the default -- for the warm-up,
@@ -17,8 +19,9 @@
 //                              `gpuacct timeline`, the fuzzers and the benchmarks run, so the
 //                              same input gives the same steps and rows everywhere;
 //   report_input(input, ...)   the report and rows of any input: account_input and build_report
-//                              for events, or a step stream's rows summarised (a step stream
-//                              holds accounted rows, not events: read() refuses it).
+//                              for events, or a step stream's rows summarised, or a report as
+//                              it was written (step streams and reports hold accounted rows,
+//                              not events: read() refuses them).
 //
 // Inputs whose writer was killed (a SIGKILLed job's recording, its step stream without the
 // closing line) are read up to their last whole chunk or line; InputContents::cut_off says what
@@ -63,6 +66,7 @@ enum class InputFormat : uint8_t {
   kRecording,    // a gpuacct recording (*.gpuacct): the live library's or `gpuacct synth`'s
   kKinetoTrace,  // a PyTorch-profiler / Chrome trace (*.json, *.json.gz)
   kStepStream,   // a live run's step rows (<base>.steps.jsonl, inject/step_stream.h)
+  kReport,       // a gpuacct report (<base>.report.json: its schema, gpuacct.report/1)
 };
 const char* to_string(InputFormat format);
 
@@ -134,6 +138,8 @@ class Input {
 
   InputFormat format() const { return format_; }
   const std::string& path() const { return path_; }
+  // The bytes of a from_buffer() input; null for a file.
+  const std::string_view* from_memory() const { return bytes_ ? &*bytes_ : nullptr; }
 
   // The config to account this input with: every setting in `given` (and the warm-up unless it
   // is AccountingConfig::kWarmupBySource) as in `cfg`; the others the run's own when the input
@@ -205,8 +211,11 @@ struct InputReport {
 // The report of any input.  Events: account_input, then build_report.  A step stream: all its
 // rows through the one summary (report.h summary_report) with the counters of its last summary
 // line; the rows keep the warm-up flags the live run gave them unless cfg.warmup_steps is
-// given (then the first that many steps are warm-up, as the accountant marks them).
-// `observers` (optional) see the accounting as in account_input (a step stream has no events).
+// given (then the first that many steps are warm-up, as the accountant marks them).  A report:
+// itself, its rows from its "steps" array (step_row_from_json); a report that does not parse
+// (cut off) or has no valid steps is an error.
+// `observers` (optional) see the accounting as in account_input (a step stream and a report
+// have no events).
 StatusOr<InputReport> report_input(const Input& input, const AccountingConfig& cfg,
                                    NameTable& names, const InputOptions& opts = {},
                                    const AccountingObservers& observers = {});

@@ -13,7 +13,7 @@
 //     writer, run_metadata_to_json (analysis/model/run_metadata.h);
 //   - every nlohmann::json is serialised by dump_json(), the last line of defence: a string
 //     that still holds invalid UTF-8 (a CUPTI or dlopen message, a native symbol or module
-//     name, an input path in ranks.json) is made safe there, so no path from a name to dump()
+//     name, an input path in job.json) is made safe there, so no path from a name to dump()
 //     can throw (ctest json_dump_only_through_dump_json, model/check_json_dump.cmake: no other
 //     `.dump(` in the sources);
 //   - the timeline writer, which writes JSON by hand, uses append_json_string();

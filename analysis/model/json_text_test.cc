@@ -17,9 +17,10 @@
 
 #include "analysis/accounting/step_accountant.h"
 #include "analysis/import/recording.h"
+#include "analysis/job/job_merge.h"
+#include "analysis/job/rank_inputs.h"
 #include "analysis/model/name_table.h"
 #include "analysis/model/run_metadata.h"
-#include "analysis/report/cross_rank.h"
 #include "analysis/report/report.h"
 #include "analysis/report/timeline_writer.h"
 
@@ -328,7 +329,7 @@ TEST(ByteSafety, EveryWriterGivesValidUtf8AndMetadataRoundTripsThroughARecording
     TeeSink tee({&acc, &timeline});
     account_named_events(gen, names, tee);
     acc.finish();
-    // The report (JSON and terminal), the CSV, the timeline, the cross-rank JSON.
+    // The report (JSON and terminal), the CSV, the timeline, the job view (JSON and terminal).
     const json report = build_report(acc, meta, names);
     const std::string text = dump_json(report, 2);
     ASSERT_TRUE(reference_valid(text));
@@ -347,9 +348,13 @@ TEST(ByteSafety, EveryWriterGivesValidUtf8AndMetadataRoundTripsThroughARecording
     const std::string tl = timeline.to_json();
     ASSERT_TRUE(reference_valid(tl));
     EXPECT_TRUE(json::accept(tl));
-    const RankComparison cmp =
-        compare_ranks({{0, meta.source_path, acc.rows()}, {1, meta.command, acc.rows()}});
-    EXPECT_TRUE(reference_valid(dump_json(rank_comparison_to_json(cmp))));
+    JobInputs job;
+    check_job_ranks({rank_from_report(report, acc.rows(), meta.source_path, "x"),
+                     rank_from_report(report, acc.rows(), meta.command, "x")},
+                    &job);
+    const JobView view = build_job_view(job);
+    EXPECT_TRUE(reference_valid(dump_json(job_view_to_json(view))));
+    EXPECT_TRUE(reference_valid(render_job_view(view)));
     // The recording: names and metadata read back as the report shows them.
     RecordingWriter w;
     ASSERT_TRUE(w.open(path).ok());

@@ -536,23 +536,32 @@ StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
   return o.str();
 }
 
-std::string step_rows_csv(const std::vector<StepRow>& rows) {
+std::string step_rows_csv_header() {
   std::ostringstream o;
   o << "step_index,step_number,device,warmup,window_begin_ns,window_end_ns,duration_ns,";
   for (const CategoryInfo& c : kCategories) o << c.name << "_ns,";
   for (const WallInfo& w : kWalls) o << "wall_" << w.name << "_ns,";
-  o << "comm_total_ns,comm_overlapped_ns,gpu_busy_ns,kernels,copies,launches,flops\n";
-  for (const StepRow& r : rows) {
-    const WallBreakdown w = r.walls();
-    o << r.step_index << ',' << r.step_number << ',' << reported_device(r.device) << ','
-      << (r.warmup ? 1 : 0) << ',' << r.window_begin << ',' << r.window_end << ',' << r.duration()
-      << ',';
-    for (const CategoryInfo& c : kCategories) o << r.cat[c.category] << ',';
-    for (const WallInfo& k : kWalls) o << w[k.wall] << ',';
-    o << r.comm_total << ',' << r.comm_overlapped << ',' << r.gpu_busy << ',' << r.kernels << ','
-      << r.copies << ',' << r.launches << ',' << r.flops << '\n';
-  }
+  o << "comm_total_ns,comm_overlapped_ns,gpu_busy_ns,kernels,copies,launches,flops";
   return o.str();
+}
+
+std::string step_row_csv(const StepRow& r) {
+  std::ostringstream o;
+  const WallBreakdown w = r.walls();
+  o << r.step_index << ',' << r.step_number << ',' << reported_device(r.device) << ','
+    << (r.warmup ? 1 : 0) << ',' << r.window_begin << ',' << r.window_end << ',' << r.duration()
+    << ',';
+  for (const CategoryInfo& c : kCategories) o << r.cat[c.category] << ',';
+  for (const WallInfo& k : kWalls) o << w[k.wall] << ',';
+  o << r.comm_total << ',' << r.comm_overlapped << ',' << r.gpu_busy << ',' << r.kernels << ','
+    << r.copies << ',' << r.launches << ',' << r.flops;
+  return o.str();
+}
+
+std::string step_rows_csv(const std::vector<StepRow>& rows) {
+  std::string out = step_rows_csv_header() + "\n";
+  for (const StepRow& r : rows) out += step_row_csv(r) + "\n";
+  return out;
 }
 
 }  // namespace gpuacct

@@ -58,5 +58,9 @@ nlohmann::json build_report(const StepAccountant& acc, const RunMetadata& meta,
 StatusOr<std::string> render_terminal_summary(const nlohmann::json& report, bool color = false);
 
 std::string step_rows_csv(const std::vector<StepRow>& rows);
+// Its column names and one row (no newline): for writers that stream rows (the job view's
+// export, analysis/job/job_export.h).
+std::string step_rows_csv_header();
+std::string step_row_csv(const StepRow& row);
 
 }  // namespace gpuacct

@@ -1,0 +1,449 @@
+#include "analysis/job/job_merge.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+namespace gpuacct {
+namespace {
+
+// One record's place in a window's instance table.
+struct Entry {
+  uint64_t comm = 0;
+  uint64_t seq = 0;
+  int slot = 0;
+  uint32_t index = 0;  // into the slot's records of the window
+};
+
+// Per step of a window: each rank's first-device row and its waits / lateness.
+struct WindowStep {
+  std::vector<const StepRow*> row;  // by slot
+  std::vector<int64_t> late;
+  std::vector<int64_t> waited;
+  bool warmup = false;
+};
+
+class Merge {
+ public:
+  Merge(const JobInputs& in, const JobOptions& opts, JobExport* exporter)
+      : in_(in), opts_(opts), export_(exporter), n_(in.ranks.size()) {}
+
+  JobView run() {
+    set_up();
+    if (any_collectives_ && view_.hosts.size() > 1) align_clocks();
+    if (!any_collectives_) view_.method = kMethodStepRowsFloor;
+    blame_pass();
+    view_.top_steps_limit = opts_.top_steps;
+    finish_job_summary(&view_);
+    return std::move(view_);
+  }
+
+ private:
+  void set_up();
+  void align_clocks();
+  void blame_pass();
+  std::vector<std::unique_ptr<RankStream>> open_streams(bool steps);
+  void collect_notes(const std::vector<std::unique_ptr<RankStream>>& streams);
+  template <typename OnWindow>
+  void for_each_window(std::vector<std::unique_ptr<RankStream>>& streams, bool steps,
+                       OnWindow on_window);
+  template <typename OnInstance>
+  void for_each_instance(OnInstance on_instance);
+  void blame_instances(std::map<int64_t, WindowStep>& steps);
+  void blame_by_floor(std::map<int64_t, WindowStep>& steps);
+  void finish_steps(std::map<int64_t, WindowStep>& steps);
+  void align_window();
+
+  const JobInputs& in_;
+  JobOptions opts_;
+  JobExport* export_;
+  size_t n_;
+  JobView view_;
+  bool any_collectives_ = false;
+  int collective_ranks_ = 0;
+  std::vector<int> host_of_;
+  std::vector<int64_t> offset_of_;
+  // The current window, by slot.
+  std::vector<std::vector<StepRow>> rows_;
+  std::vector<std::vector<CollectiveRecord>> records_;
+  std::vector<Entry> entries_;
+};
+
+void Merge::set_up() {
+  view_.job_id = in_.job_id;
+  view_.world_size = in_.world_size;
+  view_.problems = in_.problems;
+  std::map<std::string, int> host_index;
+  host_of_.assign(n_, -1);
+  offset_of_.assign(n_, 0);
+  rows_.resize(n_);
+  records_.resize(n_);
+  for (size_t s = 0; s < n_; ++s) {
+    const JobRank& r = in_.ranks[s];
+    // A rank with no host name is a clock of its own.
+    const std::string host =
+        r.hostname.empty() ? "(rank " + std::to_string(r.rank) + ": host unknown)" : r.hostname;
+    auto [it, fresh] = host_index.emplace(host, static_cast<int>(view_.hosts.size()));
+    if (fresh) view_.hosts.push_back(JobHost{host, {}, 0, false});
+    view_.hosts[static_cast<size_t>(it->second)].ranks.push_back(r.rank);
+    host_of_[s] = it->second;
+    JobRankResult res;
+    res.rank = r.rank;
+    res.label = r.label;
+    res.host = host;
+    res.host_index = it->second;
+    res.verdict_bound = r.verdict_bound;
+    res.step_source = r.step_source;
+    view_.ranks.push_back(std::move(res));
+    if (r.has_collectives) {
+      any_collectives_ = true;
+      ++collective_ranks_;
+    }
+  }
+  view_.types.resize(16);
+  for (size_t t = 0; t < view_.types.size(); ++t) {
+    view_.types[t].type = static_cast<CollectiveType>(t);
+  }
+  if (any_collectives_ && collective_ranks_ < static_cast<int>(n_)) {
+    for (const JobRank& r : in_.ranks) {
+      if (!r.has_collectives) {
+        view_.problems.push_back("rank " + std::to_string(r.rank) + " (" + r.label +
+                                 ") has no collective rows: it takes no part in the blame");
+      }
+    }
+  }
+}
+
+std::vector<std::unique_ptr<RankStream>> Merge::open_streams(bool steps) {
+  std::vector<std::unique_ptr<RankStream>> out(n_);
+  for (size_t s = 0; s < n_; ++s) {
+    if (!in_.ranks[s].open) continue;
+    auto opened = in_.ranks[s].open(steps);
+    if (opened.ok()) {
+      out[s] = std::move(opened.value());
+    } else if (steps) {  // said once, in the pass that reads everything
+      view_.problems.push_back(opened.status().message());
+    }
+  }
+  return out;
+}
+
+void Merge::collect_notes(const std::vector<std::unique_ptr<RankStream>>& streams) {
+  for (const auto& s : streams) {
+    if (s == nullptr) continue;
+    for (std::string& note : s->notes()) view_.problems.push_back(std::move(note));
+  }
+}
+
+template <typename OnWindow>
+void Merge::for_each_window(std::vector<std::unique_ptr<RankStream>>& streams, bool steps,
+                            OnWindow on_window) {
+  const int64_t width = std::max<int64_t>(1, opts_.window_steps);
+  while (true) {
+    int64_t start = kNoMoreSteps;
+    for (const auto& s : streams) {
+      if (s != nullptr) start = std::min(start, s->next_step());
+    }
+    if (start == kNoMoreSteps) break;
+    const int64_t end = start + width;
+    for (size_t s = 0; s < n_; ++s) {
+      rows_[s].clear();
+      records_[s].clear();
+      if (streams[s] != nullptr) {
+        streams[s]->read_until(end, steps ? &rows_[s] : nullptr, &records_[s]);
+      }
+    }
+    on_window();
+  }
+}
+
+// Groups the window's records by (comm, seq) and calls on_instance(begin, end) for each group
+// (entries_ sorted; one record per slot, duplicates counted and left out).
+template <typename OnInstance>
+void Merge::for_each_instance(OnInstance on_instance) {
+  entries_.clear();
+  for (size_t s = 0; s < n_; ++s) {
+    for (size_t i = 0; i < records_[s].size(); ++i) {
+      const CollectiveRecord& r = records_[s][i];
+      entries_.push_back(Entry{r.comm_hash, r.seq, static_cast<int>(s), static_cast<uint32_t>(i)});
+    }
+  }
+  std::sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) {
+    if (a.comm != b.comm) return a.comm < b.comm;
+    if (a.seq != b.seq) return a.seq < b.seq;
+    return a.slot < b.slot;
+  });
+  size_t i = 0;
+  while (i < entries_.size()) {
+    size_t j = i + 1;
+    size_t kept = i + 1;
+    while (j < entries_.size() && entries_[j].comm == entries_[i].comm &&
+           entries_[j].seq == entries_[i].seq) {
+      if (entries_[j].slot == entries_[kept - 1].slot) {
+        ++view_.duplicate_records;
+      } else {
+        entries_[kept++] = entries_[j];
+      }
+      ++j;
+    }
+    on_instance(entries_.begin() + static_cast<std::ptrdiff_t>(i),
+                entries_.begin() + static_cast<std::ptrdiff_t>(kept));
+    i = j;
+  }
+}
+
+void Merge::align_clocks() {
+  int reference = 0;
+  for (size_t s = 0; s < n_; ++s) {
+    if (in_.ranks[s].rank == 0) reference = host_of_[s];
+  }
+  ClockAligner aligner(static_cast<int>(view_.hosts.size()), reference, opts_.max_align_instances);
+  auto streams = open_streams(/*steps=*/false);
+  std::vector<HostEnd> ends;
+  for_each_window(streams, /*steps=*/false, [&] {
+    for_each_instance([&](auto begin, auto end) {
+      ends.clear();
+      for (auto e = begin; e != end; ++e) {
+        const CollectiveRecord& r = records_[static_cast<size_t>(e->slot)][e->index];
+        ends.push_back(HostEnd{host_of_[static_cast<size_t>(e->slot)], r.gpu_end});
+      }
+      aligner.add_instance(ends);
+    });
+  });
+  view_.alignment = aligner.solve();
+  for (size_t h = 0; h < view_.hosts.size(); ++h) {
+    view_.hosts[h].offset_ns = view_.alignment.host_offset_ns[h];
+    view_.hosts[h].aligned = view_.alignment.host_aligned[h];
+  }
+  for (size_t s = 0; s < n_; ++s) {
+    offset_of_[s] = view_.hosts[static_cast<size_t>(host_of_[s])].offset_ns;
+    view_.ranks[s].clock_offset_ns = offset_of_[s];
+  }
+}
+
+void Merge::align_window() {
+  const auto shift = [](TimeNs t, int64_t offset) { return t == 0 ? t : t - offset; };
+  for (size_t s = 0; s < n_; ++s) {
+    const int64_t o = offset_of_[s];
+    if (o == 0) continue;
+    for (StepRow& r : rows_[s]) {
+      r.host_begin = shift(r.host_begin, o);
+      r.host_end = shift(r.host_end, o);
+      r.window_begin -= o;
+      r.window_end -= o;
+    }
+    for (CollectiveRecord& r : records_[s]) {
+      r.host_enqueue = shift(r.host_enqueue, o);
+      r.gpu_start = shift(r.gpu_start, o);
+      r.gpu_end = shift(r.gpu_end, o);
+    }
+  }
+}
+
+void Merge::blame_instances(std::map<int64_t, WindowStep>& steps) {
+  std::vector<RankArrival> arrivals;
+  const auto warm = [&](int64_t step) {
+    const auto it = steps.find(step);
+    return it != steps.end() && it->second.warmup;
+  };
+  for_each_instance([&](auto begin, auto end) {
+    arrivals.clear();
+    const CollectiveRecord& first = records_[static_cast<size_t>(begin->slot)][begin->index];
+    for (auto e = begin; e != end; ++e) {
+      const CollectiveRecord& r = records_[static_cast<size_t>(e->slot)][e->index];
+      if (r.gpu_start == 0 || r.gpu_end == 0) {
+        ++view_.records_without_times;
+        continue;
+      }
+      arrivals.push_back(RankArrival{e->slot, r.gpu_start, r.gpu_end});
+    }
+    const int expected = first.nranks > 0 ? first.nranks : collective_ranks_;
+    const auto members = static_cast<int>(end - begin);
+    InstanceBlame b;
+    const bool blamed = arrivals.size() >= 2;
+    if (blamed) b = blame_instance(arrivals);
+    const int last_rank = blamed ? in_.ranks[static_cast<size_t>(b.last_slot)].rank : -1;
+    const int nranks = first.nranks > 0 ? first.nranks : members;
+    size_t a = 0;
+    for (auto e = begin; e != end; ++e) {
+      const CollectiveRecord& r = records_[static_cast<size_t>(e->slot)][e->index];
+      const bool timed = a < arrivals.size() && arrivals[a].slot == e->slot;
+      const int64_t wait = blamed && timed ? wait_ns(b, arrivals[a]) : 0;
+      const int64_t transfer = blamed && timed ? transfer_ns(b, arrivals[a]) : 0;
+      if (timed) ++a;
+      if (export_ != nullptr) {
+        const auto s = static_cast<size_t>(e->slot);
+        export_->collective(ExportRank{&view_.job_id, &view_.ranks[s].host, view_.ranks[s].rank},
+                            r, last_rank, wait, transfer,
+                            bus_bandwidth_gbs(r.bytes, transfer, r.type, nranks));
+      }
+      if (!blamed || !timed || warm(r.step_index)) continue;
+      JobRankResult& res = view_.ranks[static_cast<size_t>(e->slot)];
+      ++res.instances;
+      ++res.instances_by_type[static_cast<size_t>(r.type) & 15];
+      res.waited_ns += wait;
+      res.transfer_ns += transfer;
+      if (wait > 0 && e->slot != b.last_slot) res.waited_for[last_rank] += wait;
+      auto it = steps.find(r.step_index);
+      if (it != steps.end()) it->second.waited[static_cast<size_t>(e->slot)] += wait;
+    }
+    if (!blamed) return;
+    const CollectiveRecord& last_record = [&]() -> const CollectiveRecord& {
+      for (auto e = begin; e != end; ++e) {
+        if (e->slot == b.last_slot) return records_[static_cast<size_t>(e->slot)][e->index];
+      }
+      return first;
+    }();
+    if (warm(last_record.step_index)) return;
+    ++view_.instances;
+    const bool incomplete = members < expected;
+    if (incomplete) ++view_.incomplete_instances;
+    view_.clock_suspect_records += b.ends_before_last_arrival;
+    view_.residual_sample.add(static_cast<double>(b.end_spread_ns));
+    JobRankResult& late = view_.ranks[static_cast<size_t>(b.last_slot)];
+    ++late.last_count;
+    ++late.last_by_type[static_cast<size_t>(first.type) & 15];
+    late.late_ns += b.lateness_ns;
+    auto it = steps.find(last_record.step_index);
+    if (it != steps.end()) it->second.late[static_cast<size_t>(b.last_slot)] += b.lateness_ns;
+    CollectiveTypeRow& t = view_.types[static_cast<size_t>(first.type) & 15];
+    ++t.instances;
+    if (incomplete) ++t.incomplete;
+    t.transfer_ns += b.transfer_ns;
+    t.lateness_ns += b.lateness_ns;
+    for (const RankArrival& r : arrivals) t.wait_ns += wait_ns(b, r);
+    t.rank_records += static_cast<int64_t>(arrivals.size());
+    const double bw = bus_bandwidth_gbs(first.bytes, b.transfer_ns, first.type, nranks);
+    if (bw > 0) {
+      t.busbw_gbs_sum += bw;
+      ++t.busbw_instances;
+    }
+  });
+}
+
+// Without collective rows (cross-rank floor): per step, the least exposed communication is
+// the transfer, each rank's excess waiting, and the rank with the most other work is late by
+// the longest wait it caused.
+void Merge::blame_by_floor(std::map<int64_t, WindowStep>& steps) {
+  for (auto& [index, step] : steps) {
+    int64_t floor = -1;
+    int busiest = -1;
+    int64_t most_work = -1;
+    for (size_t s = 0; s < n_; ++s) {
+      const StepRow* r = step.row[s];
+      if (r == nullptr) continue;
+      if (floor < 0 || r->cat.comm_exposed < floor) floor = r->cat.comm_exposed;
+      const int64_t work = r->duration() - r->cat.comm_exposed;
+      if (work > most_work) {
+        most_work = work;
+        busiest = static_cast<int>(s);
+      }
+    }
+    if (busiest < 0) continue;
+    int64_t longest = 0;
+    for (size_t s = 0; s < n_; ++s) {
+      const StepRow* r = step.row[s];
+      if (r == nullptr) continue;
+      const int64_t waited = r->cat.comm_exposed - floor;
+      step.waited[s] = waited;
+      if (static_cast<int>(s) != busiest) longest = std::max(longest, waited);
+      if (step.warmup) continue;
+      view_.ranks[s].waited_ns += waited;
+      view_.ranks[s].transfer_ns += floor;
+      if (static_cast<int>(s) != busiest && waited > 0) {
+        view_.ranks[s].waited_for[in_.ranks[static_cast<size_t>(busiest)].rank] += waited;
+      }
+    }
+    step.late[static_cast<size_t>(busiest)] = longest;
+    if (!step.warmup) view_.ranks[static_cast<size_t>(busiest)].late_ns += longest;
+  }
+}
+
+void Merge::finish_steps(std::map<int64_t, WindowStep>& steps) {
+  std::vector<RankStep> ranks;
+  for (auto& [index, step] : steps) {
+    ranks.clear();
+    for (size_t s = 0; s < n_; ++s) {
+      if (step.row[s] != nullptr) {
+        ranks.push_back(RankStep{static_cast<int>(s), step.row[s], step.late[s], step.waited[s]});
+      }
+    }
+    const StepBlame blame = blame_step(index, ranks);
+    if (export_ != nullptr) {
+      for (size_t s = 0; s < n_; ++s) {
+        for (const StepRow& r : rows_[s]) {
+          if (r.step_index != index) continue;
+          export_->step(ExportRank{&view_.job_id, &view_.ranks[s].host, view_.ranks[s].rank}, r,
+                        offset_of_[s], blame.job_step_ns, step.waited[s], step.late[s]);
+        }
+      }
+    }
+    if (step.warmup || ranks.size() < 2) continue;
+    ++view_.steps;
+    view_.job_step_ns += blame.job_step_ns;
+    view_.what_if_step_ns += blame.what_if_step_ns;
+    view_.job_step_sample.add(static_cast<double>(blame.job_step_ns));
+    for (const RankStep& r : ranks) {
+      JobRankResult& res = view_.ranks[static_cast<size_t>(r.slot)];
+      ++res.steps;
+      res.step_ns += r.row->duration();
+      const WallBreakdown w = r.row->walls();
+      for (const WallInfo& info : kWalls) res.walls[info.wall] += w[info.wall];
+    }
+    if (blame.late_slot < 0) continue;
+    ++view_.blamed_steps;
+    JobRankResult& late = view_.ranks[static_cast<size_t>(blame.late_slot)];
+    ++late.late_steps;
+    for (size_t w = 0; w < blame.attributed.size(); ++w) late.late_attributed[w] += blame.attributed[w];
+    late.late_unexplained_ns += blame.unexplained_ns;
+    // The top steps by lateness, bounded.
+    auto& top = view_.top_steps;
+    const auto later = [](const StepBlame& a, const StepBlame& b) { return a.late_ns > b.late_ns; };
+    if (top.size() < opts_.top_steps || (!top.empty() && blame.late_ns > top.back().late_ns)) {
+      top.insert(std::upper_bound(top.begin(), top.end(), blame, later), blame);
+      if (top.size() > opts_.top_steps) top.pop_back();
+    }
+  }
+}
+
+void Merge::blame_pass() {
+  auto streams = open_streams(/*steps=*/true);
+  std::map<int64_t, WindowStep> steps;
+  for_each_window(streams, /*steps=*/true, [&] {
+    align_window();
+    steps.clear();
+    for (size_t s = 0; s < n_; ++s) {
+      for (const StepRow& r : rows_[s]) {
+        WindowStep& step = steps[r.step_index];
+        if (step.row.empty()) {
+          step.row.assign(n_, nullptr);
+          step.late.assign(n_, 0);
+          step.waited.assign(n_, 0);
+        }
+        const StepRow*& first = step.row[s];
+        if (first == nullptr || r.device < first->device) first = &r;
+        step.warmup = step.warmup || r.warmup;
+      }
+    }
+    if (any_collectives_) {
+      blame_instances(steps);
+    } else {
+      blame_by_floor(steps);
+    }
+    finish_steps(steps);
+  });
+  collect_notes(streams);
+  view_.residual_p50_ns = view_.residual_sample.percentile(50);
+  view_.residual_p99_ns = view_.residual_sample.percentile(99);
+  view_.residual_instances = view_.residual_sample.seen();
+}
+
+}  // namespace
+
+JobView build_job_view(const JobInputs& inputs, const JobOptions& options, JobExport* exporter) {
+  return Merge(inputs, options, exporter).run();
+}
+
+}  // namespace gpuacct

@@ -1,0 +1,112 @@
+// The job view's result: per-rank rows, the collective-type table, per-step blame (bounded),
+// clock offsets and residuals, the headline and the per-rank corrections; job.json and the
+// terminal text (docs/job_view.md, *Job summary*).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/accounting/taxonomy.h"
+#include "analysis/job/blame.h"
+#include "analysis/job/clock_align.h"
+#include "analysis/model/events.h"
+
+namespace gpuacct {
+
+inline constexpr const char* kJobSchema = "gpuacct.job/1";
+
+// How waiting was told from transfer.
+inline constexpr const char* kMethodCollectives = "collectives";  // matched instances (blame.h)
+// No collective rows: per step, the least exposed communication across ranks is the transfer
+// floor and each rank's excess is waiting; the rank with the most non-communication work is
+// the late one (the only thing step rows can say; it cannot see a slow link).
+inline constexpr const char* kMethodStepRowsFloor = "step_rows_floor";
+
+struct JobRankResult {
+  int rank = -1;
+  std::string label;
+  std::string host;
+  int host_index = -1;
+  int64_t clock_offset_ns = 0;  // subtracted from its times
+  std::string verdict_bound;    // its own verdict, when its report said
+  std::string step_source;
+  // Summary steps (not warm-up) and their sums, first device.
+  int64_t steps = 0;
+  int64_t step_ns = 0;
+  WallBreakdown walls;
+  // Collectives (summary steps).
+  int64_t instances = 0;
+  int64_t waited_ns = 0;    // waiting for a later rank
+  int64_t transfer_ns = 0;  // its own transfers
+  int64_t late_ns = 0;      // lateness it cost the others (instances where it came last)
+  int64_t last_count = 0;   // instances where it came last
+  std::array<int64_t, 16> last_by_type{};  // by CollectiveType
+  std::array<int64_t, 16> instances_by_type{};
+  std::map<int, int64_t> waited_for;       // by the rank it waited for
+  std::array<int64_t, kWallCount> late_attributed{};  // step blame: its lateness by wall
+  int64_t late_unexplained_ns = 0;
+  int64_t late_steps = 0;  // steps where it was the late rank
+  bool slow_link = false;  // its transfers are well above the job median (see job_summary.cc)
+  double transfer_ratio = 0;  // its mean transfer / the median rank's
+};
+
+struct CollectiveTypeRow {
+  CollectiveType type = CollectiveType::kNone;
+  int64_t instances = 0;
+  int64_t incomplete = 0;           // instances some of whose ranks had no record
+  int64_t transfer_ns = 0;          // sum of instance transfers
+  int64_t wait_ns = 0;              // sum over rank records of waits
+  int64_t rank_records = 0;
+  int64_t lateness_ns = 0;          // sum of instance lateness
+  double busbw_gbs_sum = 0;         // over instances with bytes and a transfer
+  int64_t busbw_instances = 0;
+};
+
+struct JobHost {
+  std::string name;
+  std::vector<int> ranks;
+  int64_t offset_ns = 0;
+  bool aligned = false;  // shared an instance with another host
+};
+
+struct JobView {
+  std::string job_id;
+  int world_size = 0;
+  std::string method = kMethodCollectives;
+  std::vector<JobRankResult> ranks;
+  std::vector<JobHost> hosts;
+  ClockAlignment alignment;
+  // The residual: the spread (last - first) of the aligned ends of each instance.
+  SampleReservoir residual_sample;
+  double residual_p50_ns = 0, residual_p99_ns = 0;
+  int64_t residual_instances = 0;
+  std::vector<CollectiveTypeRow> types;  // by CollectiveType
+  int64_t instances = 0, incomplete_instances = 0, duplicate_records = 0;
+  int64_t clock_suspect_records = 0;  // ends before the last arrival, after alignment
+  int64_t records_without_times = 0;
+  // Steps.
+  int64_t steps = 0;  // summary steps with rows from >= 2 ranks
+  int64_t blamed_steps = 0;  // of those, steps where some rank was late
+  int64_t job_step_ns = 0;
+  int64_t what_if_step_ns = 0;
+  SampleReservoir job_step_sample;
+  std::vector<StepBlame> top_steps;  // the steps with the most lateness, most first
+  size_t top_steps_limit = 10;
+  // Findings.
+  std::string headline;
+  std::vector<std::string> corrections;  // "rank 0: communication 61% is waiting for rank 2"
+  std::vector<std::string> slow_links;
+  std::vector<std::string> problems;
+};
+
+// The headline, corrections and slow links from the numbers the merge filled in.
+void finish_job_summary(JobView* view);
+nlohmann::json job_view_to_json(const JobView& view);
+std::string render_job_view(const JobView& view);
+
+}  // namespace gpuacct

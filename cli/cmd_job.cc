@@ -1,0 +1,132 @@
+// gpuacct job: many ranks' outputs -> the job view (terminal + job.json, --export tables).
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include "analysis/job/job_export.h"
+#include "analysis/job/job_merge.h"
+#include "analysis/job/rank_inputs.h"
+#include "analysis/model/file_io.h"
+#include "analysis/model/json_text.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+
+namespace gpuacct::cli {
+namespace {
+
+std::string help_text() {
+  return "usage: gpuacct job DIR|FILE... [options]\n\n"
+         "One answer for every rank of a distributed job: who arrives last at the collectives,\n"
+         "what it was doing instead (data, launch, host, compute), how long the others wait,\n"
+         "and what the transfers achieve (bus bandwidth).  Inputs: each rank's outputs --\n"
+         "<base>.report.json (or rankN/report.json), <base>.steps.jsonl, <base>.collectives.csv,\n"
+         "recordings (*.gpuacct) or profiler traces -- as files, globs or directories (their\n"
+         "files and their sub-folders' files).  Files of one rank share a base name.  Clocks of\n"
+         "different hosts are aligned on the ends of matched collectives (docs/job_view.md).\n\n"
+         "options:\n"
+         "  -o, --out DIR      directory for job.json (default: gpuacct-out)\n"
+         "      --no-files     print only; write nothing\n"
+         "      --json         print job.json instead of the summary\n"
+         "      --export DIR   write job_steps.csv and job_collectives.csv (every rank's rows on\n"
+         "                     the job clock, with waits and blame) into DIR\n"
+         "      --window N     steps merged at a time (default 8; memory grows with it)\n"
+         "  -h, --help         this text\n\n"
+         "Exit status: 0 with a job view (problems with some ranks are listed, one line each),\n"
+         "1 when no rank could be used, 2 on a usage error.\n";
+}
+
+}  // namespace
+
+int run_job_view(const JobInputs& inputs, const JobCliSettings& s) {
+  for (const std::string& p : inputs.problems) {
+    std::fprintf(stderr, "gpuacct %s: %s\n", s.command.c_str(), p.c_str());
+  }
+  if (inputs.ranks.empty()) {
+    std::fprintf(stderr, "gpuacct %s: no rank could be used\n", s.command.c_str());
+    return 1;
+  }
+  JobExport exporter;
+  const bool exporting = !s.export_dir.empty();
+  if (exporting) {
+    if (const Status st = exporter.open(s.export_dir); !st.ok()) {
+      std::fprintf(stderr, "gpuacct %s: %s\n", s.command.c_str(), st.message().c_str());
+      return 1;
+    }
+  }
+  JobOptions opts;
+  opts.window_steps = s.window_steps;
+  const JobView view = build_job_view(inputs, opts, exporting ? &exporter : nullptr);
+  // The merge's own problems (a file cut off, a rank that could not be reopened).
+  for (size_t i = inputs.problems.size(); i < view.problems.size(); ++i) {
+    std::fprintf(stderr, "gpuacct %s: %s\n", s.command.c_str(), view.problems[i].c_str());
+  }
+  int rc = 0;
+  if (exporting) {
+    if (const Status st = exporter.finish(); !st.ok()) {
+      std::fprintf(stderr, "gpuacct %s: %s\n", s.command.c_str(), st.message().c_str());
+      rc = 1;
+    } else {
+      std::fprintf(stderr, "gpuacct: wrote %s/%s (%lld rows) and %s/%s (%lld rows)\n",
+                   s.export_dir.c_str(), kJobStepsCsv, static_cast<long long>(exporter.step_lines()),
+                   s.export_dir.c_str(), kJobCollectivesCsv,
+                   static_cast<long long>(exporter.collective_lines()));
+    }
+  }
+  const nlohmann::json json = job_view_to_json(view);
+  if (s.write_files) {
+    std::error_code ec;
+    std::filesystem::create_directories(s.out_dir, ec);
+    const std::string path = s.out_dir + "/job.json";
+    const Status st = ec ? Status::Error("cannot create output directory " + s.out_dir + ": " +
+                                         ec.message())
+                         : write_file_atomic(path, dump_json(json, 2) + "\n");
+    if (!st.ok()) {
+      std::fprintf(stderr, "gpuacct %s: %s\n", s.command.c_str(), st.message().c_str());
+      rc = 1;
+    } else {
+      std::fprintf(stderr, "gpuacct: wrote %s\n", path.c_str());
+    }
+  }
+  if (s.print && s.json) {
+    std::cout << dump_json(json, 2) << "\n";
+  } else if (s.print) {
+    std::cout << render_job_view(view);
+  }
+  return rc;
+}
+
+int run_job(int argc, char** argv) {
+  Args args({"out", "export", "window"}, {"help", "json", "no-files"}, {{'o', "out"}, {'h', "help"}});
+  if (!args.parse(argc, argv)) {
+    std::fprintf(stderr, "gpuacct job: %s\n(see gpuacct job --help)\n", args.error().c_str());
+    return 2;
+  }
+  if (args.has("help")) {
+    std::fputs(help_text().c_str(), stdout);
+    return 0;
+  }
+  if (args.positional().empty()) {
+    std::fprintf(stderr, "gpuacct job: no input given\n(see gpuacct job --help)\n");
+    return 2;
+  }
+  JobCliSettings s;
+  s.command = "job";
+  s.write_files = !args.has("no-files");
+  s.json = args.has("json");
+  s.out_dir = args.get("out", "gpuacct-out");
+  s.export_dir = args.get("export", "");
+  const std::string window = args.get("window", "8");
+  char* end = nullptr;
+  const long long w = std::strtoll(window.c_str(), &end, 10);
+  if (end == window.c_str() || *end != '\0' || w < 1 || w > 1'000'000) {
+    std::fprintf(stderr, "gpuacct job: --window wants a number of steps >= 1, not '%s'\n",
+                 window.c_str());
+    return 2;
+  }
+  s.window_steps = w;
+  return run_job_view(load_job_inputs(args.positional()), s);
+}
+
+}  // namespace gpuacct::cli
