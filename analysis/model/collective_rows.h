@@ -53,6 +53,9 @@ class CollectiveRowWriter {
   Status open(const std::string& path, const CollectiveRowsHeader& header,
               OutputPolicy policy = OutputPolicy::kUserPath);
   void append(const CollectiveRecord& row);
+  // Rows the caller had and could not hand over (its bounded buffers were full): added to
+  // rows_lost, which the trailer carries, so the loss is said in the file.
+  void count_lost(int64_t rows) { rows_lost_ += rows; }
   Status finish();
   int64_t rows() const { return rows_; }
   int64_t rows_lost() const { return rows_lost_; }
