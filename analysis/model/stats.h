@@ -78,6 +78,8 @@ enum class StatOrigin : uint8_t { kCollection, kAccounting, kOutput };
     "per-step stream rows that could not be written (disk full?)")                             \
   X(recordings_abandoned, kDataLoss, kOutput,                                                  \
     "recordings abandoned after a failed write (disk full?)")                                  \
+  X(collective_rows_lost, kDataLoss, kOutput,                                                  \
+    "collectives file rows that could not be written (disk full?)")                            \
   X(inputs_cut_off, kDataLoss, kAccounting,                                                    \
     "inputs whose writer was killed before it finished: read up to the last whole chunk or "   \
     "line; steps not finished by then are missing")                                            \
