@@ -466,7 +466,10 @@ void Pipeline::finish(const GpuCollectionState& gpu) {
     host_.finish(acc_.mutable_stats());
   });
   guarded("the last steps", [&] { acc_.finish(); });
-  guarded("the collectives file", [&] { collectives_.finish(); });
+  guarded("the collectives file", [&] {
+    ensure_output_dir();  // a run whose only rows are collectives' (no step finalised)
+    collectives_.finish();
+  });
 
   RunMetadata meta;
   if (!guarded("the run metadata", [&] { meta = metadata(/*final=*/true); })) {
