@@ -29,7 +29,8 @@ std::string help_text() {
          "(*.gpuacct.tmp.PID) or stream is read up to where it was cut.  Several inputs\n"
          "(one per rank) give one report each.\n\n"
          "options:\n"
-         "  -o, --out DIR             directory for <name>.report.json and <name>.steps.csv\n"
+         "  -o, --out DIR             directory for <name>.report.json and <name>.steps.csv, and\n"
+         "                            <name>.collectives.csv when the input has NCCL collectives\n"
          "                            (default: gpuacct-out)\n"
          "      --no-files            print only; write nothing\n"
          "      --json                print the JSON report instead of the summary\n" +
@@ -76,13 +77,44 @@ struct AnalyzeSettings {
   CostModel cost;  // none: no cost section
 };
 
-// The pair is written CSV first, report last, and the CSV removed if the report fails: a
-// report file on disk always has its CSV beside it, never half a result.
+// The collectives rows file (analysis/model/collective_rows.h) from the spooled records.
+Status write_collectives(const std::string& path, const AnalyzedInput& analysed) {
+  CollectiveRowWriter writer;
+  GPUACCT_RETURN_IF_ERROR(writer.open(path, analysed.collectives_header));
+  if (!analysed.collectives->for_each([&](const CollectiveRecord& r) { writer.append(r); }))
+    return Status::Error(path + ": could not read back the collectives held in a temporary file");
+  writer.count_lost(analysed.collectives->lost());
+  return writer.finish();
+}
+
+bool has_collectives(const AnalyzedInput& analysed) {
+  return analysed.collectives != nullptr &&
+         analysed.collectives->count() + analysed.collectives->lost() > 0;
+}
+
+// The files are written CSVs first, report last, and the CSVs removed if a later one fails: a
+// report file on disk always has its CSVs beside it, never half a result.  An input of events
+// without collectives leaves no <name>.collectives.csv (one from an earlier analysis is
+// removed: it would be read as this report's); a step stream's is the live run's own: kept.
 Status write_outputs(const std::string& base, const AnalyzedInput& analysed) {
-  Status st = write_file_atomic(base + ".steps.csv", step_rows_csv(analysed.rows));
+  const std::string steps = base + ".steps.csv";
+  const std::string collectives = base + kCollectiveRowsSuffix;
+  Status st = write_file_atomic(steps, step_rows_csv(analysed.rows));
+  if (st.ok() && has_collectives(analysed)) {
+    st = write_collectives(collectives, analysed);
+    if (!st.ok()) std::remove(steps.c_str());
+  }
   if (st.ok()) {
     st = write_file_atomic(base + ".report.json", dump_json(analysed.report, 2) + "\n");
-    if (!st.ok()) std::remove((base + ".steps.csv").c_str());
+    if (!st.ok()) {
+      std::remove(steps.c_str());
+      if (has_collectives(analysed)) std::remove(collectives.c_str());
+    }
+  }
+  if (st.ok() && analysed.collectives_known && !has_collectives(analysed)) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(std::filesystem::symlink_status(collectives, ec)))
+      std::filesystem::remove(collectives, ec);
   }
   return st;
 }
@@ -121,8 +153,13 @@ int analyze_one(const std::string& input, const std::string& stem, const Analyze
       std::fprintf(stderr, "gpuacct analyze: %s\n", st.message().c_str());
       return 1;
     }
-    std::fprintf(stderr, "gpuacct: wrote %s.report.json and %s.steps.csv\n", base.c_str(),
-                 base.c_str());
+    if (has_collectives(*analysed)) {
+      std::fprintf(stderr, "gpuacct: wrote %s.report.json, %s.steps.csv and %s%s\n", base.c_str(),
+                   base.c_str(), base.c_str(), kCollectiveRowsSuffix);
+    } else {
+      std::fprintf(stderr, "gpuacct: wrote %s.report.json and %s.steps.csv\n", base.c_str(),
+                   base.c_str());
+    }
   }
   if (s.json) {
     std::cout << dump_json(report, 2) << "\n";
@@ -157,13 +194,20 @@ StatusOr<AnalyzedInput> analyze_input(const std::string& path, const AccountingC
   InputOptions opts;
   opts.progress = progress;
   opts.given_settings = given;
-  auto reported = report_input(input.value(), cfg, names, opts);
-  if (!reported.ok()) return reported.status();
   AnalyzedInput out;
+  out.collectives = std::make_unique<CollectiveSpool>();
+  out.collectives_known = input->format() != InputFormat::kStepStream;
+  AccountingObservers observers;
+  observers.on_collective = [spool = out.collectives.get()](const CollectiveRecord& r) {
+    spool->add(r);
+  };
+  auto reported = report_input(input.value(), cfg, names, opts, observers);
+  if (!reported.ok()) return reported.status();
   out.report = std::move(reported->report);
   out.rows = std::move(reported->rows);
   out.cut_off = std::move(reported->cut_off);
   out.settings_note = std::move(reported->settings_note);
+  out.collectives_header = std::move(reported->collectives_header);
   return out;
 }
 

@@ -12,9 +12,11 @@
 
 #include "analysis/accounting/accounting_config.h"
 #include "analysis/accounting/step_row.h"
+#include "analysis/model/collective_rows.h"
 #include "analysis/model/name_table.h"
 #include "analysis/model/status.h"
 #include "analysis/report/timeline_writer.h"
+#include "cli/collective_spool.h"
 
 namespace gpuacct::cli {
 
@@ -25,6 +27,13 @@ struct AnalyzedInput {
   std::vector<StepRow> rows;
   std::string cut_off;  // the input was cut off (a killed job): what was lost, one line
   std::string settings_note;  // a given setting differs from the run's own, one line
+  // The input's collective instances with their steps (none for a step stream), and the header
+  // of their rows file (<name>.collectives.csv, analysis/model/collective_rows.h).
+  std::unique_ptr<CollectiveSpool> collectives;
+  CollectiveRowsHeader collectives_header;
+  // False for a step stream: it holds rows, not events; its collectives are in the live run's
+  // own <base>.collectives.csv.
+  bool collectives_known = true;
 };
 StatusOr<AnalyzedInput> analyze_input(const std::string& path, const AccountingConfig& cfg,
                                       bool progress, const std::set<std::string>& given = {});

@@ -16,6 +16,7 @@
 
 #include "analysis/import/byte_source.h"
 #include "analysis/import/json_scanner.h"
+#include "analysis/import/kineto_collectives.h"
 #include "analysis/import/kineto_format.h"
 #include "analysis/model/nccl_names.h"
 
@@ -45,7 +46,8 @@ struct RawEvent {
   Value ph, cat, name, ts, dur, pid, tid, id, bp;
   bool args_is_object = false;
   bool has_args = false;
-  Value device, stream, correlation, bytes, collective, graph_id;
+  Value device, stream, correlation, bytes, graph_id;
+  KinetoCommValues comm;  // the collective args ("Collective name", "External id", ...)
   void clear() { *this = RawEvent(); }
 };
 
@@ -148,6 +150,7 @@ class Importer final : json_scan::StreamErrors {
   void map_api_call(const XEvent& x);
   void map_range(CatKind kind, const XEvent& x);
   void emit_gpu_step_annotation();
+  void param_comms();
   bool device_and_stream(const XEvent& x, int64_t* device, int64_t* stream);
   bool correlation(int64_t* corr);
   void handle_flow();
@@ -222,12 +225,10 @@ Result Importer::parse_args(Cursor& c) {
       case 11:
         if (key == "correlation") dst = &ev_.correlation;
         break;
-      case 15:
-        if (key == "Collective name") dst = &ev_.collective;
-        break;
       default:
         break;
     }
+    if (!dst) dst = ev_.comm.slot(key);
     if (dst) return scan_.value(cc, dst);
     return scan_.skip_value(cc, 2);
   });
@@ -373,7 +374,10 @@ void Importer::map_x_event(CatKind kind) {
   if (kind == CatKind::kCpuOp) {
     if (ev_.name.type != ValueType::kString) return;
     int64_t n = 0;
-    if (!profiler_step_number(ev_.name.text, &n) && !is_data_range(ev_.name.text)) return;
+    if (!profiler_step_number(ev_.name.text, &n) && !is_data_range(ev_.name.text)) {
+      if (opts_.collectives != nullptr && ev_.name.text == "record_param_comms") param_comms();
+      return;
+    }
   }
   // Common fields: name, ts, dur.
   XEvent x;
@@ -451,8 +455,8 @@ void Importer::map_gpu_op(CatKind kind, const XEvent& x) {
     op.kind = GpuOpKind::kKernel;
     op.bytes = 0;
     op.collective = classify_collective(x.name);
-    if (ev_.collective.type == ValueType::kString) {
-      CollectiveType byname = classify_collective_name(ev_.collective.text);
+    if (ev_.comm.collective_name.type == ValueType::kString) {
+      CollectiveType byname = classify_collective_name(ev_.comm.collective_name.text);
       if (byname != CollectiveType::kNone &&
           (op.collective == CollectiveType::kNone || op.collective == CollectiveType::kOther ||
            byname != CollectiveType::kOther))
@@ -465,6 +469,8 @@ void Importer::map_gpu_op(CatKind kind, const XEvent& x) {
   } else {
     op.kind = GpuOpKind::kMemset;
   }
+  if (opts_.collectives != nullptr && op.is_communication())
+    opts_.collectives->on_collective_kernel(op, ev_.comm);
   emit_gpu(op, FlowKey{x.pid, x.tid, x.ts}, corr < 0 && x.pid_ok && x.tid_ok);
 }
 
@@ -530,6 +536,16 @@ void Importer::emit_cuda_sync(int64_t ts, int64_t end, std::string_view name, in
   row.device = static_cast<uint16_t>(device);
   row.name = names_.intern(name);
   opts_.on_cuda_sync(row);
+}
+
+// A record_param_comms CPU op, to KinetoImportOptions::collectives (the caller checked it is
+// set): the collective args of the NCCL kernel with its External id.
+void Importer::param_comms() {
+  int64_t ts = 0, end = 0;
+  if (ev_.ts.type != ValueType::kNumber || ev_.dur.type != ValueType::kNumber ||
+      !parse_span_ns(ev_.ts.text, ev_.dur.text, &ts, &end))
+    return;  // not an event the accounting uses: no counter
+  opts_.collectives->on_param_comms(ts, ev_.comm);
 }
 
 // A gpu_user_annotation ProfilerStep#N, to KinetoImportOptions::on_gpu_step_annotation (the

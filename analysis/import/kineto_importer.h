@@ -26,6 +26,8 @@
 
 namespace gpuacct {
 
+class KinetoCollectives;
+
 struct KinetoImportOptions {
   bool progress = false;  // progress on stderr (only when stderr is a terminal)
   // Optional: receives every `cuda_sync` row that has a stream (Stream Sync, Stream Wait Event;
@@ -39,6 +41,9 @@ struct KinetoImportOptions {
   // only); HTA counts such rows among its CPU rows (stream -1) when it looks for the latest
   // ProfilerStep (TraceTotals::on_gpu_step_annotation).  Not a step of the accounting.
   std::function<void(TimeNs)> on_gpu_step_annotation;
+  // Optional: receives every record_param_comms CPU op and every collective kernel with their
+  // collective args (analysis/import/kineto_collectives.h); the caller finish()es it.
+  KinetoCollectives* collectives = nullptr;
 };
 
 StatusOr<RunMetadata> import_kineto_trace(const std::string& path, NameTable& names,

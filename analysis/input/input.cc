@@ -1,5 +1,7 @@
 #include "analysis/input/input.h"
 
+#include "analysis/input/input_collectives.h"
+
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -11,6 +13,7 @@
 #include "analysis/accounting/step_detection.h"
 #include "analysis/import/kineto_importer.h"
 #include "analysis/import/recording.h"
+#include "analysis/input/input_collectives.h"
 #include "analysis/model/file_io.h"
 #include "analysis/report/report.h"
 #include "analysis/report/trace_totals.h"
@@ -172,7 +175,8 @@ ResolvedConfig Input::resolve(AccountingConfig cfg, const std::set<std::string>&
 }
 
 StatusOr<RunMetadata> Input::import(NameTable& names, EventSink& sink, Stats& stats,
-                                    const InputOptions& opts, InputContents* out) const {
+                                    const InputOptions& opts, KinetoCollectives* collectives,
+                                    InputContents* out) const {
   if (format_ == InputFormat::kStepStream) {
     return Status::Error(path_ +
                          ": a step stream holds accounted step rows, not the events this needs "
@@ -193,6 +197,7 @@ StatusOr<RunMetadata> Input::import(NameTable& names, EventSink& sink, Stats& st
   TeeSink tee({&sink, &totals});
   KinetoImportOptions kopts;
   kopts.progress = opts.progress;
+  kopts.collectives = collectives;
   // cuda_sync rows count in HTA's temporal breakdown, GPU-side ProfilerSteps in its last-step
   // rule; neither is GPU work or a step for the accounting.
   totals.attach(&kopts);
@@ -215,10 +220,23 @@ StatusOr<InputContents> Input::read(NameTable& names, EventSink& sink, Stats& st
   // A recording is the live library's view, which began with the process: its steps are
   // detected as they were live.  A profiler trace began when the profiler was switched on.
   detection.set_capture_began_at_first_event(format_ != InputFormat::kRecording);
-  TeeSink tee({&sink, &detection});
-  auto meta = import(names, tee, stats, opts, &out);
+  std::vector<EventSink*> sinks = {&sink, &detection};
+  std::unique_ptr<InputCollectives> collectives;
+  if (opts.on_collective && format_ != InputFormat::kStepStream) {
+    collectives = std::make_unique<InputCollectives>(format_ == InputFormat::kKinetoTrace,
+                                                     opts.on_collective);
+    sinks.push_back(collectives->events());
+  }
+  TeeSink tee(std::move(sinks));
+  auto meta = import(names, tee, stats, opts, collectives ? collectives->kineto() : nullptr, &out);
   if (!meta.ok()) return meta.status();
   out.metadata = std::move(meta.value());
+  if (collectives) {
+    const CollectiveIdentity identity = collectives->finish(out.metadata.rank);
+    out.collective_identity = identity.source;
+    out.collective_identity_note = identity.note;
+    out.collectives = identity.records;
+  }
   out.metadata.source_path = path_;
   // A cut recording's live run recorded the steps it detected; what detection would find here
   // could only end after the last watermark, which no step of a cut input does.
@@ -267,12 +285,27 @@ StatusOr<AccountedInput> account_input(const Input& input, const AccountingConfi
   ResolvedConfig resolved = input.resolve(cfg, opts.given_settings);
   out.accountant = std::make_unique<StepAccountant>(resolved.cfg);
   StepAccountant& acc = *out.accountant;
-  if (observers.on_row) acc.set_row_sink(observers.on_row);
+  // Collectives get their steps from the rows as the accountant finalises them.
+  std::unique_ptr<CollectiveStepAssigner> steps;
+  InputOptions read_opts = opts;
+  if (observers.on_collective) {
+    CollectiveStepAssignerOptions limits;
+    limits.held_record_limit = size_t{1} << 22;  // a trace's records all come before its rows
+    limits.kept_step_limit = size_t{1} << 22;
+    steps = std::make_unique<CollectiveStepAssigner>(observers.on_collective, limits);
+    read_opts.on_collective = [&steps](const CollectiveRecord& r) { steps->add(r); };
+    acc.set_row_sink([&steps, &observers](const StepRow& r) {
+      if (observers.on_row) observers.on_row(r);
+      steps->add_row(r);
+    });
+  } else if (observers.on_row) {
+    acc.set_row_sink(observers.on_row);
+  }
   if (observers.on_segment) acc.set_segment_sink(observers.on_segment);
   std::vector<EventSink*> sinks = {&acc};
   if (observers.events != nullptr) sinks.push_back(observers.events);
   TeeSink tee(std::move(sinks));
-  auto contents = input.read(names, tee, acc.mutable_stats(), opts);
+  auto contents = input.read(names, tee, acc.mutable_stats(), read_opts);
   if (!contents.ok()) return contents.status();
   out.contents = std::move(contents.value());
   if (!resolved.note.empty()) {
@@ -282,6 +315,12 @@ StatusOr<AccountedInput> account_input(const Input& input, const AccountingConfi
   // A cut input stops at its last watermark: the steps still open there were not finished
   // before the writer died, and finish() would invent their ends.
   if (out.contents.cut_off.empty()) acc.finish();
+  if (steps) {
+    steps->finish();
+    out.contents.collective_steps = steps->counts();
+    // The accountant outlives this call; the assigner does not.
+    acc.set_row_sink(observers.on_row ? observers.on_row : [](const StepRow&) {});
+  }
   return out;
 }
 
@@ -344,9 +383,10 @@ StatusOr<InputReport> report_step_stream(const Input& input, const AccountingCon
 }  // namespace
 
 StatusOr<InputReport> report_input(const Input& input, const AccountingConfig& cfg,
-                                   NameTable& names, const InputOptions& opts) {
+                                   NameTable& names, const InputOptions& opts,
+                                   const AccountingObservers& observers) {
   if (input.format() == InputFormat::kStepStream) return report_step_stream(input, cfg);
-  auto accounted = account_input(input, cfg, names, opts);
+  auto accounted = account_input(input, cfg, names, opts, observers);
   if (!accounted.ok()) return accounted.status();
   const StepAccountant& acc = *accounted->accountant;
   InputReport out;
@@ -354,6 +394,10 @@ StatusOr<InputReport> report_input(const Input& input, const AccountingConfig& c
   out.rows = acc.rows();
   out.cut_off = std::move(accounted->contents.cut_off);
   out.settings_note = std::move(accounted->contents.settings_note);
+  out.collectives_header.metadata = accounted->contents.metadata;
+  out.collectives_header.identity = accounted->contents.collective_identity;
+  out.collectives_header.identity_note = accounted->contents.collective_identity_note;
+  out.collectives = accounted->contents.collectives;
   return out;
 }
 

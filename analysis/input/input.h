@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -44,6 +45,9 @@
 #include "analysis/accounting/accounting_config.h"
 #include "analysis/accounting/step_accountant.h"
 #include "analysis/input/step_stream_reader.h"
+#include "analysis/job/collective_steps.h"
+#include "analysis/model/collective.h"
+#include "analysis/model/collective_rows.h"
 #include "analysis/model/event_sink.h"
 #include "analysis/model/name_table.h"
 #include "analysis/model/run_metadata.h"
@@ -52,6 +56,8 @@
 #include "analysis/report/timeline_writer.h"
 
 namespace gpuacct {
+
+class KinetoCollectives;
 
 enum class InputFormat : uint8_t {
   kRecording,    // a gpuacct recording (*.gpuacct): the live library's or `gpuacct synth`'s
@@ -81,6 +87,11 @@ struct InputOptions {
   // they win over the run's own.  The warm-up also counts as given when cfg.warmup_steps is not
   // AccountingConfig::kWarmupBySource.
   std::set<std::string> given_settings;
+  // Optional: receives every collective instance the input identifies (analysis/model/
+  // collective.h), step_index -1, during read(): a trace's from its collective args, its
+  // collective kernels without args and a recording's by kernel order
+  // (analysis/input/input_collectives.h).  InputContents::collective_identity says how.
+  std::function<void(const CollectiveRecord&)> on_collective;
 };
 
 // The config an input is accounted with (Input::resolve).
@@ -103,6 +114,13 @@ struct InputContents {
   std::string cut_off;
   // ResolvedConfig::note (account_input): a given setting differs from the run's own.
   std::string settings_note;
+  // When InputOptions::on_collective was given: how the collectives were identified (kNone:
+  // the input has none), why when by a fallback, and how many (the rows file's header).
+  CollectiveSource collective_identity = CollectiveSource::kNone;
+  std::string collective_identity_note;
+  int64_t collectives = 0;
+  // account_input with AccountingObservers::on_collective: how the steps were assigned.
+  CollectiveStepCounts collective_steps;
 };
 
 class Input {
@@ -138,7 +156,8 @@ class Input {
   Input(InputFormat format, std::string path, std::optional<std::string_view> bytes)
       : format_(format), path_(std::move(path)), bytes_(bytes) {}
   StatusOr<RunMetadata> import(NameTable& names, EventSink& sink, Stats& stats,
-                               const InputOptions& opts, InputContents* out) const;
+                               const InputOptions& opts, KinetoCollectives* collectives,
+                               InputContents* out) const;
 
   InputFormat format_;
   std::string path_;
@@ -151,6 +170,10 @@ struct AccountingObservers {
   EventSink* events = nullptr;
   StepAccountant::RowSink on_row;
   StepAccountant::SegmentSink on_segment;
+  // Every collective instance of the input (InputOptions::on_collective) with its step
+  // (CollectiveStepAssigner, analysis/job/collective_steps.h, fed the accountant's rows): as
+  // soon as the rows that could hold it are finalised, the rest when the accounting finishes.
+  std::function<void(const CollectiveRecord&)> on_collective;
 };
 
 // Observers that fill `timeline` with the input's events, step rows and category segments
@@ -173,13 +196,19 @@ struct InputReport {
   std::vector<StepRow> rows;  // its step rows
   std::string cut_off;        // InputContents::cut_off
   std::string settings_note;  // InputContents::settings_note
+  // With AccountingObservers::on_collective: the collectives rows file's header (the run's
+  // metadata, how the collectives were identified) and how many were handed out.
+  CollectiveRowsHeader collectives_header;
+  int64_t collectives = 0;
 };
 
 // The report of any input.  Events: account_input, then build_report.  A step stream: all its
 // rows through the one summary (report.h summary_report) with the counters of its last summary
 // line; the rows keep the warm-up flags the live run gave them unless cfg.warmup_steps is
 // given (then the first that many steps are warm-up, as the accountant marks them).
+// `observers` (optional) see the accounting as in account_input (a step stream has no events).
 StatusOr<InputReport> report_input(const Input& input, const AccountingConfig& cfg,
-                                   NameTable& names, const InputOptions& opts = {});
+                                   NameTable& names, const InputOptions& opts = {},
+                                   const AccountingObservers& observers = {});
 
 }  // namespace gpuacct

@@ -111,11 +111,36 @@ class RowCursor {
     ++at_;
     return true;
   }
+  // A decimal integer in Int's range ('-' only for signed types, no '+', no spaces).
   template <typename Int>
   bool number(Int* out) {
-    const auto result = std::from_chars(at_, end_, *out);
-    if (result.ec != std::errc() || result.ptr == at_) return false;
-    at_ = result.ptr;
+    const char* p = at_;
+    bool negative = false;
+    if constexpr (std::is_signed_v<Int>) {
+      if (p < end_ && *p == '-') {
+        negative = true;
+        ++p;
+      }
+    }
+    const char* digits = p;
+    uint64_t value = 0;
+    while (p < end_ && static_cast<unsigned char>(*p - '0') < 10) {
+      if (__builtin_mul_overflow(value, uint64_t{10}, &value) ||
+          __builtin_add_overflow(value, static_cast<uint64_t>(*p - '0'), &value))
+        return false;
+      ++p;
+    }
+    if (p == digits) return false;
+    using Unsigned = std::make_unsigned_t<Int>;
+    const auto max = static_cast<uint64_t>(std::numeric_limits<Int>::max());
+    if (!negative) {
+      if (value > max) return false;
+      *out = static_cast<Int>(value);
+    } else {
+      if (value > max + 1) return false;  // |min| = max + 1
+      *out = static_cast<Int>(static_cast<Unsigned>(0) - static_cast<Unsigned>(value));
+    }
+    at_ = p;
     return true;
   }
   // An empty field is `unknown`.
@@ -156,31 +181,48 @@ class RowCursor {
   const char* end_;
 };
 
+// The words of an enum, as to_string writes them, looked up without a string compare per
+// candidate (a row has two of them).
+template <typename Enum, size_t N>
+class WordTable {
+ public:
+  explicit WordTable(const Enum (&values)[N]) {
+    for (size_t i = 0; i < N; ++i) {
+      words_[i] = to_string(values[i]);
+      values_[i] = values[i];
+    }
+  }
+  bool find(std::string_view word, Enum* out) const {
+    for (size_t i = 0; i < N; ++i) {
+      if (word.size() == words_[i].size() && word.front() == words_[i].front() &&
+          word == words_[i]) {
+        *out = values_[i];
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  std::string_view words_[N];
+  Enum values_[N] = {};
+};
+
 bool parse_collective(std::string_view word, CollectiveType* out) {
   static constexpr CollectiveType kTypes[] = {
       CollectiveType::kAllReduce, CollectiveType::kAllGather, CollectiveType::kReduceScatter,
       CollectiveType::kBroadcast, CollectiveType::kReduce,    CollectiveType::kSendRecv,
       CollectiveType::kAllToAll,  CollectiveType::kOther,     CollectiveType::kNone};
-  for (const CollectiveType t : kTypes) {
-    if (word == to_string(t)) {
-      *out = t;
-      return true;
-    }
-  }
-  return false;
+  static const WordTable<CollectiveType, 9> kTable(kTypes);
+  return !word.empty() && kTable.find(word, out);
 }
 
 bool parse_source(std::string_view word, CollectiveSource* out) {
   static constexpr CollectiveSource kSources[] = {
       CollectiveSource::kNcclPlugin, CollectiveSource::kKernelOrder, CollectiveSource::kKineto,
       CollectiveSource::kNone};
-  for (const CollectiveSource s : kSources) {
-    if (word == to_string(s)) {
-      *out = s;
-      return true;
-    }
-  }
-  return false;
+  static const WordTable<CollectiveSource, 4> kTable(kSources);
+  return !word.empty() && kTable.find(word, out);
 }
 
 // One row line (no newline) into `r`; false if it is not one.  Fields in kColumns order.

@@ -1,0 +1,111 @@
+// The collective instances of a PyTorch-profiler (Kineto) trace (analysis/model/collective.h).
+//
+// What traces carry (PyTorch's record_param_comms, libkineto's output_json):
+//   - every collective the process group issues is a CPU op `record_param_comms` whose args
+//     hold "Collective name", "In msg nelems", "Out msg nelems", "dtype", "Group size",
+//     "Process Group Name", "Process Group Description", "Process Group Ranks" (newer PyTorch:
+//     also "Rank", "Seq", "Src Rank" / "Dst Rank" for p2p) and whose "External id" its NCCL
+//     kernel shares;
+//   - newer libkineto copies those args onto the NCCL kernel itself.
+// A collective kernel takes its own args when it has them, else those of the
+// record_param_comms op with its External id ("wait" ops launch no kernel and are ignored).
+//   comm_hash = stable_hash64 of the process group (its name and ranks; p2p ops a channel of
+//               their own per pair of ranks when the trace names the peer);
+//   seq       = the trace's "Seq" when present, else the instance's position among its
+//               group's instances in enqueue order (every rank issues one group's collectives
+//               in program order);
+//   host_enqueue = the record_param_comms op's start (else the kernel's launch call's);
+//   bytes     = nelems (in, for all-gather; out, for reduce-scatter; else the larger) × the
+//               size of dtype, when dtype is known.
+// Collective kernels with no args at all (older PyTorch, sampled traces) are handed to
+// `unidentified` instead, in start order: the front door numbers them by kernel order
+// (analysis/job/kernel_order.h).
+//
+// Fed by the Kineto importer (KinetoImportOptions::collectives) with each record_param_comms
+// op and each collective kernel, and as an EventSink (teed beside the accountant) with the
+// launch calls.  Everything is held until finish(): a trace is read whole, and its collective
+// kernels are few (thousands; at most `kernel_limit`, the rest counted in dropped()).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "analysis/import/json_scanner.h"
+#include "analysis/model/collective.h"
+#include "analysis/model/event_sink.h"
+
+namespace gpuacct {
+
+// The collective args of one trace event, as the importer's scanner read them (views valid
+// while the event is handled).  slot() says where an args key goes; nullptr = not one of them.
+struct KinetoCommValues {
+  json_scan::Value external_id, collective_name, in_nelems, out_nelems, dtype, group_size,
+      pg_name, pg_desc, pg_ranks, rank, seq, src_rank, dst_rank;
+  json_scan::Value* slot(std::string_view key);
+};
+
+class KinetoCollectives final : public EventSink {
+ public:
+  using Sink = std::function<void(const CollectiveRecord&)>;
+  using KernelSink = std::function<void(const GpuOp&)>;
+  KinetoCollectives(Sink sink, KernelSink unidentified, size_t kernel_limit = size_t{1} << 22);
+  ~KinetoCollectives() override;
+
+  // A record_param_comms CPU op [start, end).
+  void on_param_comms(TimeNs start, const KinetoCommValues& args);
+  // A kernel with op.collective != kNone, with whatever collective args it has.
+  void on_collective_kernel(const GpuOp& op, const KinetoCommValues& args);
+  // EventSink: only launch calls are used (the host enqueue of kernels without a CPU op).
+  void on_gpu_op(const GpuOp&) override {}
+  void on_api_call(const HostApiCall& call) override;
+  void on_range(const HostRange&) override {}
+  void on_marker(const Marker&) override {}
+
+  // Matches, numbers and emits every instance.  `own_rank`: the trace's global rank (its
+  // distributedInfo), -1 if unknown; it finds the rank inside a group from its ranks list.
+  void finish(int own_rank);
+
+  int64_t records() const { return records_; }            // emitted with the trace's identity
+  int64_t unidentified() const { return unidentified_; }  // handed to `unidentified`
+  int64_t dropped() const { return dropped_; }            // over kernel_limit
+
+ private:
+  struct Args {
+    bool any = false;
+    std::string collective_name, dtype, pg_name, pg_desc, pg_ranks;
+    int64_t in_nelems = -1, out_nelems = -1, group_size = -1, rank = -1, seq = -1;
+    int64_t src_rank = -1, dst_rank = -1;
+  };
+  struct Kernel {
+    GpuOp op;
+    int64_t external_id = -1;
+    Args args;  // its own (newer libkineto)
+  };
+  struct ParamComms {
+    TimeNs start = 0;
+    Args args;
+  };
+  static Args read_args(const KinetoCommValues& v);
+  CollectiveRecord record_from(const Kernel& k, const Args& args, TimeNs host_enqueue,
+                               int own_rank) const;
+
+  Sink sink_;
+  KernelSink unidentified_sink_;
+  size_t kernel_limit_;
+  std::vector<Kernel> kernels_;
+  std::unordered_map<int64_t, ParamComms> param_comms_;  // by External id
+  std::unordered_map<uint64_t, TimeNs> launch_start_;    // by correlation id
+  int64_t records_ = 0;
+  int64_t unidentified_ = 0;
+  int64_t dropped_ = 0;
+};
+
+// Bytes per element of a PyTorch dtype name as Kineto writes it ("Float", "BFloat16", "Half",
+// "Long", "Byte", "c10::BFloat16", "float32", ...); 0 if unknown.
+int dtype_bytes(std::string_view dtype);
+
+}  // namespace gpuacct
