@@ -386,6 +386,18 @@ CollectionFacts Pipeline::collection_facts(const GpuCollectionState& gpu) const 
                   : detection_.summary().steps > 0 ? "detected"
                                                    : "none";
   f.native_sites = sites_.to_json(5);
+  const NcclPluginCounters plugin = nccl_plugin_counters();
+  const std::string forward = nccl_plugin_forward_note();
+  if (plugin.communicators > 0 || !forward.empty() ||
+      collectives_.identity() != CollectiveSource::kNone) {
+    f.nccl_plugin = {{"version", plugin.version},
+                     {"communicators", plugin.communicators},
+                     {"records", plugin.records},
+                     {"events_dropped", plugin.events_dropped},
+                     {"identity", to_string(collectives_.identity())},
+                     {"rows", collectives_.rows_written()}};
+    if (!forward.empty()) f.nccl_plugin["forward"] = json_safe_utf8(forward);
+  }
   return f;
 }
 

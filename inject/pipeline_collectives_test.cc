@@ -10,6 +10,10 @@
 #include <string>
 #include <vector>
 
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
 #include "analysis/job/kernel_order.h"
 #include "analysis/model/collective_rows.h"
 #include "inject/pipeline.h"
@@ -41,6 +45,11 @@ class PipelineCollectivesTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string rows_path() const { return dir_ + "/run.collectives.csv"; }
+  nlohmann::json plugin_section() const {
+    std::ifstream in(dir_ + "/run.json");
+    const nlohmann::json report = nlohmann::json::parse(in);
+    return report["collection"].value("nccl_plugin", nlohmann::json());
+  }
 
   std::string dir_;
   Config cfg_;
@@ -162,6 +171,9 @@ TEST_F(PipelineCollectivesTest, PluginRecordsGetTheirKernelsGpuTimesAndSteps) {
     EXPECT_EQ(r.host_enqueue, enqueued[r.seq]);
   }
   EXPECT_EQ(p.accountant().stats().get(Stat::collectives_unmatched), 0);
+  const nlohmann::json section = plugin_section();  // the report says what the file holds
+  EXPECT_EQ(section["identity"], "nccl_plugin");
+  EXPECT_EQ(section["rows"], 15);
 }
 
 TEST_F(PipelineCollectivesTest, WithoutPluginRecordsKernelsAreNumberedByOrder) {
@@ -179,8 +191,13 @@ TEST_F(PipelineCollectivesTest, WithoutPluginRecordsKernelsAreNumberedByOrder) {
   CollectiveRowsContents contents;
   const std::vector<CollectiveRecord> rows = read_rows(rows_path(), &contents);
   EXPECT_EQ(contents.header.identity, CollectiveSource::kKernelOrder);
-  EXPECT_NE(contents.header.identity_note.find("never initialised gpuacct"), std::string::npos)
+  // Why, by what the plugin saw in this process (other tests here may have initialised it).
+  const std::string why = nccl_plugin_counters().communicators == 0
+                              ? "never initialised gpuacct"
+                              : "sent no collective event";
+  EXPECT_NE(contents.header.identity_note.find(why), std::string::npos)
       << contents.header.identity_note;
+  EXPECT_NE(contents.header.identity_note.find("numbered in order per stream"), std::string::npos);
   ASSERT_EQ(rows.size(), static_cast<size_t>(kSteps));  // one NCCL kernel per step
   std::vector<bool> seen(kSteps, false);
   for (const CollectiveRecord& r : rows) {
@@ -192,6 +209,8 @@ TEST_F(PipelineCollectivesTest, WithoutPluginRecordsKernelsAreNumberedByOrder) {
     EXPECT_EQ(r.source, CollectiveSource::kKernelOrder);
   }
   for (int i = 0; i < kSteps; ++i) EXPECT_TRUE(seen[static_cast<size_t>(i)]) << i;
+  EXPECT_EQ(plugin_section()["identity"], "kernel_order");
+  EXPECT_EQ(plugin_section()["rows"], kSteps);
 }
 
 TEST_F(PipelineCollectivesTest, NoCollectivesNoFile) {
