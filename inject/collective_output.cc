@@ -29,7 +29,11 @@ void CollectiveOutput::add(const std::vector<PluginRecord>& records, const Event
     plugin_records_ignored_ += static_cast<int64_t>(records.size());
   } else {
     matcher_.add_records(records);
-    matcher_.add_events(batch);
+    // Launch calls matter once NCCL initialised the plugin (before any collective's launch):
+    // a run without NCCL costs the matcher nothing.
+    if (matcher_.saw_records() || nccl_plugin_counters().communicators > 0) {
+      matcher_.add_events(batch);
+    }
   }
   if (mode_ == CollectiveSource::kNcclPlugin) {
     kernel_order_.reset();

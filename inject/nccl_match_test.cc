@@ -196,5 +196,88 @@ TEST(CollectiveMatcher, MemoryStaysBounded) {
   EXPECT_EQ(h.matcher.pending(), 0u);
 }
 
+// ---- NCCL's own order: the plan's kernel is launched, then its collectives' events start ----
+
+TEST(CollectiveMatcher, LaunchFirstEachRecordTakesTheLaunchBeforeIt) {
+  Harness h;
+  // compute, NCCL launch, record; compute, NCCL launch, record (as ncclLaunchKernel, then
+  // ncclLaunchKernelAfter_NoCuda -> hostStreamPlanTask -> startEvent).
+  h.events({launch(1, 90 * kMs), launch(2, 100 * kMs), launch(3, 150 * kMs), launch(4, 200 * kMs)},
+           {kernel(1, 91 * kMs, 95 * kMs, false), kernel(2, 101 * kMs, 140 * kMs, true),
+            kernel(3, 151 * kMs, 160 * kMs, false), kernel(4, 201 * kMs, 240 * kMs, true)});
+  h.records({plugin_record(1, 100 * kMs + 30'000), plugin_record(2, 200 * kMs + 30'000)});
+  h.poll(300 * kMs);
+  ASSERT_EQ(h.out.size(), 2u);
+  EXPECT_EQ(h.out[0].correlation_id, 2u);
+  EXPECT_EQ(h.out[0].gpu_start, 101 * kMs);
+  EXPECT_EQ(h.out[1].correlation_id, 4u);
+  EXPECT_EQ(h.stats.get(Stat::collectives_unmatched), 0);
+}
+
+TEST(CollectiveMatcher, LaunchFirstPlansRecordsShareTheirLaunch) {
+  Harness h;
+  // One group of three collectives in one plan (one kernel), then a group split into two plans
+  // (each plan's launch before its own records).
+  h.events({launch(10, 100 * kMs), launch(11, 200 * kMs), launch(12, 200 * kMs + 50'000)},
+           {kernel(10, 101 * kMs, 150 * kMs, true), kernel(11, 201 * kMs, 210 * kMs, true),
+            kernel(12, 211 * kMs, 220 * kMs, true)});
+  h.records({plugin_record(1, 100 * kMs + 20'000), plugin_record(2, 100 * kMs + 21'000),
+             plugin_record(3, 100 * kMs + 22'000), plugin_record(4, 200 * kMs + 20'000),
+             plugin_record(5, 200 * kMs + 70'000)});
+  h.poll(300 * kMs);
+  ASSERT_EQ(h.out.size(), 5u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(h.out[i].correlation_id, 10u) << i;
+  EXPECT_EQ(h.out[3].correlation_id, 11u);
+  EXPECT_EQ(h.out[4].correlation_id, 12u);
+}
+
+TEST(CollectiveMatcher, LaunchFirstLaunchInAnEarlierBatchThanItsRecord) {
+  Harness h;
+  // The launch call was delivered (and polled) before the plugin record was drained.
+  h.events({launch(20, 100 * kMs)}, {});
+  h.poll(FlushWatermark::kNone);
+  h.events({}, {kernel(20, 101 * kMs, 120 * kMs, true)});
+  h.poll(110 * kMs);
+  h.records({plugin_record(1, 100 * kMs + 10'000)});
+  h.poll(130 * kMs);
+  ASSERT_EQ(h.out.size(), 1u);
+  EXPECT_EQ(h.out[0].correlation_id, 20u);
+}
+
+TEST(CollectiveMatcher, LaunchFirstLateKernelIsWaitedFor) {
+  Harness h;
+  h.events({launch(30, 100 * kMs), launch(31, 200 * kMs)}, {kernel(31, 201 * kMs, 202 * kMs, true)});
+  h.records({plugin_record(1, 100 * kMs + 10'000), plugin_record(2, 200 * kMs + 10'000)});
+  h.poll(500 * kMs);  // launch 30's kernel has not come: it may be NCCL's
+  EXPECT_TRUE(h.out.empty());
+  h.events({}, {kernel(30, 400 * kMs, 450 * kMs, true)});
+  h.poll(600 * kMs);
+  ASSERT_EQ(h.out.size(), 2u);
+  EXPECT_EQ(h.out[0].gpu_start, 400 * kMs);
+  EXPECT_EQ(h.out[1].correlation_id, 31u);
+}
+
+TEST(CollectiveMatcher, LaunchFirstALostLaunchRecordDoesNotGiveThePreviousKernel) {
+  Harness h;
+  // Collective 2's launch call record was lost: it must not take collective 1's kernel.
+  h.events({launch(40, 100 * kMs)}, {kernel(40, 101 * kMs, 110 * kMs, true)});
+  h.records({plugin_record(1, 100 * kMs + 10'000), plugin_record(2, 200 * kMs + 10'000)});
+  h.poll(200 * kMs + CollectiveMatcher::kOwedLaunchNs + kMs);
+  ASSERT_EQ(h.out.size(), 2u);
+  EXPECT_EQ(h.out[0].correlation_id, 40u);
+  EXPECT_EQ(h.out[1].correlation_id, 0u);
+  EXPECT_EQ(h.out[1].gpu_start, 0);
+  EXPECT_EQ(h.stats.get(Stat::collectives_unmatched), 1);
+}
+
+TEST(CollectiveMatcher, ThreadsWithoutCollectivesKeepOnlyRecentLaunches) {
+  Harness h;
+  for (uint64_t i = 1; i <= 1000; ++i) {
+    h.events({launch(i, static_cast<TimeNs>(i) * kMs, 99)},
+             {kernel(i, static_cast<TimeNs>(i) * kMs + 10, static_cast<TimeNs>(i) * kMs + 20, false)});
+  }
+  EXPECT_LE(h.matcher.kept(), 2 * CollectiveMatcher::kHistoryLaunches + 2);
+}
+
 }  // namespace
 }  // namespace gpuacct::inject

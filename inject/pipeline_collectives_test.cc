@@ -97,7 +97,9 @@ struct Step {
   std::vector<PluginRecord> records;
   GpuOp nccl_op;
 };
-Step make_step(int i, uint64_t* seq) {
+// `launch_first`: NCCL's own order (the plan's kernel launched, then its events started);
+// otherwise the events start 20 us before the launch.
+Step make_step(int i, uint64_t* seq, bool launch_first = false) {
   Step s;
   const TimeNs t0 = kStart + i * kStepNs;
   s.events.ranges.push_back({t0, t0 + kStepNs, i, kThread, kNoName, RangeKind::kStep, {}});
@@ -105,7 +107,8 @@ Step make_step(int i, uint64_t* seq) {
   s.events.api_calls.push_back(launch_call(base + 1, t0 + 1'000'000));
   s.events.gpu_ops.push_back(kernel_op(base + 1, t0 + 1'100'000, t0 + 2'900'000, false));
   const int grouped = i % 4 == 0 ? 2 : 1;
-  for (int g = 0; g < grouped; ++g) s.records.push_back(plugin_record((*seq)++, t0 + 3'000'000 + g));
+  const TimeNs enqueue = launch_first ? t0 + 3'040'000 : t0 + 3'000'000;
+  for (int g = 0; g < grouped; ++g) s.records.push_back(plugin_record((*seq)++, enqueue + g));
   s.events.api_calls.push_back(launch_call(base + 2, t0 + 3'020'000));
   s.nccl_op = kernel_op(base + 2, t0 + 3'100'000, t0 + 8'000'000 + i, true);
   return s;
@@ -119,7 +122,15 @@ std::vector<CollectiveRecord> read_rows(const std::string& path, CollectiveRowsC
   return rows;
 }
 
-TEST_F(PipelineCollectivesTest, PluginRecordsGetTheirKernelsGpuTimesAndSteps) {
+class PipelineCollectivesOrderTest : public PipelineCollectivesTest,
+                                     public ::testing::WithParamInterface<bool> {};
+INSTANTIATE_TEST_SUITE_P(BothOrders, PipelineCollectivesOrderTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& param) {
+                           return param.param ? "LaunchFirst" : "RecordFirst";
+                         });
+
+TEST_P(PipelineCollectivesOrderTest, PluginRecordsGetTheirKernelsGpuTimesAndSteps) {
+  const bool launch_first = GetParam();
   Pipeline p(cfg_);
   uint64_t seq = 100;
   std::map<uint64_t, std::pair<int, TimeNs>> expected;  // seq -> (step, gpu_start)
@@ -128,7 +139,7 @@ TEST_F(PipelineCollectivesTest, PluginRecordsGetTheirKernelsGpuTimesAndSteps) {
   constexpr int kSteps = 12;
   for (int i = 0; i < kSteps; ++i) {
     const uint64_t first = seq;
-    Step s = make_step(i, &seq);
+    Step s = make_step(i, &seq, launch_first);
     for (uint64_t q = first; q < seq; ++q) expected[q] = {i, s.nccl_op.start};
     for (const PluginRecord& r : s.records) enqueued[r.record.seq] = r.record.host_enqueue;
     // Every third step's NCCL kernel record comes two ticks late (another CUPTI buffer).
