@@ -7,9 +7,10 @@
 //                 their kernels (CollectiveMatcher, inject/nccl_match.h);
 //   kernel_order  no plugin record came: NCCL kernels numbered by order per stream
 //                 (analysis/job/kernel_order.h); the header's identity_note says why.
-// The choice is made when the first record is ready for its step (a plugin record is drained no
-// later than its kernel's launch call, and kernel-order records wait for the watermark, so a run
-// with plugin events never starts as kernel_order); it then holds for the file.  Until plugin
+// The choice is made when the first record is ready for its step (a plugin record is drained
+// within microseconds of its kernel's launch call, and kernel-order records wait for the
+// watermark -- several flush periods -- so a run with plugin events does not start as
+// kernel_order); it then holds for the file.  Until plugin
 // records are seen the kernel-order numbering runs beside the matcher; it is dropped once the
 // file is nccl_plugin.
 //

@@ -5,13 +5,14 @@
 // (prepare_nccl_profiler_env, called from the load constructor).  NCCL then calls it:
 //   init       once per communicator: we keep its hash, name, ranks, rank, nodes (v4+) and ask
 //              for collective and point-to-point events only (NCCL's `coll` / `p2p`);
-//   startEvent for each collective / p2p operation, on the thread that enqueues it: one
-//              fixed-size CollectiveRecord stamped host_enqueue = now goes into that thread's
-//              queue (O(1), no lock, no allocation after the thread's first event; a full queue
-//              drops the record and counts it);
+//   startEvent for each collective / p2p operation, on the thread that launches its kernel
+//              (right after the launch, NCCL's enqueue.cc): one fixed-size CollectiveRecord
+//              stamped host_enqueue = now goes into that thread's queue (O(1), no lock, no
+//              allocation after the thread's first event; a full queue drops the record and
+//              counts it);
 //   stopEvent  marks the end of the *enqueue*, not of the GPU work: nothing is recorded.
-// GPU times come later, in the worker, from the CUPTI kernel the same thread launched right
-// after (inject/nccl_match.h).
+// GPU times come later, in the worker, from the CUPTI kernel of the launch next to the record
+// on the same thread (inject/nccl_match.h).
 //
 // Forwarding: when NCCL_PROFILER_PLUGIN named another plugin before we replaced it, that plugin
 // is loaded at the first init and gets every call for the event types it asked for (NCCL loads

@@ -190,9 +190,9 @@ void Pipeline::feed() {
   batch_.clear();
 }
 
-// The plugin's records are drained after the CUPTI buffers were consumed (collect, then feed):
-// the launch call that ran a collective comes after its record, so no launch call is matched
-// before its record is in (CollectiveMatcher).
+// The plugin's records are drained with each batch, after the CUPTI buffers were consumed
+// (collect, then feed); a launch call delivered before its record is kept by the matcher for
+// its thread (CollectiveMatcher: the last launches of a thread without records).
 void Pipeline::drain_plugin() {
   drain_nccl_records(plugin_records_);
   const uint64_t dropped = nccl_plugin_counters().events_dropped;
