@@ -21,7 +21,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gpuacct;
   NameTable names;
   TimelineWriter timeline(names);
-  const AccountingObservers observers = timeline_observers(timeline);
+  AccountingObservers observers = timeline_observers(timeline);
+  // The collectives too (identity, step assignment): a step index is a step or -1.
+  observers.on_collective = [](const CollectiveRecord& r) {
+    if (r.step_index < -1) __builtin_trap();
+  };
   const Input input = Input::from_buffer(
       std::string_view(reinterpret_cast<const char*>(data), size), "fuzz", InputFormat::kRecording);
   auto accounted = account_input(input, AccountingConfig{}, names, {}, observers);

@@ -1,7 +1,5 @@
 #include "analysis/input/input.h"
 
-#include "analysis/input/input_collectives.h"
-
 #include <cstring>
 #include <fstream>
 #include <limits>

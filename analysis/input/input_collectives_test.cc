@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "analysis/import/kineto_collectives.h"
 #include "analysis/input/input.h"
 #include "analysis/model/stable_hash.h"
 
@@ -215,6 +216,19 @@ TEST(InputCollectives, KernelArgsWithSeqAndPeers) {
   EXPECT_EQ(send.bytes, 32u);
   EXPECT_EQ(plain.source, CollectiveSource::kKernelOrder);
   EXPECT_EQ(plain.seq, 0u);
+}
+
+TEST(InputCollectives, DtypeSizesAsPyTorchNamesThem) {
+  EXPECT_EQ(dtype_bytes("Float"), 4);
+  EXPECT_EQ(dtype_bytes("BFloat16"), 2);
+  EXPECT_EQ(dtype_bytes("c10::BFloat16"), 2);
+  EXPECT_EQ(dtype_bytes("torch.float16"), 2);
+  EXPECT_EQ(dtype_bytes("Long"), 8);
+  EXPECT_EQ(dtype_bytes("Byte"), 1);
+  EXPECT_EQ(dtype_bytes("Float8_e4m3fn"), 1);
+  EXPECT_EQ(dtype_bytes("ComplexDouble"), 16);
+  EXPECT_EQ(dtype_bytes("Quaternion"), 0);  // unknown: no byte count
+  EXPECT_EQ(dtype_bytes(""), 0);
 }
 
 }  // namespace

@@ -440,6 +440,13 @@ void CollectiveRowWriter::append(const CollectiveRecord& row) {
   }
 }
 
+Status CollectiveRowWriter::flush() {
+  if (!file_.is_open()) return Status::Error(path() + ": the collectives rows file is not open");
+  const Status st = file_.flush();
+  if (!st.ok()) failed_ = true;
+  return st;
+}
+
 Status CollectiveRowWriter::finish() {
   if (!file_.is_open()) return Status::Error(path() + ": the collectives rows file is not open");
   line_.assign("# end {\"rows\":");

@@ -56,10 +56,15 @@ class CollectiveRowWriter {
   // Rows the caller had and could not hand over (its bounded buffers were full): added to
   // rows_lost, which the trailer carries, so the loss is said in the file.
   void count_lost(int64_t rows) { rows_lost_ += rows; }
+  // Hands the buffered rows to the kernel (OutputFile::flush, no fsync): a writer killed after
+  // it leaves them in the temporary file, which the reader takes as cut off.  For a live writer
+  // that streams: call it now and then (each tick), not per row.
+  Status flush();
   Status finish();
   int64_t rows() const { return rows_; }
   int64_t rows_lost() const { return rows_lost_; }
   const std::string& path() const { return file_.path(); }
+  const std::string& temp_path() const { return file_.temp_path(); }  // written until finish()
   const std::string& note() const { return file_.note(); }
 
  private:

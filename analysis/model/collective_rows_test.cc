@@ -360,6 +360,25 @@ TEST_F(CollectiveRows, EmptyHeaderOnlyAndForeignFiles) {
   EXPECT_EQ(c.status().message(), at("dir_is_here") + ": is a directory, not a regular file");
 }
 
+// A live writer killed after a flush leaves its rows in the temporary file: read as cut off.
+TEST_F(CollectiveRows, FlushedRowsOfAKilledWriterAreReadCutOff) {
+  const auto records = random_records(7, 21);
+  CollectiveRowWriter writer;
+  ASSERT_TRUE(writer.open(at("live.collectives.csv"), sample_header()).ok());
+  for (const auto& r : records) writer.append(r);
+  ASSERT_TRUE(writer.flush().ok());
+  ASSERT_FALSE(writer.temp_path().empty());
+  std::vector<CollectiveRecord> got;
+  auto c = read_collective_rows(writer.temp_path(),
+                                [&](const CollectiveRecord& r) { got.push_back(r); });
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(c->cut_off);
+  EXPECT_EQ(c->bad_lines, 0);
+  ASSERT_EQ(got.size(), records.size());
+  for (size_t i = 0; i < got.size(); ++i) expect_same_row(records[i], got[i], i);
+  EXPECT_FALSE(fs::exists(at("live.collectives.csv")));  // not committed
+}
+
 TEST_F(CollectiveRows, WriterRefusesADirectoryAndLeavesNothingBehind) {
   CollectiveRowWriter writer;
   const Status st = writer.open(dir_.string(), sample_header());
