@@ -51,6 +51,12 @@ void CollectiveOutput::on_watermark(int64_t watermark) {
   }
   if (kernel_order_ != nullptr) kernel_order_->on_watermark(watermark);
   if (mode_ == CollectiveSource::kNcclPlugin) kernel_order_.reset();
+  // The rows so far reach the kernel each tick: a job killed now leaves them readable (the
+  // temporary file, read as cut off).  A failure shows again, and is said, at finish().
+  if (writer_open_ && writer_.rows() != rows_flushed_) {
+    (void)writer_.flush();
+    rows_flushed_ = writer_.rows();
+  }
 }
 
 void CollectiveOutput::on_step_row(const StepRow& row) {

@@ -55,6 +55,8 @@ class CollectiveOutput {
   CollectiveSource identity() const { return mode_; }
   int64_t rows_written() const { return writer_open_ ? writer_.rows() : 0; }
   const std::string& path() const { return path_; }
+  // The file being written (until finish(): a temporary name); empty before the first row.
+  const std::string& temp_path() const { return writer_.temp_path(); }
 
  private:
   void to_steps(const CollectiveRecord& record);
@@ -73,6 +75,7 @@ class CollectiveOutput {
   bool writer_open_ = false;
   bool writer_failed_ = false;
   int64_t plugin_records_ignored_ = 0;  // plugin records after the file became kernel_order
+  int64_t rows_flushed_ = 0;
   std::vector<CollectiveRecord> decided_;
 };
 

@@ -156,6 +156,14 @@ TEST_P(PipelineCollectivesOrderTest, PluginRecordsGetTheirKernelsGpuTimesAndStep
     p.ingest_events(s.events);
     p.tick(kStart + i * kStepNs - kStepNs / 2);
   }
+  // While the job runs the rows finalised so far are in the file's temporary name, readable
+  // (as a cut-off file) should the job be killed now.
+  ASSERT_FALSE(p.collectives().temp_path().empty());
+  CollectiveRowsContents running;
+  const std::vector<CollectiveRecord> so_far = read_rows(p.collectives().temp_path(), &running);
+  EXPECT_TRUE(running.cut_off);
+  EXPECT_GE(so_far.size(), 8u);
+  EXPECT_LT(so_far.size(), 15u);
   EventBatch rest;
   rest.gpu_ops = late;
   p.ingest_events(rest);
