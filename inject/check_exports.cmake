@@ -1,5 +1,5 @@
-# ctest: libgpuacct.so exports exactly InitializeInjection, InitializeInjectionNvtx2 and the
-# gpuacct_* C API (nm -D --defined-only).
+# ctest: libgpuacct.so exports exactly InitializeInjection, InitializeInjectionNvtx2, the
+# gpuacct_* C API and the NCCL profiler-plugin tables ncclProfiler_v1..v5 (nm -D --defined-only).
 execute_process(COMMAND nm -D --defined-only ${LIB} OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "nm failed on ${LIB}")
@@ -7,7 +7,8 @@ endif()
 string(REPLACE "\n" ";" lines "${out}")
 set(expected InitializeInjection InitializeInjectionNvtx2 gpuacct_api_version gpuacct_is_active
     gpuacct_step_begin gpuacct_step_end gpuacct_step_mark gpuacct_data_push gpuacct_data_pop
-    gpuacct_range_push gpuacct_range_pop gpuacct_set_step_flops gpuacct_flush)
+    gpuacct_range_push gpuacct_range_pop gpuacct_set_step_flops gpuacct_flush
+    ncclProfiler_v5 ncclProfiler_v4 ncclProfiler_v3 ncclProfiler_v2 ncclProfiler_v1)
 set(found "")
 foreach(line IN LISTS lines)
   if(line MATCHES "^[0-9a-fA-F]+ ([A-Za-z]) (.+)$")

@@ -36,6 +36,8 @@ struct CollectionFacts {
   // "capi", "nvtx", "capi+nvtx", "detected" or "none".
   std::string step_source = "none";
   nlohmann::json native_sites = nlohmann::json::array();
+  // NCCL profiler plugin and collectives file (Pipeline::collection_facts); null: neither.
+  nlohmann::json nccl_plugin;
 };
 
 nlohmann::json collection_section(const CollectionFacts& facts);

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "inject/nccl_profiler.h"
 #include "inject/runtime.h"
 
 namespace {
@@ -26,8 +27,8 @@ bool enable_is_off(const char* v) {
   return false;
 }
 
-// At load (CUDA_INJECTION64_PATH, LD_PRELOAD, or a dlopen by Python): point the NVTX loader and
-// the CUDA driver at this very file when nothing else is set, so NVTX ranges reach us and a
+// At load (CUDA_INJECTION64_PATH, LD_PRELOAD, or a dlopen by Python): point the NVTX loader,
+// the CUDA driver and NCCL's profiler-plugin loader at this very file when nothing else is set, so NVTX ranges reach us and a
 // later cuInit initialises the same instance.  Nothing else happens until the first use.
 __attribute__((constructor)) void gpuacct_on_load() {
   try {
@@ -41,6 +42,9 @@ __attribute__((constructor)) void gpuacct_on_load() {
     }
     setenv("NVTX_INJECTION64_PATH", info.dli_fname, /*overwrite=*/0);
     setenv("CUDA_INJECTION64_PATH", info.dli_fname, /*overwrite=*/0);
+    // NCCL (2.23+) loads its profiler plugin at communicator init: us, forwarding to a plugin
+    // the user had named (inject/nccl_profiler.h).
+    gpuacct::inject::prepare_nccl_profiler_env(info.dli_fname);
   } catch (...) {
   }
 }

@@ -72,6 +72,8 @@ Pipeline::Pipeline(const Config& config)
       acc_(config.accounting()),
       parser_(names_),
       host_(names_, NamePatterns(config.step_patterns), NamePatterns(config.data_patterns)),
+      collectives_(base_ + kCollectiveRowsSuffix, [this] { return metadata(/*final=*/false); },
+                   &acc_.mutable_stats()),
       detection_(names_.intern(kDetectedStepName)),
       record_pending_(config.record) {
   acc_.set_row_sink([this](const StepRow& row) { write_row(row); });
@@ -181,8 +183,28 @@ void Pipeline::feed() {
     }
   }
   if (!batch_.empty()) record([&] { return recording_.write_batch(batch_); });
+  drain_plugin();
+  collectives_.add(plugin_records_, batch_);
+  plugin_records_.clear();
   acc_.add(batch_);
   batch_.clear();
+}
+
+// The plugin's records are drained with each batch, after the CUPTI buffers were consumed
+// (collect, then feed); a launch call delivered before its record is kept by the matcher for
+// its thread (CollectiveMatcher: the last launches of a thread without records).
+void Pipeline::drain_plugin() {
+  drain_nccl_records(plugin_records_);
+  const uint64_t dropped = nccl_plugin_counters().events_dropped;
+  if (dropped > plugin_dropped_seen_) {
+    acc_.mutable_stats().add(Stat::nccl_profiler_events_dropped,
+                             static_cast<int64_t>(dropped - plugin_dropped_seen_));
+    plugin_dropped_seen_ = dropped;
+  }
+}
+
+void Pipeline::ingest_plugin_records(const std::vector<PluginRecord>& records) {
+  plugin_records_.insert(plugin_records_.end(), records.begin(), records.end());
 }
 
 void Pipeline::ingest() {
@@ -208,6 +230,7 @@ void Pipeline::tick(int64_t watermark) {
     // give back (the recording reaches the kernel at each watermark: RecordingWriter).
     record([&] { return recording_.write_watermark(watermark); });
     acc_.advance_watermark(watermark);
+    collectives_.on_watermark(watermark);
     // A thread's life is kept until the watermark is kThreadLifeGraceNs past its exit: the
     // watermark promises GPU records only, and API records can come late too (a busy CUPTI
     // delivery thread), so its API records may still arrive.  16 bytes a life: even a job that
@@ -277,6 +300,7 @@ void Pipeline::ensure_output_dir() {
 void Pipeline::write_row(const StepRow& row) {
   ensure_output_dir();
   stream_.write_row(dump_json(step_row_to_json(row)), row.step_index);
+  collectives_.on_step_row(row);
 }
 
 // Every recording write goes through here: the first one opens the file (with GPUACCT_RECORD=1),
@@ -362,6 +386,18 @@ CollectionFacts Pipeline::collection_facts(const GpuCollectionState& gpu) const 
                   : detection_.summary().steps > 0 ? "detected"
                                                    : "none";
   f.native_sites = sites_.to_json(5);
+  const NcclPluginCounters plugin = nccl_plugin_counters();
+  const std::string forward = nccl_plugin_forward_note();
+  if (plugin.communicators > 0 || !forward.empty() ||
+      collectives_.identity() != CollectiveSource::kNone) {
+    f.nccl_plugin = {{"version", plugin.version},
+                     {"communicators", plugin.communicators},
+                     {"records", plugin.records},
+                     {"events_dropped", plugin.events_dropped},
+                     {"identity", to_string(collectives_.identity())},
+                     {"rows", collectives_.rows_written()}};
+    if (!forward.empty()) f.nccl_plugin["forward"] = json_safe_utf8(forward);
+  }
   return f;
 }
 
@@ -442,6 +478,10 @@ void Pipeline::finish(const GpuCollectionState& gpu) {
     host_.finish(acc_.mutable_stats());
   });
   guarded("the last steps", [&] { acc_.finish(); });
+  guarded("the collectives file", [&] {
+    ensure_output_dir();  // a run whose only rows are collectives' (no step finalised)
+    collectives_.finish();
+  });
 
   RunMetadata meta;
   if (!guarded("the run metadata", [&] { meta = metadata(/*final=*/true); })) {

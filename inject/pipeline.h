@@ -5,6 +5,8 @@
 //   per-thread host rings -> HostEventProcessor ------+-> batch -> [stand-down check]
 //        -> step detector (when nothing marks steps) -> recording (GPUACCT_RECORD=1)
 //        -> StepAccountant -> row sink -> step stream (<base>.steps.jsonl)
+//   NCCL profiler-plugin queues + the batch -> CollectiveOutput (matched to their kernels,
+//        given their steps by the row sink) -> <base>.collectives.csv (inject/collective_output.h)
 //
 // and at the end the report (<base>.json), the stream's closing summary line and the terminal
 // summary.  While the job runs the stream also gets provisional summary lines (below).  The
@@ -50,6 +52,7 @@
 #include "analysis/model/run_metadata.h"
 #include "cupti_hooks/activity_parser.h"
 #include "inject/collection.h"
+#include "inject/collective_output.h"
 #include "inject/config.h"
 #include "inject/host_events.h"
 #include "inject/native_stacks.h"
@@ -86,6 +89,11 @@ class Pipeline {
 
   // Events from elsewhere (tests, benchmarks) into the batch, then the same path as ingest().
   void ingest_events(const EventBatch& events);
+  // NCCL profiler-plugin records from elsewhere (tests), as if drained from the plugin's queues
+  // with the next batch.
+  void ingest_plugin_records(const std::vector<PluginRecord>& records);
+
+  const CollectiveOutput& collectives() const { return collectives_; }
 
   // Tests: the provisional summary lines' cadence (defaults kSummaryInterval,
   // kSummaryCostFactor).
@@ -135,6 +143,12 @@ class Pipeline {
   HostEventProcessor host_;
   SiteTable sites_;
   EventBatch batch_;
+
+  // NCCL profiler-plugin records (drained with each batch) -> <base>.collectives.csv.
+  void drain_plugin();
+  std::vector<PluginRecord> plugin_records_;
+  uint64_t plugin_dropped_seen_ = 0;
+  CollectiveOutput collectives_;
 
   // Host rings.
   std::vector<TimedRecord> records_;

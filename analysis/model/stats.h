@@ -68,10 +68,18 @@ enum class StatOrigin : uint8_t { kCollection, kAccounting, kOutput };
     "matched no thread the library knew: their thread's data ranges could not be told")        \
   X(native_sites_dropped, kInfo, kCollection,                                                  \
     "native call-site samples left out (the site table was full)")                             \
+  X(nccl_profiler_events_dropped, kDataLoss, kCollection,                                      \
+    "NCCL profiler-plugin events lost (a thread's queue full, no event handle left): those "   \
+    "collectives have no row")                                                                 \
+  X(collectives_unmatched, kDataLoss, kCollection,                                             \
+    "collectives the NCCL profiler plugin recorded whose kernel was not found (CUDA graph "    \
+    "capture, a CUPTI record lost, CUPTI off): their rows have no GPU times")                  \
   X(stream_rows_lost, kDataLoss, kOutput,                                                      \
     "per-step stream rows that could not be written (disk full?)")                             \
   X(recordings_abandoned, kDataLoss, kOutput,                                                  \
     "recordings abandoned after a failed write (disk full?)")                                  \
+  X(collective_rows_lost, kDataLoss, kOutput,                                                  \
+    "collectives file rows that could not be written (disk full?)")                            \
   X(inputs_cut_off, kDataLoss, kAccounting,                                                    \
     "inputs whose writer was killed before it finished: read up to the last whole chunk or "   \
     "line; steps not finished by then are missing")                                            \

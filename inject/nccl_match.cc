@@ -1,0 +1,260 @@
+#include "inject/nccl_match.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace gpuacct::inject {
+namespace {
+
+// `watermark` is more than `limit` past `t` (kNone, the minimum, is never past anything).
+bool past(int64_t watermark, TimeNs t, int64_t limit) {
+  return watermark > saturating_add(t, limit);
+}
+
+}  // namespace
+
+void CollectiveMatcher::add_records(const std::vector<PluginRecord>& records) {
+  for (const PluginRecord& r : records) {
+    Thread& t = threads_[r.thread];
+    // Drained per thread in enqueue order; a stray out-of-order record is put in its place.
+    auto at = std::upper_bound(t.records.begin(), t.records.end(), r.record.host_enqueue,
+                               [](TimeNs ts, const PluginRecord& x) {
+                                 return ts < x.record.host_enqueue;
+                               });
+    t.records.insert(at, r);
+    ++records_seen_;
+  }
+}
+
+void CollectiveMatcher::add_events(const EventBatch& batch) {
+  for (const HostApiCall& c : batch.api_calls) {
+    if (c.kind != HostApiKind::kLaunch || c.correlation_id == 0) continue;
+    // Every thread's recent launches: NCCL's launch call can come in a batch before its record.
+    std::deque<Launch>& ls = threads_[c.thread].launches;
+    const Launch l{c.start, c.correlation_id};
+    auto at = std::upper_bound(ls.begin(), ls.end(), l.start,
+                               [](TimeNs ts, const Launch& x) { return ts < x.start; });
+    ls.insert(at, l);
+    launch_ids_.insert(c.correlation_id);
+    Thread& t = threads_[c.thread];
+    if (!t.has_previous && t.records.empty() && t.launches.size() > kHistoryLaunches) {
+      forget_launch(t.launches.front());
+      t.launches.pop_front();
+    }
+  }
+  for (const GpuOp& op : batch.gpu_ops) {
+    if (op.kind != GpuOpKind::kKernel || op.correlation_id == 0) continue;
+    if (!op.is_communication() && launch_ids_.count(op.correlation_id) == 0) continue;
+    // The first op of a launch is kept (a graph launch runs several under one id).
+    ops_.emplace(op.correlation_id,
+                 Op{op.start, op.end, op.stream, op.device, op.is_communication()});
+  }
+}
+
+size_t CollectiveMatcher::pending() const {
+  size_t n = 0;
+  for (const auto& [tid, t] : threads_) n += t.records.size();
+  return n;
+}
+
+// What a launch's op says: a communication kernel, something else, or not known yet (`given_up`
+// once it is owed too long).
+CollectiveMatcher::OpState CollectiveMatcher::op_state(const Launch& l, int64_t watermark,
+                                                       bool final) const {
+  auto op = ops_.find(l.correlation_id);
+  if (op != ops_.end()) return op->second.communication ? OpState::kNccl : OpState::kOther;
+  return final || past(watermark, l.start, kOwedLaunchNs) ? OpState::kGivenUp : OpState::kPending;
+}
+
+void CollectiveMatcher::fill(const PluginRecord& r, const Launch& l, CollectiveRecord* out) const {
+  const Op& op = ops_.at(l.correlation_id);
+  *out = r.record;
+  out->gpu_start = op.start;
+  out->gpu_end = op.end;
+  out->device = op.device;
+  out->stream = op.stream;
+  out->correlation_id = l.correlation_id;
+}
+
+// The thread's order, from its first record: a communication launch before it on the thread
+// (within the history kept) says launch-first (NCCL itself); else the first one after it says
+// record-first.  kUnknown: wait (an op still pending) or nothing to tell from yet.
+CollectiveMatcher::Order CollectiveMatcher::detect_order(const Thread& t, TimeNs enqueued,
+                                                         int64_t watermark, bool final,
+                                                         bool* wait) const {
+  *wait = false;
+  auto first_after = std::lower_bound(t.launches.begin(), t.launches.end(), enqueued + 1,
+                                      [](const Launch& x, TimeNs ts) { return x.start < ts; });
+  for (auto it = std::make_reverse_iterator(first_after); it != t.launches.rend(); ++it) {
+    const OpState s = op_state(*it, watermark, final);
+    if (s == OpState::kNccl) return Order::kLaunchFirst;
+    if (s == OpState::kPending) {
+      *wait = true;
+      return Order::kUnknown;
+    }
+  }
+  for (auto it = first_after; it != t.launches.end(); ++it) {
+    const OpState s = op_state(*it, watermark, final);
+    if (s == OpState::kNccl) return Order::kRecordFirst;
+    if (s == OpState::kPending) {
+      *wait = true;
+      return Order::kUnknown;
+    }
+  }
+  return Order::kUnknown;
+}
+
+CollectiveMatcher::Verdict CollectiveMatcher::decide(Thread& t, int64_t watermark, bool final,
+                                                     CollectiveRecord* out) {
+  if (t.order == Order::kUnknown) {
+    bool wait = false;
+    t.order = detect_order(t, t.records.front().record.host_enqueue, watermark, final, &wait);
+    if (t.order == Order::kUnknown) {
+      if (wait) return Verdict::kWait;
+      // No communication launch around it at all (CUPTI off, its launch record lost).
+      if (final || past(watermark, t.records.front().record.host_enqueue, kOwedLaunchNs)) {
+        *out = t.records.front().record;
+        return Verdict::kUnmatched;
+      }
+      return Verdict::kWait;
+    }
+  }
+  return t.order == Order::kLaunchFirst ? decide_launch_first(t, watermark, final, out)
+                                        : decide_record_first(t, watermark, final, out);
+}
+
+// NCCL's order: the plan's kernel is launched, then its collectives' events start.  The record
+// takes the latest communication launch of its thread since the previous record; with no
+// launch at all since then, and within kSameGroupNs of it, it is in the previous record's plan
+// and shares its launch (NCCL starts a plan's events in one loop); later, its launch record was
+// lost: unmatched.
+CollectiveMatcher::Verdict CollectiveMatcher::decide_launch_first(Thread& t, int64_t watermark,
+                                                                  bool final,
+                                                                  CollectiveRecord* out) {
+  const PluginRecord& r = t.records.front();
+  const TimeNs enqueued = r.record.host_enqueue;
+  auto first_after = std::lower_bound(t.launches.begin(), t.launches.end(), enqueued + 1,
+                                      [](const Launch& x, TimeNs ts) { return x.start < ts; });
+  bool any_launch = false;
+  for (auto it = std::make_reverse_iterator(first_after); it != t.launches.rend(); ++it) {
+    if (t.has_previous && it->start <= t.previous_enqueue) break;
+    any_launch = true;
+    const OpState s = op_state(*it, watermark, final);
+    if (s == OpState::kPending) return Verdict::kWait;
+    if (s != OpState::kNccl) continue;
+    fill(r, *it, out);
+    t.previous_launch = *it;
+    t.previous_matched = true;
+    return Verdict::kMatched;
+  }
+  if (!any_launch && t.has_previous && t.previous_matched &&
+      enqueued - t.previous_enqueue <= kSameGroupNs &&
+      ops_.count(t.previous_launch.correlation_id) != 0) {
+    fill(r, t.previous_launch, out);  // same group as the previous record
+    return Verdict::kMatched;
+  }
+  // Its launch should have come before it: records come after their launch call, so a launch
+  // record that is missing now is lost -- unless CUPTI delivers API records late: wait a while.
+  if (!final && !past(watermark, enqueued, kOwedLaunchNs)) return Verdict::kWait;
+  *out = r.record;
+  t.previous_matched = false;
+  return Verdict::kUnmatched;
+}
+
+// The other order (a plugin host that starts the events before launching): the record takes the
+// first communication launch at or after it, looking no further than the next group (the first
+// later record enqueued after a launch).
+CollectiveMatcher::Verdict CollectiveMatcher::decide_record_first(Thread& t, int64_t watermark,
+                                                                  bool final,
+                                                                  CollectiveRecord* out) {
+  const PluginRecord& r = t.records.front();
+  const TimeNs enqueued = r.record.host_enqueue;
+  auto first = std::lower_bound(t.launches.begin(), t.launches.end(), enqueued,
+                                [](const Launch& x, TimeNs ts) { return x.start < ts; });
+  TimeNs window_end = std::numeric_limits<TimeNs>::max();
+  if (first != t.launches.end()) {
+    for (size_t k = 1; k < t.records.size(); ++k) {
+      if (t.records[k].record.host_enqueue > first->start) {
+        window_end = t.records[k].record.host_enqueue;
+        break;
+      }
+    }
+  }
+  for (auto it = first; it != t.launches.end() && it->start < window_end; ++it) {
+    const OpState s = op_state(*it, watermark, final);
+    if (s == OpState::kPending) return Verdict::kWait;  // its op may still come
+    if (s != OpState::kNccl) continue;                  // not NCCL's, or given up on
+    fill(r, *it, out);
+    return Verdict::kMatched;
+  }
+  const bool closed = window_end != std::numeric_limits<TimeNs>::max();
+  if (closed || final || past(watermark, enqueued, kOwedLaunchNs)) {
+    *out = r.record;
+    return Verdict::kUnmatched;
+  }
+  return Verdict::kWait;
+}
+
+void CollectiveMatcher::forget_launch(const Launch& l) {
+  // Its op is reached only through it (a launch-first group keeps its launch's op until the
+  // group is over: previous_launch).
+  launch_ids_.erase(l.correlation_id);
+  ops_.erase(l.correlation_id);
+}
+
+// What the next record can still need:
+//   - no record seen on the thread yet: its last kHistoryLaunches launch calls (NCCL launches
+//     the kernel just before the record);
+//   - record-first: launches from the oldest undecided record on;
+//   - launch-first: launches after the last decided record;
+// and with no record waiting, launches of the last kKeepLaunchNs.
+void CollectiveMatcher::prune(Thread& t, int64_t watermark) {
+  while (!t.launches.empty()) {
+    const Launch& l = t.launches.front();
+    bool drop = false;
+    if (!t.has_previous && t.records.empty()) {
+      drop = t.launches.size() > kHistoryLaunches;
+    } else if (t.order == Order::kRecordFirst) {
+      drop = !t.records.empty() && l.start < t.records.front().record.host_enqueue;
+    } else if (t.order == Order::kLaunchFirst) {
+      drop = t.has_previous && l.start <= t.previous_enqueue &&
+             l.correlation_id != t.previous_launch.correlation_id;
+    }
+    drop = drop || (t.records.empty() && past(watermark, l.start, kKeepLaunchNs));
+    if (!drop) break;
+    forget_launch(l);
+    t.launches.pop_front();
+  }
+}
+
+void CollectiveMatcher::poll(int64_t watermark, bool final, std::vector<CollectiveRecord>& out,
+                             Stats& stats) {
+  for (auto& [tid, t] : threads_) {
+    while (!t.records.empty()) {
+      CollectiveRecord decided;
+      const Verdict v = decide(t, watermark, final, &decided);
+      if (v == Verdict::kWait) break;
+      if (v == Verdict::kUnmatched) stats.add(Stat::collectives_unmatched);
+      out.push_back(decided);
+      t.has_previous = true;
+      t.previous_enqueue = t.records.front().record.host_enqueue;
+      t.records.pop_front();
+      // The rest of its group shares the verdict's launch: decided on the next turn.
+    }
+    prune(t, watermark);
+  }
+  // Communication ops whose launch never came (another thread's, a dropped API record): swept
+  // once per second of watermark, not every tick.
+  if (!final && watermark < saturating_add(last_sweep_, kSweepNs)) return;
+  last_sweep_ = watermark;
+  for (auto it = ops_.begin(); it != ops_.end();) {
+    if (it->second.communication && launch_ids_.count(it->first) == 0 &&
+        (final || past(watermark, it->second.end, kKeepOpNs))) {
+      it = ops_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace gpuacct::inject

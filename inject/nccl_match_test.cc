@@ -1,0 +1,283 @@
+// CollectiveMatcher: plugin records matched to simulated CUPTI launch calls and kernels.
+#include "inject/nccl_match.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "inject/watermark.h"
+
+namespace gpuacct::inject {
+namespace {
+
+constexpr uint32_t kThread = 7;
+constexpr TimeNs kMs = 1'000'000;
+
+PluginRecord plugin_record(uint64_t seq, TimeNs enqueued, uint32_t thread = kThread) {
+  PluginRecord r;
+  r.record.source = CollectiveSource::kNcclPlugin;
+  r.record.comm_hash = 0xabc;
+  r.record.seq = seq;
+  r.record.type = CollectiveType::kAllReduce;
+  r.record.host_enqueue = enqueued;
+  r.thread = thread;
+  return r;
+}
+
+HostApiCall launch(uint64_t correlation, TimeNs start, uint32_t thread = kThread) {
+  HostApiCall c;
+  c.start = start;
+  c.end = start + 5'000;
+  c.correlation_id = correlation;
+  c.thread = thread;
+  c.kind = HostApiKind::kLaunch;
+  return c;
+}
+
+GpuOp kernel(uint64_t correlation, TimeNs start, TimeNs end, bool nccl, uint32_t stream = 13) {
+  GpuOp op;
+  op.start = start;
+  op.end = end;
+  op.correlation_id = correlation;
+  op.stream = stream;
+  op.device = 2;
+  op.kind = GpuOpKind::kKernel;
+  op.collective = nccl ? CollectiveType::kAllReduce : CollectiveType::kNone;
+  return op;
+}
+
+struct Harness {
+  CollectiveMatcher matcher;
+  Stats stats;
+  std::vector<CollectiveRecord> out;
+  void records(std::vector<PluginRecord> rs) { matcher.add_records(rs); }
+  void events(std::vector<HostApiCall> calls, std::vector<GpuOp> ops) {
+    EventBatch b;
+    b.api_calls = std::move(calls);
+    b.gpu_ops = std::move(ops);
+    matcher.add_events(b);
+  }
+  void poll(int64_t watermark, bool final = false) { matcher.poll(watermark, final, out, stats); }
+};
+
+TEST(CollectiveMatcher, EachRecordTakesTheNextNcclKernelOfItsThread) {
+  Harness h;
+  h.records({plugin_record(1, 100 * kMs), plugin_record(2, 200 * kMs)});
+  // A compute kernel launched before the collective, then NCCL's, for each collective.
+  h.events({launch(10, 90 * kMs), launch(11, 100 * kMs + 20'000), launch(20, 200 * kMs + 30'000)},
+           {kernel(10, 91 * kMs, 95 * kMs, false), kernel(11, 101 * kMs, 150 * kMs, true),
+            kernel(20, 201 * kMs, 260 * kMs, true, 14)});
+  h.poll(300 * kMs);
+  ASSERT_EQ(h.out.size(), 2u);
+  EXPECT_EQ(h.out[0].seq, 1u);
+  EXPECT_EQ(h.out[0].gpu_start, 101 * kMs);
+  EXPECT_EQ(h.out[0].gpu_end, 150 * kMs);
+  EXPECT_EQ(h.out[0].correlation_id, 11u);
+  EXPECT_EQ(h.out[0].device, 2);
+  EXPECT_EQ(h.out[0].stream, 13u);
+  EXPECT_EQ(h.out[0].host_enqueue, 100 * kMs);  // the enqueue time stays the plugin's
+  EXPECT_EQ(h.out[1].gpu_start, 201 * kMs);
+  EXPECT_EQ(h.out[1].stream, 14u);
+  EXPECT_EQ(h.stats.get(Stat::collectives_unmatched), 0);
+  EXPECT_EQ(h.matcher.pending(), 0u);
+}
+
+TEST(CollectiveMatcher, NonNcclLaunchesBetweenAreSkipped) {
+  Harness h;
+  h.records({plugin_record(1, 100 * kMs)});
+  // NCCL may launch a helper kernel of its own (not a collective kernel) before.
+  h.events({launch(30, 100 * kMs + 10), launch(31, 100 * kMs + 20)},
+           {kernel(30, 101 * kMs, 102 * kMs, false), kernel(31, 103 * kMs, 110 * kMs, true)});
+  h.poll(200 * kMs);
+  ASSERT_EQ(h.out.size(), 1u);
+  EXPECT_EQ(h.out[0].correlation_id, 31u);
+}
+
+TEST(CollectiveMatcher, GroupedCollectivesShareOneKernel) {
+  Harness h;
+  // ncclGroupStart; three AllReduces; ncclGroupEnd -> one kernel.  Then the next group.
+  h.records({plugin_record(5, 100 * kMs), plugin_record(6, 100 * kMs + 100),
+             plugin_record(7, 100 * kMs + 200), plugin_record(8, 300 * kMs)});
+  h.events({launch(40, 100 * kMs + 50'000), launch(41, 300 * kMs + 50'000)},
+           {kernel(40, 120 * kMs, 180 * kMs, true), kernel(41, 320 * kMs, 330 * kMs, true)});
+  h.poll(400 * kMs);
+  ASSERT_EQ(h.out.size(), 4u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(h.out[static_cast<size_t>(i)].correlation_id, 40u) << i;
+    EXPECT_EQ(h.out[static_cast<size_t>(i)].gpu_end, 180 * kMs) << i;
+  }
+  EXPECT_EQ(h.out[3].correlation_id, 41u);
+}
+
+TEST(CollectiveMatcher, LateGpuRecordsAreWaitedFor) {
+  Harness h;
+  h.records({plugin_record(1, 100 * kMs)});
+  h.events({launch(50, 100 * kMs + 10'000)}, {});
+  h.poll(500 * kMs);  // the kernel's record has not come: nothing decided yet
+  EXPECT_TRUE(h.out.empty());
+  EXPECT_EQ(h.matcher.pending(), 1u);
+  h.events({}, {kernel(50, 400 * kMs, 450 * kMs, true)});
+  h.poll(600 * kMs);
+  ASSERT_EQ(h.out.size(), 1u);
+  EXPECT_EQ(h.out[0].gpu_start, 400 * kMs);
+  EXPECT_EQ(h.stats.get(Stat::collectives_unmatched), 0);
+}
+
+TEST(CollectiveMatcher, GpuOpBeforeItsLaunchCallStillMatches) {
+  Harness h;
+  h.records({plugin_record(1, 100 * kMs)});
+  h.events({}, {kernel(60, 110 * kMs, 120 * kMs, true)});  // op first (other buffer)
+  h.poll(150 * kMs);
+  EXPECT_TRUE(h.out.empty());
+  h.events({launch(60, 100 * kMs + 5)}, {});
+  h.poll(200 * kMs);
+  ASSERT_EQ(h.out.size(), 1u);
+  EXPECT_EQ(h.out[0].correlation_id, 60u);
+}
+
+TEST(CollectiveMatcher, AMissingKernelDoesNotStealTheNextGroups) {
+  Harness h;
+  // Collective 1's kernel is never recorded (dropped by CUPTI); collective 2's arrives.
+  h.records({plugin_record(1, 100 * kMs), plugin_record(2, 200 * kMs)});
+  h.events({launch(70, 100 * kMs + 10), launch(71, 200 * kMs + 10)},
+           {kernel(71, 210 * kMs, 220 * kMs, true)});
+  h.poll(300 * kMs);
+  EXPECT_TRUE(h.out.empty());  // launch 70's op may still come
+  h.poll(101 * kMs + CollectiveMatcher::kOwedLaunchNs);
+  ASSERT_EQ(h.out.size(), 2u);
+  EXPECT_EQ(h.out[0].seq, 1u);
+  EXPECT_EQ(h.out[0].gpu_start, 0);  // unmatched: no GPU times, not collective 2's kernel
+  EXPECT_EQ(h.out[0].correlation_id, 0u);
+  EXPECT_EQ(h.out[1].correlation_id, 71u);
+  EXPECT_EQ(h.stats.get(Stat::collectives_unmatched), 1);
+}
+
+TEST(CollectiveMatcher, OtherThreadsLaunchesAreNotTaken) {
+  Harness h;
+  h.records({plugin_record(1, 100 * kMs, 7), plugin_record(2, 100 * kMs, 8)});
+  h.events({launch(80, 100 * kMs + 10, 8), launch(81, 100 * kMs + 20, 7)},
+           {kernel(80, 110 * kMs, 111 * kMs, true, 1), kernel(81, 112 * kMs, 113 * kMs, true, 2)});
+  h.poll(200 * kMs);
+  ASSERT_EQ(h.out.size(), 2u);
+  for (const CollectiveRecord& r : h.out) {
+    EXPECT_EQ(r.correlation_id, r.seq == 1 ? 81u : 80u);
+  }
+}
+
+TEST(CollectiveMatcher, NoKernelEverIsUnmatchedAtTheEnd) {
+  Harness h;
+  h.records({plugin_record(1, 100 * kMs)});  // CUPTI off: no launch records at all
+  h.poll(FlushWatermark::kNone);
+  EXPECT_TRUE(h.out.empty());
+  h.poll(FlushWatermark::kNone, /*final=*/true);
+  ASSERT_EQ(h.out.size(), 1u);
+  EXPECT_EQ(h.out[0].gpu_end, 0);
+  EXPECT_EQ(h.stats.get(Stat::collectives_unmatched), 1);
+}
+
+TEST(CollectiveMatcher, MemoryStaysBounded) {
+  Harness h;
+  // 20000 collectives, each with its kernel and a compute kernel around it.
+  for (uint64_t i = 0; i < 20000; ++i) {
+    const TimeNs t = static_cast<TimeNs>(i) * kMs + 1000 * kMs;
+    h.records({plugin_record(i, t)});
+    h.events({launch(3 * i + 1, t + 10), launch(3 * i + 2, t + 20)},
+             {kernel(3 * i + 1, t + 100, t + 200, true), kernel(3 * i + 2, t + 300, t + 400, false)});
+    h.poll(t - 100 * kMs);
+  }
+  // What is kept covers the last kKeepLaunchNs (2 s: ~2100 collectives, two launches and two
+  // kernels each), not the whole run's 80000.
+  EXPECT_LT(h.matcher.kept(), 4u * 2200u);
+  EXPECT_GT(h.matcher.kept(), 0u);
+  h.poll(1'000'000 * kMs, /*final=*/true);
+  EXPECT_EQ(h.out.size(), 20000u);
+  EXPECT_EQ(h.matcher.kept(), 0u);
+  EXPECT_EQ(h.stats.get(Stat::collectives_unmatched), 0);
+  EXPECT_EQ(h.matcher.pending(), 0u);
+}
+
+// ---- NCCL's own order: the plan's kernel is launched, then its collectives' events start ----
+
+TEST(CollectiveMatcher, LaunchFirstEachRecordTakesTheLaunchBeforeIt) {
+  Harness h;
+  // compute, NCCL launch, record; compute, NCCL launch, record (as ncclLaunchKernel, then
+  // ncclLaunchKernelAfter_NoCuda -> hostStreamPlanTask -> startEvent).
+  h.events({launch(1, 90 * kMs), launch(2, 100 * kMs), launch(3, 150 * kMs), launch(4, 200 * kMs)},
+           {kernel(1, 91 * kMs, 95 * kMs, false), kernel(2, 101 * kMs, 140 * kMs, true),
+            kernel(3, 151 * kMs, 160 * kMs, false), kernel(4, 201 * kMs, 240 * kMs, true)});
+  h.records({plugin_record(1, 100 * kMs + 30'000), plugin_record(2, 200 * kMs + 30'000)});
+  h.poll(300 * kMs);
+  ASSERT_EQ(h.out.size(), 2u);
+  EXPECT_EQ(h.out[0].correlation_id, 2u);
+  EXPECT_EQ(h.out[0].gpu_start, 101 * kMs);
+  EXPECT_EQ(h.out[1].correlation_id, 4u);
+  EXPECT_EQ(h.stats.get(Stat::collectives_unmatched), 0);
+}
+
+TEST(CollectiveMatcher, LaunchFirstPlansRecordsShareTheirLaunch) {
+  Harness h;
+  // One group of three collectives in one plan (one kernel), then a group split into two plans
+  // (each plan's launch before its own records).
+  h.events({launch(10, 100 * kMs), launch(11, 200 * kMs), launch(12, 200 * kMs + 50'000)},
+           {kernel(10, 101 * kMs, 150 * kMs, true), kernel(11, 201 * kMs, 210 * kMs, true),
+            kernel(12, 211 * kMs, 220 * kMs, true)});
+  h.records({plugin_record(1, 100 * kMs + 20'000), plugin_record(2, 100 * kMs + 21'000),
+             plugin_record(3, 100 * kMs + 22'000), plugin_record(4, 200 * kMs + 20'000),
+             plugin_record(5, 200 * kMs + 70'000)});
+  h.poll(300 * kMs);
+  ASSERT_EQ(h.out.size(), 5u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(h.out[i].correlation_id, 10u) << i;
+  EXPECT_EQ(h.out[3].correlation_id, 11u);
+  EXPECT_EQ(h.out[4].correlation_id, 12u);
+}
+
+TEST(CollectiveMatcher, LaunchFirstLaunchInAnEarlierBatchThanItsRecord) {
+  Harness h;
+  // The launch call was delivered (and polled) before the plugin record was drained.
+  h.events({launch(20, 100 * kMs)}, {});
+  h.poll(FlushWatermark::kNone);
+  h.events({}, {kernel(20, 101 * kMs, 120 * kMs, true)});
+  h.poll(110 * kMs);
+  h.records({plugin_record(1, 100 * kMs + 10'000)});
+  h.poll(130 * kMs);
+  ASSERT_EQ(h.out.size(), 1u);
+  EXPECT_EQ(h.out[0].correlation_id, 20u);
+}
+
+TEST(CollectiveMatcher, LaunchFirstLateKernelIsWaitedFor) {
+  Harness h;
+  h.events({launch(30, 100 * kMs), launch(31, 200 * kMs)}, {kernel(31, 201 * kMs, 202 * kMs, true)});
+  h.records({plugin_record(1, 100 * kMs + 10'000), plugin_record(2, 200 * kMs + 10'000)});
+  h.poll(500 * kMs);  // launch 30's kernel has not come: it may be NCCL's
+  EXPECT_TRUE(h.out.empty());
+  h.events({}, {kernel(30, 400 * kMs, 450 * kMs, true)});
+  h.poll(600 * kMs);
+  ASSERT_EQ(h.out.size(), 2u);
+  EXPECT_EQ(h.out[0].gpu_start, 400 * kMs);
+  EXPECT_EQ(h.out[1].correlation_id, 31u);
+}
+
+TEST(CollectiveMatcher, LaunchFirstALostLaunchRecordDoesNotGiveThePreviousKernel) {
+  Harness h;
+  // Collective 2's launch call record was lost: it must not take collective 1's kernel.
+  h.events({launch(40, 100 * kMs)}, {kernel(40, 101 * kMs, 110 * kMs, true)});
+  h.records({plugin_record(1, 100 * kMs + 10'000), plugin_record(2, 200 * kMs + 10'000)});
+  h.poll(200 * kMs + CollectiveMatcher::kOwedLaunchNs + kMs);
+  ASSERT_EQ(h.out.size(), 2u);
+  EXPECT_EQ(h.out[0].correlation_id, 40u);
+  EXPECT_EQ(h.out[1].correlation_id, 0u);
+  EXPECT_EQ(h.out[1].gpu_start, 0);
+  EXPECT_EQ(h.stats.get(Stat::collectives_unmatched), 1);
+}
+
+TEST(CollectiveMatcher, ThreadsWithoutCollectivesKeepOnlyRecentLaunches) {
+  Harness h;
+  for (uint64_t i = 1; i <= 1000; ++i) {
+    h.events({launch(i, static_cast<TimeNs>(i) * kMs, 99)},
+             {kernel(i, static_cast<TimeNs>(i) * kMs + 10, static_cast<TimeNs>(i) * kMs + 20, false)});
+  }
+  EXPECT_LE(h.matcher.kept(), 2 * CollectiveMatcher::kHistoryLaunches + 2);
+}
+
+}  // namespace
+}  // namespace gpuacct::inject
