@@ -358,6 +358,8 @@ std::string render_job_view(const JobView& v) {
   o << "clocks:";
   if (v.hosts.size() == 1) {
     o << " every rank is on host " << terminal_text(v.hosts[0].name) << ": one clock, not shifted\n";
+  } else if (v.alignment.instances_cross_host == 0) {
+    o << " not aligned: no trusted matched instance spans two hosts (every offset 0)\n";
   } else {
     o << format(" reference host %s; %lld cross-host instances, residual (spread of aligned ends) "
                 "p50 %.1f us, p99 %.1f us\n",
