@@ -81,7 +81,7 @@ sys.exit(1 if errors else 0)
 PY
 "$bin" analyze "$data/sampled_rank-0.json.gz" "$data/sampled_rank-1.json.gz" --no-files >"$tmp/job.txt" 2>/dev/null
 grep -q "2 steps compared (step rows only: transfer floor)" "$tmp/job.txt" || fail "terminal: $(grep 'gpuacct job' "$tmp/job.txt")"
-grep -q "^matching: 20 point-to-point records" "$tmp/job.txt" || fail "terminal: no matching line"
+grep -q "^matching: 20 point-to-point records without their peer" "$tmp/job.txt" || fail "terminal: no matching line"
 grep -Eq "^ +0  SendRecv +10 .*p2p_without_peer" "$tmp/job.txt" || fail "terminal: no unmatched SendRecv row for rank 0"
 
 # An input without collectives writes none, and a stale one of the same name goes: it would be

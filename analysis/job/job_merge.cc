@@ -340,9 +340,9 @@ void Merge::finish_matching_notes() {
   for (auto& [key, row] : unmatched_) view_.unmatched.push_back(row);
   if (no_peer_records_ > 0) {
     view_.matching_notes.push_back(format_text(
-        "%lld point-to-point records under kernel-order identity were not matched across ranks "
-        "(their peer is not recorded, so the i-th send/recv of two ranks need not be one "
-        "transfer): listed per rank as unmatched, not split into waiting and transfer",
+        "%lld point-to-point records without their peer were not matched across ranks "
+        "(the record does not say which rank is on the other end, so the i-th send/recv of two "
+        "ranks need not be one transfer): listed per rank as unmatched, not split into waiting and transfer",
         static_cast<long long>(no_peer_records_)));
   }
   for (const auto& [comm, c] : failed_) {
@@ -633,8 +633,10 @@ void Merge::blame_pass() {
 }  // namespace
 
 bool matchable_across_ranks(const CollectiveRecord& record) {
-  if (record.type != CollectiveType::kSendRecv) return true;
-  return record.source != CollectiveSource::kKernelOrder && record.source != CollectiveSource::kNone;
+  // A trace's p2p comm is its process group's, per pair when the trace names the peer
+  // (kineto_collectives.h); the plugin's p2p seq counts per (peer, direction), which the
+  // record does not carry; kernel order knows neither.
+  return record.type != CollectiveType::kSendRecv || record.source == CollectiveSource::kKineto;
 }
 
 int64_t end_tolerance_ns(int64_t median_transfer_ns) {

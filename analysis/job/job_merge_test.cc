@@ -88,20 +88,24 @@ TEST(Matching, ToleranceAndPlausibility) {
   EXPECT_FALSE(instance_plausible(blame_instance(apart), 100'000));
 }
 
-TEST(Matching, PointToPointUnderKernelOrderIsNotMatchable) {
+TEST(Matching, PointToPointWithoutItsPeerIsNotMatchable) {
   CollectiveRecord r;
   r.type = CollectiveType::kSendRecv;
   r.source = CollectiveSource::kKernelOrder;
   EXPECT_FALSE(matchable_across_ranks(r));
   r.source = CollectiveSource::kNone;
   EXPECT_FALSE(matchable_across_ranks(r));
-  r.source = CollectiveSource::kNcclPlugin;  // NCCL's own (comm, seq)
-  EXPECT_TRUE(matchable_across_ranks(r));
+  // The plugin's p2p seq counts per (peer, direction), neither of which the record keeps.
+  r.source = CollectiveSource::kNcclPlugin;
+  EXPECT_FALSE(matchable_across_ranks(r));
   r.source = CollectiveSource::kKineto;  // the process group's seq
   EXPECT_TRUE(matchable_across_ranks(r));
   r.type = CollectiveType::kAllReduce;
-  r.source = CollectiveSource::kKernelOrder;
-  EXPECT_TRUE(matchable_across_ranks(r));
+  for (const auto source : {CollectiveSource::kKernelOrder, CollectiveSource::kNcclPlugin,
+                            CollectiveSource::kKineto}) {
+    r.source = source;
+    EXPECT_TRUE(matchable_across_ranks(r));
+  }
 }
 
 TEST(Matching, KernelOrderAllReducesStillAlignWithin50us) {
@@ -192,7 +196,7 @@ TEST(Matching, KernelOrderPointToPointIsListedAndItsStepsUseTheFloor) {
     EXPECT_EQ(u.bytes, (uint64_t{64} << 20) * 45);
     EXPECT_EQ(u.bytes_known, 15 * 3);
   }
-  EXPECT_TRUE(has_text(v.matching_notes, "360 point-to-point records under kernel-order identity"));
+  EXPECT_TRUE(has_text(v.matching_notes, "360 point-to-point records without their peer"));
   EXPECT_TRUE(has_text(v.matching_notes, "15 steps whose collectives could not be matched"));
 }
 

@@ -256,7 +256,7 @@ TEST_F(RankFilesTest, TwoRanksOfARealJobFromTheirTraces) {
     EXPECT_EQ(u.timed, 10);
     EXPECT_GT(u.duration_ns, 0);
   }
-  EXPECT_TRUE(has_problem(v.matching_notes, "20 point-to-point records under kernel-order"));
+  EXPECT_TRUE(has_problem(v.matching_notes, "20 point-to-point records without their peer"));
   EXPECT_TRUE(has_problem(v.matching_notes, "no matched collective could be trusted"));
   const std::string text = render_job_view(v);
   EXPECT_NE(text.find("step rows only: transfer floor"), std::string::npos) << text;
