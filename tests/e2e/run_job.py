@@ -451,6 +451,10 @@ def main() -> int:
     ap.add_argument("--build", required=True)
     ap.add_argument("--library", default="", help="libgpuacct.so to test (default: the build's)")
     ap.add_argument("--keep", default="", help="write the job here and keep it")
+    ap.add_argument("--event-order", choices=("launch_first", "events_first"),
+                    default="launch_first",
+                    help="the fake NCCL's order of a plan's profiler events and its kernel "
+                         "launch (NCCL's: launch_first)")
     ap.add_argument("case")
     job = ap.add_argument_group("the job case")
     job.add_argument("--ranks", type=int, default=8)
@@ -464,7 +468,7 @@ def main() -> int:
     job.add_argument("--rank-env", default="", help="R:VAR=VALUE,VAR=VALUE;...")
     job.add_argument("--driver-args", default="", help="job_driver arguments for every rank")
     a = ap.parse_args()
-    configure(a.build, a.library)
+    configure(a.build, a.library, a.event_order)
     cases = {"hosts": case_hosts, "straggler": case_straggler,
              "straggler_nvtx": lambda out: case_straggler(out, "nvtx"), "slow_link": case_slow_link,
              "slow_gpu": case_slow_gpu, "tp": case_tp,
