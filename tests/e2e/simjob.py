@@ -67,17 +67,21 @@ def exported_profiler_versions(lib: str) -> set:
 # ---- one job --------------------------------------------------------------------------------------
 
 def plan(nranks: int, hosts: int, offsets_ms=None, jitter_us: int = 0, seed: int = 7):
-    """Rank -> (hostname, planted clock offset ns): ranks split evenly over the hosts; ranks of
-    one host share its offset, plus a seeded per-rank jitter in [-jitter, +jitter]."""
+    """Rank -> (hostname, planted clock offset ns): ranks split evenly over the hosts.  Ranks of
+    one host read one CLOCK_REALTIME, so they share its offset exactly: the host's entry of
+    offsets_ms plus a seeded per-host jitter in [-jitter, +jitter] us, drawn once per host."""
     rng = random.Random(seed)
     per_host = nranks // hosts
-    out = []
-    for r in range(nranks):
-        h = min(r // per_host, hosts - 1)
+    host_offset = []
+    for h in range(hosts):
         off = int((offsets_ms[h] if offsets_ms else 0) * MS)
         if jitter_us:
             off += rng.randint(-jitter_us, jitter_us) * 1000
-        out.append((f"simhost{h}", off))
+        host_offset.append(off)
+    out = []
+    for r in range(nranks):
+        h = min(r // per_host, hosts - 1)
+        out.append((f"simhost{h}", host_offset[h]))
     return out
 
 
