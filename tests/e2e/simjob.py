@@ -18,16 +18,22 @@ LIBRARY = ""
 RANK_TIMEOUT_S = 120
 JOB_ID = "simjob42"
 MS = 1_000_000
+# The fake NCCL's order of a plan's profiler events and its kernel launch
+# (GPUACCT_SIM_NCCL_EVENT_ORDER): NCCL's own, "launch_first", unless a case or
+# run_job.py --event-order says "events_first".
+EVENT_ORDER = "launch_first"
 
 
 class Fail(Exception):
     pass
 
 
-def configure(build: str, library: str = "") -> None:
-    """The build directory (and optionally another libgpuacct.so) the jobs use."""
-    global BUILD, LIBRARY
-    BUILD, LIBRARY = os.path.abspath(build), library
+def configure(build: str, library: str = "", event_order: str = "launch_first") -> None:
+    """The build directory (and optionally another libgpuacct.so) the jobs use, and the fake
+    NCCL's event order (launch_first: NCCL's; events_first)."""
+    global BUILD, LIBRARY, EVENT_ORDER
+    check(event_order in ("launch_first", "events_first"), f"event order {event_order!r}")
+    BUILD, LIBRARY, EVENT_ORDER = os.path.abspath(build), library, event_order
 
 
 def check(cond: bool, msg: str) -> None:
@@ -61,17 +67,21 @@ def exported_profiler_versions(lib: str) -> set:
 # ---- one job --------------------------------------------------------------------------------------
 
 def plan(nranks: int, hosts: int, offsets_ms=None, jitter_us: int = 0, seed: int = 7):
-    """Rank -> (hostname, planted clock offset ns): ranks split evenly over the hosts; ranks of
-    one host share its offset, plus a seeded per-rank jitter in [-jitter, +jitter]."""
+    """Rank -> (hostname, planted clock offset ns): ranks split evenly over the hosts.  Ranks of
+    one host read one CLOCK_REALTIME, so they share its offset exactly: the host's entry of
+    offsets_ms plus a seeded per-host jitter in [-jitter, +jitter] us, drawn once per host."""
     rng = random.Random(seed)
     per_host = nranks // hosts
-    out = []
-    for r in range(nranks):
-        h = min(r // per_host, hosts - 1)
+    host_offset = []
+    for h in range(hosts):
         off = int((offsets_ms[h] if offsets_ms else 0) * MS)
         if jitter_us:
             off += rng.randint(-jitter_us, jitter_us) * 1000
-        out.append((f"simhost{h}", off))
+        host_offset.append(off)
+    out = []
+    for r in range(nranks):
+        h = min(r // per_host, hosts - 1)
+        out.append((f"simhost{h}", host_offset[h]))
     return out
 
 
@@ -89,7 +99,7 @@ def run_job(out: str, nranks: int, layout, *, steps: int = 30, plugin: str = "",
                                   "NCCL_", "RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_"))}
     procs = []
     job = {"nranks": nranks, "steps": steps, "clock_base_ns": base, "plugin": plugin,
-           "profiler_api": api, "ranks": []}
+           "profiler_api": api, "event_order": EVENT_ORDER, "ranks": []}
     for r in range(nranks):
         host, offset = layout[r]
         env = dict(clean)
@@ -102,7 +112,8 @@ def run_job(out: str, nranks: int, layout, *, steps: int = 30, plugin: str = "",
             GPUACCT_SIM_CLOCK_OFFSET_NS=str(offset),
             GPUACCT_SIM_NCCL_RENDEZVOUS=os.path.join(out, "rendezvous.bin"),
             GPUACCT_SIM_NCCL_TRUTH=os.path.join(out, "truth", f"rank{r}.jsonl"),
-            GPUACCT_SIM_NCCL_PROFILER_API=str(api), GPUACCT_SIM_NCCL_TIMEOUT_S="60")
+            GPUACCT_SIM_NCCL_PROFILER_API=str(api), GPUACCT_SIM_NCCL_TIMEOUT_S="60",
+            GPUACCT_SIM_NCCL_EVENT_ORDER=EVENT_ORDER)
         if plugin:
             env["NCCL_PROFILER_PLUGIN"] = plugin
         env.update((rank_env or {}).get(r, {}))
