@@ -522,6 +522,9 @@ def main() -> int:
                     default="launch_first",
                     help="the fake NCCL's order of a plan's profiler events and its kernel "
                          "launch (NCCL's: launch_first)")
+    ap.add_argument("--call-cost-ns", type=int, default=None,
+                    help="host time the fake NCCL charges per call (default 2000; 0: a plan's "
+                         "events tie with the next plan's launch, as on a coarse clock)")
     ap.add_argument("case")
     job = ap.add_argument_group("the job case")
     job.add_argument("--ranks", type=int, default=8)
@@ -535,7 +538,7 @@ def main() -> int:
     job.add_argument("--rank-env", default="", help="R:VAR=VALUE,VAR=VALUE;...")
     job.add_argument("--driver-args", default="", help="job_driver arguments for every rank")
     a = ap.parse_args()
-    configure(a.build, a.library, a.event_order)
+    configure(a.build, a.library, a.event_order, a.call_cost_ns)
     cases = {"hosts": case_hosts, "straggler": case_straggler,
              "straggler_nvtx": lambda out: case_straggler(out, "nvtx"), "slow_link": case_slow_link,
              "bad_input": case_bad_input,

@@ -22,18 +22,24 @@ MS = 1_000_000
 # (GPUACCT_SIM_NCCL_EVENT_ORDER): NCCL's own, "launch_first", unless a case or
 # run_job.py --event-order says "events_first".
 EVENT_ORDER = "launch_first"
+# The host time the fake NCCL charges per collective / send / receive call
+# (GPUACCT_SIM_NCCL_CALL_COST_NS); None: the fake's default (2 us).  0 makes a plan's profiler
+# events and the next plan's launch fall on one nanosecond, as a coarse clock would.
+CALL_COST_NS = None
 
 
 class Fail(Exception):
     pass
 
 
-def configure(build: str, library: str = "", event_order: str = "launch_first") -> None:
-    """The build directory (and optionally another libgpuacct.so) the jobs use, and the fake
-    NCCL's event order (launch_first: NCCL's; events_first)."""
-    global BUILD, LIBRARY, EVENT_ORDER
+def configure(build: str, library: str = "", event_order: str = "launch_first",
+              call_cost_ns=None) -> None:
+    """The build directory (and optionally another libgpuacct.so) the jobs use, the fake
+    NCCL's event order (launch_first: NCCL's; events_first) and host cost per call."""
+    global BUILD, LIBRARY, EVENT_ORDER, CALL_COST_NS
     check(event_order in ("launch_first", "events_first"), f"event order {event_order!r}")
     BUILD, LIBRARY, EVENT_ORDER = os.path.abspath(build), library, event_order
+    CALL_COST_NS = call_cost_ns
 
 
 def check(cond: bool, msg: str) -> None:
@@ -114,6 +120,8 @@ def run_job(out: str, nranks: int, layout, *, steps: int = 30, plugin: str = "",
             GPUACCT_SIM_NCCL_TRUTH=os.path.join(out, "truth", f"rank{r}.jsonl"),
             GPUACCT_SIM_NCCL_PROFILER_API=str(api), GPUACCT_SIM_NCCL_TIMEOUT_S="60",
             GPUACCT_SIM_NCCL_EVENT_ORDER=EVENT_ORDER)
+        if CALL_COST_NS is not None:
+            env["GPUACCT_SIM_NCCL_CALL_COST_NS"] = str(CALL_COST_NS)
         if plugin:
             env["NCCL_PROFILER_PLUGIN"] = plugin
         env.update((rank_env or {}).get(r, {}))
