@@ -31,7 +31,7 @@ void CollectiveMatcher::add_events(const EventBatch& batch) {
     if (c.kind != HostApiKind::kLaunch || c.correlation_id == 0) continue;
     // Every thread's recent launches: NCCL's launch call can come in a batch before its record.
     std::deque<Launch>& ls = threads_[c.thread].launches;
-    const Launch l{c.start, c.correlation_id};
+    const Launch l{c.start, std::max(c.start, c.end), c.correlation_id};
     auto at = std::upper_bound(ls.begin(), ls.end(), l.start,
                                [](TimeNs ts, const Launch& x) { return ts < x.start; });
     ls.insert(at, l);
@@ -137,7 +137,13 @@ CollectiveMatcher::Verdict CollectiveMatcher::decide_launch_first(Thread& t, int
                                       [](const Launch& x, TimeNs ts) { return x.start < ts; });
   bool any_launch = false;
   for (auto it = std::make_reverse_iterator(first_after); it != t.launches.rend(); ++it) {
-    if (t.has_previous && it->start <= t.previous_enqueue) break;
+    // Launches before the previous record belong to earlier plans.
+    if (t.has_previous && it->start < t.previous_enqueue) break;
+    // NCCL starts a plan's events after its launch call returned: a launch still running at
+    // the record's time is the next plan's.  A clock that does not move between calls (coarse,
+    // or the simulator's without a host cost per call) gives that launch the record's very
+    // nanosecond; by start time alone the record would take it.
+    if (it->end > enqueued) continue;
     any_launch = true;
     const OpState s = op_state(*it, watermark, final);
     if (s == OpState::kPending) return Verdict::kWait;
@@ -217,7 +223,7 @@ void CollectiveMatcher::prune(Thread& t, int64_t watermark) {
     } else if (t.order == Order::kRecordFirst) {
       drop = !t.records.empty() && l.start < t.records.front().record.host_enqueue;
     } else if (t.order == Order::kLaunchFirst) {
-      drop = t.has_previous && l.start <= t.previous_enqueue &&
+      drop = t.has_previous && l.start < t.previous_enqueue &&
              l.correlation_id != t.previous_launch.correlation_id;
     }
     drop = drop || (t.records.empty() && past(watermark, l.start, kKeepLaunchNs));

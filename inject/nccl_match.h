@@ -13,7 +13,10 @@
 // a communication kernel (GpuOp::is_communication).
 //
 //   launch-first: a record takes the latest communication launch of its thread that started
-//     at or before its host_enqueue and after the previous record; a record with no launch at
+//     at or before its host_enqueue and after the previous record, and whose call had
+//     returned by then (NCCL starts a plan's events after the launch call: a launch still in
+//     its call is the next plan's -- a coarse clock gives it the record's very nanosecond); a
+//     record with no launch at
 //     all since the previous one (and within kSameGroupNs of it) is in the same plan and shares
 //     its kernel;
 //   record-first: a record takes the first communication launch at or after its host_enqueue,
@@ -79,6 +82,7 @@ class CollectiveMatcher {
  private:
   struct Launch {
     TimeNs start = 0;
+    TimeNs end = 0;  // the launch call returned (>= start)
     uint64_t correlation_id = 0;
   };
   struct Op {

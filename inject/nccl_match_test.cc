@@ -231,6 +231,31 @@ TEST(CollectiveMatcher, LaunchFirstPlansRecordsShareTheirLaunch) {
   EXPECT_EQ(h.out[4].correlation_id, 12u);
 }
 
+// A clock that does not move between calls (coarse, or the simulator's with no host cost per
+// call) gives the next plan's launch the previous record's very nanosecond.  Found by the
+// simulated jobs (tests/e2e/run_job.py, fake NCCL with no call cost): by start times alone, a
+// record took the next plan's kernel and the next record shared it.
+TEST(CollectiveMatcher, LaunchFirstNextLaunchOnTheRecordsNanosecond) {
+  Harness h;
+  // Launch calls of 4 us; each plan's record on the nanosecond the next plan's launch starts.
+  auto call = [](uint64_t id, TimeNs start) {
+    HostApiCall c = launch(id, start);
+    c.end = start + 4'000;
+    return c;
+  };
+  h.events({call(20, 100 * kMs), call(21, 100 * kMs + 10'000), call(22, 100 * kMs + 20'000)},
+           {kernel(20, 101 * kMs, 110 * kMs, true), kernel(21, 111 * kMs, 120 * kMs, true),
+            kernel(22, 121 * kMs, 130 * kMs, true)});
+  h.records({plugin_record(1, 100 * kMs + 10'000), plugin_record(2, 100 * kMs + 20'000),
+             plugin_record(3, 100 * kMs + 30'000)});
+  h.poll(300 * kMs);
+  ASSERT_EQ(h.out.size(), 3u);
+  EXPECT_EQ(h.out[0].correlation_id, 20u);
+  EXPECT_EQ(h.out[1].correlation_id, 21u);
+  EXPECT_EQ(h.out[2].correlation_id, 22u);
+  EXPECT_EQ(h.stats.get(Stat::collectives_unmatched), 0);
+}
+
 TEST(CollectiveMatcher, LaunchFirstLaunchInAnEarlierBatchThanItsRecord) {
   Harness h;
   // The launch call was delivered (and polled) before the plugin record was drained.

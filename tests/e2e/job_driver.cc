@@ -11,7 +11,10 @@
 //                 overlaps the next bucket's backward
 //   [--mix]       an AllGather and a ReduceScatter of 8 MiB and a ring Send/Recv group of 4 MiB
 //   optimizer     a synchronize of the comm stream, 2 kernels of 0.5 ms, a device synchronize
-// --compute-scale=X makes every compute kernel X times longer (a slow GPU).  --tp=K splits the
+// --compute-scale=X makes every compute kernel X times longer (a slow GPU).  --jitter=F varies
+// every step of every rank: its compute kernels and its data wait each take a factor drawn
+// uniformly from [1-F, 1+F] (seeded by --seed, the rank and the step: a rerun is the same job),
+// so that instances do not all look alike.  --tp=K splits the
 // ranks into tensor-parallel groups of K consecutive ranks: each group has its own communicator
 // (a TP AllReduce of --tp-mib MiB after the forward kernels, on a stream of its own, waited
 // for), and the data-parallel communicator holds the ranks with the same position in their
@@ -20,7 +23,8 @@
 // hash xor'ed with 0x7470000000000000 + group index.
 // Steps are marked through the gpuacct C API (--marks=capi) or NVTX (--marks=nvtx).  Each step
 // is a line of the fake NCCL's truth file: {"kind":"step","rank","step","host_begin_ns",
-// "host_end_ns","true_host_begin_ns","true_host_end_ns","data_wait_ns"}.
+// "host_end_ns","true_host_begin_ns","true_host_end_ns","data_wait_ns","compute_ns" (the
+// step's compute kernels, summed)}.
 //
 // Exit status: 0 ok, 2 usage, 4 the fake NCCL failed (its message is on stderr).
 #include <gpuacct/gpuacct_dynamic.h>
@@ -55,13 +59,33 @@ struct Options {
   double compute_scale = 1.0;
   int tp = 1;
   uint64_t tp_mib = 16;
+  double jitter = 0.0;
+  uint64_t seed = 1;
 };
+
+// splitmix64: a fixed, seedable generator (the same numbers on every platform).
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// A factor in [1 - jitter, 1 + jitter] for (seed, rank, step, what).
+double JitterFactor(const Options& o, int rank, int step, uint64_t what) {
+  if (o.jitter == 0) return 1.0;
+  const uint64_t h = Mix(Mix(Mix(o.seed ^ (what << 56)) ^ static_cast<uint64_t>(rank)) ^
+                         static_cast<uint64_t>(step));
+  const double u = static_cast<double>(h >> 11) / static_cast<double>(1ull << 53);  // [0, 1)
+  return 1.0 + o.jitter * (2.0 * u - 1.0);
+}
 
 [[noreturn]] void Usage(const char* why) {
   std::fprintf(stderr,
                "job_driver: %s\nusage: job_driver [--steps=N] [--data-ms=X] [--fwd-kernels=N] "
                "[--buckets=N] [--bwd-kernels=N] [--bucket-mib=N] [--mix] [--marks=capi|nvtx] "
-               "[--nnodes=N] [--comm-hash=HEX] [--compute-scale=X] [--tp=K] [--tp-mib=N]   "
+               "[--nnodes=N] [--comm-hash=HEX] [--compute-scale=X] [--tp=K] [--tp-mib=N] "
+               "[--jitter=F] [--seed=N]   "
                "(RANK and WORLD_SIZE from the environment)\n",
                why);
   std::exit(2);
@@ -97,6 +121,10 @@ Options Parse(int argc, char** argv) {
       o.tp = std::atoi(v10);
     } else if (const char* v11 = value("--tp-mib=")) {
       o.tp_mib = std::strtoull(v11, nullptr, 10);
+    } else if (const char* v12 = value("--jitter=")) {
+      o.jitter = std::atof(v12);
+    } else if (const char* v13 = value("--seed=")) {
+      o.seed = std::strtoull(v13, nullptr, 10);
     } else if (a == "--mix") {
       o.mix = true;
     } else if (a == "--marks=nvtx") {
@@ -107,7 +135,7 @@ Options Parse(int argc, char** argv) {
   }
   if (o.steps <= 0 || o.data_ms < 0 || o.fwd_kernels < 0 || o.buckets <= 0 ||
       o.bwd_kernels < 0 || o.bucket_mib == 0 || o.nnodes <= 0 || o.compute_scale <= 0 ||
-      o.tp <= 0 || o.tp_mib == 0) {
+      o.tp <= 0 || o.tp_mib == 0 || o.jitter < 0 || o.jitter >= 1) {
     Usage("bad value");
   }
   return o;
@@ -145,9 +173,13 @@ struct Job {
   simStream_t tp_stream = nullptr;
   simncclComm_t comm = nullptr;
   simncclComm_t tp_comm = nullptr;
+  double step_scale = 1.0;      // this step's compute factor (--compute-scale, --jitter)
+  uint64_t step_compute = 0;    // the step's compute kernels so far (the truth's compute_ns)
 
-  uint64_t Scaled(uint64_t ns) const {
-    return static_cast<uint64_t>(static_cast<double>(ns) * o.compute_scale);
+  uint64_t Scaled(uint64_t ns) {
+    const auto d = static_cast<uint64_t>(static_cast<double>(ns) * step_scale);
+    step_compute += d;
+    return d;
   }
 
   void Init() {
@@ -191,7 +223,11 @@ struct Job {
     }
   }
 
-  void Step(int i, uint64_t data_ns) {
+  void Step(int i, double data_ms) {
+    step_scale = o.compute_scale * JitterFactor(o, rank, i, 1);
+    step_compute = 0;
+    const auto data_ns = static_cast<uint64_t>(data_ms * JitterFactor(o, rank, i, 2) *
+                                               static_cast<double>(kMs));
     const uint64_t begin = simNow();
     Mark(true, "train_step", i);
     Mark(true, "dataloader", -1);
@@ -227,8 +263,9 @@ struct Job {
     std::snprintf(line, sizeof(line),
                   "{\"kind\":\"step\",\"rank\":%d,\"step\":%d,\"host_begin_ns\":%" PRIu64
                   ",\"host_end_ns\":%" PRIu64 ",\"true_host_begin_ns\":%" PRIu64
-                  ",\"true_host_end_ns\":%" PRIu64 ",\"data_wait_ns\":%" PRIu64 "}",
-                  rank, i, begin, end, begin - offset, end - offset, data_ns);
+                  ",\"true_host_end_ns\":%" PRIu64 ",\"data_wait_ns\":%" PRIu64
+                  ",\"compute_ns\":%" PRIu64 "}",
+                  rank, i, begin, end, begin - offset, end - offset, data_ns, step_compute);
     Check(simncclTruthNote(line), "truth note");
   }
 };
@@ -250,8 +287,7 @@ int main(int argc, char** argv) {
   }
   job.Init();
   if (job.o.nvtx) nvtxDomainCreateA("job_driver");  // the NVTX loader's first-call cost here
-  const uint64_t data_ns = static_cast<uint64_t>(job.o.data_ms * static_cast<double>(kMs));
-  for (int i = 0; i < job.o.steps; ++i) job.Step(i, data_ns);
+  for (int i = 0; i < job.o.steps; ++i) job.Step(i, job.o.data_ms);
   if (!job.o.nvtx) job.api->flush();
   const int profiler_version = simncclProfilerVersion(job.comm);
   Check(simncclCommDestroy(job.comm), "CommDestroy");

@@ -4,15 +4,17 @@ and the fake NCCL (tests/sim/fake_nccl), with libgpuacct.so injected by the fake
 run_e2e.py.  One ctest per case:  run_job.py --build <build dir> <case> [--keep DIR]
 
   hosts       8 ranks on 2 simulated hosts (h0: ranks 0-3, clock -5 ms; h1: ranks 4-7, +5 ms)
-              with +-50 us of per-rank clock jitter
-  straggler   8 ranks; rank 2 waits 15 ms for data every step (the others 2 ms)
+              with +-50 us of per-host clock jitter (ranks of a host share one clock)
+  straggler   8 ranks on 2 hosts (as above); rank 2 waits 15 ms for data every step (the
+              others 2 ms)
   straggler_nvtx
               the same with steps and data waits marked through NVTX instead of the C API
-  slow_link   8 ranks; rank 5's link is 2x slower (every rank's transfers take twice as long)
+  slow_link   8 ranks; rank 5's link is 2x slower (every rank's transfers take twice as long),
+              and the same job without it
   slow_gpu    8 ranks; rank 6's kernels take 1.3x as long
   tp          8 ranks in tensor-parallel pairs (4 TP communicators) and 2 data-parallel
               communicators of 4, with --mix: several communicators per rank
-  no_plugin   8 ranks, no NCCL profiler plugin (the library's fallback path)
+  no_plugin   the straggler job without an NCCL profiler plugin (rows by kernel order)
   plugin_v3, plugin_v4, plugin_v5
               4 ranks with --mix (AllGather, ReduceScatter, Send/Recv too), libgpuacct.so as
               NCCL_PROFILER_PLUGIN, the fake NCCL knowing interface versions up to N
@@ -27,13 +29,21 @@ run_e2e.py.  One ctest per case:  run_job.py --build <build dir> <case> [--keep 
   collectives_check
               the comparison of <base>.collectives.csv rows with the truth, on rows made from
               the truth (pass) and on wrong ones (each caught)
+  bad_input   the straggler job's rank outputs copied and damaged (a rank missing, a rows file
+              and a step stream cut, a rank of another job, a rank twice, nothing usable)
 
 What every case checks: every rank exits 0 and writes its report (its rank, planted hostname,
 job id, step count); the truth file is consistent across ranks (each (comm, seq) seen by every
 rank, one true end for all, end = latest true start + transfer); the library's
 <base>.collectives.csv rows against the truth: when it writes them, and required (every rank,
 plugin identity) where the library is NCCL's plugin in the job (it exports ncclProfiler_vN).
-The cases add their own.
+The cases add their own, and hosts, straggler(_nvtx), slow_link, slow_gpu, no_plugin,
+plugin_vN and bad_input assert the job view (`gpuacct job <reports> --json`) against the truth
+(job_view_checks.py; docs/testing.md "Job view end to end").  Those jobs run with seeded timing
+jitter (job_driver --jitter=0.03): compute and data durations vary per rank and step.
+
+--event-order events_first: the fake NCCL starts a plan's profiler events before its kernel
+launch instead of after it (NCCL's order, the default); ctest runs some cases both ways.
 
 Output (--keep DIR, else a temporary directory): DIR/reports/ (every rank's gpuacct files),
 DIR/truth/rank<R>.jsonl (each rank's truth), DIR/truth.jsonl (all of them),
@@ -58,26 +68,31 @@ import sys
 import tempfile
 import time
 
+import job_view_checks as jv
 from simjob import (MS, Fail, check, check_collectives_files, check_reports, check_truth,
                     configure, exported_profiler_versions, load_truth, paths, per_step, plan,
                     run_job, truth_steps, wall, write_rows_file)
+
+# The cases whose job view is asserted run with seeded timing jitter: every rank's compute and
+# data durations vary by up to 3% per step (job_driver --jitter), so instances differ.
+JITTER = ["--jitter=0.03", "--seed=11"]
 
 # ---- cases ----------------------------------------------------------------------------------------
 
 def case_hosts(out: str) -> None:
     lib, _, _, _ = paths()
     layout = plan(8, 2, offsets_ms=[-5, 5], jitter_us=50)
-    job = run_job(out, 8, layout, steps=30, plugin=lib)
+    job = run_job(out, 8, layout, steps=30, plugin=lib, common_args=JITTER)
     truth = load_truth(out)
     groups = check_truth(truth, job)
     reps = check_reports(out, job)
     offsets = sorted({o for _, o in layout})
-    check(len(offsets) == 8 and max(offsets) - min(offsets) > 9 * MS,
-          f"planted offsets not spread as asked: {offsets}")
+    check(len(offsets) == 2 and max(offsets) - min(offsets) > 9 * MS,
+          f"planted offsets not one per host, spread as asked: {offsets}")
     # Each report is on its rank's own (planted) clock: its step begins are the truth's local
-    # ones, while the true begins are one instant for all ranks -- so the reports of the two
-    # hosts disagree by the offsets (what the job view's clock alignment must undo).
-    true_begins = {}
+    # ones, so against the true clock the reports of the two hosts disagree by the offsets (what
+    # the job view's clock alignment must undo).
+    skew = {}  # rank -> report's begin - true begin, per step
     for r, rep in reps.items():
         steps = sorted((t for t in truth if t["kind"] == "step" and t["rank"] == r),
                        key=lambda t: t["step"])
@@ -87,24 +102,35 @@ def case_hosts(out: str) -> None:
             check(abs(row["host_begin_ns"] - t["host_begin_ns"]) <= 10_000,
                   f"rank {r} step {t['step']}: report begins {row['host_begin_ns']}, the rank's "
                   f"clock said {t['host_begin_ns']}")
-            true_begins.setdefault(t["step"], set()).add(t["true_host_begin_ns"])
-    check(all(len(v) == 1 for v in true_begins.values()),
-          "ranks with the same work began a step at different true times")
-    apart = [reps[4]["steps"][i]["host_begin_ns"] - reps[0]["steps"][i]["host_begin_ns"]
-             for i in range(30)]
+            skew.setdefault(r, []).append(row["host_begin_ns"] - t["true_host_begin_ns"])
+    apart = [a - b for a, b in zip(skew[4], skew[0])]
     want = layout[4][1] - layout[0][1]
     check(all(abs(a - want) <= 10_000 for a in apart),
           f"rank 4 vs rank 0 step begins {apart[:3]}..., planted offsets {want} apart")
     matched = check_collectives_files(out, groups, job,
                                       plugin_rows=bool(exported_profiler_versions(lib)))
+    clocks = jv.check_clocks(jv.ok_view(os.path.join(out, "reports")), job)
     print(f"hosts: {len(groups)} collective instances, offsets {offsets}; reports of rank 0 and "
-          f"4 disagree by {want / MS:.3f} ms on every step; {matched} collectives rows matched")
+          f"4 disagree by {want / MS:.3f} ms on every step; {matched} collectives rows matched; "
+          f"job view: {clocks}")
+
+
+def straggler_job(out: str, plugin: str, marks: str = "capi") -> dict:
+    """8 ranks on 2 hosts (clocks -5 / +5 ms, +-50 us per host), jitter; rank 2 waits 15 ms for
+    data every step, the others 2 ms."""
+    return run_job(out, 8, plan(8, 2, offsets_ms=[-5, 5], jitter_us=50), plugin=plugin,
+                   rank_args={2: ["--data-ms=15"]}, common_args=[f"--marks={marks}", *JITTER])
+
+
+def truth_data_wait(out: str, rank: int) -> float:
+    """Mean planted data wait per step of a rank (the truth's step lines)."""
+    waits = [t["data_wait_ns"] for t in load_truth(out) if t["kind"] == "step" and t["rank"] == rank]
+    return sum(waits) / len(waits)
 
 
 def case_straggler(out: str, marks: str = "capi") -> None:
     lib, _, _, _ = paths()
-    job = run_job(out, 8, plan(8, 2), plugin=lib, rank_args={2: ["--data-ms=15"]},
-                  common_args=[f"--marks={marks}"])
+    job = straggler_job(out, lib, marks)
     groups = check_truth(load_truth(out), job)
     reps = check_reports(out, job)
     firsts = [rows for (c, k, s), rows in groups.items() if s % 2 == 0]
@@ -112,7 +138,9 @@ def case_straggler(out: str, marks: str = "capi") -> None:
           "rank 2 is not the last to arrive at every step's first AllReduce")
     straggler = reps[2]
     data = wall(straggler, "data")
-    check(data >= 14 * MS, f"straggler: data wall {data / MS:.2f} ms per step, planted 15")
+    planted = truth_data_wait(out, 2)
+    check(abs(data - planted) <= 0.1 * MS, f"straggler: data wall {data / MS:.2f} ms per step, "
+                                           f"planted {planted / MS:.2f}")
     check(wall(straggler, "communication") < 5 * MS,
           f"straggler: communication wall {wall(straggler, 'communication') / MS:.2f} ms per step")
     check(straggler["verdict"]["bound"] == "data",
@@ -121,8 +149,8 @@ def case_straggler(out: str, marks: str = "capi") -> None:
         if r == 2:
             continue
         comm = wall(rep, "communication")
-        check(comm >= 12 * MS, f"rank {r}: communication wall {comm / MS:.2f} ms per step: the "
-                               "13 ms wait for the straggler should show")
+        check(comm >= 11 * MS, f"rank {r}: communication wall {comm / MS:.2f} ms per step: the "
+                               "~13 ms wait for the straggler should show")
         check(wall(rep, "data") < 3 * MS, f"rank {r}: data wall {wall(rep, 'data') / MS:.2f} ms")
         check(rep["verdict"]["bound"] == "communication",
               f"rank {r}: verdict {rep['verdict']['bound']!r}, expected communication")
@@ -131,19 +159,36 @@ def case_straggler(out: str, marks: str = "capi") -> None:
         by = {x["rank"]: x for x in s["ranks"]}
         check(by[2]["waited_ns"] == 0 and by[2]["last_arrivals"] >= 1,
               f"step {s['step']}: the straggler waited or never came last: {by[2]}")
-        check(all(by[r]["waited_ns"] >= 12 * MS for r in by if r != 2),
-              f"step {s['step']}: a peer waited less than 12 ms: {s['ranks']}")
+        check(all(by[r]["waited_ns"] >= 11 * MS for r in by if r != 2),
+              f"step {s['step']}: a peer waited less than 11 ms: {s['ranks']}")
     matched = check_collectives_files(out, groups, job,
                                       plugin_rows=bool(exported_profiler_versions(lib)))
     peers = min(wall(reps[r], "communication") for r in reps if r != 2)
+    view = jv.ok_view(os.path.join(out, "reports"))
+    blamed = jv.check_late_rank(view, out, job, 2, "data")
+    clocks = jv.check_clocks(view, job)
     print(f"straggler: rank 2 data wall {data / MS:.2f} ms/step, communication wall "
           f"{wall(straggler, 'communication') / MS:.2f}; its peers' communication walls >= "
-          f"{peers / MS:.2f} ms/step; {matched} collectives rows matched")
+          f"{peers / MS:.2f} ms/step; {matched} collectives rows matched; job view: {blamed}; "
+          f"{clocks}")
+
+
+def case_bad_input(out: str) -> None:
+    """The straggler job's real rank outputs, copied and damaged: a rank missing, a rows file
+    and a step stream cut in the middle, a rank of another job, a rank twice."""
+    lib, _, _, _ = paths()
+    job = straggler_job(out, lib)
+    check_reports(out, job)
+    said = jv.check_bad_inputs(out, job, 2, "data")
+    print("bad_input: " + "; ".join(said))
 
 
 def case_slow_link(out: str) -> None:
+    """Rank 5's link is 2x slower, so every transfer of the ring takes ~2x; the same job (same
+    seed, layout and jitter) runs again without the slow link to compare the job views."""
     lib, _, _, _ = paths()
-    job = run_job(out, 8, plan(8, 2), plugin=lib,
+    layout = plan(8, 2, offsets_ms=[-5, 5], jitter_us=50)
+    job = run_job(out, 8, layout, plugin=lib, common_args=JITTER,
                   rank_env={5: {"GPUACCT_SIM_NCCL_LINK_SLOWDOWN": "2"}})
     groups = check_truth(load_truth(out), job)
     reps = check_reports(out, job)
@@ -155,29 +200,39 @@ def case_slow_link(out: str) -> None:
         want = 5000 + int(moved * 1000 / slow)
         check(all(x["transfer_ns"] == want for x in rows),
               f"{key}: transfer {rows[0]['transfer_ns']} ns, slow link gives {want}")
-    # Every rank waits for the slow link alike: no rank looks different in its own report.
+    # Every rank waits for the slow link alike: no rank looks different in its own report
+    # (beyond the jitter's few hundred microseconds of waiting).
     walls = [wall(rep, "communication") for rep in reps.values()]
-    check(max(walls) - min(walls) < 0.1 * MS, f"communication walls differ: {walls}")
+    check(max(walls) - min(walls) < 1.5 * MS, f"communication walls differ: {walls}")
     matched = check_collectives_files(out, groups, job,
                                       plugin_rows=bool(exported_profiler_versions(lib)))
+    base = os.path.join(out, "baseline")
+    base_job = run_job(base, 8, layout, plugin=lib, common_args=JITTER)
+    check_truth(load_truth(base), base_job)
+    told = jv.check_slow_link(jv.ok_view(os.path.join(out, "reports")),
+                              jv.ok_view(os.path.join(base, "reports")), out, base, job)
     print(f"slow_link: transfer {rows[0]['transfer_ns'] / MS:.3f} ms per 64 MiB AllReduce on 8 "
-          f"ranks, communication wall {walls[0] / MS:.2f} ms/step on every rank; {matched} "
-          "collectives rows matched")
+          f"ranks, communication walls {min(walls) / MS:.2f}-{max(walls) / MS:.2f} ms/step; "
+          f"{matched} collectives rows matched; job view: {told}")
 
 
 def case_slow_gpu(out: str) -> None:
     """Rank 6's kernels take 1.3x as long: it arrives last at every AllReduce; its report shows
     more compute, the others wait in communication."""
     lib, _, _, _ = paths()
-    job = run_job(out, 8, plan(8, 2), plugin=lib, rank_args={6: ["--compute-scale=1.3"]})
+    job = run_job(out, 8, plan(8, 2, offsets_ms=[-5, 5], jitter_us=50), plugin=lib,
+                  rank_args={6: ["--compute-scale=1.3"]}, common_args=JITTER)
     groups = check_truth(load_truth(out), job)
     reps = check_reports(out, job)
     check(all(next(x for x in rows if x["rank"] == 0)["last_rank"] == 6
               for (c, k, seq), rows in groups.items()),
           "rank 6 is not the last to arrive at every AllReduce")
     slow = wall(reps[6], "compute")
-    check(abs(slow - 1.3 * 16 * MS) <= 0.1 * MS, f"rank 6: compute {slow / MS:.2f} ms per step, "
-                                                  "planted 1.3 x 16 ms")
+    planted = [t["compute_ns"] for t in load_truth(out) if t["kind"] == "step" and t["rank"] == 6]
+    planted_mean = sum(planted) / len(planted)
+    check(abs(slow - planted_mean) <= 0.1 * MS and planted_mean > 1.25 * 16 * MS,
+          f"rank 6: compute {slow / MS:.2f} ms per step, planted {planted_mean / MS:.2f} "
+          "(1.3 x 16 ms, jittered)")
     for r, rep in reps.items():
         if r != 6:
             check(wall(rep, "communication") >= wall(reps[6], "communication") + 3 * MS,
@@ -185,9 +240,10 @@ def case_slow_gpu(out: str) -> None:
                   f"slow rank's {wall(reps[6], 'communication') / MS:.2f}")
     matched = check_collectives_files(out, groups, job,
                                       plugin_rows=bool(exported_profiler_versions(lib)))
+    blamed = jv.check_late_rank(jv.ok_view(os.path.join(out, "reports")), out, job, 6, "compute")
     print(f"slow_gpu: rank 6 compute {slow / MS:.2f} ms/step, communication wall "
           f"{wall(reps[6], 'communication') / MS:.2f}; rank 0's {wall(reps[0], 'communication') / MS:.2f}"
-          f"; {matched} collectives rows matched")
+          f"; {matched} collectives rows matched; job view: {blamed}")
 
 
 def case_tp(out: str) -> None:
@@ -214,7 +270,9 @@ def case_tp(out: str) -> None:
 
 
 def case_no_plugin(out: str) -> None:
-    job = run_job(out, 8, plan(8, 2), plugin="none")
+    """The straggler job without a profiler plugin: the library's rows are numbered by kernel
+    order, and the job view gives the same answer from them."""
+    job = straggler_job(out, "none")
     truth = load_truth(out)
     groups = check_truth(truth, job)
     reps = check_reports(out, job)
@@ -223,13 +281,17 @@ def case_no_plugin(out: str) -> None:
     for r, rep in reps.items():
         check(per_step(rep, "comm_exposed") > 0, f"rank {r}: no communication time at all")
     matched = check_collectives_files(out, groups, job)
-    print(f"no_plugin: {matched} collectives rows matched the truth")
+    ids = jv.rows_identity(out)
+    jv.expect("identity", ids == {"kernel_order"}, f"rows identity {ids}, expected kernel_order")
+    blamed = jv.check_late_rank(jv.ok_view(os.path.join(out, "reports")), out, job, 2, "data")
+    print(f"no_plugin: {matched} collectives rows matched the truth; identity {sorted(ids)}; "
+          f"job view: {blamed}")
 
 
 def case_plugin(out: str, version: int) -> None:
     lib, _, _, _ = paths()
     job = run_job(out, 4, plan(4, 2, offsets_ms=[-5, 5]), steps=10, plugin=lib, api=version,
-                  common_args=["--mix"])
+                  common_args=["--mix", *JITTER])
     truth = load_truth(out)
     groups = check_truth(truth, job)
     check_reports(out, job)
@@ -239,8 +301,13 @@ def case_plugin(out: str, version: int) -> None:
     check(got == {want}, f"plugin version in use {got}; the library exports {sorted(exported)}, "
                          f"NCCL knows up to v{version}: expected v{want}")
     matched = check_collectives_files(out, groups, job, plugin_rows=want > 0)
+    ids = jv.rows_identity(out)
+    jv.expect("identity", ids == ({"nccl_plugin"} if want else {"kernel_order"}),
+              f"rows identity {ids} with the plugin v{want} in use")
+    types = jv.check_types(jv.ok_view(os.path.join(out, "reports")), out, job)
     print(f"plugin_v{version}: library exports {sorted(exported_profiler_versions(lib))}, "
-          f"in use v{want}; {matched} collectives rows matched the truth")
+          f"in use v{want}; {matched} collectives rows matched the truth; identity "
+          f"{sorted(ids)}; job view: {types}")
 
 
 def case_recording(out: str, version: int) -> None:
@@ -451,6 +518,13 @@ def main() -> int:
     ap.add_argument("--build", required=True)
     ap.add_argument("--library", default="", help="libgpuacct.so to test (default: the build's)")
     ap.add_argument("--keep", default="", help="write the job here and keep it")
+    ap.add_argument("--event-order", choices=("launch_first", "events_first"),
+                    default="launch_first",
+                    help="the fake NCCL's order of a plan's profiler events and its kernel "
+                         "launch (NCCL's: launch_first)")
+    ap.add_argument("--call-cost-ns", type=int, default=None,
+                    help="host time the fake NCCL charges per call (default 2000; 0: a plan's "
+                         "events tie with the next plan's launch, as on a coarse clock)")
     ap.add_argument("case")
     job = ap.add_argument_group("the job case")
     job.add_argument("--ranks", type=int, default=8)
@@ -464,9 +538,10 @@ def main() -> int:
     job.add_argument("--rank-env", default="", help="R:VAR=VALUE,VAR=VALUE;...")
     job.add_argument("--driver-args", default="", help="job_driver arguments for every rank")
     a = ap.parse_args()
-    configure(a.build, a.library)
+    configure(a.build, a.library, a.event_order, a.call_cost_ns)
     cases = {"hosts": case_hosts, "straggler": case_straggler,
              "straggler_nvtx": lambda out: case_straggler(out, "nvtx"), "slow_link": case_slow_link,
+             "bad_input": case_bad_input,
              "slow_gpu": case_slow_gpu, "tp": case_tp,
              "no_plugin": case_no_plugin, "rank_missing": case_rank_missing,
              "recording_limits": case_recording_limits,
@@ -479,6 +554,7 @@ def main() -> int:
     if a.case not in cases:
         print(f"unknown case {a.case!r}; cases: {', '.join(cases)}", file=sys.stderr)
         return 2
+    jv.CASE = a.case
     start = time.monotonic()
     try:
         if a.keep:

@@ -18,16 +18,28 @@ LIBRARY = ""
 RANK_TIMEOUT_S = 120
 JOB_ID = "simjob42"
 MS = 1_000_000
+# The fake NCCL's order of a plan's profiler events and its kernel launch
+# (GPUACCT_SIM_NCCL_EVENT_ORDER): NCCL's own, "launch_first", unless a case or
+# run_job.py --event-order says "events_first".
+EVENT_ORDER = "launch_first"
+# The host time the fake NCCL charges per collective / send / receive call
+# (GPUACCT_SIM_NCCL_CALL_COST_NS); None: the fake's default (2 us).  0 makes a plan's profiler
+# events and the next plan's launch fall on one nanosecond, as a coarse clock would.
+CALL_COST_NS = None
 
 
 class Fail(Exception):
     pass
 
 
-def configure(build: str, library: str = "") -> None:
-    """The build directory (and optionally another libgpuacct.so) the jobs use."""
-    global BUILD, LIBRARY
-    BUILD, LIBRARY = os.path.abspath(build), library
+def configure(build: str, library: str = "", event_order: str = "launch_first",
+              call_cost_ns=None) -> None:
+    """The build directory (and optionally another libgpuacct.so) the jobs use, the fake
+    NCCL's event order (launch_first: NCCL's; events_first) and host cost per call."""
+    global BUILD, LIBRARY, EVENT_ORDER, CALL_COST_NS
+    check(event_order in ("launch_first", "events_first"), f"event order {event_order!r}")
+    BUILD, LIBRARY, EVENT_ORDER = os.path.abspath(build), library, event_order
+    CALL_COST_NS = call_cost_ns
 
 
 def check(cond: bool, msg: str) -> None:
@@ -61,17 +73,21 @@ def exported_profiler_versions(lib: str) -> set:
 # ---- one job --------------------------------------------------------------------------------------
 
 def plan(nranks: int, hosts: int, offsets_ms=None, jitter_us: int = 0, seed: int = 7):
-    """Rank -> (hostname, planted clock offset ns): ranks split evenly over the hosts; ranks of
-    one host share its offset, plus a seeded per-rank jitter in [-jitter, +jitter]."""
+    """Rank -> (hostname, planted clock offset ns): ranks split evenly over the hosts.  Ranks of
+    one host read one CLOCK_REALTIME, so they share its offset exactly: the host's entry of
+    offsets_ms plus a seeded per-host jitter in [-jitter, +jitter] us, drawn once per host."""
     rng = random.Random(seed)
     per_host = nranks // hosts
-    out = []
-    for r in range(nranks):
-        h = min(r // per_host, hosts - 1)
+    host_offset = []
+    for h in range(hosts):
         off = int((offsets_ms[h] if offsets_ms else 0) * MS)
         if jitter_us:
             off += rng.randint(-jitter_us, jitter_us) * 1000
-        out.append((f"simhost{h}", off))
+        host_offset.append(off)
+    out = []
+    for r in range(nranks):
+        h = min(r // per_host, hosts - 1)
+        out.append((f"simhost{h}", host_offset[h]))
     return out
 
 
@@ -89,7 +105,7 @@ def run_job(out: str, nranks: int, layout, *, steps: int = 30, plugin: str = "",
                                   "NCCL_", "RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_"))}
     procs = []
     job = {"nranks": nranks, "steps": steps, "clock_base_ns": base, "plugin": plugin,
-           "profiler_api": api, "ranks": []}
+           "profiler_api": api, "event_order": EVENT_ORDER, "ranks": []}
     for r in range(nranks):
         host, offset = layout[r]
         env = dict(clean)
@@ -102,7 +118,10 @@ def run_job(out: str, nranks: int, layout, *, steps: int = 30, plugin: str = "",
             GPUACCT_SIM_CLOCK_OFFSET_NS=str(offset),
             GPUACCT_SIM_NCCL_RENDEZVOUS=os.path.join(out, "rendezvous.bin"),
             GPUACCT_SIM_NCCL_TRUTH=os.path.join(out, "truth", f"rank{r}.jsonl"),
-            GPUACCT_SIM_NCCL_PROFILER_API=str(api), GPUACCT_SIM_NCCL_TIMEOUT_S="60")
+            GPUACCT_SIM_NCCL_PROFILER_API=str(api), GPUACCT_SIM_NCCL_TIMEOUT_S="60",
+            GPUACCT_SIM_NCCL_EVENT_ORDER=EVENT_ORDER)
+        if CALL_COST_NS is not None:
+            env["GPUACCT_SIM_NCCL_CALL_COST_NS"] = str(CALL_COST_NS)
         if plugin:
             env["NCCL_PROFILER_PLUGIN"] = plugin
         env.update((rank_env or {}).get(r, {}))

@@ -54,12 +54,35 @@ int ProcessRank() {
   return rank;
 }
 
+// When the plugin's Coll / P2p events start relative to the kernel launch.  Real NCCL (2.23 to
+// 2.28, src/enqueue.cc and src/group.cc) launches a plan's kernel first (ncclLaunchKernel) and
+// then, in ncclLaunchKernelAfter_NoCuda -> hostStreamPlanTask, starts and stops the events of
+// the plan's collectives: kLaunchFirst, the default.  kEventsFirst is the order this fake had
+// before (events around the launch), kept so that tests can vary what they assume.
+enum class EventOrder { kLaunchFirst, kEventsFirst };
+
+EventOrder EnvEventOrder() {
+  const char* v = std::getenv("GPUACCT_SIM_NCCL_EVENT_ORDER");
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "launch_first") == 0) {
+    return EventOrder::kLaunchFirst;
+  }
+  if (std::strcmp(v, "events_first") == 0) return EventOrder::kEventsFirst;
+  std::fprintf(stderr, "[simnccl] GPUACCT_SIM_NCCL_EVENT_ORDER=%s: expected launch_first or "
+               "events_first; using launch_first\n", v);
+  return EventOrder::kLaunchFirst;
+}
+
 struct Knobs {
   // Link bandwidth of this rank (GB/s = bytes per ns) and its slowdown factor (2 = twice slower).
   double link_gbps = EnvDouble("GPUACCT_SIM_NCCL_LINK_GBPS", 50.0);
   double slowdown = EnvDouble("GPUACCT_SIM_NCCL_LINK_SLOWDOWN", 1.0);
   uint64_t base_latency_ns = EnvU64("GPUACCT_SIM_NCCL_LATENCY_NS", 5000);
   double timeout_s = EnvDouble("GPUACCT_SIM_NCCL_TIMEOUT_S", 30.0);
+  EventOrder order = EnvEventOrder();
+  // Host time of each collective / send / receive call before it is enqueued (NCCL's argument
+  // checks and task append): without it the next call's launch would start on the very
+  // nanosecond the previous plan's events did, which no real clock gives.
+  uint64_t call_cost_ns = EnvU64("GPUACCT_SIM_NCCL_CALL_COST_NS", 2000);
   uint64_t link_bytes_per_us() const {
     return static_cast<uint64_t>(link_gbps * 1000.0 / slowdown);
   }
@@ -226,7 +249,7 @@ int RunKernel(simncclComm* c, uint64_t key, uint64_t seq, const char* kernel, Ki
               uint64_t bytes, simStream_t stream, const std::string& truth_fields,
               OwedKernel* times) {
   const int64_t offset = simClockOffset();
-  const uint64_t enqueue = simNow();
+  uint64_t enqueue = simNow();
   const uint64_t start = simNextOpStart(stream);
   if (start == 0) return SIMNCCL_ERR_SIM;
   simnccl::Arrival mine{start - static_cast<uint64_t>(offset), K().link_bytes_per_us()};
@@ -261,6 +284,9 @@ int RunKernel(simncclComm* c, uint64_t key, uint64_t seq, const char* kernel, Ki
                  " (another thread used the stream or the clock)\n", c->info.rank, got, start);
     return SIMNCCL_ERR_SIM;
   }
+  // The truth's host_enqueue_ns is when the Coll / P2p events start: after the launch (and its
+  // launch cost) in NCCL's order.
+  if (K().order == EventOrder::kLaunchFirst) enqueue = simNow();
   times->gpu_start = start;
   times->gpu_end = local_end;
   char line[2048];
@@ -306,14 +332,18 @@ void Owe(simncclComm* c, const OwedKernel& k) {
   c->cv.notify_one();
 }
 
-// One collective: its Coll event from before the launch to the end of the enqueue (not of the
-// GPU work), the kernel, its KernelCh events owed to the proxy thread.
+// One collective: the kernel, and its Coll event (start and stop: the end of the enqueue, not
+// of the GPU work) right after the launch as NCCL does (before and around it with
+// GPUACCT_SIM_NCCL_EVENT_ORDER=events_first), its KernelCh events owed to the proxy thread.
 int EnqueueColl(simncclComm* c, const PendingOp& op, void* group) {
   const Plugin& p = Plugin::get();
   const uint64_t seq = c->coll_seq++;
   const OpInfo info = MakeOp(op, seq);
   void* parent = op.api_handle != nullptr ? op.api_handle : group;
-  void* h = c->plugin_on ? p.start_op(c->context, c->info, c->mask, info, parent, group) : nullptr;
+  const bool events_first = K().order == EventOrder::kEventsFirst;
+  void* h = c->plugin_on && events_first
+                ? p.start_op(c->context, c->info, c->mask, info, parent, group)
+                : nullptr;
   char kernel[128];
   if (op.kind == Kind::kAllGather) {
     std::snprintf(kernel, sizeof(kernel), "ncclDevKernel_AllGather_%s_%s", simnccl::kAlgo,
@@ -334,9 +364,20 @@ int EnqueueColl(simncclComm* c, const PendingOp& op, void* group) {
   const int rc =
       RunKernel(c, c->info.hash, seq, kernel, op.kind, op.bytes, op.stream, fields, &k);
   p.stop(launch);
+  if (c->plugin_on && !events_first && rc == SIMNCCL_OK) {  // NCCL: the plan's events now
+    h = p.start_op(c->context, c->info, c->mask, info, parent, group);
+    k.parent = h;
+  }
   p.stop(h);
   if (rc == SIMNCCL_OK) Owe(c, k);
   return rc;
+}
+
+// The P2p event of one send or receive (nullptr without the plugin).
+void* StartP2p(simncclComm* c, const PendingOp& op, const OpInfo& info, void* group) {
+  void* parent = op.api_handle != nullptr ? op.api_handle : group;
+  return c->plugin_on ? Plugin::get().start_op(c->context, c->info, c->mask, info, parent, group)
+                      : nullptr;
 }
 
 // A group's sends and receives on one communicator: a P2p event each, one SendRecv kernel that
@@ -344,14 +385,15 @@ int EnqueueColl(simncclComm* c, const PendingOp& op, void* group) {
 int EnqueueP2p(simncclComm* c, const std::vector<PendingOp>& ops, void* group) {
   const Plugin& p = Plugin::get();
   const uint64_t seq = c->p2p_seq++;
+  const bool events_first = K().order == EventOrder::kEventsFirst;
   std::vector<void*> handles;
+  std::vector<OpInfo> infos;
   uint64_t bytes = 0;
   std::string fields = "\"collective\":\"SendRecv\",\"ops\":[";
   for (size_t i = 0; i < ops.size(); ++i) {
     const OpInfo info = MakeOp(ops[i], seq);
-    void* parent = ops[i].api_handle != nullptr ? ops[i].api_handle : group;
-    handles.push_back(c->plugin_on ? p.start_op(c->context, c->info, c->mask, info, parent, group)
-                                   : nullptr);
+    infos.push_back(info);
+    if (events_first) handles.push_back(StartP2p(c, ops[i], info, group));
     bytes = std::max(bytes, ops[i].bytes);
     char one[160];
     std::snprintf(one, sizeof(one),
@@ -367,6 +409,9 @@ int EnqueueP2p(simncclComm* c, const std::vector<PendingOp>& ops, void* group) {
   const int rc = RunKernel(c, c->info.hash ^ kP2pKeySalt, seq, "ncclDevKernel_SendRecv",
                            Kind::kSend, bytes, ops[0].stream, fields, &k);
   p.stop(launch);
+  if (!events_first && rc == SIMNCCL_OK) {  // NCCL: the plan's events after its launch
+    for (size_t i = 0; i < ops.size(); ++i) handles.push_back(StartP2p(c, ops[i], infos[i], group));
+  }
   for (void* h : handles) p.stop(h);
   if (rc == SIMNCCL_OK) {
     for (void* h : handles) Owe(c, {h, k.gpu_start, k.gpu_end, false, {}});
@@ -425,6 +470,7 @@ int Submit(simncclComm* c, Kind kind, uint64_t bytes, simncclDataType_t type, in
     op.api_handle = p.start_op_api(c->context, c->info, c->mask, MakeOp(op, 0),
                                    t_group_depth == 0 ? implicit_api : t_group_api);
   }
+  simHostWork(K().call_cost_ns);
   p.stop(op.api_handle);  // the API call returns here; its children refer to it later
   t_pending.emplace_back(c, op);
   if (t_group_depth > 0) return SIMNCCL_OK;
