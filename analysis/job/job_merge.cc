@@ -35,7 +35,7 @@ struct WindowStep {
 // One communicator's plausibility check (job_merge.h, *Matching*).
 struct CommCheck {
   int64_t instances = 0;    // matched instances with >= 2 timed ranks
-  int64_t implausible = 0;  // of those, ends further apart than end_tolerance_ns
+  int64_t implausible = 0;  // of those, not one operation (instance_plausible)
   CollectiveType type = CollectiveType::kNone;
   CollectiveSource source = CollectiveSource::kNone;
   SampleReservoir spread{1024};
@@ -113,6 +113,7 @@ class Merge {
   int collective_ranks_ = 0;
   bool trusted_instances_ = false;  // the check found a trusted instance with >= 2 ranks
   bool by_instances_ = false;
+  bool blaming_ = false;  // in the blame pass (the one that counts)
   std::set<uint64_t> unreliable_;          // communicators whose matching failed the check
   std::map<uint64_t, CommCheck> checks_;   // the last check pass, by communicator
   std::map<uint64_t, CommCheck> failed_;   // the unreliable ones, as the pass that found them
@@ -238,7 +239,7 @@ void Merge::for_each_instance(OnInstance on_instance) {
     while (j < entries_.size() && entries_[j].comm == entries_[i].comm &&
            entries_[j].seq == entries_[i].seq) {
       if (entries_[j].slot == entries_[kept - 1].slot) {
-        ++view_.duplicate_records;
+        if (blaming_) ++view_.duplicate_records;  // counted once, not per pass
       } else {
         entries_[kept++] = entries_[j];
       }
@@ -600,6 +601,7 @@ void Merge::finish_steps(std::map<int64_t, WindowStep>& steps) {
 }
 
 void Merge::blame_pass() {
+  blaming_ = true;
   auto streams = open_streams(/*steps=*/true);
   std::map<int64_t, WindowStep> steps;
   for_each_window(streams, /*steps=*/true, [&] {

@@ -115,8 +115,12 @@ TEST(Matching, PointToPointWithoutItsPeerIsNotMatchable) {
 
 TEST(Matching, KernelOrderAllReducesStillAlignWithin50us) {
   const PlantedJob job = two_hosts();
-  const JobView v = build_job_view(planted_inputs(job, as_kernel_order));
+  const JobView v = build_job_view(planted_inputs(job, [](std::vector<PlantedRank>& ranks) {
+    as_kernel_order(ranks);
+    ranks[0].records.insert(ranks[0].records.begin() + 1, ranks[0].records[0]);  // a duplicate
+  }));
   EXPECT_EQ(v.method, std::string(kMethodCollectives));
+  EXPECT_EQ(v.duplicate_records, 1);  // once, however many passes read it
   EXPECT_EQ(v.communicators_checked, 1);
   EXPECT_EQ(v.communicators_unreliable, 0);
   EXPECT_TRUE(v.unmatched.empty());
