@@ -396,12 +396,6 @@ void record_op(Context& ctx, int rank, const OpFields& f) {
     if (f.peer >= 0 && f.peer < ctx.p2p_peers && ctx.p2p_seq != nullptr) {
       auto& counter = ctx.p2p_seq[static_cast<size_t>(f.peer) * 2 + (send ? size_t{1} : size_t{0})];
       c.seq = counter.fetch_add(1, std::memory_order_relaxed) + 1;
-      // The direction's own communicator: the k-th send A->B and B's k-th receive from A are
-      // one (comm, seq) on both ranks, and never a collective's or another pair's.
-      if (c.rank >= 0) {
-        c.comm_hash = send ? p2p_comm_hash(c.comm_hash, c.rank, f.peer)
-                           : p2p_comm_hash(c.comm_hash, f.peer, c.rank);
-      }
     }
   } else {
     c.seq = f.seq;

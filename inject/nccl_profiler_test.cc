@@ -109,12 +109,6 @@ TEST_F(NcclProfilerTest, V5CollectiveBecomesOneRecordWithTheCommunicatorFromInit
   EXPECT_EQ(got[2].record.seq, 2u);
   EXPECT_EQ(got[3].record.seq, 1u);  // the first receive from 7
   EXPECT_EQ(got[1].record.bytes, 400u);
-  // Each direction of the pair has its own comm: rank 5's sends to 7 are 7's receives from 5.
-  EXPECT_EQ(got[1].record.comm_hash, p2p_comm_hash(0x1234abcdull, 5, 7));
-  EXPECT_EQ(got[2].record.comm_hash, got[1].record.comm_hash);
-  EXPECT_EQ(got[3].record.comm_hash, p2p_comm_hash(0x1234abcdull, 7, 5));
-  EXPECT_NE(got[3].record.comm_hash, got[1].record.comm_hash);
-  EXPECT_NE(got[1].record.comm_hash, 0x1234abcdull);
   EXPECT_EQ(ncclProfiler_v5.finalize(ctx), abi::kSuccess);
 }
 

@@ -638,17 +638,10 @@ void Merge::blame_pass() {
 }  // namespace
 
 bool matchable_across_ranks(const CollectiveRecord& record) {
-  if (record.type != CollectiveType::kSendRecv) return true;
-  switch (record.source) {
-    case CollectiveSource::kKineto:  // the pair's comm when the trace names the peer
-      return true;
-    case CollectiveSource::kNcclPlugin:  // p2p_comm_hash and a count from 1: rank and peer known
-      return record.rank >= 0 && record.seq > 0;
-    case CollectiveSource::kKernelOrder:
-    case CollectiveSource::kNone:
-      break;
-  }
-  return false;
+  // A trace's p2p comm is its process group's, per pair when the trace names the peer
+  // (kineto_collectives.h); the plugin's p2p seq counts per (peer, direction), which the
+  // record does not carry; kernel order knows neither.
+  return record.type != CollectiveType::kSendRecv || record.source == CollectiveSource::kKineto;
 }
 
 int64_t end_tolerance_ns(int64_t median_transfer_ns) {

@@ -39,12 +39,11 @@ struct JobOptions {
 };
 
 // Whether a record's (comm, seq) names the same operation, with the same ranks, on every rank
-// that has it.  Point-to-point records only where the identity names the pair: a trace's (its
-// comm is the pair's when the trace names the peer) and the plugin's with rank and peer known
-// (comm = p2p_comm_hash of the direction, seq counted per direction from 1: collective.h).
-// Not under kernel-order identity: the i-th send/recv kernel of one rank and the i-th of
-// another are usually transfers with different peers (pipeline stages), and nothing in the
-// kernel names the peer.
+// that has it.  Not for point-to-point records, except a trace's (its comm is the pair's when
+// the trace names the peer, and the process group numbers them): under kernel-order identity
+// the i-th send/recv kernel of one rank and the i-th of another are usually transfers with
+// different peers (pipeline stages); the plugin numbers p2p per (peer, direction), and the
+// record carries neither, so one rank's first send and first receive share a (comm, seq).
 bool matchable_across_ranks(const CollectiveRecord& record);
 
 // Whether one matched instance, on the job clock, can be one operation.  Two facts of a

@@ -56,21 +56,6 @@ struct CollectiveRecord {
   ShortName proto;     // "LL", "LL128", "SIMPLE"; empty = unknown
 };
 static_assert(sizeof(CollectiveRecord) == 128);
-
-// The communicator of one point-to-point direction between two ranks: NCCL numbers p2p
-// operations per (peer, direction), so the sender's k-th send to the receiver and the
-// receiver's k-th receive from the sender are one transfer, and this hash of the communicator,
-// sender and receiver names it the same on both ends (the plugin's p2p records carry it as
-// comm_hash, their per-direction count from 1 as seq).  O(1), no allocation: the plugin calls
-// it on NCCL's enqueue path.
-constexpr uint64_t p2p_comm_hash(uint64_t comm, int32_t sender, int32_t receiver) {
-  const uint64_t pair = (uint64_t{static_cast<uint32_t>(sender)} << 32) |
-                        uint64_t{static_cast<uint32_t>(receiver)};
-  uint64_t z = comm ^ (pair * 0x9e3779b97f4a7c15ULL);  // splitmix64's finaliser
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 static_assert(std::is_trivially_copyable_v<CollectiveRecord>);
 
 }  // namespace gpuacct
