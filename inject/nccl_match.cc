@@ -77,15 +77,18 @@ void CollectiveMatcher::fill(const PluginRecord& r, const Launch& l, CollectiveR
 }
 
 // The thread's order, from its first record: a communication launch before it on the thread
-// (within the history kept) says launch-first (NCCL itself); else the first one after it says
-// record-first.  kUnknown: wait (an op still pending) or nothing to tell from yet.
+// (within the history kept; its call returned by the record's time) says launch-first (NCCL
+// itself); else the first one after it says record-first.  kUnknown: wait (an op still pending) or nothing to tell from yet.
 CollectiveMatcher::Order CollectiveMatcher::detect_order(const Thread& t, TimeNs enqueued,
                                                          int64_t watermark, bool final,
                                                          bool* wait) const {
   *wait = false;
+  // Before the record: a launch whose call had returned by then.  One starting on the record's
+  // very nanosecond (a clock that did not move between the two) is after it.
   auto first_after = std::lower_bound(t.launches.begin(), t.launches.end(), enqueued + 1,
                                       [](const Launch& x, TimeNs ts) { return x.start < ts; });
   for (auto it = std::make_reverse_iterator(first_after); it != t.launches.rend(); ++it) {
+    if (it->end > enqueued) continue;
     const OpState s = op_state(*it, watermark, final);
     if (s == OpState::kNccl) return Order::kLaunchFirst;
     if (s == OpState::kPending) {
@@ -93,7 +96,10 @@ CollectiveMatcher::Order CollectiveMatcher::detect_order(const Thread& t, TimeNs
       return Order::kUnknown;
     }
   }
-  for (auto it = first_after; it != t.launches.end(); ++it) {
+  auto first_not_before = std::lower_bound(t.launches.begin(), t.launches.end(), enqueued,
+                                           [](const Launch& x, TimeNs ts) { return x.start < ts; });
+  for (auto it = first_not_before; it != t.launches.end(); ++it) {
+    if (it->end <= enqueued) continue;  // a zero-length call on the record's nanosecond
     const OpState s = op_state(*it, watermark, final);
     if (s == OpState::kNccl) return Order::kRecordFirst;
     if (s == OpState::kPending) {

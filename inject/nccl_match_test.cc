@@ -82,6 +82,21 @@ TEST(CollectiveMatcher, EachRecordTakesTheNextNcclKernelOfItsThread) {
   EXPECT_EQ(h.matcher.pending(), 0u);
 }
 
+// The record-first order on a clock that ties: each record on the very nanosecond its own
+// launch call starts (the simulated jobs' events_first order).  Such a launch is after the
+// record (its call had not returned), so the thread is record-first and each record takes it.
+TEST(CollectiveMatcher, RecordFirstLaunchOnTheRecordsNanosecond) {
+  Harness h;
+  h.records({plugin_record(1, 100 * kMs), plugin_record(2, 200 * kMs)});
+  h.events({launch(11, 100 * kMs), launch(21, 200 * kMs)},
+           {kernel(11, 101 * kMs, 150 * kMs, true), kernel(21, 201 * kMs, 260 * kMs, true)});
+  h.poll(300 * kMs);
+  ASSERT_EQ(h.out.size(), 2u);
+  EXPECT_EQ(h.out[0].correlation_id, 11u);
+  EXPECT_EQ(h.out[1].correlation_id, 21u);
+  EXPECT_EQ(h.stats.get(Stat::collectives_unmatched), 0);
+}
+
 TEST(CollectiveMatcher, NonNcclLaunchesBetweenAreSkipped) {
   Harness h;
   h.records({plugin_record(1, 100 * kMs)});

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "analysis/model/nccl_names.h"
+#include "analysis/model/stable_hash.h"
 #include "inject/clock.h"
 #include "inject/log.h"
 #include "inject/nccl_profiler_abi.h"
@@ -363,6 +364,22 @@ void copy_datatype(const char* d, ShortName* out) {
   copy_short(std::strncmp(d, "nccl", 4) == 0 ? d + 4 : d, out);
 }
 
+// The communicator of one sender -> receiver pair's transfers (see record_op): the same on both
+// ranks, distinct from the communicator's own hash.  FNV-1a of "p2p", the communicator hash
+// (8 bytes) and the two ranks (4 bytes each), little-endian whatever the machine
+// (docs/job_view.md, *Identity*).
+uint64_t p2p_pair_hash(uint64_t comm, int sender, int receiver) noexcept {
+  char key[3 + 8 + 4 + 4] = {'p', '2', 'p'};
+  for (int i = 0; i < 8; ++i) key[3 + i] = static_cast<char>((comm >> (8 * i)) & 0xFF);
+  const auto u_sender = static_cast<uint32_t>(sender);
+  const auto u_receiver = static_cast<uint32_t>(receiver);
+  for (int i = 0; i < 4; ++i) {
+    key[11 + i] = static_cast<char>((u_sender >> (8 * i)) & 0xFF);
+    key[15 + i] = static_cast<char>((u_receiver >> (8 * i)) & 0xFF);
+  }
+  return stable_hash64(std::string_view(key, sizeof key));
+}
+
 // Hot path: one record into the calling thread's queue.  No lock, no allocation after the
 // thread's first call (classify_collective_name folds at most 15 bytes: small-string storage).
 void record_op(Context& ctx, int rank, const OpFields& f) {
@@ -393,6 +410,12 @@ void record_op(Context& ctx, int rank, const OpFields& f) {
   if (f.p2p) {
     r.peer = f.peer;
     const bool send = func[0] == 'S';
+    // One transfer is a send on one rank and a receive on another: both name it by the
+    // communicator and the (sender, receiver) pair, numbered per pair -- the k-th send of a to b
+    // is the k-th receive of b from a.  Never the communicator's own hash: NCCL gives p2p no
+    // sequence number, and (comm, k) is already its k-th collective.
+    if (c.rank >= 0 && f.peer >= 0) c.comm_hash = p2p_pair_hash(c.comm_hash, send ? c.rank : f.peer,
+                                                                send ? f.peer : c.rank);
     if (f.peer >= 0 && f.peer < ctx.p2p_peers && ctx.p2p_seq != nullptr) {
       auto& counter = ctx.p2p_seq[static_cast<size_t>(f.peer) * 2 + (send ? size_t{1} : size_t{0})];
       c.seq = counter.fetch_add(1, std::memory_order_relaxed) + 1;

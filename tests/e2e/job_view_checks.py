@@ -22,15 +22,9 @@ import simjob
 from simjob import MS, Fail, check, load_truth, truth_steps
 
 # "case:assertion" -> why it is expected to fail (the integrator deletes the line once fixed).
-_P2P_KEYS = (
-    "inject/nccl_profiler.cc gives a p2p record the communicator's own hash as comm and a seq "
-    "counted per (peer, direction) from 1, so on every rank (comm, seq) of the k-th Send and the "
-    "k-th Recv equals that of the communicator's collective seq k: the job view (job_merge.cc, "
-    "grouping by (comm, seq)) merges them -- with --mix on 4 ranks, 8 steps: AllReduce 17, "
-    "SendRecv 5 instances instead of 16 and 8, duplicate_records 144, clock_suspect_records 8. "
-    "Reproduce: run_job.py --build build plugin_v5 --keep /tmp/j; gpuacct job /tmp/j/reports "
-    "--json --no-files")
-XFAIL: dict = {f"plugin_v{v}:type_counts": _P2P_KEYS for v in (3, 4, 5)}
+# Empty: the p2p collision it held (p2p rows named by the communicator's own hash) is fixed --
+# p2p rows are named by (communicator, sender, receiver).
+XFAIL: dict = {}
 
 CASE = ""  # the case being run (run_job.py sets it), for XFAIL names
 
@@ -117,8 +111,12 @@ def truth_blame(out: str, job: dict) -> dict:
         res["late"].setdefault(step, {}).setdefault(last["process_rank"], 0)
         res["late"][step][last["process_rank"]] += late
         kind = last["collective"]
+        # A p2p group's instances are its transfers: each send of a to b (the job view names a
+        # transfer by its sender and receiver, docs/job_view.md Identity).
+        n = 1 if last["kind"] != "p2p" else sum(
+            1 for t in rows for o in t.get("ops", []) if o["func"].lower().startswith("send"))
         res["instances"].setdefault(step, {}).setdefault(kind, 0)
-        res["instances"][step][kind] += 1
+        res["instances"][step][kind] += n
         res["transfer"].setdefault(kind, []).append(last["transfer_ns"])
     return res
 

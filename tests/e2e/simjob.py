@@ -302,6 +302,18 @@ def truth_steps(out: str, groups: dict) -> dict:
     return steps
 
 
+def p2p_pair_comm(comm_hex: str, rank: int, peer: int, func: str) -> str:
+    """The rows' comm of a p2p transfer (docs/job_view.md, Identity): FNV-1a 64 of b"p2p", the
+    communicator hash (8 bytes little-endian) and sender and receiver ranks (4 bytes each)."""
+    sender, receiver = (rank, peer) if func.lower().startswith("send") else (peer, rank)
+    key = (b"p2p" + int(comm_hex, 16).to_bytes(8, "little") +
+           (sender & 0xFFFFFFFF).to_bytes(4, "little") + (receiver & 0xFFFFFFFF).to_bytes(4, "little"))
+    h = 0xcbf29ce484222325
+    for byte in key:
+        h = ((h ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
 def check_collectives_files(out: str, groups: dict, job: dict, plugin_rows: bool = False) -> int:
     """Compares the library's <base>.collectives.csv files (docs/job_view.md), when it writes
     them, with the truth: each file complete (its trailer; every instance of its rank in a
@@ -354,7 +366,14 @@ def check_collectives_files(out: str, groups: dict, job: dict, plugin_rows: bool
                   f"{where}: gpu_end {row['gpu_end_ns']}, true {t['gpu_end_ns']}")
             # With plugin identity the comm is NCCL's and a collective's seq too; NCCL's p2p
             # events carry no sequence number, so a p2p row's seq is the writer's own count.
-            if plugin_identity:
+            if plugin_identity and t["kind"] == "p2p":
+                # A transfer is named by its communicator and (sender, receiver): the same on
+                # both ranks (docs/job_view.md, Identity), recomputed here from the spec.
+                pairs = {p2p_pair_comm(t["comm"], t["rank"], o["peer"], o["func"])
+                         for o in t["ops"]}
+                check(row["comm"] in pairs, f"{where}: row names comm {row['comm']}, "
+                                            f"expected one of {sorted(pairs)}")
+            elif plugin_identity:
                 check(row["comm"] == t["comm"], f"{where}: row names comm {row['comm']}")
                 check(t["kind"] == "p2p" or int(row["seq"]) == t["seq"],
                       f"{where}: row names seq {row['seq']}")
@@ -371,8 +390,10 @@ def write_rows_file(path: str, rank: int, rows: list, identity: str = "nccl_plug
             "host_enqueue_ns,gpu_start_ns,gpu_end_ns,source")
     lines = ["# gpuacct.collectives/1 " + json.dumps({"rank": rank, "identity": identity}), cols]
     for t in rows:
+        comm = t["comm"] if t["kind"] != "p2p" else p2p_pair_comm(
+            t["comm"], t["rank"], t["ops"][0]["peer"], t["ops"][0]["func"])
         lines.append(",".join(str(x) for x in (
-            t.get("step_index", -1), t["comm"], t["seq"], t["collective"], t["bytes"], t.get("datatype", ""), "RING",
+            t.get("step_index", -1), comm, t["seq"], t["collective"], t["bytes"], t.get("datatype", ""), "RING",
             "LL", rank, t["nranks"], 0, t["stream"], t["host_enqueue_ns"], t["gpu_start_ns"],
             t["gpu_end_ns"], identity)))
     lines.append("# end " + json.dumps({"rows": len(rows), "rows_lost": 0}))
