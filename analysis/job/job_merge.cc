@@ -638,10 +638,17 @@ void Merge::blame_pass() {
 }  // namespace
 
 bool matchable_across_ranks(const CollectiveRecord& record) {
-  // A trace's p2p comm is its process group's, per pair when the trace names the peer
-  // (kineto_collectives.h); the plugin's p2p seq counts per (peer, direction), which the
-  // record does not carry; kernel order knows neither.
-  return record.type != CollectiveType::kSendRecv || record.source == CollectiveSource::kKineto;
+  if (record.type != CollectiveType::kSendRecv) return true;
+  switch (record.source) {
+    case CollectiveSource::kKineto:  // the pair's comm when the trace names the peer
+      return true;
+    case CollectiveSource::kNcclPlugin:  // the transfer's comm and count: rank and peer known
+      return record.rank >= 0 && record.seq > 0;
+    case CollectiveSource::kKernelOrder:
+    case CollectiveSource::kNone:
+      break;
+  }
+  return false;
 }
 
 int64_t end_tolerance_ns(int64_t median_transfer_ns) {

@@ -39,11 +39,12 @@ struct JobOptions {
 };
 
 // Whether a record's (comm, seq) names the same operation, with the same ranks, on every rank
-// that has it.  Not for point-to-point records, except a trace's (its comm is the pair's when
-// the trace names the peer, and the process group numbers them): under kernel-order identity
-// the i-th send/recv kernel of one rank and the i-th of another are usually transfers with
-// different peers (pipeline stages); the plugin numbers p2p per (peer, direction), and the
-// record carries neither, so one rank's first send and first receive share a (comm, seq).
+// that has it.  Point-to-point records only where the identity names the transfer: the
+// plugin's when it knew rank and peer (comm = the (communicator, sender, receiver) hash, seq
+// the pair's count from 1: inject/nccl_profiler.cc) and a trace's (its comm is the pair's when
+// the trace names the peer).  Not under kernel-order identity: the i-th send/recv kernel of
+// one rank and the i-th of another are usually transfers with different peers (pipeline
+// stages), and nothing in the kernel names the peer.
 bool matchable_across_ranks(const CollectiveRecord& record);
 
 // Whether one matched instance, on the job clock, can be one operation.  Two facts of a

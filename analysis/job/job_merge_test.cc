@@ -95,8 +95,13 @@ TEST(Matching, PointToPointWithoutItsPeerIsNotMatchable) {
   EXPECT_FALSE(matchable_across_ranks(r));
   r.source = CollectiveSource::kNone;
   EXPECT_FALSE(matchable_across_ranks(r));
-  // The plugin's p2p seq counts per (peer, direction), neither of which the record keeps.
+  // The plugin's: named by the transfer when it knew rank and peer (seq counted from 1).
   r.source = CollectiveSource::kNcclPlugin;
+  EXPECT_FALSE(matchable_across_ranks(r));
+  r.rank = 3;
+  r.seq = 1;
+  EXPECT_TRUE(matchable_across_ranks(r));
+  r.rank = -1;
   EXPECT_FALSE(matchable_across_ranks(r));
   r.source = CollectiveSource::kKineto;  // the process group's seq
   EXPECT_TRUE(matchable_across_ranks(r));
@@ -202,6 +207,35 @@ TEST(Matching, KernelOrderPointToPointIsListedAndItsStepsUseTheFloor) {
   }
   EXPECT_TRUE(has_text(v.matching_notes, "360 point-to-point records without their peer"));
   EXPECT_TRUE(has_text(v.matching_notes, "15 steps whose collectives could not be matched"));
+}
+
+// The plugin's p2p records name the transfer (comm of the sender -> receiver pair, seq from
+// 1): a pipeline pair on two hosts is matched send to receive, two ends per instance however
+// large the communicator, and aligns the clocks.
+TEST(Matching, PluginPointToPointIsMatchedSendToReceive) {
+  PlantedJob job;
+  job.ranks = 2;
+  job.hosts = 2;
+  job.host_offset_ns = {0, -2'000'000};
+  job.steps = 20;
+  job.collectives_per_step = 2;
+  job.seed = 3;
+  const JobView v = build_job_view(planted_inputs(job, [](std::vector<PlantedRank>& ranks) {
+    for (PlantedRank& r : ranks) {
+      for (CollectiveRecord& c : r.records) {
+        c.type = CollectiveType::kSendRecv;
+        c.comm_hash = 0x5e11d0001;  // the pair's (the plugin hashes communicator, 0, 1)
+        c.seq += 1;
+        c.nranks = 8;  // the communicator's size
+      }
+    }
+  }));
+  EXPECT_EQ(v.method, std::string(kMethodCollectives));
+  EXPECT_TRUE(v.unmatched.empty());
+  EXPECT_EQ(v.instances, 40);
+  EXPECT_EQ(v.incomplete_instances, 0);
+  EXPECT_EQ(v.types[static_cast<size_t>(CollectiveType::kSendRecv)].instances, 40);
+  EXPECT_NEAR(static_cast<double>(v.hosts[1].offset_ns), -2'000'000.0, 50'000.0);
 }
 
 }  // namespace
