@@ -43,6 +43,47 @@ if [ -s "$tmp/ids0" ]; then
   cmp -s "$tmp/ids0" "$tmp/ids1" || fail "the ranks' (comm, seq, collective) differ: $(diff "$tmp/ids0" "$tmp/ids1" | head -4)"
 fi
 
+# The job view of the two ranks (job.json beside their reports): their send/recv kernels have no
+# peer in the trace, so they are not matched across ranks (the i-th of rank 0 and the i-th of
+# rank 1 are transfers with other stages); waiting vs transfer is the floor's -- recomputed here
+# from the two steps CSVs -- and each rank's send/recv are listed per rank.
+python3 - "$tmp/o" <<'PY' || fail "job view of the sampled ranks (above)"
+import csv, json, sys
+d = sys.argv[1]
+job = json.load(open(d + "/job.json"))
+errors = []
+def check(ok, what):
+    if not ok:
+        errors.append(what)
+check(job["method"] == "step_rows_floor", "method %s" % job["method"])
+check(job["collectives"]["instances"] == 0, "instances matched: %s" % job["collectives"]["instances"])
+rows = {}
+for r in (0, 1):
+    for row in csv.DictReader(open("%s/sampled_rank-%d.steps.csv" % (d, r))):
+        if row["warmup"] != "0":
+            continue
+        rows.setdefault(int(row["step_index"]), {}).setdefault(r, int(row["comm_exposed_ns"]))
+common = [s for s in sorted(rows) if len(rows[s]) == 2]
+check(len(common) == job["steps"]["count"] == 2, "common steps %s vs %s" % (common, job["steps"]["count"]))
+for rank in job["ranks"]:
+    r = rank["rank"]
+    waited = sum(rows[s][r] - min(rows[s].values()) for s in common) / len(common) / 1e6
+    transfer = sum(min(rows[s].values()) for s in common) / len(common) / 1e6
+    check(abs(rank["waited_ms"] - waited) < 1e-3, "rank %d waited %s, floor %s" % (r, rank["waited_ms"], waited))
+    check(abs(rank["transfer_ms"] - transfer) < 1e-3, "rank %d transfer %s, floor %s" % (r, rank["transfer_ms"], transfer))
+un = job["matching"]["unmatched"]
+check([(u["rank"], u["collective"], u["records"], u["reason"]) for u in un] ==
+      [(0, "SendRecv", 10, "p2p_without_peer"), (1, "SendRecv", 10, "p2p_without_peer")], "unmatched %s" % un)
+check(any("not matched across ranks" in n for n in job["matching"]["notes"]), "notes %s" % job["matching"]["notes"])
+for e in errors:
+    print("FAIL: " + e)
+sys.exit(1 if errors else 0)
+PY
+"$bin" analyze "$data/sampled_rank-0.json.gz" "$data/sampled_rank-1.json.gz" --no-files >"$tmp/job.txt" 2>/dev/null
+grep -q "2 steps compared (step rows only: transfer floor)" "$tmp/job.txt" || fail "terminal: $(grep 'gpuacct job' "$tmp/job.txt")"
+grep -q "^matching: 20 point-to-point records without their peer" "$tmp/job.txt" || fail "terminal: no matching line"
+grep -Eq "^ +0  SendRecv +10 .*p2p_without_peer" "$tmp/job.txt" || fail "terminal: no unmatched SendRecv row for rank 0"
+
 # An input without collectives writes none, and a stale one of the same name goes: it would be
 # read as this report's.
 "$bin" synth --preset data_bound --steps 4 -o "$tmp/db.gpuacct" 2>/dev/null

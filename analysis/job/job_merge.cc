@@ -1,8 +1,13 @@
 #include "analysis/job/job_merge.h"
 
 #include <algorithm>
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdio>
 #include <map>
 #include <memory>
+#include <set>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -23,7 +28,39 @@ struct WindowStep {
   std::vector<int64_t> late;
   std::vector<int64_t> waited;
   bool warmup = false;
+  bool matched = false;    // a trusted instance was blamed in it
+  bool unmatched = false;  // some rank has a record in it that was not matched
 };
+
+// One communicator's plausibility check (job_merge.h, *Matching*).
+struct CommCheck {
+  int64_t instances = 0;    // matched instances with >= 2 timed ranks
+  int64_t implausible = 0;  // of those, not one operation (instance_plausible)
+  CollectiveType type = CollectiveType::kNone;
+  CollectiveSource source = CollectiveSource::kNone;
+  SampleReservoir spread{1024};
+};
+
+// Why a record was not matched (index into kUnmatchedReasons).
+enum UnmatchedReason { kReasonNoPeer = 0, kReasonImplausible = 1, kReasonAlone = 2 };
+constexpr const char* kUnmatchedReasons[] = {kUnmatchedNoPeer, kUnmatchedImplausible,
+                                             "no_other_rank"};
+
+std::string format_text(const char* f, ...) __attribute__((format(printf, 1, 2)));
+std::string format_text(const char* f, ...) {
+  char buf[512];
+  va_list args;
+  va_start(args, f);
+  std::vsnprintf(buf, sizeof buf, f, args);
+  va_end(args);
+  return buf;
+}
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
 
 class Merge {
  public:
@@ -32,9 +69,13 @@ class Merge {
 
   JobView run() {
     set_up();
-    if (any_collectives_ && view_.hosts.size() > 1) align_clocks();
-    if (!any_collectives_) view_.method = kMethodStepRowsFloor;
+    if (any_collectives_) check_matching();
+    // Instances are used only where some can be trusted; else every step is blamed by the floor.
+    by_instances_ = any_collectives_ && trusted_instances_;
+    if (!by_instances_) view_.method = kMethodStepRowsFloor;
     blame_pass();
+    if (by_instances_ && view_.floor_steps > 0) view_.method = kMethodMixed;
+    finish_matching_notes();
     view_.top_steps_limit = opts_.top_steps;
     finish_job_summary(&view_);
     return std::move(view_);
@@ -43,6 +84,13 @@ class Merge {
  private:
   void set_up();
   void align_clocks();
+  void check_matching();
+  void check_pass();
+  void finish_matching_notes();
+  void note_unmatched(std::map<int64_t, WindowStep>& steps);
+  bool matched(const CollectiveRecord& r) const {
+    return matchable_across_ranks(r) && unreliable_.count(r.comm_hash) == 0;
+  }
   void blame_pass();
   std::vector<std::unique_ptr<RankStream>> open_streams(bool steps);
   void collect_notes(const std::vector<std::unique_ptr<RankStream>>& streams);
@@ -52,7 +100,7 @@ class Merge {
   template <typename OnInstance>
   void for_each_instance(OnInstance on_instance);
   void blame_instances(std::map<int64_t, WindowStep>& steps);
-  void blame_by_floor(std::map<int64_t, WindowStep>& steps);
+  void blame_by_floor(std::map<int64_t, WindowStep>& steps, bool unmatched_steps_only);
   void finish_steps(std::map<int64_t, WindowStep>& steps);
   void align_window();
 
@@ -63,6 +111,14 @@ class Merge {
   JobView view_;
   bool any_collectives_ = false;
   int collective_ranks_ = 0;
+  bool trusted_instances_ = false;  // the check found a trusted instance with >= 2 ranks
+  bool by_instances_ = false;
+  bool blaming_ = false;  // in the blame pass (the one that counts)
+  std::set<uint64_t> unreliable_;          // communicators whose matching failed the check
+  std::map<uint64_t, CommCheck> checks_;   // the last check pass, by communicator
+  std::map<uint64_t, CommCheck> failed_;   // the unreliable ones, as the pass that found them
+  std::map<std::tuple<size_t, int, int>, UnmatchedCollectiveRow> unmatched_;
+  int64_t no_peer_records_ = 0;
   std::vector<int> host_of_;
   std::vector<int64_t> offset_of_;
   // The current window, by slot.
@@ -167,6 +223,7 @@ void Merge::for_each_instance(OnInstance on_instance) {
   for (size_t s = 0; s < n_; ++s) {
     for (size_t i = 0; i < records_[s].size(); ++i) {
       const CollectiveRecord& r = records_[s][i];
+      if (!matched(r)) continue;
       entries_.push_back(Entry{r.comm_hash, r.seq, static_cast<int>(s), static_cast<uint32_t>(i)});
     }
   }
@@ -182,7 +239,7 @@ void Merge::for_each_instance(OnInstance on_instance) {
     while (j < entries_.size() && entries_[j].comm == entries_[i].comm &&
            entries_[j].seq == entries_[i].seq) {
       if (entries_[j].slot == entries_[kept - 1].slot) {
-        ++view_.duplicate_records;
+        if (blaming_) ++view_.duplicate_records;  // counted once, not per pass
       } else {
         entries_[kept++] = entries_[j];
       }
@@ -223,6 +280,129 @@ void Merge::align_clocks() {
   }
 }
 
+// Aligns the clocks (several hosts) and checks every matched instance's ends on the job clock;
+// a communicator found unreliable is left out and the clocks aligned again without it.
+void Merge::check_matching() {
+  for (int round = 0; round < 3; ++round) {
+    if (view_.hosts.size() > 1) align_clocks();
+    const size_t before = unreliable_.size();
+    check_pass();
+    if (unreliable_.size() == before) return;
+  }
+  if (view_.hosts.size() > 1) align_clocks();
+}
+
+void Merge::check_pass() {
+  checks_.clear();
+  std::vector<RankArrival> arrivals;
+  auto streams = open_streams(/*steps=*/false);
+  for_each_window(streams, /*steps=*/false, [&] {
+    align_window();
+    for_each_instance([&](auto begin, auto end) {
+      arrivals.clear();
+      TimeNs first_end = 0;
+      for (auto e = begin; e != end; ++e) {
+        const CollectiveRecord& r = records_[static_cast<size_t>(e->slot)][e->index];
+        if (r.gpu_start == 0 || r.gpu_end == 0) continue;
+        first_end = arrivals.empty() ? r.gpu_end : std::min(first_end, r.gpu_end);
+        arrivals.push_back(RankArrival{e->slot, r.gpu_start, r.gpu_end});
+      }
+      if (arrivals.size() < 2) return;
+      const CollectiveRecord& first = records_[static_cast<size_t>(begin->slot)][begin->index];
+      CommCheck& c = checks_[first.comm_hash];
+      if (c.instances == 0) {
+        c.type = first.type;
+        c.source = first.source;
+      }
+      ++c.instances;
+      const InstanceBlame b = blame_instance(arrivals);
+      c.spread.add(static_cast<double>(b.end_spread_ns));
+      if (!instance_plausible(b, first_end)) ++c.implausible;
+    });
+  });
+  trusted_instances_ = false;
+  for (const auto& [comm, c] : checks_) {
+    // Most instances failing is the matching (or the clocks), not a few slow ranks: the
+    // estimator's medians tolerate a minority of outliers, so a minority is left to them.
+    if (c.implausible * 2 > c.instances) {
+      unreliable_.insert(comm);
+      failed_.emplace(comm, c);
+    } else {
+      trusted_instances_ = true;
+    }
+  }
+}
+
+void Merge::finish_matching_notes() {
+  std::set<uint64_t> checked(unreliable_);
+  for (const auto& [comm, c] : checks_) checked.insert(comm);
+  view_.communicators_checked = static_cast<int64_t>(checked.size());
+  view_.communicators_unreliable = static_cast<int64_t>(unreliable_.size());
+  for (auto& [key, row] : unmatched_) view_.unmatched.push_back(row);
+  if (no_peer_records_ > 0) {
+    view_.matching_notes.push_back(format_text(
+        "%lld point-to-point records without their peer were not matched across ranks "
+        "(the record does not say which rank is on the other end, so the i-th send/recv of two "
+        "ranks need not be one transfer): listed per rank as unmatched, not split into waiting and transfer",
+        static_cast<long long>(no_peer_records_)));
+  }
+  for (const auto& [comm, c] : failed_) {
+    view_.matching_notes.push_back(format_text(
+        "communicator %s (%s, %s identity): %lld of %lld matched instances are not one operation "
+        "(an end before the last arrival, or ends further apart than the tolerance; median "
+        "spread of aligned ends %.1f us): matching unreliable, not used for clocks or blame",
+        hex(comm).c_str(), to_string(c.type), to_string(c.source),
+        static_cast<long long>(c.implausible), static_cast<long long>(c.instances),
+        c.spread.percentile(50) / 1e3));
+  }
+  if (any_collectives_ && !by_instances_) {
+    view_.matching_notes.push_back(
+        "no matched collective could be trusted: waiting and transfer are from step rows "
+        "(transfer floor: the least exposed communication across ranks per step)");
+  } else if (view_.floor_steps > 0) {
+    view_.matching_notes.push_back(format_text(
+        "%lld steps whose collectives could not be matched are blamed by the transfer floor",
+        static_cast<long long>(view_.floor_steps)));
+  }
+}
+
+// Records that are not matched this pass: kept in the per-rank table, exported without blame,
+// and their steps marked for the floor.
+void Merge::note_unmatched(std::map<int64_t, WindowStep>& steps) {
+  for (size_t s = 0; s < n_; ++s) {
+    for (const CollectiveRecord& r : records_[s]) {
+      if (by_instances_ && matched(r)) continue;
+      const int reason = !matchable_across_ranks(r)           ? kReasonNoPeer
+                         : unreliable_.count(r.comm_hash) > 0 ? kReasonImplausible
+                                                               : kReasonAlone;
+      if (reason == kReasonNoPeer) ++no_peer_records_;
+      auto [it, fresh] = unmatched_.try_emplace(
+          std::make_tuple(s, static_cast<int>(r.type), reason));
+      UnmatchedCollectiveRow& row = it->second;
+      if (fresh) {
+        row.rank = in_.ranks[s].rank;
+        row.type = r.type;
+        row.reason = kUnmatchedReasons[reason];
+      }
+      ++row.records;
+      if (r.gpu_start != 0 && r.gpu_end > r.gpu_start) {
+        row.duration_ns += r.gpu_end - r.gpu_start;
+        ++row.timed;
+      }
+      if (r.bytes > 0) {
+        row.bytes += r.bytes;
+        ++row.bytes_known;
+      }
+      const auto step = steps.find(r.step_index);
+      if (step != steps.end()) step->second.unmatched = true;
+      if (export_ != nullptr) {
+        export_->collective(ExportRank{&view_.job_id, &view_.ranks[s].host, view_.ranks[s].rank},
+                            r, -1, 0, 0, 0.0);
+      }
+    }
+  }
+}
+
 void Merge::align_window() {
   const auto shift = [](TimeNs t, int64_t offset) { return t == 0 ? t : t - offset; };
   for (size_t s = 0; s < n_; ++s) {
@@ -259,7 +439,10 @@ void Merge::blame_instances(std::map<int64_t, WindowStep>& steps) {
       }
       arrivals.push_back(RankArrival{e->slot, r.gpu_start, r.gpu_end});
     }
-    const int expected = first.nranks > 0 ? first.nranks : collective_ranks_;
+    // A transfer has two ends whatever the communicator's size.
+    const int expected = first.type == CollectiveType::kSendRecv ? 2
+                         : first.nranks > 0                     ? first.nranks
+                                                                : collective_ranks_;
     const auto members = static_cast<int>(end - begin);
     InstanceBlame b;
     const bool blamed = arrivals.size() >= 2;
@@ -279,7 +462,9 @@ void Merge::blame_instances(std::map<int64_t, WindowStep>& steps) {
                             r, last_rank, wait, transfer,
                             bus_bandwidth_gbs(r.bytes, transfer, r.type, nranks));
       }
-      if (!blamed || !timed || warm(r.step_index)) continue;
+      if (!blamed || !timed) continue;
+      if (auto it = steps.find(r.step_index); it != steps.end()) it->second.matched = true;
+      if (warm(r.step_index)) continue;
       JobRankResult& res = view_.ranks[static_cast<size_t>(e->slot)];
       ++res.instances;
       ++res.instances_by_type[static_cast<size_t>(r.type) & 15];
@@ -326,8 +511,10 @@ void Merge::blame_instances(std::map<int64_t, WindowStep>& steps) {
 // Without collective rows (cross-rank floor): per step, the least exposed communication is
 // the transfer, each rank's excess waiting, and the rank with the most other work is late by
 // the longest wait it caused.
-void Merge::blame_by_floor(std::map<int64_t, WindowStep>& steps) {
+// With `unmatched_steps_only`, only the steps with unmatched records and no trusted instance.
+void Merge::blame_by_floor(std::map<int64_t, WindowStep>& steps, bool unmatched_steps_only) {
   for (auto& [index, step] : steps) {
+    if (unmatched_steps_only && (step.matched || !step.unmatched)) continue;
     int64_t floor = -1;
     int busiest = -1;
     int64_t most_work = -1;
@@ -342,6 +529,11 @@ void Merge::blame_by_floor(std::map<int64_t, WindowStep>& steps) {
       }
     }
     if (busiest < 0) continue;
+    if (!step.warmup) {
+      const auto rows = std::count_if(step.row.begin(), step.row.end(),
+                                      [](const StepRow* r) { return r != nullptr; });
+      if (rows >= 2) ++view_.floor_steps;
+    }
     int64_t longest = 0;
     for (size_t s = 0; s < n_; ++s) {
       const StepRow* r = step.row[s];
@@ -409,6 +601,7 @@ void Merge::finish_steps(std::map<int64_t, WindowStep>& steps) {
 }
 
 void Merge::blame_pass() {
+  blaming_ = true;
   auto streams = open_streams(/*steps=*/true);
   std::map<int64_t, WindowStep> steps;
   for_each_window(streams, /*steps=*/true, [&] {
@@ -427,10 +620,12 @@ void Merge::blame_pass() {
         step.warmup = step.warmup || r.warmup;
       }
     }
-    if (any_collectives_) {
+    if (any_collectives_) note_unmatched(steps);
+    if (by_instances_) {
       blame_instances(steps);
+      blame_by_floor(steps, /*unmatched_steps_only=*/true);
     } else {
-      blame_by_floor(steps);
+      blame_by_floor(steps, /*unmatched_steps_only=*/false);
     }
     finish_steps(steps);
   });
@@ -441,6 +636,29 @@ void Merge::blame_pass() {
 }
 
 }  // namespace
+
+bool matchable_across_ranks(const CollectiveRecord& record) {
+  if (record.type != CollectiveType::kSendRecv) return true;
+  switch (record.source) {
+    case CollectiveSource::kKineto:  // the pair's comm when the trace names the peer
+      return true;
+    case CollectiveSource::kNcclPlugin:  // the transfer's comm and count: rank and peer known
+      return record.rank >= 0 && record.seq > 0;
+    case CollectiveSource::kKernelOrder:
+    case CollectiveSource::kNone:
+      break;
+  }
+  return false;
+}
+
+int64_t end_tolerance_ns(int64_t median_transfer_ns) {
+  return kEndToleranceFloorNs + 2 * std::max<int64_t>(0, median_transfer_ns);
+}
+
+bool instance_plausible(const InstanceBlame& blame, TimeNs first_end) {
+  const bool causal = blame.last_arrival - first_end <= kEndToleranceFloorNs;
+  return causal && blame.end_spread_ns <= end_tolerance_ns(blame.transfer_ns);
+}
 
 JobView build_job_view(const JobInputs& inputs, const JobOptions& options, JobExport* exporter) {
   return Merge(inputs, options, exporter).run();

@@ -84,7 +84,7 @@ void find_slow_links(JobView* v) {
   for (JobRankResult& r : v->ranks) {
     if (r.instances > 0) means.push_back(per(r.transfer_ns, r.instances));
   }
-  if (means.size() < 3 || v->method != kMethodCollectives) return;
+  if (means.size() < 3 || v->method == kMethodStepRowsFloor) return;
   const double median = percentile(means, 50);
   if (median <= 0) return;
   // A slow link: its own transfers take 1.5x the median rank's while it is not the one others
@@ -108,12 +108,12 @@ void find_slow_links(JobView* v) {
 // 3% from step rows alone (the floor's estimate is coarser; the cross-rank rule it replaces).
 // From step rows alone every step has a busiest rank, so all steps count (the old rule).
 int64_t judged_steps(const JobView& v) {
-  return v.method == kMethodCollectives ? v.blamed_steps : v.steps;
+  return v.method != kMethodStepRowsFloor ? v.blamed_steps : v.steps;
 }
 
 bool stands_out(const JobView& v, const JobRankResult* top, double job_step_ms) {
   if (top == nullptr || top->late_steps * 2 <= judged_steps(v)) return false;
-  const double share = v.method == kMethodCollectives ? 0.01 : 0.03;
+  const double share = v.method != kMethodStepRowsFloor ? 0.01 : 0.03;
   return ms(per(top->late_ns, judged_steps(v))) >= share * job_step_ms;
 }
 
@@ -169,7 +169,7 @@ void finish_job_summary(JobView* v) {
                                       : "the ranks share no step: nothing to compare";
   } else if (stands_out(*v, top, job_step_ms)) {
     std::string where;
-    if (v->method == kMethodCollectives) {
+    if (v->method != kMethodStepRowsFloor && top->last_count > 0) {
       size_t type = 0;
       for (size_t t = 1; t < top->last_by_type.size(); ++t) {
         if (top->last_by_type[t] > top->last_by_type[type]) type = t;
@@ -254,6 +254,17 @@ json job_view_to_json(const JobView& v) {
                                             ? t.busbw_gbs_sum / static_cast<double>(t.busbw_instances)
                                             : 0.0}});
   }
+  json unmatched = json::array();
+  for (const UnmatchedCollectiveRow& u : v.unmatched) {
+    unmatched.push_back({{"rank", u.rank},
+                         {"collective", to_string(u.type)},
+                         {"reason", u.reason},
+                         {"records", u.records},
+                         {"duration_ms_mean", ms(per(u.duration_ns, u.timed))},
+                         {"bytes_mean", u.bytes_known > 0 ? json(per(static_cast<int64_t>(u.bytes),
+                                                                     u.bytes_known))
+                                                          : json(nullptr)}});
+  }
   json top = json::array();
   for (const StepBlame& b : v.top_steps) {
     json excess = json::object();
@@ -305,6 +316,13 @@ json job_view_to_json(const JobView& v) {
         {"records_without_times", v.records_without_times},
         {"clock_suspect_records", v.clock_suspect_records},
         {"by_type", types}}},
+      {"matching",
+       {{"notes", json::array()},
+        {"end_tolerance", "every end after the last arrival, ends within 2x the median transfer; both +50 us (job_merge.h)"},
+        {"communicators_checked", v.communicators_checked},
+        {"communicators_unreliable", v.communicators_unreliable},
+        {"floor_steps", v.floor_steps},
+        {"unmatched", unmatched}}},
       {"steps",
        {{"count", v.steps},
         {"with_a_late_rank", v.blamed_steps},
@@ -318,6 +336,7 @@ json job_view_to_json(const JobView& v) {
   for (const std::string& p : v.problems) out["problems"].push_back(json_safe_utf8(p));
   for (auto& c : out["corrections"]) c = json_safe_utf8(c.get<std::string>());
   for (auto& c : out["slow_links"]) c = json_safe_utf8(c.get<std::string>());
+  for (const std::string& n : v.matching_notes) out["matching"]["notes"].push_back(json_safe_utf8(n));
   return out;
 }
 
@@ -328,14 +347,19 @@ std::string render_job_view(const JobView& v) {
   if (v.world_size > 0) o << " of " << v.world_size;
   o << " on " << v.hosts.size() << (v.hosts.size() == 1 ? " host, " : " hosts, ") << v.steps
     << " steps compared ("
-    << (v.method == kMethodCollectives ? "matched collectives" : "step rows only: transfer floor")
+    << (v.method == kMethodCollectives     ? "matched collectives"
+        : v.method == kMethodStepRowsFloor ? "step rows only: transfer floor"
+                                           : "matched collectives, transfer floor where unmatched")
     << ")\n";
   o << terminal_text(v.headline) << "\n";
+  for (const std::string& n : v.matching_notes) o << "matching: " << terminal_text(n) << "\n";
   for (const std::string& s : v.slow_links) o << terminal_text(s) << "\n";
   // Clocks.
   o << "clocks:";
   if (v.hosts.size() == 1) {
     o << " every rank is on host " << terminal_text(v.hosts[0].name) << ": one clock, not shifted\n";
+  } else if (v.alignment.instances_cross_host == 0) {
+    o << " not aligned: no trusted matched instance spans two hosts (every offset 0)\n";
   } else {
     o << format(" reference host %s; %lld cross-host instances, residual (spread of aligned ends) "
                 "p50 %.1f us, p99 %.1f us\n",
@@ -385,6 +409,22 @@ std::string render_job_view(const JobView& v) {
                 static_cast<long long>(t.instances), ms(per(t.transfer_ns, t.instances)),
                 ms(per(t.wait_ns, t.rank_records)),
                 t.busbw_instances > 0 ? t.busbw_gbs_sum / static_cast<double>(t.busbw_instances) : 0.0);
+  }
+  if (!v.unmatched.empty()) {
+    o << "not matched across ranks (per rank, not split into waiting and transfer):\n"
+         "  rank  type           count  mean ms     mean bytes  why\n";
+    size_t shown = 0;
+    for (const UnmatchedCollectiveRow& u : v.unmatched) {
+      if (shown++ == 16) {
+        o << "  ... " << v.unmatched.size() - 16 << " more rows in job.json\n";
+        break;
+      }
+      const std::string bytes =
+          u.bytes_known > 0 ? format("%.0f", per(static_cast<int64_t>(u.bytes), u.bytes_known)) : "-";
+      o << format("  %4d  %-14s %5lld %8.3f %14s  %s\n", u.rank, to_string(u.type),
+                  static_cast<long long>(u.records), ms(per(u.duration_ns, u.timed)), bytes.c_str(),
+                  u.reason);
+    }
   }
   for (const std::string& c : v.corrections) o << terminal_text(c) << "\n";
   for (const std::string& p : v.problems) o << "problem: " << terminal_text(p) << "\n";

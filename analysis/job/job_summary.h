@@ -26,6 +26,24 @@ inline constexpr const char* kMethodCollectives = "collectives";  // matched ins
 // floor and each rank's excess is waiting; the rank with the most non-communication work is
 // the late one (the only thing step rows can say; it cannot see a slow link).
 inline constexpr const char* kMethodStepRowsFloor = "step_rows_floor";
+// Both: matched instances where they can be trusted, the floor for the steps whose
+// collectives could not be matched (job_merge.h, *Matching*).
+inline constexpr const char* kMethodMixed = "collectives+step_rows_floor";
+
+// Collectives that were not matched across ranks, per rank and type and reason: what each
+// rank ran, without a split into waiting and transfer.
+inline constexpr const char* kUnmatchedNoPeer = "p2p_without_peer";
+inline constexpr const char* kUnmatchedImplausible = "implausible_matching";
+struct UnmatchedCollectiveRow {
+  int rank = -1;
+  CollectiveType type = CollectiveType::kNone;
+  const char* reason = kUnmatchedNoPeer;
+  int64_t records = 0;
+  int64_t duration_ns = 0;  // sum of gpu_end - gpu_start (records with both)
+  int64_t timed = 0;        // records with both times
+  uint64_t bytes = 0;       // sum over records with bytes known
+  int64_t bytes_known = 0;
+};
 
 struct JobRankResult {
   int rank = -1;
@@ -97,6 +115,11 @@ struct JobView {
   SampleReservoir job_step_sample;
   std::vector<StepBlame> top_steps;  // the steps with the most lateness, most first
   size_t top_steps_limit = 10;
+  // Matching: what could not be matched, and why (one line each).
+  std::vector<UnmatchedCollectiveRow> unmatched;  // by rank slot, then type, then reason
+  std::vector<std::string> matching_notes;
+  int64_t communicators_checked = 0, communicators_unreliable = 0;
+  int64_t floor_steps = 0;  // summary steps blamed by the floor (method mixed or floor)
   // Findings.
   std::string headline;
   std::vector<std::string> corrections;  // "rank 0: communication 61% is waiting for rank 2"

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -188,9 +189,12 @@ inline std::vector<PlantedRank> plant(const PlantedJob& job) {
   return out;
 }
 
-// The planted job as loaded ranks (rows in memory), in job.input_order.
-inline JobInputs planted_inputs(const PlantedJob& job) {
+// The planted job as loaded ranks (rows in memory), in job.input_order; `tamper` (optional)
+// edits the planted ranks first (a test's fault the generator does not plant).
+inline JobInputs planted_inputs(const PlantedJob& job,
+                                const std::function<void(std::vector<PlantedRank>&)>& tamper = {}) {
   std::vector<PlantedRank> planted = plant(job);
+  if (tamper) tamper(planted);
   std::vector<int> order = job.input_order;
   if (order.empty()) {
     for (int r = 0; r < job.ranks; ++r) order.push_back(r);

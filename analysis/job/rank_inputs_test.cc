@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -175,7 +176,10 @@ TEST_F(RankFilesTest, BadInputsAreOneLineEachAndTheRestIsUsed) {
 }
 
 // Two ranks' PyTorch-profiler traces of a 128-rank pipeline-parallel job (tests/data/kineto,
-// README there): steps from the front door, collectives (send/recv) by kernel order.
+// README there): steps from the front door, collectives (send/recv) by kernel order.  The
+// send/recv kernels have no peer in the trace, so the i-th of rank 0 and the i-th of rank 1
+// are not one transfer (they are matched to other stages): they are not matched, they are
+// listed per rank, and waiting vs transfer is the floor's, computed here from the step rows.
 TEST_F(RankFilesTest, TwoRanksOfARealJobFromTheirTraces) {
   const std::string data = GPUACCT_TEST_DATA_DIR;
   const JobInputs in = load_job_inputs(
@@ -186,14 +190,77 @@ TEST_F(RankFilesTest, TwoRanksOfARealJobFromTheirTraces) {
   EXPECT_EQ(in.ranks[0].rank, 0);
   EXPECT_EQ(in.ranks[0].step_source, "kineto");
   EXPECT_TRUE(in.ranks[0].has_collectives);
+
+  // The floor, from each rank's step rows alone: per step both ranks have (not warm-up), the
+  // least exposed communication is the transfer and each rank's excess is waiting.
+  std::vector<std::map<int64_t, StepRow>> rows(2);
+  std::vector<int64_t> records(2, 0);
+  for (size_t s = 0; s < 2; ++s) {
+    auto stream = in.ranks[s].open(true);
+    ASSERT_TRUE(stream.ok()) << stream.status().message();
+    std::vector<StepRow> all;
+    std::vector<CollectiveRecord> collectives;
+    while (stream.value()->next_step() != kNoMoreSteps) {
+      stream.value()->read_until(stream.value()->next_step() + 1, &all, &collectives);
+    }
+    for (const StepRow& r : all) {
+      auto [it, fresh] = rows[s].emplace(r.step_index, r);
+      if (!fresh && r.device < it->second.device) it->second = r;
+    }
+    for (const CollectiveRecord& c : collectives) {
+      EXPECT_EQ(c.type, CollectiveType::kSendRecv);
+      EXPECT_EQ(c.source, CollectiveSource::kKernelOrder);
+      ++records[s];
+    }
+  }
+  std::vector<int64_t> waited(2, 0), transfer(2, 0);
+  int64_t common = 0;
+  for (const auto& [index, row0] : rows[0]) {
+    const auto other = rows[1].find(index);
+    if (other == rows[1].end() || row0.warmup || other->second.warmup) continue;
+    ++common;
+    const int64_t exposed[2] = {row0.cat.comm_exposed, other->second.cat.comm_exposed};
+    const int64_t floor = std::min(exposed[0], exposed[1]);
+    for (size_t s = 0; s < 2; ++s) {
+      waited[s] += exposed[s] - floor;
+      transfer[s] += floor;
+    }
+  }
+  ASSERT_EQ(common, 2);
+  ASSERT_EQ(rows[0].size(), 2u);  // every step of each rank is a common one
+  ASSERT_EQ(rows[1].size(), 2u);
+  EXPECT_EQ(records[0], 10);
+  EXPECT_EQ(records[1], 10);
+
   const JobView v = build_job_view(in);
-  EXPECT_EQ(v.steps, 2);
-  EXPECT_EQ(v.instances, 10);
-  EXPECT_EQ(v.types[static_cast<size_t>(CollectiveType::kSendRecv)].instances, 10);
-  // Each rank waits for the other in some instances: both are someone's last rank.
-  EXPECT_GT(v.ranks[0].last_count, 0);
-  EXPECT_GT(v.ranks[1].last_count, 0);
-  EXPECT_EQ(v.ranks[0].last_count + v.ranks[1].last_count, 10);
+  EXPECT_EQ(v.method, std::string(kMethodStepRowsFloor));
+  EXPECT_EQ(v.steps, common);
+  EXPECT_EQ(v.instances, 0);  // nothing matched
+  EXPECT_EQ(v.alignment.instances_cross_host, 0);
+  for (size_t s = 0; s < 2; ++s) {
+    EXPECT_EQ(v.ranks[s].waited_ns, waited[s]) << "rank " << s;
+    EXPECT_EQ(v.ranks[s].transfer_ns, transfer[s]) << "rank " << s;
+    EXPECT_EQ(v.ranks[s].clock_offset_ns, 0);
+  }
+  // Not a split by arrival: rank 0 waits, per step, less than its exposed communication.
+  EXPECT_GT(waited[0], 0);
+  EXPECT_LT(waited[0], rows[0].begin()->second.cat.comm_exposed);
+  // The per-collective table: SendRecv, 10 per rank, unmatched for want of a peer.
+  ASSERT_EQ(v.unmatched.size(), 2u);
+  for (size_t s = 0; s < 2; ++s) {
+    const UnmatchedCollectiveRow& u = v.unmatched[s];
+    EXPECT_EQ(u.rank, static_cast<int>(s));
+    EXPECT_EQ(u.type, CollectiveType::kSendRecv);
+    EXPECT_EQ(u.reason, std::string(kUnmatchedNoPeer));
+    EXPECT_EQ(u.records, 10);
+    EXPECT_EQ(u.timed, 10);
+    EXPECT_GT(u.duration_ns, 0);
+  }
+  EXPECT_TRUE(has_problem(v.matching_notes, "20 point-to-point records without their peer"));
+  EXPECT_TRUE(has_problem(v.matching_notes, "no matched collective could be trusted"));
+  const std::string text = render_job_view(v);
+  EXPECT_NE(text.find("step rows only: transfer floor"), std::string::npos) << text;
+  EXPECT_NE(text.find("p2p_without_peer"), std::string::npos) << text;
 }
 
 TEST_F(RankFilesTest, ACutReportFallsBackToTheRanksStepStream) {
