@@ -6,7 +6,7 @@
 //   nccl_plugin   NCCL's profiler-plugin records (inject/nccl_profiler.h) with the GPU times of
 //                 their kernels (CollectiveMatcher, inject/nccl_match.h);
 //   kernel_order  no plugin record came: NCCL kernels numbered by order per stream
-//                 (analysis/job/kernel_order.h); the header's identity_note says why.
+//                 (analysis/import/kernel_order.h); the header's identity_note says why.
 // The choice is made when the first record is ready for its step (a plugin record is drained
 // within microseconds of its kernel's launch call, and kernel-order records wait for the
 // watermark -- several flush periods -- so a run with plugin events does not start as
@@ -14,7 +14,7 @@
 // records are seen the kernel-order numbering runs beside the matcher; it is dropped once the
 // file is nccl_plugin.
 //
-// Steps: CollectiveStepAssigner (analysis/job/collective_steps.h), fed the accountant's rows.
+// Steps: CollectiveStepAssigner (analysis/accounting/collective_steps.h), fed the accountant's rows.
 // Errors: a file that cannot be written is said once (log_line) and its rows counted lost
 // (Stat::collective_rows_lost).  Not thread-safe: the worker owns it.
 #pragma once
@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "analysis/accounting/step_row.h"
-#include "analysis/job/collective_steps.h"
-#include "analysis/job/kernel_order.h"
+#include "analysis/accounting/collective_steps.h"
+#include "analysis/import/kernel_order.h"
 #include "analysis/model/collective_rows.h"
 #include "analysis/model/events.h"
 #include "analysis/model/run_metadata.h"

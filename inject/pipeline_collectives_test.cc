@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "analysis/job/kernel_order.h"
+#include "analysis/import/kernel_order.h"
 #include "analysis/model/collective_rows.h"
 #include "inject/pipeline.h"
 

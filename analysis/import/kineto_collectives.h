@@ -19,7 +19,7 @@
 //               size of dtype, when dtype is known.
 // Collective kernels with no args at all (older PyTorch, sampled traces) are handed to
 // `unidentified` instead, in start order: the front door numbers them by kernel order
-// (analysis/job/kernel_order.h).
+// (analysis/import/kernel_order.h).
 //
 // Fed by the Kineto importer (KinetoImportOptions::collectives) with each record_param_comms
 // op and each collective kernel, and as an EventSink (teed beside the accountant) with the

@@ -48,7 +48,7 @@
 #include "analysis/accounting/accounting_config.h"
 #include "analysis/accounting/step_accountant.h"
 #include "analysis/input/step_stream_reader.h"
-#include "analysis/job/collective_steps.h"
+#include "analysis/accounting/collective_steps.h"
 #include "analysis/model/collective.h"
 #include "analysis/model/collective_rows.h"
 #include "analysis/model/event_sink.h"
@@ -177,7 +177,7 @@ struct AccountingObservers {
   StepAccountant::RowSink on_row;
   StepAccountant::SegmentSink on_segment;
   // Every collective instance of the input (InputOptions::on_collective) with its step
-  // (CollectiveStepAssigner, analysis/job/collective_steps.h, fed the accountant's rows): as
+  // (CollectiveStepAssigner, analysis/accounting/collective_steps.h, fed the accountant's rows): as
   // soon as the rows that could hold it are finalised, the rest when the accounting finishes.
   std::function<void(const CollectiveRecord&)> on_collective;
 };

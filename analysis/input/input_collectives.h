@@ -3,7 +3,7 @@
 //   - a Kineto trace: its collective args (import/kineto_collectives.h); its collective kernels
 //     without args by kernel order;
 //   - a recording (no NCCL profiler-plugin events are recorded yet): kernel order
-//     (analysis/job/kernel_order.h), released by the recording's watermarks.
+//     (analysis/import/kernel_order.h), released by the recording's watermarks.
 // finish() emits what is held and says, for the rows file's header, how the collectives were
 // identified and why when it was a fallback.
 #pragma once
@@ -14,7 +14,7 @@
 #include <string>
 
 #include "analysis/import/kineto_collectives.h"
-#include "analysis/job/kernel_order.h"
+#include "analysis/import/kernel_order.h"
 #include "analysis/model/collective.h"
 #include "analysis/model/event_sink.h"
 

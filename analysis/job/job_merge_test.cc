@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "analysis/job/job_test_util.h"
-#include "analysis/job/kernel_order.h"
+#include "analysis/import/kernel_order.h"
 
 namespace gpuacct {
 namespace {

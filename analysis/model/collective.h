@@ -3,7 +3,7 @@
 //   - the live library, from NCCL's profiler-plugin events (inject/nccl_profiler.*) matched to
 //     the CUPTI kernel that ran them;
 //   - where no plugin events arrive (older NCCL, plugin refused) and for recordings without
-//     them, NCCL kernels matched by their order per stream (analysis/job/kernel_order.h);
+//     them, NCCL kernels matched by their order per stream (analysis/import/kernel_order.h);
 //   - a PyTorch-profiler trace, from its kernels' "Collective name", "In msg nelems",
 //     "Process Group", "seq" args.
 // On every rank, (comm_hash, seq) names the same instance: that is how ranks are matched.

@@ -1,6 +1,6 @@
 // A 64-bit hash that is the same in every process, build and machine (FNV-1a), for names that
 // must agree across ranks: the communicator hash of a trace's process group, of a kernel-order
-// stream (analysis/job/kernel_order.h).  Not for hash tables keyed by untrusted input.
+// stream (analysis/import/kernel_order.h).  Not for hash tables keyed by untrusted input.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "analysis/job/collective_steps.h"
+#include "analysis/accounting/collective_steps.h"
 
 #include <algorithm>
 #include <utility>

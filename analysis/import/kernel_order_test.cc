@@ -1,4 +1,4 @@
-#include "analysis/job/kernel_order.h"
+#include "analysis/import/kernel_order.h"
 
 #include <algorithm>
 #include <map>
