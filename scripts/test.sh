@@ -95,8 +95,8 @@ if command -v clang++ >/dev/null 2>&1; then
   CC=clang CXX=clang++ cmake -S "$root" -B "$build-fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DGPUACCT_BUILD_FUZZ=ON -DGPUACCT_BUILD_INJECT=OFF -DGPUACCT_BUILD_BENCH=OFF \
     -DGPUACCT_BUILD_E2E=OFF >/dev/null
-  cmake --build "$build-fuzz" -j "$jobs" --target kineto_importer_fuzz recording_reader_fuzz \
-    >/dev/null
+  cmake --build "$build-fuzz" -j "$jobs" \
+    --target kineto_importer_fuzz recording_reader_fuzz collective_rows_fuzz >/dev/null
   ctest --test-dir "$build-fuzz" -L fuzz --output-on-failure -j 2
 fi
 
