@@ -310,7 +310,9 @@ def export_job(inputs: Sequence[str], out_dir: str, cli: Optional[str] = None,
     os.makedirs(parent, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".gpuacct_job_export_", dir=parent) as tmp:
         export = os.path.join(tmp, "export")
-        cmd = [cli, "job", *[os.fspath(i) for i in inputs], *extra_args, "--export", export]
+        # --no-files: the tables are the output; job.json would land in the caller's directory.
+        cmd = [cli, "job", *[os.fspath(i) for i in inputs], *extra_args, "--no-files",
+               "--export", export]
         try:
             res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  timeout=timeout, check=False)

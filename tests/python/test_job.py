@@ -456,3 +456,29 @@ def test_installed_package_has_the_queries(venv, dataset):
     lines = res.stdout.splitlines()
     assert len(lines) == 1 + export.ranks
     assert lines[1].split(",")[2] == str(export.straggler)
+
+
+# --- the real chain: the C++ merge's export, Parquet, both engines -------------------------------
+
+def test_real_export_through_parquet_names_the_planted_straggler(tmp_path, spark):
+    """A planted job written by bench/job_bench (8 ranks on 2 hosts, rank 5 waiting 15 ms for
+    data every step), merged by the real `gpuacct job --export`, converted and queried: both
+    engines give the same rows, and the straggler comes first on each."""
+    build = os.environ.get("GPUACCT_BUILD_DIR", "")
+    cli, bench = Path(build, "bin", "gpuacct"), Path(build, "bench", "job_bench")
+    assert cli.exists() and bench.exists(), f"build outputs missing under {build!r}"
+    ranks = tmp_path / "ranks"
+    subprocess.run([str(bench), str(ranks), "--ranks", "8", "--hosts", "2", "--steps", "40",
+                    "--collectives", "4", "--every", "2", "--straggler", "5", "--seed", "3"],
+                   check=True, stdout=subprocess.DEVNULL, cwd=tmp_path)
+    manifest = job.export_job([str(ranks)], str(tmp_path / "ds"), cli=str(cli))
+    assert manifest["tables"]["steps"]["rows"] == 8 * 40
+    assert not (tmp_path / "gpuacct-out").exists()  # --no-files: nothing beside the caller
+    for name in ("slowest_ranks", "blame_by_wall"):
+        duck = job.query(str(tmp_path / "ds"), name, engine="duckdb")
+        spk = job.query(str(tmp_path / "ds"), name, engine="spark", session=spark)
+        assert (duck.columns, duck.rows) == (spk.columns, spk.rows), name
+        first = dict(zip(duck.columns, duck.rows[0]))
+        assert first["rank"] == 5, (name, first)
+        if name == "blame_by_wall":
+            assert first["blamed_wall"] == "data", first
