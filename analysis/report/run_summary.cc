@@ -269,6 +269,16 @@ void decide_verdict(RunSummary& out, const std::vector<StepRow>& rows,
       }
       v.notes.push_back(note + ".");
     }
+    // One rank is not the job: the rank that waits in a collective is not the one that is
+    // slow, and this rank alone cannot tell waiting from transfer (docs/job_view.md).
+    if (meta != nullptr && meta->world_size > 1 && best != nullptr &&
+        best->wall == Wall::kCommunication) {
+      v.notes.push_back("This is one rank of " + std::to_string(meta->world_size) +
+                        ": its communication time includes waiting for slower ranks to reach "
+                        "each collective, and the rank that waits is not the one that is slow. "
+                        "`gpuacct job` over every rank's outputs says which rank arrives last "
+                        "and what it was doing instead.");
+    }
     if (out.gpu_busy_share > 0) {
       v.notes.push_back("nvidia-smi would show the GPU " + pct(out.gpu_busy_share) +
                         " busy; it computed " + pct(out.compute_share) + " of step time.");

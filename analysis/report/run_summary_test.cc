@@ -40,6 +40,34 @@ TEST(RunSummary, DataBandsAndWhatIf) {
   EXPECT_NE(s.verdict.recommendation.find("num_workers"), std::string::npos);
 }
 
+// One rank of a multi-rank job whose wall is communication: the verdict says that waiting for
+// another rank is part of it and points to the job view; a single process, or another wall,
+// does not get the note.
+TEST(RunSummary, CommunicationOfOneRankPointsToTheJobView) {
+  CategoryNs c;
+  c.compute = 5'000'000;
+  c.comm_exposed = 5'000'000;
+  const std::vector<StepRow> rows{row(0, c), row(1, c), row(2, c)};
+  const auto has_note = [](const RunSummary& s) {
+    for (const std::string& n : s.verdict.notes) {
+      if (n.find("gpuacct job") != std::string::npos) return true;
+    }
+    return false;
+  };
+  RunMetadata meta;
+  meta.world_size = 8;
+  const RunSummary ranked = summarize(rows, Stats{}, VerdictBands{}, &meta);
+  EXPECT_EQ(ranked.verdict.bound, "communication");
+  EXPECT_TRUE(has_note(ranked));
+  meta.world_size = 1;
+  EXPECT_FALSE(has_note(summarize(rows, Stats{}, VerdictBands{}, &meta)));
+  CategoryNs d;
+  d.compute = 5'000'000;
+  d.data_wait = 5'000'000;
+  meta.world_size = 8;
+  EXPECT_FALSE(has_note(summarize({row(0, d), row(1, d)}, Stats{}, VerdictBands{}, &meta)));
+}
+
 TEST(RunSummary, ModerateLaunchAndCompute) {
   CategoryNs c;
   c.compute = 95;
