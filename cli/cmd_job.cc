@@ -32,6 +32,10 @@ std::string help_text() {
          "      --export DIR   write job_steps.csv and job_collectives.csv (every rank's rows on\n"
          "                     the job clock, with waits and blame) into DIR\n"
          "      --window N     steps merged at a time (default 8; memory grows with it)\n"
+         "      --link-peak-gbs X\n"
+         "                     the link's peak bus bandwidth in GB/s (NVLink on H100/H200: 450\n"
+         "                     per direction; InfiniBand NDR: 50 per port): each collective\n"
+         "                     type's bus bandwidth is shown as a share of it\n"
          "  -h, --help         this text\n\n"
          "Exit status: 0 with a job view (problems with some ranks are listed, one line each),\n"
          "1 when no rank could be used, 2 on a usage error.\n";
@@ -57,6 +61,7 @@ int run_job_view(const JobInputs& inputs, const JobCliSettings& s) {
   }
   JobOptions opts;
   opts.window_steps = s.window_steps;
+  opts.link_peak_gbs = s.link_peak_gbs;
   const JobView view = build_job_view(inputs, opts, exporting ? &exporter : nullptr);
   // The merge's own problems (a file cut off, a rank that could not be reopened).
   for (size_t i = inputs.problems.size(); i < view.problems.size(); ++i) {
@@ -98,7 +103,7 @@ int run_job_view(const JobInputs& inputs, const JobCliSettings& s) {
 }
 
 int run_job(int argc, char** argv) {
-  Args args({"out", "export", "window"}, {"help", "json", "no-files"}, {{'o', "out"}, {'h', "help"}});
+  Args args({"out", "export", "window", "link-peak-gbs"}, {"help", "json", "no-files"}, {{'o', "out"}, {'h', "help"}});
   if (!args.parse(argc, argv)) {
     std::fprintf(stderr, "gpuacct job: %s\n(see gpuacct job --help)\n", args.error().c_str());
     return 2;
@@ -126,6 +131,14 @@ int run_job(int argc, char** argv) {
     return 2;
   }
   s.window_steps = w;
+  const std::string peak = args.get("link-peak-gbs", "0");
+  const double p = std::strtod(peak.c_str(), &end);
+  if (end == peak.c_str() || *end != '\0' || !(p >= 0 && p <= 1e6)) {
+    std::fprintf(stderr, "gpuacct job: --link-peak-gbs wants GB/s in [0, 1000000], not '%s'\n",
+                 peak.c_str());
+    return 2;
+  }
+  s.link_peak_gbs = p;
   return run_job_view(load_job_inputs(args.positional()), s);
 }
 

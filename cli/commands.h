@@ -26,6 +26,7 @@ struct JobCliSettings {
   std::string out_dir = "gpuacct-out";
   std::string export_dir;  // empty: no export tables
   int64_t window_steps = 8;
+  double link_peak_gbs = 0;  // --link-peak-gbs: bus bandwidth shown against it; 0 = unknown
 };
 // The job view of loaded ranks: problems on stderr (one line each), the view printed, job.json
 // and the export tables written.  1 when no rank is usable or a file could not be written.

@@ -77,6 +77,7 @@ class Merge {
     if (by_instances_ && view_.floor_steps > 0) view_.method = kMethodMixed;
     finish_matching_notes();
     view_.top_steps_limit = opts_.top_steps;
+    view_.link_peak_gbs = opts_.link_peak_gbs;
     finish_job_summary(&view_);
     return std::move(view_);
   }

@@ -36,6 +36,10 @@ struct JobOptions {
   int64_t window_steps = 8;
   size_t top_steps = 10;
   size_t max_align_instances = 4096;
+  // The link's peak bus bandwidth (GB/s) the user gave (`gpuacct job --link-peak-gbs`: e.g.
+  // NVLink on H100/H200 450 per direction per GPU, InfiniBand NDR 50 per port); 0 = unknown.
+  // The per-collective table then shows each type's mean bus bandwidth as a share of it.
+  double link_peak_gbs = 0;
 };
 
 // Whether a record's (comm, seq) names the same operation, with the same ranks, on every rank

@@ -15,6 +15,10 @@ namespace {
 using nlohmann::json;
 
 double ms(double ns) { return ns / 1e6; }
+// A type's mean bus bandwidth over the instances that have one (GB/s; 0 when none does).
+double mean_busbw(const CollectiveTypeRow& t) {
+  return t.busbw_instances > 0 ? t.busbw_gbs_sum / static_cast<double>(t.busbw_instances) : 0.0;
+}
 double per(int64_t total, int64_t count) {
   return count > 0 ? static_cast<double>(total) / static_cast<double>(count) : 0.0;
 }
@@ -250,9 +254,10 @@ json job_view_to_json(const JobView& v) {
                      {"transfer_ms_mean", ms(per(t.transfer_ns, t.instances))},
                      {"wait_ms_mean", ms(per(t.wait_ns, t.rank_records))},
                      {"lateness_ms_mean", ms(per(t.lateness_ns, t.instances))},
-                     {"busbw_gbs_mean", t.busbw_instances > 0
-                                            ? t.busbw_gbs_sum / static_cast<double>(t.busbw_instances)
-                                            : 0.0}});
+                     {"busbw_gbs_mean", mean_busbw(t)},
+                     {"busbw_share_of_peak", v.link_peak_gbs > 0 && t.busbw_instances > 0
+                                                 ? json(mean_busbw(t) / v.link_peak_gbs)
+                                                 : json()}});
   }
   json unmatched = json::array();
   for (const UnmatchedCollectiveRow& u : v.unmatched) {
@@ -403,12 +408,18 @@ std::string render_job_view(const JobView& v) {
   bool any_type = false;
   for (const CollectiveTypeRow& t : v.types) {
     if (t.instances == 0) continue;
-    if (!any_type) o << "collectives:  type            count  transfer ms  wait ms  busbw GB/s\n";
+    if (!any_type) {
+      o << "collectives:  type            count  transfer ms  wait ms  busbw GB/s"
+        << (v.link_peak_gbs > 0 ? format("  of %.0f GB/s peak", v.link_peak_gbs) : "") << "\n";
+    }
     any_type = true;
-    o << format("              %-14s %6lld %12.3f %8.3f %11.1f\n", to_string(t.type),
+    o << format("              %-14s %6lld %12.3f %8.3f %11.1f", to_string(t.type),
                 static_cast<long long>(t.instances), ms(per(t.transfer_ns, t.instances)),
-                ms(per(t.wait_ns, t.rank_records)),
-                t.busbw_instances > 0 ? t.busbw_gbs_sum / static_cast<double>(t.busbw_instances) : 0.0);
+                ms(per(t.wait_ns, t.rank_records)), mean_busbw(t));
+    if (v.link_peak_gbs > 0 && t.busbw_instances > 0) {
+      o << format("  %17.0f%%", 100.0 * mean_busbw(t) / v.link_peak_gbs);
+    }
+    o << "\n";
   }
   if (!v.unmatched.empty()) {
     o << "not matched across ranks (per rank, not split into waiting and transfer):\n"

@@ -104,6 +104,7 @@ struct JobView {
   double residual_p50_ns = 0, residual_p99_ns = 0;
   int64_t residual_instances = 0;
   std::vector<CollectiveTypeRow> types;  // by CollectiveType
+  double link_peak_gbs = 0;               // JobOptions::link_peak_gbs (0 = unknown)
   int64_t instances = 0, incomplete_instances = 0, duplicate_records = 0;
   int64_t clock_suspect_records = 0;  // ends before the last arrival, after alignment
   int64_t records_without_times = 0;

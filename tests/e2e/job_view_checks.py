@@ -46,11 +46,13 @@ def close(got: float, want: float, rel: float) -> bool:
 
 # ---- running the job view -----------------------------------------------------------------------
 
-def job_view(reports: str) -> tuple:
-    """`gpuacct job REPORTS --json --no-files`: (exit status, job.json or None, stderr)."""
+def job_view(reports: str, *extra: str) -> tuple:
+    """`gpuacct job REPORTS --json --no-files [EXTRA...]`: (exit status, job.json or None,
+    stderr)."""
     exe = os.path.join(simjob.BUILD, "bin", "gpuacct")
     check(os.path.exists(exe), f"missing build output {exe}")
-    res = subprocess.run([exe, "job", reports, "--json", "--no-files"], stdout=subprocess.PIPE,
+    res = subprocess.run([exe, "job", reports, "--json", "--no-files", *extra],
+                         stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, timeout=120, check=False)
     view = None
     if res.returncode == 0:
@@ -62,8 +64,8 @@ def job_view(reports: str) -> tuple:
     return res.returncode, view, res.stderr
 
 
-def ok_view(reports: str) -> dict:
-    rc, view, err = job_view(reports)
+def ok_view(reports: str, *extra: str) -> dict:
+    rc, view, err = job_view(reports, *extra)
     check(rc == 0, f"gpuacct job {reports} exited {rc}: {err.strip()[-500:]}")
     return view
 
@@ -244,9 +246,12 @@ def rows_identity(out: str) -> set:
     return ids
 
 
-def check_slow_link(slow: dict, fast: dict, out_slow: str, out_fast: str, job: dict) -> str:
+def check_slow_link(slow: dict, fast: dict, out_slow: str, out_fast: str, job: dict,
+                    link_peak_gbs: float) -> str:
     """A job with one slow link against the same job (same seed) without it.  The time shows as
-    transfer, not waiting; transfer and bus bandwidth change by the truth's ratio."""
+    transfer, not waiting; transfer and bus bandwidth change by the truth's ratio.  Both views
+    were given the planted link speed as the peak (--link-peak-gbs): a ring all-reduce's bus
+    bandwidth reaches it without the slow link, and the slow link's share of it."""
     t_slow = truth_blame(out_slow, job)["transfer"]["AllReduce"]
     t_fast = truth_blame(out_fast, job)["transfer"]["AllReduce"]
     want_ratio = (sum(t_slow) / len(t_slow)) / (sum(t_fast) / len(t_fast))
@@ -262,6 +267,11 @@ def check_slow_link(slow: dict, fast: dict, out_slow: str, out_fast: str, job: d
     bw = ar["busbw_gbs_mean"] / ar_fast["busbw_gbs_mean"]
     expect("busbw_halved", close(bw, 1 / want_ratio, 0.01),
            f"bus bandwidth {bw:.4f}x the job without the slow link, truth {1 / want_ratio:.4f}x")
+    share, share_fast = ar["busbw_share_of_peak"], ar_fast["busbw_share_of_peak"]
+    expect("peak_share", share_fast is not None and 0.95 < share_fast <= 1.0
+           and close(share, share_fast / want_ratio, 0.01),
+           f"bus bandwidth of the {link_peak_gbs:.1f} GB/s planted link: {share_fast} without "
+           f"the slow link, {share} with it (truth ratio {want_ratio:.4f})")
     ranks, ranks_fast = by_rank(slow), by_rank(fast)
     for r, x in ranks.items():
         expect("waiting_small", x["waited_ms"] < 0.1 * x["transfer_ms"],

@@ -209,8 +209,14 @@ def case_slow_link(out: str) -> None:
     base = os.path.join(out, "baseline")
     base_job = run_job(base, 8, layout, plugin=lib, common_args=JITTER)
     check_truth(load_truth(base), base_job)
-    told = jv.check_slow_link(jv.ok_view(os.path.join(out, "reports")),
-                              jv.ok_view(os.path.join(base, "reports")), out, base, job)
+    # The link speed the fake planted (bytes/us -> GB/s) is the link's peak bus bandwidth.
+    peak_gbs = next(iter(groups.values()))[0]["link_bytes_per_us"] / 1000
+    for rows in groups.values():
+        peak_gbs = max(peak_gbs, max(x["link_bytes_per_us"] for x in rows) / 1000)
+    peak = ["--link-peak-gbs", f"{peak_gbs:g}"]
+    told = jv.check_slow_link(jv.ok_view(os.path.join(out, "reports"), *peak),
+                              jv.ok_view(os.path.join(base, "reports"), *peak), out, base, job,
+                              peak_gbs)
     print(f"slow_link: transfer {rows[0]['transfer_ns'] / MS:.3f} ms per 64 MiB AllReduce on 8 "
           f"ranks, communication walls {min(walls) / MS:.2f}-{max(walls) / MS:.2f} ms/step; "
           f"{matched} collectives rows matched; job view: {told}")
