@@ -3,8 +3,15 @@
 // proxy operation's parent is the handle it returned for that collective.  Built twice: with
 // every version (v5, v4, v3) and, with GPUACCT_TEST_PLUGIN_ONLY_V3, with v3 only (a version
 // mismatch with what NCCL calls gpuacct with).
+//
+// tests/gpu/check.sh also loads it behind libgpuacct.so in a real NCCL run: there
+// GPUACCT_TEST_PLUGIN_P2P=1 asks for p2p too (a single-rank communicator has only p2p events),
+// and GPUACCT_TEST_PLUGIN_PRINT=1 prints the counts on stderr at each finalize (one line).
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "inject/nccl_profiler_abi.h"
 
@@ -17,7 +24,7 @@ struct TestPluginCounts {
   std::atomic<int> inits{0};
   std::atomic<int> finalizes{0};
   std::atomic<int> starts_coll{0};
-  std::atomic<int> starts_p2p{0};   // must stay 0: not asked for
+  std::atomic<int> starts_p2p{0};   // 0 unless GPUACCT_TEST_PLUGIN_P2P=1 asked for them
   std::atomic<int> starts_proxy{0};
   std::atomic<int> starts_other{0};
   std::atomic<int> stops{0};
@@ -34,6 +41,11 @@ namespace {
 TestPluginCounts g_counts;
 int g_context_tag = 0;
 constexpr int kMask = static_cast<int>(abi::kColl | abi::kProxyOp);
+
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
 
 struct Event {
   uint64_t type = 0;
@@ -84,12 +96,21 @@ abi::Result state(void* handle, abi::EventState, Args*) {
 abi::Result finalize(void* context) {
   if (context != &g_context_tag) g_counts.bad_context++;
   g_counts.finalizes++;
+  if (env_on("GPUACCT_TEST_PLUGIN_PRINT")) {
+    std::fprintf(stderr,
+                 "gpuacct_test_plugin: inits=%d finalizes=%d coll=%d p2p=%d proxy=%d other=%d "
+                 "stops=%d bad_context=%d\n",
+                 g_counts.inits.load(), g_counts.finalizes.load(), g_counts.starts_coll.load(),
+                 g_counts.starts_p2p.load(), g_counts.starts_proxy.load(),
+                 g_counts.starts_other.load(), g_counts.stops.load(),
+                 g_counts.bad_context.load());
+  }
   return abi::kSuccess;
 }
 abi::Result init_v1(void** context, int* mask) {
   g_counts.inits++;
   *context = &g_context_tag;
-  *mask = kMask;
+  *mask = kMask | (env_on("GPUACCT_TEST_PLUGIN_P2P") ? static_cast<int>(abi::kP2p) : 0);
   return abi::kSuccess;
 }
 #ifndef GPUACCT_TEST_PLUGIN_ONLY_V3

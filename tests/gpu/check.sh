@@ -5,6 +5,8 @@
 #  2. runs every example under the library (C API marks and no marks), checks each verdict;
 #  3. measures overhead on the launch-bound example: time per step with the library divided by
 #     time without it, and divided by the bare CUPTI-only tracer (the floor any tracer pays);
+#  3b. runs examples/nccl_allreduce under the library as NCCL's profiler plugin (one GPU: a
+#      single-rank communicator), then once more with a counting plugin forwarded to;
 #  4. optionally runs examples/train.py (PyTorch) per wall when torch with CUDA is importable;
 #  5. prints one table last.  Exit status: 0 when every verdict matched.
 #
@@ -92,6 +94,44 @@ for marks in capi none; do
     row "comm_bound --marks=$marks" communication "-" "skipped: needs >= 2 GPUs"
   fi
 done
+
+# ---- 2b. NCCL profiler plugin (one GPU, single-rank communicator) -----------------------------
+# NCCL gives a single-rank all-reduce no task, so no profiler event (examples/nccl_allreduce.cu):
+# the plugin rows expected are the example's send/receive pairs to itself.  ~10-20 s of GPU time.
+nccl_run() {  # mode dir env... : runs the example with the library, then adds nccl_check.py's rows
+  local mode=$1 dir=$2; shift 2
+  rm -rf "$dir"; mkdir -p "$dir"
+  env -u NCCL_PROFILER_PLUGIN -u GPUACCT_NCCL_PROFILER_NEXT "$@" CUDA_INJECTION64_PATH="$LIB" \
+    GPUACCT_OUTPUT_DIR="$dir" GPUACCT_QUIET=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=ALL \
+    NCCL_DEBUG_FILE="$dir/nccl_debug.%p" timeout 60 "$B/examples/nccl_allreduce" --marks=capi \
+    --steps="$STEPS" >"$dir/stdout" 2>"$dir/stderr"
+  local rc=$? check expected got result
+  if [ $rc -ne 0 ]; then
+    row "nccl $mode: exit status" 0 "$rc" "FAIL: $(grep -v '^gpuacct_test_plugin' "$dir/stderr" | head -1 | cut -c1-70)"
+    FAILS=$((FAILS + 1))
+  fi
+  while IFS=$'\t' read -r check expected got result; do
+    row "$check" "$expected" "$got" "$result"
+    case "$result" in FAIL*) FAILS=$((FAILS + 1)) ;; esac
+  done < <(python3 "$ROOT/tests/gpu/nccl_check.py" "$mode" "$dir")
+  local loaded
+  loaded=$(grep -hi profiler "$dir"/nccl_debug.* 2>/dev/null | sed 's/.*NCCL INFO //' |
+           awk 'NR == 1 { first = $0 } tolower($0) ~ /load/ { print; found = 1; exit }
+                END { if (!found) print first }' | cut -c1-80)
+  row "nccl $mode: NCCL's log" "-" "-" "${loaded:-no profiler line in NCCL_DEBUG=INFO}"
+}
+echo "== NCCL profiler plugin (nccl_allreduce)"
+if [ -x "$B/examples/nccl_allreduce" ]; then
+  STEPS=20 nccl_run plugin "$OUT/nccl_plugin"
+  if [ -f "$B/examples/nccl_test_plugin.so" ]; then
+    STEPS=5 nccl_run forward "$OUT/nccl_forward" NCCL_PROFILER_PLUGIN="$B/examples/nccl_test_plugin.so" \
+      GPUACCT_TEST_PLUGIN_P2P=1 GPUACCT_TEST_PLUGIN_PRINT=1
+  else
+    row "nccl forward" "-" "-" "FAIL: nccl_test_plugin.so not built"; FAILS=$((FAILS + 1))
+  fi
+else
+  row "nccl plugin" "-" "-" "skipped: nccl_allreduce not built (no nccl.h, see nvcc.log)"
+fi
 
 # ---- 3. overhead -------------------------------------------------------------------------------
 echo "== overhead (launch_bound, 3 runs each, median ms/step)"

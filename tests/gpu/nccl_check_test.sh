@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Test of tests/gpu/nccl_check.py (check.sh's NCCL plugin rows) on a hand-written run directory
+# (nccl_check_fixture/): every row ok there; a copy with an all-reduce row and a row without GPU
+# times fails exactly those rows; a run that left nothing fails.
+# usage: nccl_check_test.sh WORK_DIR
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+WORK=${1:?usage: nccl_check_test.sh WORK_DIR}
+CHECK="$HERE/nccl_check.py"
+fail() { echo "FAIL: $*"; exit 1; }
+
+good=$(python3 "$CHECK" plugin "$HERE/nccl_check_fixture")
+echo "$good"
+[ "$(grep -c . <<<"$good")" -eq 7 ] || fail "plugin mode: want 7 rows"
+! grep -q FAIL <<<"$good" || fail "plugin mode: a FAIL row on the good fixture"
+fwd=$(python3 "$CHECK" forward "$HERE/nccl_check_fixture")
+grep -q $'^forward: counting plugin\t.*\tok$' <<<"$fwd" || fail "forward mode: counting plugin row"
+! grep -q FAIL <<<"$fwd" || fail "forward mode: a FAIL row on the good fixture"
+
+bad="$WORK/nccl_check_bad"
+rm -rf "$bad"; mkdir -p "$bad"; cp "$HERE"/nccl_check_fixture/* "$bad/"
+# An AllReduce row (single-rank all-reduces must not reach the plugin) and one row untimed.
+sed -i -e 's/^1,\(.*\),8,SendRecv,/1,\1,8,AllReduce,/' -e 's/^0,\(.*\),200,302,nccl_plugin$/0,\1,0,0,nccl_plugin/' \
+  "$bad/gpuacct_x.collectives.csv"
+out=$(python3 "$CHECK" plugin "$bad")
+echo "$out"
+grep -q $'^nccl: rows vs issued\t.*\tFAIL: single-rank all-reduces' <<<"$out" || fail "AllReduce row not caught"
+grep -q $'^nccl: rows with GPU times\t8\t7 .*\tFAIL' <<<"$out" || fail "untimed row not caught"
+[ "$(grep -c FAIL <<<"$out")" -eq 2 ] || fail "want exactly 2 FAIL rows"
+
+empty="$WORK/nccl_check_empty"
+rm -rf "$empty"; mkdir -p "$empty"
+grep -q $'\tFAIL' <<<"$(python3 "$CHECK" plugin "$empty")" || fail "empty run dir not caught"
+echo "nccl_check.py: ok"
