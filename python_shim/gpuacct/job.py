@@ -63,7 +63,8 @@ REQUIRED_COLUMNS: Dict[str, Tuple[str, ...]] = {
 }
 
 _BLOCK_SIZE = 4 << 20  # bytes of CSV parsed per batch
-_ROWS_PER_WRITE = 1 << 19  # rows handed to one write_dataset call
+_ROWS_PER_WRITE = 1 << 19  # rows read before they are split among the partitions' files
+_MAX_OPEN_WRITERS = 4096  # partition files open at once (file descriptors)
 
 
 class JobDataError(ValueError):
@@ -212,35 +213,65 @@ def _write_table(table: str, csv_path: str, out_dir: str) -> Dict[str, Any]:
     part_schema = pa.schema([schema.field(c) for c in PARTITION_COLUMNS])
     counts = {table: 0}
     base = os.path.join(out_dir, table)
-    fmt = ds.ParquetFileFormat()
-    options = fmt.make_write_options(compression="zstd")
     partitioning = ds.partitioning(part_schema, flavor="hive")
+    data_schema = pa.schema([f for f in schema if f.name not in PARTITION_COLUMNS])
+    keys = [schema.get_field_index(c) for c in PARTITION_COLUMNS]
+    data_columns = [schema.get_field_index(f.name) for f in data_schema]
+    # One file per partition: a writer per (job, host, rank), kept open while the table is read.
+    # The export's rows come a window of steps at a time across every rank, so each chunk holds
+    # a little of every partition; writing chunks as datasets gave one small file per
+    # partition per chunk (600,733 files for 1024 ranks).  Memory: one chunk and the writers'
+    # open row groups (a chunk's run per partition).  More than _MAX_OPEN_WRITERS partitions:
+    # the writers are closed and new files begun (part-1, part-2, ...).
+    writers: Dict[Tuple[Any, ...], Any] = {}
+    generation = 0
 
-    def write(chunk: List[Any], number: int) -> None:
-        ds.write_dataset(chunk, base, schema=schema, format=fmt, file_options=options,
-                         partitioning=partitioning,
-                         basename_template=f"part-{number}-{{i}}.parquet",
-                         existing_data_behavior="overwrite_or_ignore",
-                         max_partitions=1 << 20, max_open_files=512)
+    def write(chunk: List[Any]) -> None:
+        nonlocal generation
+        t = pa.Table.from_batches(chunk, schema=schema).sort_by(
+            [(c, "ascending") for c in PARTITION_COLUMNS])
+        key_lists = [t.column(i).to_pylist() for i in keys]
+        begin = 0
+        for i in range(1, t.num_rows + 1):
+            if i < t.num_rows and all(k[i] == k[begin] for k in key_lists):
+                continue
+            key = tuple(k[begin] for k in key_lists)
+            w = writers.get(key)
+            if w is None:
+                if len(writers) >= _MAX_OPEN_WRITERS:
+                    for open_writer in writers.values():
+                        open_writer.close()
+                    writers.clear()
+                    generation += 1
+                expr = None
+                for name, value in zip(PARTITION_COLUMNS, key):
+                    term = ds.field(name) == value
+                    expr = term if expr is None else expr & term
+                directory = os.path.join(base, partitioning.format(expr)[0])
+                os.makedirs(directory, exist_ok=True)
+                w = pq.ParquetWriter(os.path.join(directory, f"part-{generation}.parquet"),
+                                     data_schema, compression="zstd")
+                writers[key] = w
+            w.write_table(t.slice(begin, i - begin).select(data_columns))
+            begin = i
 
-    # write_dataset reads its input ahead of the writes without bound (its queue holds 64 Mi
-    # rows), so it gets the table in chunks of _ROWS_PER_WRITE rows, each chunk adding one file
-    # to each partition it touches.  Measured: Arrow's memory peaks at 205 MB for 1 M rows and
-    # 233 MB for 4 M (a 709 MB CSV): bounded by the chunk, not the table.
     chunk: List[Any] = []
-    rows, number = 0, 0
-    for batch in _batches(table, csv_path, schema, start, end, counts):
-        chunk.append(batch)
-        rows += batch.num_rows
-        if rows >= _ROWS_PER_WRITE:
-            write(chunk, number)
-            chunk, rows, number = [], 0, number + 1
-    if chunk:
-        write(chunk, number)
+    rows = 0
+    try:
+        for batch in _batches(table, csv_path, schema, start, end, counts):
+            chunk.append(batch)
+            rows += batch.num_rows
+            if rows >= _ROWS_PER_WRITE:
+                write(chunk)
+                chunk, rows = [], 0
+        if chunk:
+            write(chunk)
+    finally:
+        for w in writers.values():
+            w.close()
     if counts[table] == 0:
         # An empty table is one empty file (both engines then read zero rows of the right
         # types, where a directory without files is an error for DuckDB).
-        data_schema = pa.schema([f for f in schema if f.name not in PARTITION_COLUMNS])
         empty = os.path.join(base, "job=none", "host=none", "rank=-1")
         os.makedirs(empty, exist_ok=True)
         pq.write_table(data_schema.empty_table(), os.path.join(empty, "part-0.parquet"))
