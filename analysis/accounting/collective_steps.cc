@@ -65,8 +65,8 @@ void CollectiveStepAssigner::add_row(const StepRow& row) {
     device->any = true;
   }
   forget_old_steps();
-  drain_host();
-  if (device != nullptr) drain_device(*device);
+  drain(host_waiting_, host_frontier_);
+  if (device != nullptr) drain(device->waiting, device->frontier);
 }
 
 void CollectiveStepAssigner::finish() {
@@ -163,11 +163,13 @@ void CollectiveStepAssigner::release(uint32_t slot) {
   --held_;
 }
 
-void CollectiveStepAssigner::drain_host() {
-  while (!host_waiting_.empty() && host_waiting_.front().key < host_frontier_) {
-    std::pop_heap(host_waiting_.begin(), host_waiting_.end(), later<Waiting>);
-    const Waiting entry = host_waiting_.back();
-    host_waiting_.pop_back();
+// Decides every record of `heap` (a min-heap by its key) whose key the frontier has passed:
+// emitted, or (in no host range) moved to its device's heap.
+void CollectiveStepAssigner::drain(std::vector<Waiting>& heap, TimeNs frontier) {
+  while (!heap.empty() && heap.front().key < frontier) {
+    std::pop_heap(heap.begin(), heap.end(), later<Waiting>);
+    const Waiting entry = heap.back();
+    heap.pop_back();
     if (!is_live(entry)) {
       --stale_waiting_;
       continue;
@@ -177,26 +179,7 @@ void CollectiveStepAssigner::drain_host() {
     if (decision == Decision::kEmitted) {
       release(entry.slot);
     } else {
-      push_waiting(decision, entry);  // in no host range: now waits for its device's window
-    }
-  }
-}
-
-void CollectiveStepAssigner::drain_device(Device& device) {
-  while (!device.waiting.empty() && device.waiting.front().key < device.frontier) {
-    std::pop_heap(device.waiting.begin(), device.waiting.end(), later<Waiting>);
-    const Waiting entry = device.waiting.back();
-    device.waiting.pop_back();
-    if (!is_live(entry)) {
-      --stale_waiting_;
-      continue;
-    }
-    CollectiveRecord record = slots_[entry.slot].record;
-    const Decision decision = decide(record, /*final=*/false);
-    if (decision == Decision::kEmitted) {
-      release(entry.slot);
-    } else {
-      push_waiting(decision, entry);  // not reached: the host rule was settled before
+      push_waiting(decision, entry);
     }
   }
 }

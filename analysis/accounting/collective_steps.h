@@ -104,8 +104,7 @@ class CollectiveStepAssigner {
   void push_waiting(Decision wait, const Waiting& entry);
   bool is_live(const Waiting& entry) const;
   void release(uint32_t slot);
-  void drain_host();
-  void drain_device(Device& device);
+  void drain(std::vector<Waiting>& heap, TimeNs frontier);
   void emit(CollectiveRecord& record, int64_t step);
   void evict_oldest();
   void forget_old_steps();
