@@ -13,7 +13,7 @@ main_packages=(cmake g++ make pkg-config nlohmann-json3-dev libunwind-dev zlib1g
 # Tests, fuzzing and benchmarks (scripts/test.sh).
 test_packages=(
   clang libclang-rt-14-dev googletest libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-pytest python3-numpy python3-pandas python3-matplotlib python3-pil
+  python3 python3-pytest python3-numpy python3-scipy python3-pandas python3-matplotlib python3-pil
   python3-torch python3-pip python3-venv python3-setuptools
   openjdk-17-jre-headless
 )
@@ -21,7 +21,9 @@ test_packages=(
 # Parquet, DuckDB, Spark local mode -- Spark runs on the Java above), installed with pip into
 # the interpreter the Python tests use.  Pinned: the versions the tests were written against;
 # pyarrow 26 needs NumPy 2, and Debian 12's torch and pandas are built on NumPy 1.24.
-pip_packages=(pyarrow==25.0.1 duckdb==2.0.1 pyspark==4.3.0)
+# prometheus-client parses the textfile the library writes (issue 16); ruptures is the independent
+# change-point implementation the C++ one is checked against.
+pip_packages=(pyarrow==25.0.1 duckdb==2.0.1 pyspark==4.3.0 prometheus-client==0.26.0 ruptures==1.1.10)
 test_python="${GPUACCT_PYTEST_PYTHON:-/usr/bin/python3}"
 
 packages=("${main_packages[@]}")
