@@ -80,6 +80,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="duckdb (embedded, default) or spark")
     jq.add_argument("--master", default="local[1]",
                     help="Spark master with --engine spark (default local[1])")
+    jq.add_argument("--driver-memory", default=None,
+                    help="Spark driver heap, e.g. 8g (local mode default: "
+                         "gpuacct.job.SPARK_LOCAL_DRIVER_MEMORY)")
     jq.add_argument("--include-warmup", action="store_true", help="keep warm-up steps")
     jq.add_argument("--format", choices=("table", "csv", "json"), default="table")
     jq.add_argument("--list", action="store_true", help="list the queries and what they answer")
@@ -138,7 +141,7 @@ def _job_command(args: argparse.Namespace) -> int:
             return 0
         if not args.dataset or not args.name:
             raise job.JobDataError("job-query DATASET NAME: both are needed (--list: the names)")
-        session = job.spark_session(args.master) if args.engine == "spark" else None
+        session = job.spark_session(args.master, driver_memory=args.driver_memory) if args.engine == "spark" else None
         res = job.query(args.dataset, args.name, engine=args.engine, session=session, **params)
         _print_result(res.columns, res.rows, args.format)
         return 0

@@ -65,6 +65,11 @@ REQUIRED_COLUMNS: Dict[str, Tuple[str, ...]] = {
 _BLOCK_SIZE = 4 << 20  # bytes of CSV parsed per batch
 _ROWS_PER_WRITE = 1 << 19  # rows read before they are split among the partitions' files
 _MAX_OPEN_WRITERS = 4096  # partition files open at once (file descriptors)
+# Spark local mode's driver heap (the whole engine in one JVM): 4 GB ran the four queries on
+# 10 M step rows and 51 M collective rows (docs/job_view.md); Spark's default is 1 GB.
+SPARK_LOCAL_DRIVER_MEMORY = "4g"
+_ROW_GROUP_ROWS = 1 << 17  # the most rows of one partition written as one Parquet row group
+_MAX_BUFFERED_BYTES = 256 << 20  # rows held for all partitions' next row groups (Arrow bytes)
 
 
 class JobDataError(ValueError):
@@ -205,6 +210,7 @@ def _batches(table: str, path: str, schema: Any, start: int, end: int,
 
 def _write_table(table: str, csv_path: str, out_dir: str) -> Dict[str, Any]:
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
     names, start, end = _body_bounds(csv_path)
@@ -217,43 +223,77 @@ def _write_table(table: str, csv_path: str, out_dir: str) -> Dict[str, Any]:
     data_schema = pa.schema([f for f in schema if f.name not in PARTITION_COLUMNS])
     keys = [schema.get_field_index(c) for c in PARTITION_COLUMNS]
     data_columns = [schema.get_field_index(f.name) for f in data_schema]
-    # One file per partition: a writer per (job, host, rank), kept open while the table is read.
-    # The export's rows come a window of steps at a time across every rank, so each chunk holds
-    # a little of every partition; writing chunks as datasets gave one small file per
-    # partition per chunk (600,733 files for 1024 ranks).  Memory: one chunk and the writers'
-    # open row groups (a chunk's run per partition).  More than _MAX_OPEN_WRITERS partitions:
-    # the writers are closed and new files begun (part-1, part-2, ...).
+    # One file per partition (job, host, rank), written in row groups of up to
+    # _ROW_GROUP_ROWS rows.  The export's rows come a window of steps at a time across every
+    # rank, so each chunk holds a little of every partition: writing chunks as datasets gave
+    # one small file per partition per chunk (600,733 files for 1024 ranks), and writing each
+    # chunk's run as it came gave one row group of ~500 rows per partition per chunk (row-group
+    # metadata of every open file held until it closed: 2.5 GB peak at 51 M rows).  So each
+    # partition's rows are copied into its own buffer; a buffer is written as a row group when
+    # it is full, and when all buffers together pass _MAX_BUFFERED_BYTES the largest are
+    # written first.  Memory: one chunk, the buffers' bound, the writers' metadata (row groups
+    # of thousands of rows).  More than _MAX_OPEN_WRITERS partitions: the writers are closed
+    # and new files begun (part-1, part-2, ...).
     writers: Dict[Tuple[Any, ...], Any] = {}
+    buffers: Dict[Tuple[Any, ...], List[Any]] = {}
+    buffered_bytes = 0
+    sizes: Dict[Tuple[Any, ...], Tuple[int, int]] = {}  # key -> (rows, bytes) buffered
     generation = 0
 
-    def write(chunk: List[Any]) -> None:
+    def writer_for(key: Tuple[Any, ...]) -> Any:
         nonlocal generation
-        t = pa.Table.from_batches(chunk, schema=schema).sort_by(
-            [(c, "ascending") for c in PARTITION_COLUMNS])
-        key_lists = [t.column(i).to_pylist() for i in keys]
+        w = writers.get(key)
+        if w is None:
+            if len(writers) >= _MAX_OPEN_WRITERS:
+                for open_writer in writers.values():
+                    open_writer.close()
+                writers.clear()
+                generation += 1
+            expr = None
+            for name, value in zip(PARTITION_COLUMNS, key):
+                term = ds.field(name) == value
+                expr = term if expr is None else expr & term
+            directory = os.path.join(base, partitioning.format(expr)[0])
+            os.makedirs(directory, exist_ok=True)
+            w = pq.ParquetWriter(os.path.join(directory, f"part-{generation}.parquet"),
+                                 data_schema, compression="zstd")
+            writers[key] = w
+        return w
+
+    def flush(key: Tuple[Any, ...]) -> None:
+        nonlocal buffered_bytes
+        parts = buffers.pop(key, None)
+        rows, nbytes = sizes.pop(key, (0, 0))
+        if not parts:
+            return
+        buffered_bytes -= nbytes
+        writer_for(key).write_table(pa.concat_tables(parts), row_group_size=max(rows, 1))
+
+    def write(chunk: List[Any]) -> None:
+        nonlocal buffered_bytes
+        t = pa.Table.from_batches(chunk, schema=schema)
+        order = pc.sort_indices(t, sort_keys=[(c, "ascending") for c in PARTITION_COLUMNS])
+        key_lists = [t.column(i).take(order).to_pylist() for i in keys]
+        data = t.select(data_columns)
         begin = 0
-        for i in range(1, t.num_rows + 1):
-            if i < t.num_rows and all(k[i] == k[begin] for k in key_lists):
+        n = t.num_rows
+        for i in range(1, n + 1):
+            if i < n and all(k[i] == k[begin] for k in key_lists):
                 continue
             key = tuple(k[begin] for k in key_lists)
-            w = writers.get(key)
-            if w is None:
-                if len(writers) >= _MAX_OPEN_WRITERS:
-                    for open_writer in writers.values():
-                        open_writer.close()
-                    writers.clear()
-                    generation += 1
-                expr = None
-                for name, value in zip(PARTITION_COLUMNS, key):
-                    term = ds.field(name) == value
-                    expr = term if expr is None else expr & term
-                directory = os.path.join(base, partitioning.format(expr)[0])
-                os.makedirs(directory, exist_ok=True)
-                w = pq.ParquetWriter(os.path.join(directory, f"part-{generation}.parquet"),
-                                     data_schema, compression="zstd")
-                writers[key] = w
-            w.write_table(t.slice(begin, i - begin).select(data_columns))
+            part = data.take(order.slice(begin, i - begin))  # a copy: the chunk is not kept
+            buffers.setdefault(key, []).append(part)
+            rows, nbytes = sizes.get(key, (0, 0))
+            sizes[key] = (rows + part.num_rows, nbytes + part.nbytes)
+            buffered_bytes += part.nbytes
+            if sizes[key][0] >= _ROW_GROUP_ROWS:
+                flush(key)
             begin = i
+        if buffered_bytes > _MAX_BUFFERED_BYTES:
+            for key in sorted(sizes, key=lambda k: sizes[k][1], reverse=True):
+                if buffered_bytes <= _MAX_BUFFERED_BYTES // 2:
+                    break
+                flush(key)
 
     chunk: List[Any] = []
     rows = 0
@@ -266,6 +306,8 @@ def _write_table(table: str, csv_path: str, out_dir: str) -> Dict[str, Any]:
                 chunk, rows = [], 0
         if chunk:
             write(chunk)
+        for key in list(buffers):
+            flush(key)
     finally:
         for w in writers.values():
             w.close()
@@ -474,10 +516,14 @@ def _duckdb_views(con: Any, dataset_dir: str) -> None:
 _SPARK_TYPES = {"string": "STRING", "int64": "BIGINT", "double": "DOUBLE"}
 
 
-def spark_session(master: str = "local[1]", app_name: str = "gpuacct-job") -> Any:
+def spark_session(master: str = "local[1]", app_name: str = "gpuacct-job",
+                  driver_memory: Optional[str] = None) -> Any:
     """A Spark session for the queries: local mode by default (one JVM, no cluster); pass
-    ``master`` (e.g. ``yarn``, ``spark://host:7077``) to use a cluster.  getOrCreate: an active
-    session (spark-submit's, pyspark's) is reused as it is."""
+    ``master`` (e.g. ``yarn``, ``spark://host:7077``) to use a cluster.  ``driver_memory``
+    (Spark's size text, e.g. ``8g``): the driver JVM's heap; in local mode it holds all the
+    query's data, and Spark's 1 GB default ran out on a 10 M-row percentile (default
+    SPARK_LOCAL_DRIVER_MEMORY in local mode, Spark's own otherwise).  getOrCreate: an active
+    session (spark-submit's, pyspark's) is reused as it is (its memory cannot change)."""
     from pyspark.sql import SparkSession
     builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.ui.enabled", "false")
@@ -490,9 +536,12 @@ def spark_session(master: str = "local[1]", app_name: str = "gpuacct-job") -> An
         # One small JVM: as many shuffle partitions as threads (not 200), and the JIT's quick
         # tier and the serial collector (half the start and query time of the defaults for
         # these short queries, measured on 2 cores).
+        driver_memory = driver_memory or SPARK_LOCAL_DRIVER_MEMORY
         builder = (builder.config("spark.sql.shuffle.partitions", local.group(1))
                    .config("spark.driver.extraJavaOptions",
                            "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"))
+    if driver_memory:
+        builder = builder.config("spark.driver.memory", driver_memory)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -490,7 +490,9 @@ def test_rows_of_a_partition_land_in_one_file_whatever_the_chunks(tmp_path, monk
     each chunk as a dataset left 600,733 small files), and every row is kept."""
     export = make_job_export(tmp_path / "export", ranks=6, hosts=3, steps=40, warmup=2,
                              straggler=4)
-    monkeypatch.setattr(job, "_ROWS_PER_WRITE", 7)  # dozens of chunks, each across partitions
+    # Small CSV blocks and chunks: dozens of chunks, each across partitions.
+    monkeypatch.setattr(job, "_BLOCK_SIZE", 1024)
+    monkeypatch.setattr(job, "_ROWS_PER_WRITE", 7)
     manifest = job.export_parquet(str(export.directory), str(tmp_path / "ds"))
     for table, rows in (("steps", export.steps), ("collectives", export.collectives)):
         files = list((tmp_path / "ds" / table).rglob("*.parquet"))
@@ -499,3 +501,38 @@ def test_rows_of_a_partition_land_in_one_file_whatever_the_chunks(tmp_path, monk
         assert job.open_table(str(tmp_path / "ds"), table).count_rows() == len(rows)
     slow = job.query(str(tmp_path / "ds"), "slowest_ranks", engine="duckdb")
     assert dict(zip(slow.columns, slow.rows[0]))["rank"] == 4
+
+
+@pytest.mark.parametrize("row_group_rows,max_buffered_bytes", [
+    (1 << 20, 1 << 30),  # nothing forces a flush before the end: one row group per file
+    (9, 1 << 30),        # full buffers written as they fill
+    (1 << 20, 1),        # the byte bound reached at every chunk: the largest buffers written
+])
+def test_partition_rows_keep_their_order_in_few_row_groups(tmp_path, monkeypatch,
+                                                           row_group_rows, max_buffered_bytes):
+    """Each partition's rows are buffered across chunks and written as row groups: the order of
+    the export is kept within a partition whatever forces the writes, and row groups are not
+    one per chunk (at 51 M rows, a ~500-row group per partition per chunk held 2.5 GB of
+    row-group metadata in the open writers)."""
+    import pyarrow.parquet as pq
+    export = make_job_export(tmp_path / "export", ranks=6, hosts=2, steps=60, warmup=2,
+                             straggler=1)
+    monkeypatch.setattr(job, "_BLOCK_SIZE", 1024)
+    monkeypatch.setattr(job, "_ROWS_PER_WRITE", 7)
+    monkeypatch.setattr(job, "_ROW_GROUP_ROWS", row_group_rows)
+    monkeypatch.setattr(job, "_MAX_BUFFERED_BYTES", max_buffered_bytes)
+    job.export_parquet(str(export.directory), str(tmp_path / "ds"))
+    # Chunks of at least 7 rows: at most this many.
+    chunks = -(-len(export.steps) // 7)
+    for path in (tmp_path / "ds" / "steps").rglob("*.parquet"):
+        rank = int(path.parent.name.split("=")[1])
+        want = [r["step_index"] for r in export.steps if r["rank"] == rank]
+        f = pq.ParquetFile(str(path))
+        assert f.read(columns=["step_index"]).column(0).to_pylist() == want, rank
+        groups = f.metadata.num_row_groups
+        if row_group_rows >= len(want) and max_buffered_bytes > 1:
+            assert groups == 1, (rank, groups)
+        elif max_buffered_bytes > 1:
+            assert groups == -(-len(want) // row_group_rows), (rank, groups)
+        else:
+            assert 1 <= groups <= chunks, (rank, groups)
