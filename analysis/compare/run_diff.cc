@@ -261,9 +261,12 @@ std::string fmt(const char* format, double v) {
   return buf;
 }
 
-std::string interval_text(const Change& c, double confidence) {
-  if (!c.interval_ms) return "no interval: a run has fewer than 2 steps";
-  return fmt("%.0f%% CI ", confidence * 100) + fmt("%+.2f", c.interval_ms->first) + " to " +
+std::string interval_text(const Change& c, const DiffOptions& options) {
+  if (!c.interval_ms) {
+    return "no interval: a run has fewer than " +
+           std::to_string(std::max<size_t>(options.min_steps_for_interval, 2)) + " steps";
+  }
+  return fmt("%.0f%% CI ", options.confidence * 100) + fmt("%+.2f", c.interval_ms->first) + " to " +
          fmt("%+.2f", c.interval_ms->second);
 }
 
@@ -281,7 +284,7 @@ std::string headline_of(const RunDiff& d) {
       return a->change.delta_ms * sign > b->change.delta_ms * sign;
     });
     std::string out = "step time " + fmt("%+.1f%%", d.delta_share * 100) + " (" + numbers +
-                      interval_text(s, d.options.confidence) + "): " +
+                      interval_text(s, d.options) + "): " +
                       fmt("%.0f%%", order[0]->share_of_change * 100) + " of it " +
                       to_string(order[0]->wall) + " wall (" +
                       fmt("%+.2f", order[0]->change.delta_ms) + " ms/step)";
@@ -295,7 +298,7 @@ std::string headline_of(const RunDiff& d) {
   }
   std::string out = "no significant change in step time (" + numbers +
                     fmt("%+.1f%%", d.delta_share * 100) + ", " +
-                    interval_text(s, d.options.confidence) + ")";
+                    interval_text(s, d.options) + ")";
   std::string moved;
   for (const WallChange& w : d.walls) {
     if (!w.change.significant) continue;
@@ -378,7 +381,8 @@ RunDiff diff_runs(const DiffRun& base, const DiffRun& next, const DiffOptions& o
   const std::vector<double> b = step_walls_ms(base), n = step_walls_ms(next);
   const std::array<double, kSlots> b_mean = mean_walls(b), n_mean = mean_walls(n);
   std::optional<std::array<std::pair<double, double>, kSlots + 1>> intervals;
-  if (base.steps.size() >= 2 && next.steps.size() >= 2) {
+  const size_t min_steps = std::max<size_t>(options.min_steps_for_interval, 2);
+  if (base.steps.size() >= min_steps && next.steps.size() >= min_steps) {
     intervals = bootstrap_intervals(b, n, options);
   }
   for (size_t w = 0; w < kSlots; ++w) {

@@ -77,6 +77,10 @@ struct DiffOptions {
   // the base run's mean step time: smaller changes are within what reruns of one job on one
   // machine differ by (clocks, thermals, allocator state), whatever the interval says.
   double practical_share = 0.01;
+  // Fewer summary steps than this in a run: no interval, so nothing is significant.  The
+  // percentile bootstrap of a handful of values is narrower than the truth (two steps give
+  // three distinct resample means), so it would call noise a change.
+  size_t min_steps_for_interval = 5;
   size_t kernel_changes = 5;  // kernels listed, largest change of exposed time first
 };
 
@@ -84,7 +88,8 @@ struct Change {
   double base_ms = 0;  // mean per step
   double new_ms = 0;
   double delta_ms = 0;  // new_ms - base_ms
-  // The bootstrap interval of delta_ms; absent when a run has fewer than 2 summary steps.
+  // The bootstrap interval of delta_ms; absent when a run has fewer summary steps than
+  // DiffOptions::min_steps_for_interval.
   std::optional<std::pair<double, double>> interval_ms;
   bool significant = false;
 };

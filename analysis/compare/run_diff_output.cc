@@ -1,4 +1,5 @@
 // The run diff's JSON (schema gpuacct.diff/1, docs/diff.md) and terminal text.
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -85,12 +86,14 @@ std::string interval_cell(const Change& c) {
          "]";
 }
 
+// `share`: of the step time's change, shown only when that change is significant (a share of
+// noise is noise).
 void table_line(std::ostringstream& o, const std::string& name, const Change& c,
-                double share) {
+                std::optional<double> share) {
   char buf[200];
-  std::snprintf(buf, sizeof buf, "  %-14s %9.2f %9.2f %+9.2f  %-18s %6.0f%%%s\n", name.c_str(),
-                c.base_ms, c.new_ms, c.delta_ms, interval_cell(c).c_str(), share * 100,
-                c.significant ? "  *" : "");
+  std::snprintf(buf, sizeof buf, "  %-14s %9.2f %9.2f %+9.2f  %-18s %7s%s\n", name.c_str(),
+                c.base_ms, c.new_ms, c.delta_ms, interval_cell(c).c_str(),
+                share ? fmt("%.0f%%", *share * 100).c_str() : "-", c.significant ? "  *" : "");
   o << buf;
 }
 
@@ -101,14 +104,19 @@ void render_kernels(const RunDiff& d, std::ostringstream& o) {
   }
   o << "\nkernels whose exposed time changed most (ms/step, all devices):\n";
   auto ms = [](const std::optional<double>& v) { return v ? fmt("%.2f", *v) : std::string("?"); };
+  // Changes that print as 0.00 are left to the JSON.
+  constexpr double kShownMs = 0.005;
+  size_t shown = 0;
   for (const KernelChange& k : d.kernels) {
+    if (std::fabs(k.delta_ms) < kShownMs) continue;
+    ++shown;
     std::string name = terminal_text(k.name);
     if (name.size() > 60) name = std::string(utf8_prefix(name, 57)) + "...";
     o << "  " << (k.delta_is_bound ? (k.delta_ms >= 0 ? ">=" : "<=") : "  ")
-      << fmt("%+.2f", k.delta_ms) << "  " << ms(k.base_ms) << " -> " << ms(k.new_ms) << "  "
+      << fmt("%+7.2f", k.delta_ms) << "  " << ms(k.base_ms) << " -> " << ms(k.new_ms) << "  "
       << name << (k.communication ? " (communication)" : "") << "\n";
   }
-  if (d.kernels.empty()) o << "  (none)\n";
+  if (shown == 0) o << "  none changed by 0.01 ms/step or more\n";
   if (!d.kernels_note.empty()) o << "  note: " << terminal_text(d.kernels_note) << "\n";
 }
 
@@ -132,19 +140,22 @@ std::string run_diff_text(const RunDiff& d) {
     }
   }
   o << "\n" << terminal_text(d.headline) << "\n\n";
-  o << "  wall             base      new     change  "
-    << fmt("%.0f%% CI", d.options.confidence * 100) << "             share\n"
-    << "                 ms/step   ms/step   ms/step\n";
+  char head[200];
+  std::snprintf(head, sizeof head, "  %-14s %9s %9s %9s  %-18s %7s\n  %-14s %9s %9s %9s\n",
+                "wall", "base", "new", "change", fmt("%.0f%% CI", d.options.confidence * 100).c_str(),
+                "share", "", "ms/step", "ms/step", "ms/step");
+  o << head;
   for (const WallChange& w : d.walls) {
-    table_line(o, to_string(w.wall), w.change, w.share_of_change);
+    table_line(o, to_string(w.wall), w.change,
+               d.step.significant ? std::optional<double>(w.share_of_change) : std::nullopt);
   }
-  table_line(o, "step", d.step, d.step.delta_ms != 0 ? 1.0 : 0.0);
-  o << "  * significant: the interval excludes 0 and the change is at least "
-    << fmt("%.2f", d.practical_ms) << " ms/step ("
-    << fmt("%g", d.options.practical_share * 100) << "% of the base step time)\n";
+  table_line(o, "step", d.step, d.step.significant ? std::optional<double>(1.0) : std::nullopt);
+  o << "  * significant: the interval excludes 0 and |change| >= " << fmt("%.2f", d.practical_ms)
+    << " ms/step (" << fmt("%g", d.options.practical_share * 100) << "% of base step time)\n";
   render_kernels(d, o);
-  o << "\nmethod: per step, the slowest device's window and its walls; " << d.options.resamples
-    << " bootstrap resamples of each run's steps (seed " << d.options.seed << ")\n";
+  o << "\nmethod: per step, the slowest device's window and its walls; "
+    << d.options.resamples << " bootstrap resamples\n        of each run's steps (seed "
+    << d.options.seed << "); docs/diff.md\n";
   return o.str();
 }
 

@@ -228,7 +228,7 @@ TEST(RunDiff, DeterministicForASeed) {
   EXPECT_EQ(d1.step.delta_ms, d3.step.delta_ms);  // the point estimate needs no resampling
 }
 
-TEST(RunDiff, OneStepHasNoInterval) {
+TEST(RunDiff, TooFewStepsHaveNoInterval) {
   DiffRun a, b;
   a.label = "a";
   b.label = "b";
@@ -236,13 +236,23 @@ TEST(RunDiff, OneStepHasNoInterval) {
   w.compute = 10'000'000;
   a.steps = {w};
   w.compute = 20'000'000;
-  b.steps = {w, w};
+  b.steps = {w, w, w, w, w, w};
   const RunDiff d = diff_runs(a, b);
   EXPECT_NEAR(d.step.delta_ms, 10.0, 1e-12);
   EXPECT_FALSE(d.step.interval_ms.has_value());
   EXPECT_FALSE(d.step.significant);  // a doubling, but one step says nothing of the spread
-  EXPECT_NE(d.headline.find("fewer than 2 steps"), std::string::npos);
+  EXPECT_NE(d.headline.find("fewer than 5 steps"), std::string::npos);
   EXPECT_TRUE(run_diff_to_json(d)["step_time"]["interval_ms"].is_null());
+  a.steps.assign(4, w);  // still too few for a percentile bootstrap
+  EXPECT_FALSE(diff_runs(a, b).step.interval_ms.has_value());
+  a.steps.clear();
+  for (int64_t ms : {9, 10, 11, 10, 10}) {  // some spread around 10 ms
+    w.compute = ms * 1'000'000;
+    a.steps.push_back(w);
+  }
+  const RunDiff five = diff_runs(a, b);
+  ASSERT_TRUE(five.step.interval_ms.has_value());
+  EXPECT_TRUE(five.step.significant);
 }
 
 TEST(RunDiff, SettingsThatDifferComeFirst) {
