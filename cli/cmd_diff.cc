@@ -71,7 +71,8 @@ StatusOr<DiffRun> load_run(const std::string& path, const AccountingConfig& cfg,
   opts.given_settings = given;
   auto reported = report_input(input.value(), cfg, names, opts);
   if (!reported.ok()) return reported.status();
-  if (!reported->cut_off.empty()) std::fprintf(stderr, "gpuacct diff: %s\n", reported->cut_off.c_str());
+  if (!reported->cut_off.empty())
+    std::fprintf(stderr, "gpuacct diff: %s\n", reported->cut_off.c_str());
   if (!reported->settings_note.empty()) {
     std::fprintf(stderr, "gpuacct diff: %s\n", reported->settings_note.c_str());
   }
@@ -98,8 +99,10 @@ int run_diff(int argc, char** argv) {
     return 0;
   }
   if (args.positional().size() != 2) {
-    std::fprintf(stderr, "gpuacct diff: needs two inputs, BASE and NEW (%zu given)\n"
-                         "(see gpuacct diff --help)\n", args.positional().size());
+    std::fprintf(stderr,
+                 "gpuacct diff: needs two inputs, BASE and NEW (%zu given)\n"
+                 "(see gpuacct diff --help)\n",
+                 args.positional().size());
     return kExitError;
   }
   AccountingConfig cfg;
@@ -110,7 +113,8 @@ int run_diff(int argc, char** argv) {
   const auto resamples = args.get_number("resamples", options.resamples, 1, 1e6);
   const auto seed = args.get_number("seed", static_cast<double>(options.seed), 0, 1e15);
   if (!parse_accounting_options(args, &cfg, &given, &error) || !resamples || !seed) {
-    std::fprintf(stderr, "gpuacct diff: %s\n", error.empty() ? args.error().c_str() : error.c_str());
+    std::fprintf(stderr, "gpuacct diff: %s\n",
+                 error.empty() ? args.error().c_str() : error.c_str());
     return kExitError;
   }
   if (args.has("fail-if-slower") && !parse_percent(args.get("fail-if-slower"), &fail_percent)) {

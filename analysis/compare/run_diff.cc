@@ -91,9 +91,13 @@ class SplitMix64 {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
   }
-  // Uniform in [0, n) for n < 2^32 by multiply-shift of 32 random bits (bias below n / 2^32:
-  // under 3e-5 for a million steps).
-  size_t below(size_t n) { return static_cast<size_t>(((next() >> 32) * uint64_t{n}) >> 32); }
+  // Two draws uniform in [0, n), n < 2^32, by multiply-shift of each half of one output
+  // (bias below n / 2^32: under 3e-5 for a million steps).
+  std::pair<size_t, size_t> two_below(size_t n) {
+    const uint64_t r = next();
+    return {static_cast<size_t>(((r >> 32) * uint64_t{n}) >> 32),
+            static_cast<size_t>(((r & 0xFFFFFFFFull) * uint64_t{n}) >> 32)};
+  }
 
  private:
   uint64_t state_;
@@ -121,15 +125,26 @@ std::array<double, kSlots> mean_walls(const std::vector<double>& walls) {
   return sum;
 }
 
-// One resample's mean walls: n steps drawn with replacement.
-std::array<double, kSlots> resampled_mean(const std::vector<double>& walls, SplitMix64& rng) {
-  std::array<double, kSlots> sum{};
+// One resample's mean walls: n steps drawn with replacement.  The draws are counted first
+// (`counts`: n small counters, random increments that stay in cache) and the walls then summed
+// in one sequential pass, weighted by the counts: the same multinomial resample as adding the
+// drawn steps one by one, without a cache miss per draw (4x faster at 100k steps).
+std::array<double, kSlots> resampled_mean(const std::vector<double>& walls, SplitMix64& rng,
+                                          std::vector<uint32_t>& counts) {
   const size_t n = walls.size() / kSlots;
-  for (size_t i = 0; i < n; ++i) {
-    const double* step = &walls[rng.below(n) * kSlots];
-    for (size_t w = 0; w < kSlots; ++w) sum[w] += step[w];
+  counts.assign(n, 0);
+  for (size_t i = 0; i < n; i += 2) {
+    const auto [a, b] = rng.two_below(n);
+    ++counts[a];
+    if (i + 1 < n) ++counts[b];
   }
-  for (double& s : sum) s /= static_cast<double>(n);
+  std::array<double, kSlots> sum{};
+  for (size_t i = 0; i < n; ++i) {
+    const double c = counts[i];
+    const double* step = &walls[i * kSlots];
+    for (size_t w = 0; w < kSlots; ++w) sum[w] += c * step[w];
+  }
+  for (double& v : sum) v /= static_cast<double>(n);
   return sum;
 }
 
@@ -141,9 +156,10 @@ std::array<std::pair<double, double>, kSlots + 1> bootstrap_intervals(
   std::array<std::vector<double>, kSlots + 1> deltas;
   for (auto& d : deltas) d.reserve(resamples);
   SplitMix64 rng(opt.seed);
+  std::vector<uint32_t> counts;
   for (size_t r = 0; r < resamples; ++r) {
-    const std::array<double, kSlots> b = resampled_mean(base, rng);
-    const std::array<double, kSlots> n = resampled_mean(next, rng);
+    const std::array<double, kSlots> b = resampled_mean(base, rng, counts);
+    const std::array<double, kSlots> n = resampled_mean(next, rng, counts);
     double total = 0;
     for (size_t w = 0; w < kSlots; ++w) {
       deltas[w].push_back(n[w] - b[w]);
@@ -200,10 +216,14 @@ KernelChange kernel_change(const std::string& name, const KernelMs& b, const Ker
   k.name = name;
   const auto bi = b.find(name), ni = n.find(name);
   k.communication = bi != b.end() ? bi->second.second : ni->second.second;
-  if (bi != b.end()) k.base_ms = bi->second.first;
-  else if (b_absent.known) k.base_ms = 0.0;
-  if (ni != n.end()) k.new_ms = ni->second.first;
-  else if (n_absent.known) k.new_ms = 0.0;
+  if (bi != b.end())
+    k.base_ms = bi->second.first;
+  else if (b_absent.known)
+    k.base_ms = 0.0;
+  if (ni != n.end())
+    k.new_ms = ni->second.first;
+  else if (n_absent.known)
+    k.new_ms = 0.0;
   if (k.base_ms && k.new_ms) {
     k.delta_ms = *k.new_ms - *k.base_ms;
   } else if (k.new_ms) {
@@ -274,8 +294,8 @@ std::string interval_text(const Change& c, const DiffOptions& options) {
 // (+3.00 ms/step)", or "no significant change in step time (...)" and the walls that moved.
 std::string headline_of(const RunDiff& d) {
   const Change& s = d.step;
-  const std::string numbers = fmt("%.2f", s.base_ms) + " -> " + fmt("%.2f", s.new_ms) +
-                              " ms/step, ";
+  const std::string numbers =
+      fmt("%.2f", s.base_ms) + " -> " + fmt("%.2f", s.new_ms) + " ms/step, ";
   if (s.significant) {
     const double sign = s.delta_ms > 0 ? 1.0 : -1.0;
     std::vector<const WallChange*> order;
@@ -284,8 +304,8 @@ std::string headline_of(const RunDiff& d) {
       return a->change.delta_ms * sign > b->change.delta_ms * sign;
     });
     std::string out = "step time " + fmt("%+.1f%%", d.delta_share * 100) + " (" + numbers +
-                      interval_text(s, d.options) + "): " +
-                      fmt("%.0f%%", order[0]->share_of_change * 100) + " of it " +
+                      interval_text(s, d.options) +
+                      "): " + fmt("%.0f%%", order[0]->share_of_change * 100) + " of it " +
                       to_string(order[0]->wall) + " wall (" +
                       fmt("%+.2f", order[0]->change.delta_ms) + " ms/step)";
     for (size_t i = 1; i < order.size() && i < 3; ++i) {
@@ -297,8 +317,7 @@ std::string headline_of(const RunDiff& d) {
     return out;
   }
   std::string out = "no significant change in step time (" + numbers +
-                    fmt("%+.1f%%", d.delta_share * 100) + ", " +
-                    interval_text(s, d.options) + ")";
+                    fmt("%+.1f%%", d.delta_share * 100) + ", " + interval_text(s, d.options) + ")";
   std::string moved;
   for (const WallChange& w : d.walls) {
     if (!w.change.significant) continue;
@@ -317,8 +336,10 @@ std::string devices_text(const json& run) {
       const std::string name = d.is_object() ? d.value("name", std::string("?")) : "?";
       auto it = std::find_if(counts.begin(), counts.end(),
                              [&](const auto& c) { return c.first == name; });
-      if (it == counts.end()) counts.emplace_back(name, 1);
-      else ++it->second;
+      if (it == counts.end())
+        counts.emplace_back(name, 1);
+      else
+        ++it->second;
     }
   }
   if (counts.empty()) return "none listed";
@@ -348,8 +369,8 @@ std::vector<SettingDifference> setting_differences(const DiffRun& base, const Di
   };
   add("GPU", devices_text(base.run), devices_text(next.run));
   static const std::pair<const char*, const char*> kRunKeys[] = {
-      {"world size", "world_size"}, {"rank", "rank"},         {"source", "source"},
-      {"host", "hostname"},         {"command", "command"},   {"gpuacct version", "gpuacct_version"},
+      {"world size", "world_size"}, {"rank", "rank"},       {"source", "source"},
+      {"host", "hostname"},         {"command", "command"}, {"gpuacct version", "gpuacct_version"},
   };
   for (const auto& [setting, key] : kRunKeys) {
     add(setting, value_text(base.run, key), value_text(next.run, key));
@@ -362,7 +383,8 @@ std::vector<SettingDifference> setting_differences(const DiffRun& base, const Di
     for (const auto& [key, v] : c->items()) keys.insert(key);
   }
   for (const std::string& key : keys) {
-    add("config." + key, value_text(base.config, key.c_str()), value_text(next.config, key.c_str()));
+    add("config." + key, value_text(base.config, key.c_str()),
+        value_text(next.config, key.c_str()));
   }
   return out;
 }
@@ -408,8 +430,7 @@ RunDiff diff_runs(const DiffRun& base, const DiffRun& next, const DiffOptions& o
 }
 
 bool slower_than(const RunDiff& diff, double percent) {
-  return diff.step.significant && diff.step.delta_ms > 0 &&
-         diff.delta_share * 100.0 > percent;
+  return diff.step.significant && diff.step.delta_ms > 0 && diff.delta_share * 100.0 > percent;
 }
 
 }  // namespace gpuacct

@@ -46,10 +46,10 @@ struct KernelTime {
 
 // One run as the diff compares it.
 struct DiffRun {
-  std::string label;                 // the input (its path), as the output names it
-  std::vector<WallBreakdown> steps;  // each summary step's walls (ns), in step order
-  int64_t warmup_steps = 0;          // steps left out: flagged warm-up or slow start
-  nlohmann::json run = nlohmann::json::object();     // the report's "run" section
+  std::string label;                              // the input (its path), as the output names it
+  std::vector<WallBreakdown> steps;               // each summary step's walls (ns), in step order
+  int64_t warmup_steps = 0;                       // steps left out: flagged warm-up or slow start
+  nlohmann::json run = nlohmann::json::object();  // the report's "run" section
   nlohmann::json config = nlohmann::json::object();  // the report's "config" (its settings)
   bool steps_detected = false;  // the input marked no steps: they were detected
   // The report's top kernels, when its source knows kernels (a step stream's rows do not).
@@ -119,8 +119,8 @@ struct RunDiff {
   std::string base_label, new_label;
   int64_t base_steps = 0, new_steps = 0;
   int64_t base_warmup_steps = 0, new_warmup_steps = 0;
-  Change step;              // the mean step time
-  double delta_share = 0;   // step.delta_ms / step.base_ms
+  Change step;                                 // the mean step time
+  double delta_share = 0;                      // step.delta_ms / step.base_ms
   std::array<WallChange, kWallCount> walls{};  // indexed by Wall; deltas sum to step.delta_ms
   std::vector<SettingDifference> settings;     // what differs between the runs
   bool kernels_known = false;                  // both runs list kernels

@@ -22,8 +22,8 @@ json change_json(const Change& c) {
             {"new_ms", c.new_ms},
             {"delta_ms", c.delta_ms},
             {"significant", c.significant}};
-  j["interval_ms"] = c.interval_ms ? json::array({c.interval_ms->first, c.interval_ms->second})
-                                   : json(nullptr);
+  j["interval_ms"] =
+      c.interval_ms ? json::array({c.interval_ms->first, c.interval_ms->second}) : json(nullptr);
   return j;
 }
 
@@ -61,8 +61,10 @@ json run_diff_to_json(const RunDiff& d) {
   step["delta_share"] = d.delta_share;
   return {
       {"schema", kDiffSchema},
-      {"base", {{"input", d.base_label}, {"steps", d.base_steps}, {"warmup_steps", d.base_warmup_steps}}},
-      {"new", {{"input", d.new_label}, {"steps", d.new_steps}, {"warmup_steps", d.new_warmup_steps}}},
+      {"base",
+       {{"input", d.base_label}, {"steps", d.base_steps}, {"warmup_steps", d.base_warmup_steps}}},
+      {"new",
+       {{"input", d.new_label}, {"steps", d.new_steps}, {"warmup_steps", d.new_warmup_steps}}},
       {"settings_differ", settings},
       {"headline", d.headline},
       {"step_time", step},
@@ -124,10 +126,9 @@ void render_kernels(const RunDiff& d, std::ostringstream& o) {
 
 std::string run_diff_text(const RunDiff& d) {
   std::ostringstream o;
-  auto run_line = [&o](const char* which, const std::string& label, int64_t steps,
-                       int64_t warmup) {
-    o << "  " << which << terminal_text(label) << ": " << steps << " steps compared ("
-      << warmup << " warm-up left out)\n";
+  auto run_line = [&o](const char* which, const std::string& label, int64_t steps, int64_t warmup) {
+    o << "  " << which << terminal_text(label) << ": " << steps << " steps compared (" << warmup
+      << " warm-up left out)\n";
   };
   o << "gpuacct diff\n";
   run_line("base: ", d.base_label, d.base_steps, d.base_warmup_steps);
@@ -141,8 +142,8 @@ std::string run_diff_text(const RunDiff& d) {
   }
   o << "\n" << terminal_text(d.headline) << "\n\n";
   char head[200];
-  std::snprintf(head, sizeof head, "  %-14s %9s %9s %9s  %-18s %7s\n  %-14s %9s %9s %9s\n",
-                "wall", "base", "new", "change", fmt("%.0f%% CI", d.options.confidence * 100).c_str(),
+  std::snprintf(head, sizeof head, "  %-14s %9s %9s %9s  %-18s %7s\n  %-14s %9s %9s %9s\n", "wall",
+                "base", "new", "change", fmt("%.0f%% CI", d.options.confidence * 100).c_str(),
                 "share", "", "ms/step", "ms/step", "ms/step");
   o << head;
   for (const WallChange& w : d.walls) {
@@ -153,9 +154,9 @@ std::string run_diff_text(const RunDiff& d) {
   o << "  * significant: the interval excludes 0 and |change| >= " << fmt("%.2f", d.practical_ms)
     << " ms/step (" << fmt("%g", d.options.practical_share * 100) << "% of base step time)\n";
   render_kernels(d, o);
-  o << "\nmethod: per step, the slowest device's window and its walls; "
-    << d.options.resamples << " bootstrap resamples\n        of each run's steps (seed "
-    << d.options.seed << "); docs/diff.md\n";
+  o << "\nmethod: per step, the slowest device's window and its walls; " << d.options.resamples
+    << " bootstrap resamples\n        of each run's steps (seed " << d.options.seed
+    << "); docs/diff.md\n";
   return o.str();
 }
 

@@ -29,7 +29,8 @@ Accounted account(const SyntheticSpec& spec, const std::string& device = "simula
   acc.finish();
   RunMetadata meta;
   meta.source = "synthetic";
-  for (int d = 0; d < spec.devices; ++d) meta.devices.push_back(DeviceInfo{d, device, 132, 9, 0, 0});
+  for (int d = 0; d < spec.devices; ++d)
+    meta.devices.push_back(DeviceInfo{d, device, 132, 9, 0, 0});
   return {build_report(acc, meta, names), acc.rows()};
 }
 
@@ -98,14 +99,16 @@ struct Planted {
 std::vector<Planted> planted_cases() {
   return {
       // The host waits in the data loader's range with the GPU idle: the data wall.
-      {"data_wait", "demo", Wall::kData, 3.0, [](SyntheticSpec& s) { s.data_wait_ns += 3'000'000; }},
+      {"data_wait", "demo", Wall::kData, 3.0,
+       [](SyntheticSpec& s) { s.data_wait_ns += 3'000'000; }},
       // CPU work outside data ranges before any launch, the GPU idle: the other wall.
       {"cpu_work", "demo", Wall::kOther, 2.0, [](SyntheticSpec& s) { s.cpu_work_ns += 2'000'000; }},
       // The all-reduce already outlasts the compute that hides it: every extra ms is exposed.
       {"collective", "demo", Wall::kCommunication, 2.5,
        [](SyntheticSpec& s) { s.collective_ns += 2'500'000; }},
       // 100 kernels queued ahead of the GPU (no launch gaps), each 20 us longer: compute.
-      {"kernel_time", "balanced", Wall::kCompute, 2.0, [](SyntheticSpec& s) { s.kernel_ns += 20'000; }},
+      {"kernel_time", "balanced", Wall::kCompute, 2.0,
+       [](SyntheticSpec& s) { s.kernel_ns += 20'000; }},
       // 2000 kernels shorter than their launch cost: the GPU waits 1 us more for each.
       {"launch_cost", "launch_bound", Wall::kLaunch, 2.0,
        [](SyntheticSpec& s) { s.launch_cost_ns += 1'000; }},
@@ -209,7 +212,8 @@ TEST(RunDiff, SameDesignOtherNoiseIsNoSignificantChange) {
   for (uint64_t seed = 2; seed < 7; ++seed) {
     SCOPED_TRACE(seed);
     for (const char* name : {"demo", "balanced", "launch_bound"}) {
-      const RunDiff d = diff_runs(run_of(preset(name, 102, 1), "a"), run_of(preset(name, 102, seed), "b"));
+      const RunDiff d =
+          diff_runs(run_of(preset(name, 102, 1), "a"), run_of(preset(name, 102, seed), "b"));
       EXPECT_FALSE(d.step.significant) << name << ": " << d.headline;
       for (const WallChange& w : d.walls) EXPECT_FALSE(w.change.significant) << name;
       EXPECT_FALSE(slower_than(d, 0.0));
@@ -348,7 +352,8 @@ TEST(RunDiff, JsonAndText) {
   EXPECT_NE(text.find(d.headline), std::string::npos);
   EXPECT_EQ(d.headline.rfind("step time +", 0), 0u) << d.headline;
   EXPECT_NE(d.headline.find("of it data wall (+3."), std::string::npos) << d.headline;
-  for (const WallInfo& w : kWalls) EXPECT_NE(text.find("  " + std::string(w.name)), std::string::npos);
+  for (const WallInfo& w : kWalls)
+    EXPECT_NE(text.find("  " + std::string(w.name)), std::string::npos);
 }
 
 }  // namespace
