@@ -77,9 +77,23 @@ StatusOr<DiffRun> load_run(const std::string& path, const AccountingConfig& cfg,
     std::fprintf(stderr, "gpuacct diff: %s\n", reported->settings_note.c_str());
   }
   auto run = diff_run_from_report(reported->report, reported->rows, path);
-  if (run.ok() && input->format() == InputFormat::kStepStream) {
+  if (!run.ok()) return run;
+  if (input->format() == InputFormat::kStepStream) {
     run->kernels_known = false;
     run->kernels_unknown_why = "a step stream holds rows, not kernels";
+  }
+  // A report or step stream holds rows accounted already: --warmup re-flags them (report_input),
+  // so its config says so; the thresholds cannot apply to them, and the user is told.
+  const bool rows_only =
+      input->format() == InputFormat::kReport || input->format() == InputFormat::kStepStream;
+  if (rows_only && given.count(kSettingWarmupSteps) > 0) {
+    run->config[kSettingWarmupSteps] = cfg.warmup_steps;
+  }
+  if (rows_only && (given.count(kSettingLaunchLatency) > 0 || given.count(kSettingHostPause) > 0)) {
+    std::fprintf(stderr,
+                 "gpuacct diff: %s holds rows accounted already: --launch-latency-us and "
+                 "--host-pause-us do not apply to it\n",
+                 path.c_str());
   }
   return run;
 }

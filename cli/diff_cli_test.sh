@@ -120,6 +120,12 @@ expect 1 "of it data wall" "$bin" diff "$tmp/out/sample.report.json" "$tmp/slowe
 # Settings that differ are shown before the numbers.
 "$bin" analyze "$sample" --warmup 4 --out "$tmp/out4" >/dev/null 2>&1
 expect 0 "config.warmup_steps: 2 -> 4" "$bin" diff "$sample" "$tmp/out4/sample.report.json"
+# --warmup applies to both, a report's rows re-flagged: the same steps, no setting differs.
+out="$("$bin" diff "$tmp/out/sample.report.json" "$sample" --warmup 4 2>&1)"
+{ grep -qF "20 steps compared (4 warm-up left out)" <<<"$out" &&
+  ! grep -qF "settings that differ" <<<"$out"; } || fail "--warmup on a report and a recording: $out"
+expect 0 "holds rows accounted already" "$bin" diff "$tmp/out/sample.report.json" "$sample" \
+  --host-pause-us 50
 # Kineto traces (two ranks of one job): they differ in rank, said first.
 expect 0 "rank: 0 -> 1" "$bin" diff "$root/tests/data/kineto/sampled_rank-0.json.gz" \
   "$root/tests/data/kineto/sampled_rank-1.json.gz"
