@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <type_traits>
 
 #include "analysis/model/stats.h"
 #include "analysis/report/run_summary.h"
@@ -13,6 +14,22 @@ namespace gpuacct {
 namespace {
 
 using nlohmann::json;
+
+// `j[key]` when it holds a T, else `fallback`: a report edited by hand or written by another
+// version must not turn a wrong type into an exception.
+template <typename T>
+T field_or(const json& j, const char* key, T fallback) {
+  if (!j.is_object()) return fallback;
+  const auto it = j.find(key);
+  if (it == j.end()) return fallback;
+  if constexpr (std::is_same_v<T, std::string>) {
+    return it->is_string() ? it->get<std::string>() : fallback;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return it->is_boolean() ? it->get<bool>() : fallback;
+  } else {
+    return it->is_number_integer() ? it->get<T>() : fallback;
+  }
+}
 
 // The kernels a report lists, and whether its source knows kernels at all.
 void read_kernels(const json& report, DiffRun* run) {
@@ -24,10 +41,10 @@ void read_kernels(const json& report, DiffRun* run) {
   for (const json& k : *top) {
     if (!k.is_object()) continue;
     KernelTime t;
-    t.name = k.value("name", std::string());
-    t.exposed_ns = k.value("exposed_ns", int64_t{0});
-    t.count = k.value("count", int64_t{0});
-    t.communication = k.value("communication", false);
+    t.name = field_or<std::string>(k, "name", "?");
+    t.exposed_ns = field_or<int64_t>(k, "exposed_ns", 0);
+    t.count = field_or<int64_t>(k, "count", 0);
+    t.communication = field_or<bool>(k, "communication", false);
     run->kernels.push_back(std::move(t));
   }
   if (run->kernels.empty()) {
@@ -37,8 +54,9 @@ void read_kernels(const json& report, DiffRun* run) {
   }
   run->kernels_known = true;
   // The report's own limit when it says it (a newer writer), else the accountant's default.
-  const int limit = run->config.value("top_kernels", AccountingConfig{}.top_kernels);
-  run->kernel_list_limit = static_cast<size_t>(std::max(limit, 0));
+  const int64_t limit =
+      field_or<int64_t>(run->config, "top_kernels", AccountingConfig{}.top_kernels);
+  run->kernel_list_limit = static_cast<size_t>(std::max<int64_t>(limit, 0));
 }
 
 }  // namespace
@@ -48,8 +66,11 @@ StatusOr<DiffRun> diff_run_from_report(const json& report, const std::vector<Ste
   DiffRun run;
   run.label = std::move(label);
   if (!report.is_object()) return Status::Error(run.label + ": not a gpuacct report");
-  run.run = report.value("run", json::object());
-  run.config = report.value("config", json::object());
+  for (const auto& [key, section] :
+       {std::pair{"run", &run.run}, std::pair{"config", &run.config}}) {
+    const auto it = report.find(key);
+    if (it != report.end() && it->is_object()) *section = *it;
+  }
   run.steps_detected = report.contains("step_detection");
   // The summary's own rule for which steps count (warm-up flags and slow start).
   const RunSummary summary = summarize(rows, Stats{});
@@ -329,11 +350,12 @@ std::string headline_of(const RunDiff& d) {
 }
 
 std::string devices_text(const json& run) {
-  const json devices = run.value("devices", json::array());
+  const auto found = run.find("devices");
+  const json devices = found != run.end() ? *found : json::array();
   std::vector<std::pair<std::string, int>> counts;  // first-seen order
   if (devices.is_array()) {
     for (const json& d : devices) {
-      const std::string name = d.is_object() ? d.value("name", std::string("?")) : "?";
+      const std::string name = field_or<std::string>(d, "name", "?");
       auto it = std::find_if(counts.begin(), counts.end(),
                              [&](const auto& c) { return c.first == name; });
       if (it == counts.end())

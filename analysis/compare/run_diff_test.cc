@@ -87,6 +87,29 @@ TEST(RunDiff, OnlyWarmupIsAnError) {
   EXPECT_NE(run.status().message().find("short.gpuacct: no summary step"), std::string::npos);
 }
 
+TEST(RunDiff, OddReportSectionsAreReadWithoutThrowing) {
+  Accounted a = account(preset("demo", 10, 1));
+  a.report["run"] = "not an object";
+  a.report["config"] = nlohmann::json::array({1, 2});
+  a.report["top_kernels"] = nlohmann::json::array(
+      {{{"name", 5}, {"exposed_ns", "many"}, {"communication", "yes"}}, "junk"});
+  auto run = diff_run_from_report(a.report, a.rows, "odd");
+  ASSERT_TRUE(run.ok());
+  EXPECT_TRUE(run->run.is_object());
+  EXPECT_TRUE(run->config.is_object());
+  ASSERT_EQ(run->kernels.size(), 1u);
+  EXPECT_EQ(run->kernels[0].name, "?");
+  EXPECT_EQ(run->kernels[0].exposed_ns, 0);
+  DiffRun devices_odd = run.value();
+  devices_odd.run = {{"devices", "one"}, {"world_size", "x"}};
+  const RunDiff d = diff_runs(run.value(), devices_odd);
+  ASSERT_EQ(d.settings.size(), 1u);  // both list no devices (the first's run was a string)
+  EXPECT_EQ(d.settings[0].setting, "world size");
+  EXPECT_EQ(d.settings[0].base, "-");
+  EXPECT_EQ(d.settings[0].next, "x");
+  EXPECT_FALSE(diff_run_from_report(nlohmann::json::array(), a.rows, "arr").ok());
+}
+
 // One wall changed by a known amount per step, nothing else.
 struct Planted {
   const char* name;
