@@ -126,6 +126,24 @@ out="$("$bin" diff "$tmp/out/sample.report.json" "$sample" --warmup 4 2>&1)"
   ! grep -qF "settings that differ" <<<"$out"; } || fail "--warmup on a report and a recording: $out"
 expect 0 "holds rows accounted already" "$bin" diff "$tmp/out/sample.report.json" "$sample" \
   --host-pause-us 50
+# A step stream (rows, with the live run's warm-up flags, no kernels) made of the report's rows
+# and a closing summary line: the same steps as the report, kernels not compared.
+python3 - "$tmp/out/sample.report.json" "$tmp/sample.steps.jsonl" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+with open(sys.argv[2], "w") as out:
+    out.write(json.dumps({"schema": "gpuacct.steps/1", "source": "injected", "hostname": "h",
+                          "pid": 1, "rank": -1, "world_size": 0}) + "\n")
+    for row in r["steps"]:
+        out.write(json.dumps(row) + "\n")
+    out.write(json.dumps({"summary": r["summary"], "verdict": r["verdict"], "provisional": False,
+                          "step_rows": len(r["steps"]), "stats": []}) + "\n")
+EOF
+out="$("$bin" diff "$tmp/sample.steps.jsonl" "$tmp/out/sample.report.json" 2>&1)"
+{ grep -qF "22 steps compared (2 warm-up left out)" <<<"$out" &&
+  grep -qF "kernels: not compared (base: a step stream holds rows, not kernels)" <<<"$out" &&
+  grep -qF "no significant change in step time (23.46 -> 23.46" <<<"$out"; } ||
+  fail "step stream against its report: $out"
 # Kineto traces (two ranks of one job): they differ in rank, said first.
 expect 0 "rank: 0 -> 1" "$bin" diff "$root/tests/data/kineto/sampled_rank-0.json.gz" \
   "$root/tests/data/kineto/sampled_rank-1.json.gz"

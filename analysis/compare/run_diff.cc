@@ -375,7 +375,7 @@ std::string devices_text(const json& run) {
 std::string value_text(const json& section, const char* key) {
   const auto it = section.find(key);
   if (it == section.end() || it->is_null()) return "-";
-  if (it->is_string()) return it->get<std::string>();
+  if (it->is_string()) return it->get<std::string>().empty() ? "-" : it->get<std::string>();
   if (it->is_number_integer()) return std::to_string(it->get<int64_t>());
   if (it->is_number()) return fmt("%g", it->get<double>());
   if (it->is_boolean()) return it->get<bool>() ? "true" : "false";
