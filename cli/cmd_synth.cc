@@ -40,8 +40,8 @@ class RecordingSink final : public EventSink {
 }  // namespace
 
 int run_synth(int argc, char** argv) {
-  Args args({"preset", "out", "steps", "seed", "devices"}, {"help", "markers", "no-steps"},
-            {{'o', "out"}, {'h', "help"}});
+  Args args({"preset", "out", "steps", "seed", "devices", "data-wait-ms"},
+            {"help", "markers", "no-steps"}, {{'o', "out"}, {'h', "help"}});
   if (!args.parse(argc, argv)) {
     std::fprintf(stderr, "gpuacct synth: %s\n", args.error().c_str());
     return 2;
@@ -49,10 +49,11 @@ int run_synth(int argc, char** argv) {
   if (args.has("help") || !args.has("out")) {
     std::fputs(
         "usage: gpuacct synth --preset NAME -o FILE.gpuacct [--steps N] [--seed S]\n"
-        "                     [--devices N] [--markers | --no-steps]\n\n"
+        "                     [--devices N] [--data-wait-ms MS] [--markers | --no-steps]\n\n"
         "Simulates a training loop whose bottleneck is designed by the preset and writes\n"
         "it as a gpuacct recording.  Presets: demo, data_bound, launch_bound, comm_bound,\n"
-        "copy_bound, balanced, bench.\n",
+        "copy_bound, balanced, bench.  --data-wait-ms sets how long each step waits for its\n"
+        "input (the data wall; e.g. two runs for `gpuacct diff`).\n",
         args.has("help") ? stdout : stderr);
     return args.has("help") ? 0 : 2;
   }
@@ -64,13 +65,16 @@ int run_synth(int argc, char** argv) {
   const auto steps = args.get_number("steps", spec->steps, 1, 1e7);
   const auto seed = args.get_number("seed", static_cast<double>(spec->seed), 0, 1e15);
   const auto devices = args.get_number("devices", spec->devices, 1, 64);
-  if (!steps || !seed || !devices) {
+  const auto data_wait_ms =
+      args.get_number("data-wait-ms", static_cast<double>(spec->data_wait_ns) / 1e6, 0, 1e6);
+  if (!steps || !seed || !devices || !data_wait_ms) {
     std::fprintf(stderr, "gpuacct synth: %s\n", args.error().c_str());
     return 2;
   }
   spec->steps = static_cast<int>(*steps);
   spec->seed = static_cast<uint64_t>(*seed);
   spec->devices = static_cast<int>(*devices);
+  if (args.has("data-wait-ms")) spec->data_wait_ns = static_cast<TimeNs>(*data_wait_ms * 1e6);
   spec->use_markers = args.has("markers");
   spec->emit_steps = !args.has("no-steps");
 

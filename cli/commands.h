@@ -1,5 +1,7 @@
 // Sub-commands of the `gpuacct` tool.  Each returns the process exit code:
 //   0 success, 1 bad input or failed analysis (one clear message on stderr), 2 usage error.
+// `diff` alone differs, for CI gates: 1 means "slower than --fail-if-slower", so an input it
+// cannot compare is 2, as a usage error (cli/cmd_diff.cc).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,7 @@ int run_analyze(int argc, char** argv);
 int run_report(int argc, char** argv);
 int run_synth(int argc, char** argv);
 int run_timeline(int argc, char** argv);
+int run_diff(int argc, char** argv);
 int run_job(int argc, char** argv);
 
 // How the job view is printed and written (`gpuacct job`, and `gpuacct analyze` with several

@@ -18,6 +18,8 @@ struct Command {
 const Command kCommands[] = {
     {"analyze", gpuacct::cli::run_analyze,
      "account every step of a recording or PyTorch-profiler trace; print and write the report"},
+    {"diff", gpuacct::cli::run_diff,
+     "how the step time changed between two runs, by wall, with a confidence interval"},
     {"job", gpuacct::cli::run_job,
      "every rank of a distributed job in one answer: who arrives last, why, what it costs"},
     {"report", gpuacct::cli::run_report, "print the terminal summary of a JSON report"},

@@ -8,7 +8,7 @@
   job-export  INPUTS... -o OUT_DIR       runs `gpuacct job --export`, then job-parquet
   job-query   DATASET NAME               a job-view query (DuckDB; --engine spark)
 
-  analyze, synth, timeline               handed to the C++ ``gpuacct`` CLI (GPUACCT_CLI, the
+  analyze, diff, synth, timeline         handed to the C++ ``gpuacct`` CLI (GPUACCT_CLI, the
                                          build tree next to the library, or PATH)
 """
 
@@ -155,7 +155,7 @@ def _job_command(args: argparse.Namespace) -> int:
 
 
 # Commands that only the C++ CLI implements.
-_CLI_COMMANDS = ("analyze", "synth", "timeline")
+_CLI_COMMANDS = ("analyze", "diff", "synth", "timeline")
 
 
 def _delegate_to_cli(argv: List[str]) -> int:

@@ -1,4 +1,4 @@
-"""One name for both halves of the tool: the Python entry hands analyze/synth/timeline to the
+"""One name for both halves of the tool: the Python entry hands analyze/diff/synth/timeline to the
 C++ CLI, and the C++ CLI hands run/plot to this package."""
 
 import subprocess
@@ -20,6 +20,16 @@ def test_python_entry_hands_analyze_to_the_cpp_cli(tmp_path):
                          stderr=subprocess.PIPE, text=True, timeout=120)
     check(res)
     assert "verdict: HIGHLY data-bound" in res.stdout
+
+
+def test_python_entry_hands_diff_to_the_cpp_cli(tmp_path):
+    sample = SHIM.parent / "examples" / "data" / "sample.gpuacct"
+    res = subprocess.run([sys.executable, "-m", "gpuacct", "diff", str(sample), str(sample),
+                          "--fail-if-slower", "0%"],
+                         env=clean_env(GPUACCT_CLI=_cli()), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, timeout=120)
+    check(res)
+    assert "no significant change in step time (23.46 -> 23.46 ms/step" in res.stdout
 
 
 def test_python_entry_without_cpp_cli_says_so(tmp_path):
