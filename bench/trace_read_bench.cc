@@ -10,7 +10,8 @@
 //   import        the Kineto importer into a counting sink (decompression included);
 //   front door    account_input: importer, HTA totals, step detection, the accountant, i.e.
 //                 what `gpuacct analyze` runs before it writes its files.
-// Prints the median of each: seconds, MB/s of JSON, events/s, and its ratio to the fastest
+// Prints the median of each: seconds, MB/s of JSON, events/s (trace events when the trace was
+// generated here, else mapped events), and its ratio to the fastest
 // floor of the same run; then the process's peak RSS.  The machine's other load moves all of
 // them alike: compare ratios, not seconds across runs.  Not run by CI (a benchmark).
 #include <sys/resource.h>
@@ -120,13 +121,14 @@ int run(int argc, char** argv) {
     }
   }
   std::string path = trace;
+  uint64_t trace_events = 0;  // all traceEvents elements (known when generated here)
   if (path.empty()) {
     path = keep.empty() ? "/tmp/gpuacct_trace_read_bench." + std::to_string(::getpid()) + ".json.gz"
                         : keep;
-    uint64_t bytes = 0, events = 0;
+    uint64_t bytes = 0;
     std::fprintf(stderr, "writing %llu MB of trace JSON (gzip) to %s ...\n",
                  static_cast<unsigned long long>(json_mb), path.c_str());
-    if (!write_trace(path, json_mb * 1000000, &bytes, &events)) {
+    if (!write_trace(path, json_mb * 1000000, &bytes, &trace_events)) {
       std::fprintf(stderr, "trace_read_bench: cannot write %s\n", path.c_str());
       return 1;
     }
@@ -169,15 +171,19 @@ int run(int argc, char** argv) {
     return 1;
   }
   const double floor = std::min(median(rows[0].times), median(rows[1].times));
-  std::printf("trace: %.1f MB JSON, %llu events mapped; fastest decoder: %s; median of %d rounds\n",
-              static_cast<double>(json_bytes) / 1e6, static_cast<unsigned long long>(events),
-              isal_name.c_str(), rounds);
+  std::printf("trace: %.1f MB JSON, %llu trace events, %llu mapped; fastest decoder: %s; "
+              "median of %d rounds\n",
+              static_cast<double>(json_bytes) / 1e6,
+              static_cast<unsigned long long>(trace_events),
+              static_cast<unsigned long long>(events), isal_name.c_str(), rounds);
+  // events/s of trace events when known (generated here), else of mapped events.
+  const uint64_t counted = trace_events > 0 ? trace_events : events;
   std::printf("%-26s %9s %10s %12s %14s\n", "", "seconds", "JSON MB/s", "Mevents/s",
               "x fastest floor");
   for (const Row& row : rows) {
     const double t = median(row.times);
     std::printf("%-26s %9.3f %10.1f %12.2f %14.2f\n", row.what, t,
-                static_cast<double>(json_bytes) / 1e6 / t, static_cast<double>(events) / 1e6 / t,
+                static_cast<double>(json_bytes) / 1e6 / t, static_cast<double>(counted) / 1e6 / t,
                 t / floor);
   }
   rusage ru{};
