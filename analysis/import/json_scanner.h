@@ -23,6 +23,10 @@
 #include <string_view>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "analysis/import/byte_source.h"
 #include "analysis/model/status.h"
 
@@ -117,6 +121,21 @@ class Scanner {
   Result string(Cursor& c, std::string_view* out, bool decode) {
     const char* start = c.p + 1;
     const char* q = start;
+#if defined(__SSE2__)
+    // Fastest path: sixteen bytes at a time (SSE2 is part of x86-64); the kernel names of a
+    // trace are hundreds of bytes long.
+    const __m128i quote16 = _mm_set1_epi8('"'), slash16 = _mm_set1_epi8('\\');
+    while (c.end - q >= 16) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+      const int hit = _mm_movemask_epi8(
+          _mm_or_si128(_mm_cmpeq_epi8(v, quote16), _mm_cmpeq_epi8(v, slash16)));
+      if (hit != 0) {
+        q += __builtin_ctz(static_cast<unsigned>(hit));
+        return string_end(c, out, decode, start, q);
+      }
+      q += 16;
+    }
+#endif
     // Fast path: find the first '"' or '\\' eight bytes at a time (SWAR).
     constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
     constexpr uint64_t kQuote = kOnes * '"', kSlash = kOnes * '\\';
@@ -133,6 +152,12 @@ class Scanner {
     }
     while (q < c.end && *q != '"' && *q != '\\') ++q;
     if (q >= c.end) return Result::kNeedMore;
+    return string_end(c, out, decode, start, q);
+  }
+
+  // string() found the closing quote or the first escape at `q`.
+  Result string_end(Cursor& c, std::string_view* out, bool decode, const char* start,
+                    const char* q) {
     if (*q == '"') {
       if (out) *out = std::string_view(start, static_cast<size_t>(q - start));
       c.p = q + 1;

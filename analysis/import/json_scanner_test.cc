@@ -88,6 +88,26 @@ TEST(ParseScaled, SimpleShapeAgreesWithTheGeneralParser) {
   }
 }
 
+// The closing quote or an escape at every offset: across the 16-byte, 8-byte and bytewise
+// scans alike.
+TEST(Scanner, StringEndFoundAtEveryOffset) {
+  for (size_t len = 0; len < 70; ++len) {
+    const std::string body(len, 'k');
+    for (const std::string& tail : {std::string("\"  ,"), std::string("\\n\"  ,")}) {
+      const std::string text = "\"" + body + tail;
+      json_scan::Scanner scan;
+      json_scan::Cursor c{text.data(), text.data() + text.size()};
+      std::string_view out;
+      ASSERT_EQ(scan.string(c, &out, true), json_scan::Result::kOk) << len;
+      EXPECT_EQ(out, tail.size() == 4 ? body : body + "\n") << len;
+      EXPECT_EQ(c.p, text.data() + text.size() - 3) << len;
+      // Without the closing quote: more input is needed, whatever the length.
+      json_scan::Cursor open{text.data(), text.data() + 1 + len};
+      EXPECT_EQ(scan.string(open, &out, true), json_scan::Result::kNeedMore) << len;
+    }
+  }
+}
+
 TEST(Scanner, StringsFastPathAndEscapes) {
   Scanner s;
   Value v;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <deque>
 #include <limits>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -48,8 +49,13 @@ struct RawEvent {
   bool has_args = false;
   Value device, stream, correlation, bytes, graph_id;
   KinetoCommValues comm;  // the collective args ("Collective name", "External id", ...)
-  void clear() { *this = RawEvent(); }
+  // Every field back to "absent", for each event: one memset of the ~650 bytes (assigning a
+  // fresh RawEvent built a temporary and copied it, ~5 % of the import).  All-zero bytes are
+  // an empty RawEvent: ValueType::kNone is 0, an empty string_view is {0, nullptr}.
+  void clear() { std::memset(static_cast<void*>(this), 0, sizeof(*this)); }
 };
+static_assert(std::is_trivially_copyable_v<RawEvent>);
+static_assert(static_cast<int>(ValueType::kNone) == 0);
 
 // ---------------------------------------------------------------------------------------------
 
@@ -843,7 +849,9 @@ StatusOr<RunMetadata> import_kineto_buffer(std::string_view data, NameTable& nam
 }
 
 bool looks_like_kineto_trace(const std::string& path) {
-  auto src = open_byte_source(path);
+  ByteSourceOptions sniff;
+  sniff.background_min_bytes = UINT64_MAX;  // a few bytes: no thread inflating megabytes ahead
+  auto src = open_byte_source(path, sniff);
   if (!src.ok()) return false;
   if (src.value()->compressed()) return true;
   char buf[256];
