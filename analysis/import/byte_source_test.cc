@@ -138,6 +138,14 @@ TEST(ByteSource, CorruptionIsTheSameErrorEverywhere) {
     EXPECT_EQ(r.error.rfind("corrupt gzip data at compressed byte offset ", 0), 0u)
         << v.name << ": " << r.error;
     EXPECT_LT(r.bytes.size(), text.size()) << v.name;
+    if (v.opts.background_min_bytes == 0) {
+      // The thread's error stays: a reader that asks again is not told "end of input".
+      char buf[16];
+      size_t got = 1;
+      Status again = src->read(buf, sizeof(buf), &got);
+      EXPECT_EQ(again.message(), r.error) << v.name;
+      EXPECT_EQ(got, 0u) << v.name;
+    }
   }
   // A broken CRC-32 in the trailer: all the bytes, then the error.
   std::string crc = gzip(text);

@@ -47,7 +47,8 @@ class PrefetchSource final : public ByteSource {
   Status read(char* dst, size_t n, size_t* got) override {
     if (synchronous_) return inner_->read(dst, n, got);
     *got = 0;
-    if (n == 0 || finished_) return Status::Ok();
+    if (finished_) return final_status_;  // the end, or the inner source's error, again
+    if (n == 0) return Status::Ok();
     for (;;) {
       Block& b = blocks_[head_ % kBlocks];
       if (!have_head_) {
@@ -65,7 +66,8 @@ class PrefetchSource final : public ByteSource {
       }
       if (b.last) {
         finished_ = true;
-        return b.status;  // Ok at the end of the input
+        final_status_ = b.status;  // Ok at the end of the input
+        return final_status_;
       }
       // Block used up: give it back to the thread.
       have_head_ = false;
@@ -128,6 +130,7 @@ class PrefetchSource final : public ByteSource {
   bool have_head_ = false;
   size_t head_pos_ = 0;
   bool finished_ = false;
+  Status final_status_;
 };
 
 }  // namespace
