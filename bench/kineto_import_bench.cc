@@ -13,13 +13,13 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <string>
 
 #include "analysis/accounting/step_accountant.h"
 #include "analysis/import/kineto_importer.h"
 #include "analysis/input/input.h"
 #include "analysis/report/trace_totals.h"
+#include "bench/kineto_trace_gen.h"
 
 namespace gpuacct {
 namespace {
@@ -38,56 +38,13 @@ double peak_rss_mib() {
   return static_cast<double>(ru.ru_maxrss) / 1024.0;
 }
 
-// A trace shaped like scripts/gen_big_kineto_trace.py's (and real Kineto): per launched op a
-// cpu_op, a cuda_runtime, an ac2g flow pair and a kernel; ProfilerStep every 2000 ops.
 std::string make_trace(size_t events, size_t* count) {
-  std::string s =
-      R"J({"schemaVersion": 1, "distributedInfo": {"rank": 0, "world_size": 2}, "traceEvents": [)J";
+  bench::KinetoTraceGen gen;
+  std::string s = bench::KinetoTraceGen::header();
   s.reserve(events * 260);
-  std::mt19937_64 rng(1);
-  double ts = 4458676522690.655, gpu = ts + 50;
-  uint64_t corr = 1000, n = 0;
-  char buf[1024];
-  auto add = [&](int len) {
-    if (n++) s += ",\n";
-    s.append(buf, static_cast<size_t>(len));
-  };
-  for (size_t i = 0; n < events; ++i) {
-    if (i % 2000 == 0) {
-      add(std::snprintf(
-          buf, sizeof(buf),
-          R"J({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%zu", "pid": 1, "tid": 2, "ts": %.3f, "dur": 18000.0, "args": {"External id": 1}})J",
-          i / 2000, ts));
-    }
-    const double cd = 5 + static_cast<double>(rng() % 25000) / 1000.0;
-    add(std::snprintf(
-        buf, sizeof(buf),
-        R"J({"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 2, "ts": %.3f, "dur": %.3f, "args": {"External id": %lu, "Record function id": 0, "Sequence number": %lu, "Fwd thread id": 1, "Ev Idx": %lu}})J",
-        ts, cd, corr, corr, corr));
-    add(std::snprintf(
-        buf, sizeof(buf),
-        R"J({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": %.3f, "dur": 4.500, "args": {"External id": %lu, "cbid": 211, "correlation": %lu}})J",
-        ts + 1, corr, corr));
-    add(std::snprintf(
-        buf, sizeof(buf),
-        R"J({"ph": "s", "id": %lu, "pid": 1, "tid": 2, "ts": %.3f, "cat": "ac2g", "name": "ac2g"})J",
-        corr, ts + 1));
-    gpu = std::max(gpu, ts + 7);
-    const double gd = 2 + static_cast<double>(rng() % 38000) / 1000.0;
-    add(std::snprintf(
-        buf, sizeof(buf),
-        R"J({"ph": "X", "cat": "kernel", "name": "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)", "pid": 0, "tid": 7, "ts": %.3f, "dur": %.3f, "args": {"External id": %lu, "queued": 0, "device": 0, "context": 1, "stream": 7, "correlation": %lu, "registers per thread": 32, "shared memory": 0, "blocks per SM": 0.59, "warps per SM": 2.37, "grid": [64, 1, 1], "block": [128, 1, 1], "est. achieved occupancy %%": 4}})J",
-        gpu, gd, corr, corr));
-    add(std::snprintf(
-        buf, sizeof(buf),
-        R"J({"ph": "f", "id": %lu, "pid": 0, "tid": 7, "ts": %.3f, "cat": "ac2g", "name": "ac2g", "bp": "e"})J",
-        corr, gpu));
-    gpu += gd;
-    ts += cd + 3;
-    ++corr;
-  }
-  s += "]}";
-  *count = n;
+  while (gen.events() < events) gen.append_op(s);
+  s += bench::KinetoTraceGen::footer();
+  *count = gen.events();
   return s;
 }
 

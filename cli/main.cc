@@ -5,6 +5,7 @@
 #include <exception>
 #include <string>
 
+#include "analysis/import/byte_source.h"
 #include "cli/commands.h"
 
 namespace {
@@ -57,7 +58,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cmd == "--version") {
-    std::printf("gpuacct %s\n", GPUACCT_VERSION_STRING);
+    std::printf("gpuacct %s\ngzip traces inflate with: %s\n", GPUACCT_VERSION_STRING,
+                gpuacct::gzip_decoder_description().c_str());
     return 0;
   }
   for (const Command& c : kCommands) {

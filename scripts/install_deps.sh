@@ -10,9 +10,11 @@ set -euo pipefail
 
 # The tool and the injected library.
 main_packages=(cmake g++ make pkg-config nlohmann-json3-dev libunwind-dev zlib1g-dev)
-# Tests, fuzzing and benchmarks (scripts/test.sh).
+# Tests, fuzzing and benchmarks (scripts/test.sh).  libisal-dev: gzip traces inflate with ISA-L
+# when it is there (zlib otherwise, so the main build does not need it); with it the tests
+# cover both decoders (analysis/import/byte_source_test.cc).
 test_packages=(
-  clang libclang-rt-14-dev googletest libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev googletest libgtest-dev libgmock-dev libbenchmark-dev libisal-dev
   python3 python3-pytest python3-numpy python3-scipy python3-pandas python3-matplotlib python3-pil
   python3-torch python3-pip python3-venv python3-setuptools
   openjdk-17-jre-headless

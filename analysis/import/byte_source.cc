@@ -1,5 +1,6 @@
 #include "analysis/import/byte_source.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,6 +10,12 @@
 #include <cerrno>
 #include <cstring>
 #include <vector>
+
+#if GPUACCT_HAVE_ISAL
+#include <isa-l/igzip_lib.h>
+#endif
+
+#include "analysis/import/prefetch_source.h"
 
 namespace gpuacct {
 namespace {
@@ -112,6 +119,7 @@ class GzipSource final : public ByteSource {
     if (init_ok_) inflateEnd(&zs_);
   }
   bool compressed() const override { return true; }
+  const char* decoder() const override { return "zlib"; }
   uint64_t raw_consumed() const override { return raw_->consumed(); }
   uint64_t raw_total() const override { return raw_->total(); }
 
@@ -193,7 +201,179 @@ class GzipSource final : public ByteSource {
   bool done_ = false;
 };
 
-std::unique_ptr<ByteSource> wrap(std::unique_ptr<RawSource> raw, Status* err) {
+#if GPUACCT_HAVE_ISAL
+// ISA-L's inflate, loaded at run time (byte_source.h says why).  The handle is never closed:
+// sources may live until exit.
+struct IsalApi {
+  void (*inflate_init)(inflate_state*) = nullptr;
+  void (*inflate_reset)(inflate_state*) = nullptr;
+  int (*inflate)(inflate_state*) = nullptr;
+  std::string unavailable;  // why not, when not
+};
+
+template <typename Fn>
+Fn symbol(void* handle, const char* name) {
+  void* p = ::dlsym(handle, name);
+  Fn fn = nullptr;
+  static_assert(sizeof(fn) == sizeof(p));
+  std::memcpy(&fn, &p, sizeof(fn));  // POSIX guarantees the conversion; memcpy keeps -Wpedantic quiet
+  return fn;
+}
+
+const IsalApi& isal_api() {
+  static const IsalApi api = [] {
+    IsalApi a;
+    void* h = ::dlopen("libisal.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) {
+      const char* e = ::dlerror();
+      a.unavailable = e ? e : "libisal.so.2 cannot be loaded";
+      return a;
+    }
+    a.inflate_init = symbol<void (*)(inflate_state*)>(h, "isal_inflate_init");
+    a.inflate_reset = symbol<void (*)(inflate_state*)>(h, "isal_inflate_reset");
+    a.inflate = symbol<int (*)(inflate_state*)>(h, "isal_inflate");
+    if (!a.inflate_init || !a.inflate_reset || !a.inflate) {
+      a = IsalApi();
+      a.unavailable = "libisal.so.2 lacks isal_inflate";
+    }
+    return a;
+  }();
+  return api;
+}
+
+const char* isal_error_text(int code) {
+  switch (code) {
+    case ISAL_INVALID_BLOCK: return "invalid deflate block";
+    case ISAL_INVALID_SYMBOL: return "invalid deflate symbol";
+    case ISAL_INVALID_LOOKBACK: return "invalid distance too far back";
+    case ISAL_INVALID_WRAPPER: return "invalid gzip header";
+    case ISAL_UNSUPPORTED_METHOD: return "unknown compression method";
+    case ISAL_INCORRECT_CHECKSUM: return "incorrect data check";
+    default: return "ISA-L inflate error";
+  }
+}
+
+// The same stream as GzipSource (concatenated members, trailing bytes ignored, the same error
+// wording) through ISA-L, which checks each member's CRC-32 and length itself.
+class IsalGzipSource final : public ByteSource {
+ public:
+  IsalGzipSource(std::unique_ptr<RawSource> raw, const std::string& prefix)
+      : api_(isal_api()), raw_(std::move(raw)), state_(std::make_unique<inflate_state>()) {
+    const uint64_t total = raw_->total();
+    in_.resize(total > 0 && total < kRawChunk ? std::max<size_t>(static_cast<size_t>(total), 64)
+                                              : kRawChunk);
+    std::memcpy(in_.data(), prefix.data(), prefix.size());
+    start_member();
+    state_->next_in = reinterpret_cast<uint8_t*>(in_.data());
+    state_->avail_in = static_cast<uint32_t>(prefix.size());
+  }
+  bool compressed() const override { return true; }
+  const char* decoder() const override { return "isa-l"; }
+  uint64_t raw_consumed() const override { return raw_->consumed(); }
+  uint64_t raw_total() const override { return raw_->total(); }
+
+  Status read(char* dst, size_t n, size_t* got) override {
+    *got = 0;
+    if (done_ || n == 0) return Status::Ok();
+    inflate_state& st = *state_;
+    st.next_out = reinterpret_cast<uint8_t*>(dst);
+    st.avail_out = static_cast<uint32_t>(std::min<size_t>(n, 1u << 30));
+    const uint32_t out_start = st.avail_out;
+    while (st.avail_out == out_start) {
+      if (st.avail_in == 0 && !raw_eof_) GPUACCT_RETURN_IF_ERROR(refill());
+      if (member_ended_) {
+        // Another member follows only if the next bytes are a gzip header.
+        if (st.avail_in < 2 && !raw_eof_) {
+          GPUACCT_RETURN_IF_ERROR(refill());
+          continue;
+        }
+        if (st.avail_in < 2 || st.next_in[0] != 0x1f || st.next_in[1] != 0x8b) {
+          done_ = true;  // trailing bytes after the last member are ignored, as gzip(1) does
+          break;
+        }
+        start_member();
+        continue;
+      }
+      const uint32_t in_before = st.avail_in, out_before = st.avail_out;
+      const int ret = api_.inflate(&st);
+      member_out_ += out_before - st.avail_out;
+      if (ret < 0) {
+        return Status::Error(std::string("corrupt gzip data at compressed byte offset ") +
+                             std::to_string(compressed_offset()) + ": " + isal_error_text(ret));
+      }
+      if (st.block_state == ISAL_BLOCK_FINISH) {
+        member_ended_ = true;
+        continue;
+      }
+      if (st.avail_out != out_before || st.avail_in != in_before) continue;
+      if (st.avail_in == 0 && raw_eof_) {
+        return Status::Error("truncated gzip stream: input ended at compressed byte offset " +
+                             std::to_string(compressed_offset()) + " (after " +
+                             std::to_string(member_out_) + " decompressed bytes of this member)");
+      }
+      if (st.avail_in > 0) {
+        return Status::Error("gzip stream makes no progress at compressed byte offset " +
+                             std::to_string(compressed_offset()));
+      }
+    }
+    *got = out_start - st.avail_out;
+    return Status::Ok();
+  }
+
+ private:
+  // A fresh inflate state for the next member, on the same input and output buffers (init
+  // clears the buffer pointers too).
+  void start_member() {
+    inflate_state& st = *state_;
+    uint8_t* next_in = st.next_in;
+    uint8_t* next_out = st.next_out;
+    const uint32_t avail_in = st.avail_in, avail_out = st.avail_out;
+    api_.inflate_init(&st);
+    st.crc_flag = ISAL_GZIP;  // parse the header, verify CRC-32 and ISIZE
+    st.next_in = next_in;
+    st.avail_in = avail_in;
+    st.next_out = next_out;
+    st.avail_out = avail_out;
+    member_ended_ = false;
+    member_out_ = 0;
+  }
+  uint64_t compressed_offset() const { return raw_->consumed() - state_->avail_in; }
+  Status refill() {
+    size_t keep = state_->avail_in;
+    if (keep > 0) std::memmove(in_.data(), state_->next_in, keep);
+    size_t got = 0;
+    GPUACCT_RETURN_IF_ERROR(raw_->read(in_.data() + keep, in_.size() - keep, &got));
+    if (got == 0) raw_eof_ = true;
+    state_->next_in = reinterpret_cast<uint8_t*>(in_.data());
+    state_->avail_in = static_cast<uint32_t>(keep + got);
+    return Status::Ok();
+  }
+
+  const IsalApi& api_;
+  std::unique_ptr<RawSource> raw_;
+  std::unique_ptr<inflate_state> state_;  // large (tens of KiB): on the heap
+  std::vector<char> in_;
+  uint64_t member_out_ = 0;
+  bool raw_eof_ = false;
+  bool member_ended_ = false;
+  bool done_ = false;
+};
+#endif  // GPUACCT_HAVE_ISAL
+
+std::unique_ptr<ByteSource> gzip_source(std::unique_ptr<RawSource> raw, std::string prefix,
+                                        GzipDecoder decoder) {
+#if GPUACCT_HAVE_ISAL
+  if (decoder == GzipDecoder::kFastest && isal_api().inflate != nullptr) {
+    return std::make_unique<IsalGzipSource>(std::move(raw), prefix);
+  }
+#else
+  (void)decoder;
+#endif
+  return std::make_unique<GzipSource>(std::move(raw), std::move(prefix));
+}
+
+std::unique_ptr<ByteSource> wrap(std::unique_ptr<RawSource> raw, const ByteSourceOptions& opts,
+                                 Status* err) {
   // Peek the first two bytes for the gzip magic.
   std::string prefix(2, '\0');
   size_t have = 0;
@@ -210,14 +390,18 @@ std::unique_ptr<ByteSource> wrap(std::unique_ptr<RawSource> raw, Status* err) {
   prefix.resize(have);
   if (have == 2 && static_cast<unsigned char>(prefix[0]) == 0x1f &&
       static_cast<unsigned char>(prefix[1]) == 0x8b) {
-    return std::make_unique<GzipSource>(std::move(raw), std::move(prefix));
+    const uint64_t total = raw->total();
+    auto gz = gzip_source(std::move(raw), std::move(prefix), opts.decoder);
+    if (total >= opts.background_min_bytes) return prefetch_source(std::move(gz));
+    return gz;
   }
   return std::make_unique<PlainSource>(std::move(raw), std::move(prefix));
 }
 
 }  // namespace
 
-StatusOr<std::unique_ptr<ByteSource>> open_byte_source(const std::string& path) {
+StatusOr<std::unique_ptr<ByteSource>> open_byte_source(const std::string& path,
+                                                       const ByteSourceOptions& opts) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::Error("cannot open " + path + ": " + std::strerror(errno));
   struct stat stt {};
@@ -234,14 +418,26 @@ StatusOr<std::unique_ptr<ByteSource>> open_byte_source(const std::string& path) 
   (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
   Status err;
-  auto src = wrap(std::make_unique<FdSource>(fd, static_cast<uint64_t>(stt.st_size), path), &err);
+  auto src =
+      wrap(std::make_unique<FdSource>(fd, static_cast<uint64_t>(stt.st_size), path), opts, &err);
   if (!src) return err;
   return src;
 }
 
-std::unique_ptr<ByteSource> memory_byte_source(std::string_view data) {
+std::unique_ptr<ByteSource> memory_byte_source(std::string_view data,
+                                               const ByteSourceOptions& opts) {
   Status err;
-  return wrap(std::make_unique<SpanSource>(data), &err);  // memory reads cannot fail
+  return wrap(std::make_unique<SpanSource>(data), opts, &err);  // memory reads cannot fail
+}
+
+std::string gzip_decoder_description() {
+#if GPUACCT_HAVE_ISAL
+  const IsalApi& api = isal_api();
+  if (api.inflate != nullptr) return "isa-l";
+  return "zlib (" + api.unavailable + ")";
+#else
+  return "zlib (ISA-L not in this build)";
+#endif
 }
 
 }  // namespace gpuacct

@@ -99,6 +99,10 @@ bool parse_scaled_digits(std::string_view t, int scale, int max_digits, Unsigned
 
 // At most 19 integer digits: fits in uint64 (< 1.8e19) even after rounding up.
 bool parse_scaled(std::string_view t, int scale, int64_t* out, bool* exact) {
+  if (scale >= 0 && scale <= 18 && parse_scaled_simple(t, scale, out)) {
+    if (exact) *exact = true;
+    return true;
+  }
   uint64_t v = 0;
   bool neg = false;
   if (!parse_scaled_digits(t, scale, 19, &v, &neg, exact)) return false;

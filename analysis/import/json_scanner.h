@@ -23,6 +23,10 @@
 #include <string_view>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "analysis/import/byte_source.h"
 #include "analysis/model/status.h"
 
@@ -43,6 +47,31 @@ bool parse_scaled(std::string_view text, int scale, int64_t* out, bool* exact = 
 bool parse_scaled_wide(std::string_view text, int scale, int max_digits, Int128* out);
 // A JSON integer (no fraction left after rounding) into int64.
 bool parse_integer(std::string_view text, int64_t* out);
+
+// The fast path of parse_scaled, for the shape nearly every trace number has: "-?d+(.d*)?" with
+// at most `scale` decimals and at most 18 digits before scaling (0 <= scale <= 18).  True with
+// the exact value (what parse_scaled gives, nothing rounded); false means "not that shape",
+// not "invalid": the caller then asks parse_scaled, which also judges the syntax.
+inline bool parse_scaled_simple(std::string_view text, int scale, int64_t* out) {
+  const char* p = text.data();
+  const char* const end = p + text.size();
+  const bool negative = p < end && *p == '-';
+  if (negative) ++p;
+  auto digit = [](char ch) { return static_cast<unsigned>(ch) - '0' <= 9u; };
+  if (p == end || !digit(*p)) return false;
+  uint64_t v = 0;
+  int int_digits = 0, decimals = 0;
+  for (; p < end && digit(*p) && int_digits <= 18; ++p, ++int_digits)
+    v = v * 10 + static_cast<uint64_t>(*p - '0');
+  if (p < end && *p == '.') {
+    for (++p; p < end && digit(*p) && decimals <= scale; ++p, ++decimals)
+      v = v * 10 + static_cast<uint64_t>(*p - '0');
+  }
+  if (p != end || decimals > scale || int_digits + scale > 18) return false;
+  for (int k = decimals; k < scale; ++k) v *= 10;  // < 10^18: no overflow
+  *out = negative ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
+  return true;
+}
 
 // ---- scanning -------------------------------------------------------------------------------
 
@@ -92,6 +121,21 @@ class Scanner {
   Result string(Cursor& c, std::string_view* out, bool decode) {
     const char* start = c.p + 1;
     const char* q = start;
+#if defined(__SSE2__)
+    // Fastest path: sixteen bytes at a time (SSE2 is part of x86-64); the kernel names of a
+    // trace are hundreds of bytes long.
+    const __m128i quote16 = _mm_set1_epi8('"'), slash16 = _mm_set1_epi8('\\');
+    while (c.end - q >= 16) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+      const int hit = _mm_movemask_epi8(
+          _mm_or_si128(_mm_cmpeq_epi8(v, quote16), _mm_cmpeq_epi8(v, slash16)));
+      if (hit != 0) {
+        q += __builtin_ctz(static_cast<unsigned>(hit));
+        return string_end(c, out, decode, start, q);
+      }
+      q += 16;
+    }
+#endif
     // Fast path: find the first '"' or '\\' eight bytes at a time (SWAR).
     constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
     constexpr uint64_t kQuote = kOnes * '"', kSlash = kOnes * '\\';
@@ -108,6 +152,12 @@ class Scanner {
     }
     while (q < c.end && *q != '"' && *q != '\\') ++q;
     if (q >= c.end) return Result::kNeedMore;
+    return string_end(c, out, decode, start, q);
+  }
+
+  // string() found the closing quote or the first escape at `q`.
+  Result string_end(Cursor& c, std::string_view* out, bool decode, const char* start,
+                    const char* q) {
     if (*q == '"') {
       if (out) *out = std::string_view(start, static_cast<size_t>(q - start));
       c.p = q + 1;

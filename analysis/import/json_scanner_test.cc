@@ -57,6 +57,57 @@ Result scan_prefix(const std::string& text, size_t cut, Value* v, Scanner& s) {
   return s.value(c, v);
 }
 
+// The fast path agrees with the general parser (parse_scaled_wide never takes it) wherever it
+// answers, and declines what it cannot answer exactly.
+TEST(ParseScaled, SimpleShapeAgreesWithTheGeneralParser) {
+  const char* cases[] = {"0",        "-0",       "7",          "12.5",       "4458676522690.655",
+                         "-3.000",   "5.",       "00012.5",    "18000.0",    "999999999999999.999",
+                         "1.2345",   "1e3",      ".5",         "+5",         "1.5e-3",
+                         "-",        "",         "1.2.3",      "12a",        "9999999999999999999",
+                         "0.0001",   "123456789012345678", "1234567890123456789", "-4.5"};
+  for (int scale : {0, 3, 6, 12}) {
+    for (const char* text : cases) {
+      int64_t fast = 0;
+      if (!json_scan::parse_scaled_simple(text, scale, &fast)) continue;
+      json_scan::Int128 wide = 0;
+      ASSERT_TRUE(json_scan::parse_scaled_wide(text, scale, 37, &wide)) << text;
+      EXPECT_TRUE(wide == static_cast<json_scan::Int128>(fast)) << text << " scale " << scale;
+      int64_t general = 0;
+      bool exact = false;
+      ASSERT_TRUE(json_scan::parse_scaled(text, scale, &general, &exact)) << text;
+      EXPECT_EQ(general, fast) << text;
+      EXPECT_TRUE(exact) << text;
+    }
+  }
+  int64_t v = 0;
+  EXPECT_TRUE(json_scan::parse_scaled_simple("4458676522690.655", 3, &v));
+  EXPECT_EQ(v, 4458676522690655);
+  // Declined: more decimals than the scale (rounding), exponents, too many digits, not a number.
+  for (const char* text : {"1.2345", "1e3", "1234567890123456789", ".5", "+5", "12a", "-", ""}) {
+    EXPECT_FALSE(json_scan::parse_scaled_simple(text, 3, &v)) << text;
+  }
+}
+
+// The closing quote or an escape at every offset: across the 16-byte, 8-byte and bytewise
+// scans alike.
+TEST(Scanner, StringEndFoundAtEveryOffset) {
+  for (size_t len = 0; len < 70; ++len) {
+    const std::string body(len, 'k');
+    for (const std::string& tail : {std::string("\"  ,"), std::string("\\n\"  ,")}) {
+      const std::string text = "\"" + body + tail;
+      json_scan::Scanner scan;
+      json_scan::Cursor c{text.data(), text.data() + text.size()};
+      std::string_view out;
+      ASSERT_EQ(scan.string(c, &out, true), json_scan::Result::kOk) << len;
+      EXPECT_EQ(out, tail.size() == 4 ? body : body + "\n") << len;
+      EXPECT_EQ(c.p, text.data() + text.size() - 3) << len;
+      // Without the closing quote: more input is needed, whatever the length.
+      json_scan::Cursor open{text.data(), text.data() + 1 + len};
+      EXPECT_EQ(scan.string(open, &out, true), json_scan::Result::kNeedMore) << len;
+    }
+  }
+}
+
 TEST(Scanner, StringsFastPathAndEscapes) {
   Scanner s;
   Value v;

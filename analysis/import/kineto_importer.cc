@@ -9,6 +9,7 @@
 #include <cstring>
 #include <deque>
 #include <limits>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -48,8 +49,13 @@ struct RawEvent {
   bool has_args = false;
   Value device, stream, correlation, bytes, graph_id;
   KinetoCommValues comm;  // the collective args ("Collective name", "External id", ...)
-  void clear() { *this = RawEvent(); }
+  // Every field back to "absent", for each event: one memset of the ~650 bytes (assigning a
+  // fresh RawEvent built a temporary and copied it, ~5 % of the import).  All-zero bytes are
+  // an empty RawEvent: ValueType::kNone is 0, an empty string_view is {0, nullptr}.
+  void clear() { std::memset(static_cast<void*>(this), 0, sizeof(*this)); }
 };
+static_assert(std::is_trivially_copyable_v<RawEvent>);
+static_assert(static_cast<int>(ValueType::kNone) == 0);
 
 // ---------------------------------------------------------------------------------------------
 
@@ -137,6 +143,16 @@ class Importer final : json_scan::StreamErrors {
   Status parse_small_json(const char* what, nlohmann::json* out);
   Result parse_event(Cursor& c);
   Result parse_args(Cursor& c);
+  // Kineto writes "cat" and "name" before "args": a host operator or annotation uses none of
+  // its args (map_x_event) unless it is record_param_comms, so they are skipped unread (a
+  // fifth of a trace's events; validated all the same).  False when cat or name comes later.
+  bool args_unused() const {
+    if (ev_.cat.type != ValueType::kString || ev_.name.type != ValueType::kString) return false;
+    const CatKind kind = classify_cat(ev_.cat.text);
+    if (kind == CatKind::kUserAnnotation) return true;
+    return kind == CatKind::kCpuOp &&
+           (opts_.collectives == nullptr || ev_.name.text != "record_param_comms");
+  }
   void handle_event();
   // The fields every X event has.
   struct XEvent {
@@ -266,7 +282,7 @@ Result Importer::parse_event(Cursor& c) {
           ev_.has_args = true;
           if (*cc.p == '{') {
             ev_.args_is_object = true;
-            return parse_args(cc);
+            return args_unused() ? scan_.skip_value(cc, 1) : parse_args(cc);
           }
           return scan_.skip_value(cc, 1);
         }
@@ -833,7 +849,9 @@ StatusOr<RunMetadata> import_kineto_buffer(std::string_view data, NameTable& nam
 }
 
 bool looks_like_kineto_trace(const std::string& path) {
-  auto src = open_byte_source(path);
+  ByteSourceOptions sniff;
+  sniff.background_min_bytes = UINT64_MAX;  // a few bytes: no thread inflating megabytes ahead
+  auto src = open_byte_source(path, sniff);
   if (!src.ok()) return false;
   if (src.value()->compressed()) return true;
   char buf[256];
