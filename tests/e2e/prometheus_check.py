@@ -14,6 +14,10 @@ simulated device, read with the official Prometheus Python client's parser
       included, docs/metrics.md), sum = their duration_ns, each bucket = the rows at most its
       bound, each wall = the rows' walls, data loss = the report's data-loss counters; no
       temporary file is left.
+  prometheus_check.py --build <build dir> job
+      A simulated 4-rank job on 2 hosts (the fake NCCL, tests/e2e/simjob.py) with one metrics
+      directory for all: one file per rank (gpuacct_<job>_<host>_rank<N>.prom), each equal to
+      its rank's report.
   prometheus_check.py --build <build dir> dashboard
       The same run, then examples/grafana/gpuacct_walls.json: valid JSON, every panel has
       queries, and every query (and template variable) names only metrics and labels the
@@ -74,17 +78,16 @@ def parse(text: str) -> dict:
     return fams
 
 
-def identity_ok(labels: dict) -> bool:
-    return labels.get("job") == JOB and labels.get("rank") == RANK and labels.get("host")
-
-
-def samples(fams: dict, family: str, suffix: str = "") -> dict:
-    """(device, wall or le or '') -> value of one family's samples (name ending `suffix`)."""
+def samples(fams: dict, family: str, suffix: str = "", identity=None) -> dict:
+    """(device, wall or le or '') -> value of one family's samples (name ending `suffix`);
+    each sample's job, host and rank labels checked against `identity` when given."""
     out = {}
     for s in fams[family].samples:
         if suffix and not s.name.endswith(suffix):
             continue
-        check(identity_ok(s.labels), f"labels {s.labels}")
+        if identity is not None:
+            got = {k: s.labels.get(k) for k in identity}
+            check(got == identity, f"labels {s.labels}, expected {identity}")
         extra = s.labels.get("wall", s.labels.get("le", ""))
         out[(s.labels.get("device", ""), extra)] = s.value
     return out
@@ -109,6 +112,7 @@ class Reader(threading.Thread):
         try:
             while not self.stop.is_set():
                 self.read_once()
+                time.sleep(0.002)  # hundreds of reads a second, leaving the job its CPU
         except Exception as e:  # reported by the main thread
             self.error = e
 
@@ -165,11 +169,53 @@ def close(a: float, b: float) -> bool:
     return abs(a - b) <= 1e-12 * max(1.0, abs(a), abs(b))
 
 
+def check_against_report(fams: dict, rep: dict) -> dict:
+    """The file's values are the report's rows summed per device, warm-up included; returns
+    a few totals for the message."""
+    run = rep["run"]
+    identity = {"job": run["job_id"], "host": run["hostname"], "rank": str(run["rank"])}
+    rows = rep["steps"]
+    devices = sorted({str(r["device"]) for r in rows})
+    steps = samples(fams, "gpuacct_steps", identity=identity)
+    count = samples(fams, "gpuacct_step_seconds", "_count", identity)
+    total = samples(fams, "gpuacct_step_seconds", "_sum", identity)
+    buckets = samples(fams, "gpuacct_step_seconds", "_bucket", identity)
+    walls = samples(fams, "gpuacct_wall_seconds", identity=identity)
+    check(sorted(d for d, _ in steps) == devices, f"devices {steps} vs the report's {devices}")
+    for dev in devices:
+        mine = [r for r in rows if str(r["device"]) == dev]
+        check(steps[(dev, "")] == len(mine) == count[(dev, "")],
+              f"device {dev}: steps {steps[(dev, '')]}, count {count[(dev, '')]}, "
+              f"report rows {len(mine)} (warm-up included)")
+        want = sum(r["duration_ns"] for r in mine) / 1e9
+        check(close(total[(dev, "")], want), f"device {dev}: sum {total[(dev, '')]} != {want}")
+        for (d, le), v in buckets.items():
+            if d != dev:
+                continue
+            bound = float(le)
+            n = sum(1 for r in mine if r["duration_ns"] <= bound * 1e9 + 0.5)
+            check(v == n, f"device {dev} le={le}: {v} rows, the report has {n}")
+        for (d, wall), v in walls.items():
+            if d != dev:
+                continue
+            want = sum(r["walls"][wall] for r in mine) / 1e9
+            check(close(v, want), f"device {dev} wall {wall}: {v} != {want}")
+        check({w for d, w in walls if d == dev} == set(mine[0]["walls"]),
+              f"walls {sorted(walls)} vs the report's {sorted(mine[0]['walls'])}")
+    loss = sum(s["value"] for s in rep["stats"] if s["severity"] == "data_loss")
+    got = samples(fams, "gpuacct_data_loss", identity=identity)
+    check(list(got.values()) == [loss], f"data loss {got}, the report's counters {loss}")
+    return {"rows": int(sum(count.values())), "seconds": sum(total.values()),
+            "walls": {w: v for (_, w), v in walls.items()}}
+
+
 def case_live() -> None:
     with tempfile.TemporaryDirectory(prefix="gpuacct_prom_") as out:
         rep, text, reader = live_run(out)
         fams = parse(text)
         rows = rep["steps"]
+        check(rep["run"]["job_id"] == JOB and rep["run"]["rank"] == int(RANK),
+              f"the report's run {rep['run']}")
         # Rewritten while the job ran: reads saw several totals between none and the last.
         between = sorted(s for s in reader.step_counts if 0 < s < len(rows))
         check(len(between) >= 4, f"{reader.reads} reads saw steps_total {sorted(reader.step_counts)}"
@@ -177,41 +223,39 @@ def case_live() -> None:
                                  "job ran")
         check(len(rows) >= STEPS - 1, f"{len(rows)} rows in the report, {STEPS} steps run")
         check(any(r["warmup"] for r in rows), "no warm-up row: the definition is not exercised")
-        devices = sorted({str(r["device"]) for r in rows})
-        steps = samples(fams, "gpuacct_steps")
-        count = samples(fams, "gpuacct_step_seconds", "_count")
-        total = samples(fams, "gpuacct_step_seconds", "_sum")
-        buckets = samples(fams, "gpuacct_step_seconds", "_bucket")
-        walls = samples(fams, "gpuacct_wall_seconds")
-        check(sorted(d for d, _ in steps) == devices, f"devices {steps} vs the report's {devices}")
-        for dev in devices:
-            mine = [r for r in rows if str(r["device"]) == dev]
-            check(steps[(dev, "")] == len(mine) == count[(dev, "")],
-                  f"device {dev}: steps {steps[(dev, '')]}, count {count[(dev, '')]}, "
-                  f"report rows {len(mine)} (warm-up included)")
-            want = sum(r["duration_ns"] for r in mine) / 1e9
-            check(close(total[(dev, "")], want), f"device {dev}: sum {total[(dev, '')]} != {want}")
-            for (d, le), v in buckets.items():
-                if d != dev:
-                    continue
-                bound = float(le)
-                n = sum(1 for r in mine if r["duration_ns"] <= bound * 1e9 + 0.5)
-                check(v == n, f"device {dev} le={le}: {v} rows, the report has {n}")
-            for (d, wall), v in walls.items():
-                if d != dev:
-                    continue
-                want = sum(r["walls"][wall] for r in mine) / 1e9
-                check(close(v, want), f"device {dev} wall {wall}: {v} != {want}")
-            check({w for d, w in walls if d == dev} == set(mine[0]["walls"]),
-                  f"walls {sorted(walls)} vs the report's {sorted(mine[0]['walls'])}")
-        loss = sum(s["value"] for s in rep["stats"] if s["severity"] == "data_loss")
-        got = samples(fams, "gpuacct_data_loss")
-        check(list(got.values()) == [loss], f"data loss {got}, the report's counters {loss}")
-        mean = sum(total.values()) / sum(count.values())
+        t = check_against_report(fams, rep)
         print(f"ok: {reader.reads} whole reads of {len(reader.versions)} versions while it ran "
-              f"({len(between)} totals between 0 and {len(rows)} rows); "
-              f"final file = report ({int(sum(count.values()))} rows, mean step "
-              f"{mean * 1e3:.3f} ms, walls {sorted(w for _, w in walls)})")
+              f"({len(between)} totals between 0 and {len(rows)} rows); final file = report "
+              f"({t['rows']} rows, mean step {t['seconds'] / t['rows'] * 1e3:.3f} ms, walls "
+              f"{sorted(t['walls'])})")
+
+
+def case_job() -> None:
+    """A simulated 4-rank job on 2 hosts (tests/e2e/simjob.py, the fake NCCL) sharing one
+    metrics directory, as the ranks of one node share node-exporter's: one file per rank, named
+    by job, host and rank, each equal to that rank's report."""
+    import simjob
+    simjob.configure(run_e2e.BUILD)
+    with tempfile.TemporaryDirectory(prefix="gpuacct_prom_job_") as out:
+        prom_dir = os.path.join(out, "prom")
+        os.mkdir(prom_dir)
+        nranks = 4
+        env = {"GPUACCT_PROM_DIR": prom_dir, "GPUACCT_PROM_PERIOD_MS": "50"}
+        simjob.run_job(out, nranks, simjob.plan(nranks, 2), steps=20,
+                       rank_env={r: env for r in range(nranks)})
+        reports = simjob.rank_reports(out, nranks)
+        files = sorted(os.listdir(prom_dir))
+        want = sorted(f"gpuacct_{simjob.JOB_ID}_simhost{r // 2}_rank{r}.prom"
+                      for r in range(nranks))
+        check(files == want, f"files {files}, expected {want}")
+        comm = 0.0
+        for r in range(nranks):
+            with open(os.path.join(prom_dir, f"gpuacct_{simjob.JOB_ID}_simhost{r // 2}_rank{r}.prom")) as f:
+                t = check_against_report(parse(f.read()), reports[r])
+            comm += t["walls"].get("communication", 0.0)
+        check(comm > 0, "no communication time in a job of collectives")
+        print(f"ok: {nranks} ranks on 2 hosts, one file each equal to its report "
+              f"(communication {comm:.4f} s in all)")
 
 
 # ---- the Grafana dashboard --------------------------------------------------------------------
@@ -287,7 +331,7 @@ def case_dashboard() -> None:
           f"and labels the library wrote")
 
 
-CASES = {"live": case_live, "dashboard": case_dashboard}
+CASES = {"live": case_live, "job": case_job, "dashboard": case_dashboard}
 
 
 def main() -> int:
