@@ -16,8 +16,8 @@ constexpr size_t kMaxNamePartBytes = 64;
 std::string name_part(std::string_view text) {
   std::string out;
   for (const char c : text.substr(0, kMaxNamePartBytes)) {
-    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                       (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '.' || c == '-' || c == '_';
     out += plain ? c : '_';
   }
   return out;
@@ -26,8 +26,8 @@ std::string name_part(std::string_view text) {
 }  // namespace
 
 std::string prom_file_name(const Config& config) {
-  const std::string who = config.rank >= 0 ? "rank" + std::to_string(config.rank)
-                                           : "pid" + std::to_string(config.pid);
+  const std::string who =
+      config.rank >= 0 ? "rank" + std::to_string(config.rank) : "pid" + std::to_string(config.pid);
   return "gpuacct_" + name_part(config.job_id.empty() ? "nojob" : config.job_id) + "_" +
          name_part(config.host) + "_" + who + ".prom";
 }
@@ -70,7 +70,8 @@ void PromOutput::write(const Stats& stats) {
     st = write_file_atomic(path_, metrics_.render(identity_, stats), OutputPolicy::kOwnFilesOnly,
                            &place);
   } catch (const std::exception& e) {
-    st = Status::Error(std::string("cannot write ") + path_ + " (internal error: " + e.what() + ")");
+    st =
+        Status::Error(std::string("cannot write ") + path_ + " (internal error: " + e.what() + ")");
   } catch (...) {
     st = Status::Error("cannot write " + path_ + " (internal error)");
   }

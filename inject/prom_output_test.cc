@@ -37,7 +37,8 @@ TEST(PromFileName, JobHostAndRankOrPid) {
   c.job_id = "a/b c\n\xe9";
   EXPECT_EQ(prom_file_name(c), "gpuacct_a_b_c___node-a.cluster_pid4242.prom");
   c.job_id = std::string(300, 'j');
-  EXPECT_EQ(prom_file_name(c).size(), std::string("gpuacct__node-a.cluster_pid4242.prom").size() + 64);
+  EXPECT_EQ(prom_file_name(c).size(),
+            std::string("gpuacct__node-a.cluster_pid4242.prom").size() + 64);
 }
 
 TEST(PromConfig, DirAndPeriodFromTheEnvironment) {
@@ -187,7 +188,8 @@ TEST_F(PromOutputTest, FileFollowsTheRowsAndEndsWithTheReportsTotals) {
   for (const json& r : rep["steps"]) {
     duration += r["duration_ns"].get<int64_t>();
     warmup_rows += r["warmup"].get<bool>() ? 1 : 0;
-    for (const WallInfo& w : kWalls) walls[w.wall] += r["walls"][std::string(w.name)].get<int64_t>();
+    for (const WallInfo& w : kWalls)
+      walls[w.wall] += r["walls"][std::string(w.name)].get<int64_t>();
   }
   EXPECT_EQ(warmup_rows, 1);  // counted too
   int64_t loss = 0;
@@ -254,6 +256,23 @@ TEST_F(PromOutputTest, AnUnwritableDirectoryTurnsTheMetricsOffNotTheRun) {
   p.finish(GpuCollectionState{});
   EXPECT_FALSE(fs::exists(dir_ + "/missing"));
   EXPECT_GE(report()["steps"].size(), 3u);
+}
+
+// An exception while writing it at the end (a bug, out of memory) costs the final write only:
+// the report and the stream's trailer are written, the file keeps the last period's values.
+TEST_F(PromOutputTest, AFailureAtTheEndCostsOnlyTheFinalWrite) {
+  Pipeline p(cfg_);
+  p.add_fault_for_testing("the metrics file");
+  for (int i = 0; i < 4; ++i) {
+    p.ingest_events(step_events(i));
+    p.tick(kStart + i * kStepNs + kStepNs / 2);
+  }
+  const std::string before = prom_text();
+  ASSERT_FALSE(before.empty());
+  p.finish(GpuCollectionState{});
+  EXPECT_EQ(prom_text(), before);
+  EXPECT_EQ(report()["steps"].size(), 4u);
+  EXPECT_EQ(prom_dir_entries(), std::vector<std::string>{"gpuacct_job9_testhost_rank1.prom"});
 }
 
 // Another user's file, or a link planted at the name, is never written through: a fresh name

@@ -29,7 +29,7 @@ void family_header(std::string& out, std::string_view name, std::string_view hel
 
 // name{labels[,extra]} value
 void write_sample(std::string& out, std::string_view name, const std::string& labels,
-            std::string_view extra, const std::string& value) {
+                  std::string_view extra, const std::string& value) {
   out.append(name).append("{").append(labels);
   if (!extra.empty()) out.append(",").append(extra);
   out.append("} ").append(value).append("\n");
@@ -90,8 +90,8 @@ void PrometheusMetrics::add_row(const StepRow& row) {
 }
 
 std::string PrometheusMetrics::render(const PrometheusIdentity& id, const Stats& stats) const {
-  const std::string process =
-      label("job", id.job) + "," + label("host", id.host) + "," + label("rank", std::to_string(id.rank));
+  const std::string process = label("job", id.job) + "," + label("host", id.host) + "," +
+                              label("rank", std::to_string(id.rank));
   std::map<int, std::string> labels;  // per device
   for (const auto& [device, totals] : devices_) {
     labels[device] = process + "," + label("device", std::to_string(device));
@@ -106,21 +106,21 @@ std::string PrometheusMetrics::render(const PrometheusIdentity& id, const Stats&
     for (size_t i = 0; i < kStepSecondsBucketsNs.size(); ++i) {
       cumulative += d.in_bucket[i];
       write_sample(out, bucket_name, labels[device],
-             "le=\"" + prometheus_seconds(kStepSecondsBucketsNs[i]) + "\"",
-             std::to_string(cumulative));
+                   "le=\"" + prometheus_seconds(kStepSecondsBucketsNs[i]) + "\"",
+                   std::to_string(cumulative));
     }
     write_sample(out, bucket_name, labels[device], "le=\"+Inf\"", std::to_string(d.rows));
     write_sample(out, std::string(kStepSecondsMetric) + "_sum", labels[device], "",
-           prometheus_seconds(d.duration_ns));
+                 prometheus_seconds(d.duration_ns));
     write_sample(out, std::string(kStepSecondsMetric) + "_count", labels[device], "",
-           std::to_string(d.rows));
+                 std::to_string(d.rows));
   }
 
   family_header(out, kWallSecondsMetric, kWallSecondsHelp, "counter");
   for (const auto& [device, d] : devices_) {
     for (const WallInfo& w : kWalls) {
       write_sample(out, kWallSecondsMetric, labels[device], label("wall", w.name),
-             prometheus_seconds(d.walls[w.wall]));
+                   prometheus_seconds(d.walls[w.wall]));
     }
   }
 

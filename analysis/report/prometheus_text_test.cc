@@ -67,7 +67,7 @@ TEST(PrometheusText, NoRowsStillHasEveryFamilyAndDataLoss) {
   Stats stats;
   stats.add(Stat::cupti_records_dropped, 5);
   stats.add(Stat::host_records_dropped, 2);
-  stats.add(Stat::gpu_ops_received, 1000);  // info: not data loss
+  stats.add(Stat::gpu_ops_received, 1000);     // info: not data loss
   stats.add(Stat::invalid_events_skipped, 4);  // error: not data loss
   const std::string text = PrometheusMetrics{}.render(kId, stats);
   for (const char* family : {"gpuacct_step_seconds histogram", "gpuacct_wall_seconds_total counter",
@@ -144,8 +144,9 @@ TEST(PrometheusText, HostOnlyRowsAreDeviceMinusOneAndIdentityIsEscaped) {
   m.add_row(row(0, kHostOnlyDevice, 0, 4'000'000));
   const PrometheusIdentity id{"a\"b", "host\\x", -1};
   const std::string text = m.render(id, Stats{});
-  EXPECT_EQ(value_of(text, R"(gpuacct_steps_total{job="a\"b",host="host\\x",rank="-1",device="-1"})"),
-            "1");
+  EXPECT_EQ(
+      value_of(text, R"(gpuacct_steps_total{job="a\"b",host="host\\x",rank="-1",device="-1"})"),
+      "1");
 }
 
 TEST(PrometheusText, NeverTheStepNumber) {
