@@ -9,7 +9,11 @@ namespace {
 
 constexpr int64_t kNsPerSecond = 1'000'000'000;
 
-// HELP texts: no backslash or newline in them, so none needs the HELP escapes.
+// HELP texts: no backslash or newline in them, so none needs the HELP escapes.  Constant on
+// purpose: node-exporter merges a metric from several files only when their HELP lines agree
+// (otherwise it reports a gather error and drops samples), so every rank's file has the same
+// ones -- and a change here makes files of two gpuacct versions on one node disagree
+// (docs/metrics.md, *node-exporter and Prometheus setup*).
 constexpr std::string_view kStepSecondsHelp =
     "Step time on a device: the step's window, from its first to its last work on that device; "
     "every finalised step, warm-up included.";
