@@ -10,8 +10,19 @@
 //   BM_SummaryLine/N   - one provisional summary line of the step stream over N step rows
 //                        (summarize + report_to_json + dump, what the worker does at most once
 //                        a second; inject/pipeline.h)
+//   BM_PromAddRow      - one finalised row into the live metrics' totals (GPUACCT_PROM_DIR)
+//   BM_PromWrite/D     - one rewrite of the live metrics file for D devices: render the text,
+//                        write a temporary file in $TMPDIR (default /tmp), rename it over the
+//                        last one -- what the worker does once a period (inject/prom_output.h,
+//                        docs/metrics.md)
 #include <benchmark/benchmark.h>
 
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
 #include <vector>
 
 #include "analysis/model/json_text.h"
@@ -21,6 +32,7 @@
 #include "cupti_hooks/collector.h"
 #include "inject/clock.h"
 #include "inject/pipeline.h"
+#include "inject/prom_output.h"
 #include "inject/recorder.h"
 
 namespace {
@@ -157,6 +169,63 @@ void BM_SummaryLine(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
 }
 BENCHMARK(BM_SummaryLine)->Arg(1000)->Arg(10000)->Arg(100000)->Unit(benchmark::kMicrosecond);
+
+gpuacct::StepRow prom_row(int64_t step, uint16_t device) {
+  gpuacct::StepRow r;
+  r.step_index = step;
+  r.device = device;
+  r.window_begin = step * 100'000'000;
+  r.window_end = r.window_begin + 90'000'000 + (step % 7) * 1'000'000;
+  r.cat.compute = 60'000'000;
+  r.cat.data_wait = 20'000'000 + (step % 7) * 1'000'000;
+  r.cat.comm_exposed = 8'000'000;
+  r.cat.launch_gap = 2'000'000;
+  return r;
+}
+
+void BM_PromAddRow(benchmark::State& state) {
+  gpuacct::PrometheusMetrics metrics;
+  int64_t i = 0;
+  for (auto _ : state) {
+    metrics.add_row(prom_row(i, static_cast<uint16_t>(i % 8)));
+    ++i;
+  }
+  benchmark::DoNotOptimize(metrics.rows());
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_PromAddRow);
+
+void BM_PromWrite(benchmark::State& state) {
+  // In $TMPDIR (default /tmp): the cost depends on the file system (docs/metrics.md, *Cost*).
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir_name = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
+                         "/gpuacct_prom_bench_XXXXXX";
+  char* dir = dir_name.data();
+  if (mkdtemp(dir) == nullptr) {
+    state.SkipWithError("mkdtemp failed");
+    return;
+  }
+  gpuacct::inject::Config cfg;
+  cfg.prom_dir = dir;
+  cfg.host = "bench-host";
+  cfg.job_id = "bench-job";
+  cfg.rank = 0;
+  gpuacct::inject::PromOutput out(cfg);
+  const auto devices = static_cast<uint16_t>(state.range(0));
+  for (int64_t step = 0; step < 100; ++step) {
+    for (uint16_t d = 0; d < devices; ++d) out.add_row(prom_row(step, d));
+  }
+  const gpuacct::Stats stats;
+  for (auto _ : state) out.write(stats);
+  if (out.enabled()) {
+    state.counters["bytes"] = static_cast<double>(std::filesystem::file_size(out.path()));
+  } else {
+    state.SkipWithError("the metrics file could not be written");
+  }
+  std::filesystem::remove_all(dir);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_PromWrite)->Arg(1)->Arg(8)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

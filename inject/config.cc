@@ -219,6 +219,8 @@ Config parse_config(EnvLookup env, std::vector<std::string>* warnings) {
     p.boolean("GPUACCT_STACKS", &c.stacks);
     p.integer("GPUACCT_RING_RECORDS", &c.ring_records, 256, 1 << 22);
     p.string("GPUACCT_CUPTI_LIBRARY", &c.cupti_library);
+    p.string("GPUACCT_PROM_DIR", &c.prom_dir);
+    p.integer("GPUACCT_PROM_PERIOD_MS", &c.prom_period_ms, 10, 3'600'000);
     p.number("GPUACCT_GPU_HOUR_PRICE", &c.cost.gpu_hour_price, 0, kMaxGpuHourPrice);
     p.number("GPUACCT_GPU_HARDWARE_COST", &c.cost.hardware_cost, 0, kMaxCostAmount);
     p.number("GPUACCT_AMORTIZATION_MONTHS", &c.cost.amortization_months, 0, kMaxAmortizationMonths);

@@ -22,6 +22,9 @@ namespace gpuacct::inject {
 // Defaults the hot path needs before the configuration is read (HotConfig, recorder.h).
 inline constexpr int kDefaultRingRecords = 8192;
 inline constexpr bool kDefaultStacks = true;
+// How often the live metrics file (GPUACCT_PROM_DIR) is rewritten: a few seconds, below any
+// Prometheus scrape interval (15-60 s), so a scrape never sees values much older than that.
+inline constexpr int kDefaultPromPeriodMs = 5000;
 
 // Every default is written once: the accounting thresholds are AccountingConfig's, the CUPTI
 // settings CollectorOptions', the rest here.
@@ -54,6 +57,11 @@ struct Config {
   // report's cost section and the summary's money line (analysis/report/cost.h,
   // docs/cost.md).  None given: none.
   CostModel cost;
+  // GPUACCT_PROM_DIR: live fleet metrics as a Prometheus textfile (node-exporter's textfile
+  // collector directory), rewritten every GPUACCT_PROM_PERIOD_MS (inject/prom_output.h,
+  // docs/metrics.md).  Empty: none.
+  std::string prom_dir;
+  int prom_period_ms = kDefaultPromPeriodMs;  // GPUACCT_PROM_PERIOD_MS
 
   // Identity (not configurable: derived from the environment).
   std::string host;

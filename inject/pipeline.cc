@@ -75,7 +75,8 @@ Pipeline::Pipeline(const Config& config)
       collectives_(base_ + kCollectiveRowsSuffix, [this] { return metadata(/*final=*/false); },
                    &acc_.mutable_stats()),
       detection_(names_.intern(kDetectedStepName)),
-      record_pending_(config.record) {
+      record_pending_(config.record),
+      prom_(config) {
   acc_.set_row_sink([this](const StepRow& row) { write_row(row); });
   const nlohmann::json header = {{"schema", "gpuacct.steps/1"},
                                  {"source", "injected"},
@@ -239,6 +240,7 @@ void Pipeline::tick(int64_t watermark) {
       parser_.thread_ids().forget_before(watermark - kThreadLifeGraceNs);
   }
   maybe_write_summary();
+  prom_.maybe_write(acc_.stats(), std::chrono::steady_clock::now());
 }
 
 void Pipeline::maybe_write_summary() {
@@ -301,6 +303,7 @@ void Pipeline::write_row(const StepRow& row) {
   ensure_output_dir();
   stream_.write_row(dump_json(step_row_to_json(row)), row.step_index);
   collectives_.on_step_row(row);
+  prom_.add_row(row);
 }
 
 // Every recording write goes through here: the first one opens the file (with GPUACCT_RECORD=1),
@@ -503,6 +506,8 @@ void Pipeline::finish(const GpuCollectionState& gpu) {
         summary_line(report, static_cast<int64_t>(acc_.rows().size()), /*provisional=*/false)));
   });
   stream_.close();
+  // Every row and the output counters (a stream or recording that failed) are in by now.
+  guarded("the metrics file", [&] { prom_.write(acc_.stats()); });
   if (!cfg_.quiet) {
     guarded("the terminal summary", [&] {
       auto text = render_terminal_summary(report, false);

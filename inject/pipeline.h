@@ -9,7 +9,9 @@
 //        given their steps by the row sink) -> <base>.collectives.csv (inject/collective_output.h)
 //
 // and at the end the report (<base>.json), the stream's closing summary line and the terminal
-// summary.  While the job runs the stream also gets provisional summary lines (below).  The
+// summary.  With GPUACCT_PROM_DIR the rows also reach the live metrics file, rewritten by
+// tick() every GPUACCT_PROM_PERIOD_MS and once more by finish() (inject/prom_output.h).
+// While the job runs the stream also gets provisional summary lines (below).  The
 // pipeline owns every stage; the lifecycle (Runtime, inject/runtime.cc) owns the
 // threads, the signals, fork and exit, flushes CUPTI, and computes the watermark
 // (inject/watermark.h: it depends on when the worker flushed) which tick() applies.
@@ -56,6 +58,7 @@
 #include "inject/config.h"
 #include "inject/host_events.h"
 #include "inject/native_stacks.h"
+#include "inject/prom_output.h"
 #include "inject/recorder.h"
 #include "inject/step_stream.h"
 
@@ -94,6 +97,7 @@ class Pipeline {
   void ingest_plugin_records(const std::vector<PluginRecord>& records);
 
   const CollectiveOutput& collectives() const { return collectives_; }
+  const PromOutput& metrics_file() const { return prom_; }
 
   // Tests: the provisional summary lines' cadence (defaults kSummaryInterval,
   // kSummaryCostFactor).
@@ -167,6 +171,7 @@ class Pipeline {
   bool record_pending_ = false;  // GPUACCT_RECORD=1 and the file not yet opened
   bool recording_ok_ = false;
   std::vector<DeviceInfo> devices_;  // described while the driver is alive
+  PromOutput prom_;                  // GPUACCT_PROM_DIR
 
   // Provisional summary lines.
   std::chrono::nanoseconds summary_interval_ = kSummaryInterval;

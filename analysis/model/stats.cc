@@ -1,5 +1,7 @@
 #include "analysis/model/stats.h"
 
+#include <cstdint>
+
 namespace gpuacct {
 namespace {
 constexpr StatInfo kInfos[] = {
@@ -27,11 +29,14 @@ std::string_view to_string(StatSeverity s) {
   return "info";
 }
 
-bool Stats::has_data_loss() const {
+int64_t Stats::data_loss_total() const {
+  int64_t total = 0;
   for (size_t i = 0; i < kStatCount; ++i) {
-    if (kInfos[i].severity == StatSeverity::kDataLoss && values_[i] > 0) return true;
+    // Saturating: a counter near INT64_MAX (a corrupt recording's) must not wrap the sum.
+    if (kInfos[i].severity == StatSeverity::kDataLoss && values_[i] > 0)
+      total = values_[i] > INT64_MAX - total ? INT64_MAX : total + values_[i];
   }
-  return false;
+  return total;
 }
 
 }  // namespace gpuacct

@@ -115,7 +115,11 @@ class Stats {
   void merge(const Stats& other) {
     for (size_t i = 0; i < kStatCount; ++i) values_[i] += other.values_[i];
   }
-  bool has_data_loss() const;
+  // The sum of the kDataLoss counters: how many events were never seen or had to be dropped
+  // (the Prometheus metric gpuacct_data_loss_total).  has_data_loss() is data_loss_total() > 0:
+  // the report's "data_loss".
+  int64_t data_loss_total() const;
+  bool has_data_loss() const { return data_loss_total() > 0; }
 
  private:
   std::array<int64_t, kStatCount> values_{};

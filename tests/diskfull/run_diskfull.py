@@ -172,6 +172,25 @@ def case_library_long_pattern() -> None:
         print("ok: over-long pattern -> one warning, default name, report written")
 
 
+def case_library_metrics_full() -> None:
+    """The live metrics file (GPUACCT_PROM_DIR) on a full disk: one line, the metrics off, no
+    file and no temporary left in the directory; the report has every step."""
+    with tempfile.TemporaryDirectory(prefix="gpuacct_diskfull_") as out:
+        prom = os.path.join(out, "prom")
+        os.mkdir(prom)
+        res = scenario(shim_env(out, ".prom.tmp.", GPUACCT_PROM_DIR=prom,
+                                GPUACCT_PROM_PERIOD_MS="10"))
+        lines = [l for l in res.stderr.splitlines() if "GPUACCT_PROM_DIR" in l]
+        check(len(lines) == 1 and "No space left on device" in lines[0]
+              and "live metrics (GPUACCT_PROM_DIR) are off" in lines[0],
+              f"expected one line about the metrics:\n{res.stderr}")
+        check(not os.listdir(prom), f"left in the metrics directory: {os.listdir(prom)}")
+        rep = one_report(out, res)
+        check(len(rep["steps"]) == STEPS, f"{len(rep['steps'])} rows in the report")
+        no_temporaries(out)
+        print("ok: one line, metrics off, nothing left behind; the report is whole")
+
+
 def case_cli_outputs() -> None:
     cli = os.path.join(run_e2e.BUILD, "bin", "gpuacct")
     sample = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
@@ -196,6 +215,7 @@ CASES = {
     "library_recording_full": case_library_recording_full,
     "library_recording_header": case_library_recording_header,
     "library_long_pattern": case_library_long_pattern,
+    "library_metrics_full": case_library_metrics_full,
     "cli_outputs": case_cli_outputs,
 }
 
