@@ -429,6 +429,34 @@ std::vector<WallShift> hidden_wall_shifts(const StepSeries& s, const std::vector
   return out;
 }
 
+// The shifts from each segment to the next; a short segment (at most 2 x min_segment steps)
+// between two shifts in the same direction is a transition, and the two make one shift.
+std::vector<LevelShift> shifts_between(const std::vector<Segment>& segs,
+                                       const ChangePointOptions& o) {
+  std::vector<LevelShift> out;
+  const int64_t short_segment = 2 * std::max<int64_t>(o.min_segment, 1);
+  for (size_t k = 1; k < segs.size();) {
+    const Segment& a = segs[k - 1];
+    size_t end = k;  // the new level
+    while (end + 1 < segs.size() && segs[end].steps <= short_segment &&
+           (segs[end].mean_step_ms > a.mean_step_ms) ==
+               (segs[end + 1].mean_step_ms > segs[end].mean_step_ms)) {
+      ++end;
+    }
+    const Segment& b = segs[end];
+    LevelShift shift;
+    shift.step = segs[k].first_step;
+    for (size_t t = k; t < end; ++t) shift.transition_steps += segs[t].steps;
+    shift.before_ms = a.mean_step_ms;
+    shift.after_ms = b.mean_step_ms;
+    for (size_t w = 0; w < kWallCount; ++w) shift.wall_change_ms[w] = b.wall_ms[w] - a.wall_ms[w];
+    shift.wall = largest(shift.wall_change_ms, shift.after_ms >= shift.before_ms);
+    out.push_back(shift);
+    k = end + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 ChangePoints find_change_points(const StepSeries& s, const ChangePointOptions& o) {
@@ -454,17 +482,7 @@ ChangePoints find_change_points(const StepSeries& s, const ChangePointOptions& o
       segment_l2(p.clean, out.penalty, static_cast<size_t>(std::max<int64_t>(o.min_segment, 1)),
                  o.max_exact_steps);
   out.segments = segments_of(s, p, breaks);
-  for (size_t k = 1; k < out.segments.size(); ++k) {
-    const Segment& a = out.segments[k - 1];
-    const Segment& b = out.segments[k];
-    LevelShift shift;
-    shift.step = b.first_step;
-    shift.before_ms = a.mean_step_ms;
-    shift.after_ms = b.mean_step_ms;
-    for (size_t w = 0; w < kWallCount; ++w) shift.wall_change_ms[w] = b.wall_ms[w] - a.wall_ms[w];
-    shift.wall = largest(shift.wall_change_ms, shift.after_ms >= shift.before_ms);
-    out.shifts.push_back(shift);
-  }
+  out.shifts = shifts_between(out.segments, o);
   out.wall_shifts = hidden_wall_shifts(s, breaks, median_ms, o);
   return out;
 }
@@ -537,6 +555,7 @@ json change_points_json(const ChangePoints& cp, const ChangePointOptions& o) {
     const LevelShift& s = cp.shifts[i];
     const double change = s.after_ms - s.before_ms;
     shifts.push_back({{"step", s.step},
+                      {"transition_steps", s.transition_steps},
                       {"before_ms", s.before_ms},
                       {"after_ms", s.after_ms},
                       {"change_ms", change},
@@ -568,6 +587,7 @@ json change_points_json(const ChangePoints& cp, const ChangePointOptions& o) {
   out["segments"] = segments;
   out["segments_total"] = cp.segments.size();
   out["shifts"] = shifts;
+  out["shifts_total"] = cp.shifts.size();
   out["periodic"] = periodic;
   out["wall_shifts"] = wall_shifts;
   out["wall_shifts_total"] = cp.wall_shifts.size();
@@ -632,13 +652,18 @@ std::vector<std::string> change_point_lines(const json& section) {
       const double wall_ms = number(s.value("wall_change_ms", json::object()), wall.c_str());
       char share[32];
       std::snprintf(share, sizeof share, "%+.0f%%", number(s, "relative_change") * 100);
-      std::string line = (shifts.size() > 1 ? "step time changed level " +
-                                                  std::to_string(shifts.size()) +
+      const int64_t total = std::max<int64_t>(integer(section, "shifts_total"),
+                                              static_cast<int64_t>(shifts.size()));
+      std::string line = (total > 1 ? "step time changed level " + std::to_string(total) +
                                                   " times; largest: from step "
                                             : "step time changed level: from step ") +
                          steps_text(integer(s, "step")) + " " + share + " (" +
                          ms_text(number(s, "before_ms"), false) + " -> " +
-                         ms_text(number(s, "after_ms"), false) + "), " +
+                         ms_text(number(s, "after_ms"), false) + ")" +
+                         (integer(s, "transition_steps") > 0
+                              ? " over " + std::to_string(integer(s, "transition_steps")) + " steps"
+                              : std::string()) +
+                         ", " +
                          ms_text(wall_ms, true) + " of it " + wall_text(wall) + " wall";
       if (change != 0) {
         char of[32];

@@ -109,9 +109,13 @@ struct Segment {
   WallMs wall_ms{};                       // same steps; they sum to mean_step_ms
 };
 
-// The change from one segment to the next: where, by how much, and which wall carries it.
+// The change from one level to the next: where, by how much, and which wall carries it.  A
+// short segment (at most 2 x min_segment steps) between two shifts in the same direction is a
+// transition (a queue of GPU work absorbing a slower input for a few steps): the two are one
+// shift, from the level before to the level after.
 struct LevelShift {
-  int64_t step = 0;  // first step of the new level
+  int64_t step = 0;  // first step of the new level, or of its transition
+  int64_t transition_steps = 0;  // steps between the two levels (0: none)
   double before_ms = 0, after_ms = 0;
   WallMs wall_change_ms{};  // sums to after_ms - before_ms
   Wall wall = Wall::kCompute;  // the wall with the largest change in the direction of the shift
