@@ -52,7 +52,8 @@ int run_synth(int argc, char** argv) {
     std::fputs(
         "usage: gpuacct synth --preset NAME -o FILE.gpuacct [--steps N] [--seed S]\n"
         "                     [--devices N] [--markers | --no-steps]\n"
-        "                     [--shift-step K --shift-data-ms MS] [--spike-every N --spike-host-ms MS]\n\n"
+        "                     [--shift-step K --shift-data-ms MS]\n"
+        "                     [--spike-every N --spike-host-ms MS]\n\n"
         "Simulates a training loop whose bottleneck is designed by the preset and writes\n"
         "it as a gpuacct recording.  Presets: demo, data_bound, launch_bound, comm_bound,\n"
         "copy_bound, balanced, bench.  Planted changes (docs/change_points.md): from step K\n"

@@ -42,7 +42,8 @@ BlockSums block_sums(const std::vector<double>& y, size_t block) {
   b.count.assign(blocks + 1, 0.0);
   for (size_t k = 0; k < blocks; ++k) {
     double a = 0, c = 0;
-    for (size_t i = k * block; i < std::min(y.size(), (k + 1) * block); ++i, c += 1) a += y[i] - mean;
+    for (size_t i = k * block; i < std::min(y.size(), (k + 1) * block); ++i, c += 1)
+      a += y[i] - mean;
     b.sum[k + 1] = b.sum[k] + a;
     b.sq[k + 1] = b.sq[k] + a * a / c;
     b.count[k + 1] = b.count[k] + c;
@@ -100,10 +101,11 @@ std::vector<size_t> pelt_l2(const std::vector<double>& y, double penalty, size_t
 std::vector<size_t> segment_l2(const std::vector<double>& y, double penalty, size_t min_segment,
                                size_t max_blocks) {
   const size_t min_seg = std::max<size_t>(min_segment, 1);
-  const size_t block = std::max<size_t>(1, (y.size() + max_blocks - 1) / std::max<size_t>(max_blocks, 1));
+  const size_t block =
+      std::max<size_t>(1, (y.size() + max_blocks - 1) / std::max<size_t>(max_blocks, 1));
   if (block == 1) return pelt_l2(y, penalty, min_seg);
-  const std::vector<size_t> coarse =
-      pelt_blocks(block_sums(y, block), penalty, std::max<size_t>(2, (min_seg + block - 1) / block));
+  const std::vector<size_t> coarse = pelt_blocks(
+      block_sums(y, block), penalty, std::max<size_t>(2, (min_seg + block - 1) / block));
   // Each change moves to the raw step that best splits the steps between its neighbours,
   // within two blocks of where the blocks put it; a change no longer worth its penalty there
   // (a block that straddled a change made two) goes, and the rest are placed again.
@@ -111,7 +113,8 @@ std::vector<size_t> segment_l2(const std::vector<double>& y, double penalty, siz
   std::vector<size_t> out;
   for (size_t c : coarse) out.push_back(std::min(c * block, y.size()));
   auto bounds = [&](size_t k) {
-    return std::make_pair(k == 0 ? size_t{0} : out[k - 1], k + 1 < out.size() ? out[k + 1] : y.size());
+    return std::make_pair(k == 0 ? size_t{0} : out[k - 1],
+                          k + 1 < out.size() ? out[k + 1] : y.size());
   };
   auto place = [&]() {
     for (size_t k = 0; k < out.size(); ++k) {
@@ -132,8 +135,8 @@ std::vector<size_t> segment_l2(const std::vector<double>& y, double penalty, siz
     for (size_t k = 0; k < out.size(); ++k) {
       const auto [left, right] = bounds(k);
       const bool short_side = out[k] < left + min_seg || out[k] + min_seg > right;
-      if (short_side || raw.cost(left, right) - raw.cost(left, out[k]) - raw.cost(out[k], right) <
-                            penalty) {
+      if (short_side ||
+          raw.cost(left, right) - raw.cost(left, out[k]) - raw.cost(out[k], right) < penalty) {
         out.erase(out.begin() + static_cast<std::ptrdiff_t>(k));
         removed = true;
         break;
@@ -157,7 +160,9 @@ double median_in_place(std::vector<double>& v) {
   return (lo + hi) / 2;
 }
 
-double median_of(std::vector<double> v) { return median_in_place(v); }
+double median_of(std::vector<double> v) {
+  return median_in_place(v);
+}
 
 }  // namespace
 
@@ -254,7 +259,8 @@ Prepared prepare(const std::vector<double>& y, double sigma_floor, const ChangeP
 }
 
 double penalty_of(const Prepared& p, size_t n, const ChangePointOptions& o) {
-  return o.penalty_factor * p.sigma * p.sigma * std::log(static_cast<double>(n));
+  const double steps = std::max(static_cast<double>(n), o.penalty_min_steps);
+  return o.penalty_factor * p.sigma * p.sigma * std::log(steps);
 }
 
 // P(X >= k) for X ~ Binomial(trials, q).
@@ -308,7 +314,8 @@ void measure_excess(const StepSeries& s, const Prepared& p, const std::vector<si
     const auto w = static_cast<size_t>(k.wall);
     for (size_t i = 0; i < s.size(); ++i) wall[i] = s.wall_ms[i][w];
     double sum = 0;
-    for (size_t i : hits) sum += wall[i] - local_baseline(wall, p.outlier, i, o.baseline_half_window);
+    for (size_t i : hits)
+      sum += wall[i] - local_baseline(wall, p.outlier, i, o.baseline_half_window);
     out->wall_excess_ms[w] = sum / static_cast<double>(hits.size());
   }
   out->excess_ms /= static_cast<double>(hits.size());
@@ -347,7 +354,8 @@ bool find_one_periodic(const StepSeries& s, const Prepared& p, std::vector<size_
     const auto h = static_cast<int64_t>(hits.size());
     const int64_t first = s.step_index[hits.front()], last = s.step_index[hits.back()];
     const int64_t expected = (last - first) / period + 1;
-    if (h < o.min_occurrences || static_cast<double>(h) < o.min_coverage * static_cast<double>(expected)) {
+    if (h < o.min_occurrences ||
+        static_cast<double>(h) < o.min_coverage * static_cast<double>(expected)) {
       continue;
     }
     // Two outliers suggest the pattern; the others must not be there by chance.
@@ -404,8 +412,9 @@ std::vector<WallShift> hidden_wall_shifts(const StepSeries& s, const std::vector
     for (size_t i = 0; i < s.size(); ++i) x[i] = s.wall_ms[i][w];
     const Prepared p = prepare(x, o.min_relative_sigma * median_ms, o);
     const double penalty = penalty_of(p, x.size(), o) * o.wall_penalty_factor / o.penalty_factor;
-    const std::vector<size_t> wall_breaks = segment_l2(
-        p.clean, penalty, static_cast<size_t>(std::max<int64_t>(o.min_segment, 1)), o.max_exact_steps);
+    const std::vector<size_t> wall_breaks =
+        segment_l2(p.clean, penalty, static_cast<size_t>(std::max<int64_t>(o.min_segment, 1)),
+                   o.max_exact_steps);
     std::vector<size_t> bounds{0};
     bounds.insert(bounds.end(), wall_breaks.begin(), wall_breaks.end());
     bounds.push_back(s.size());
@@ -554,16 +563,17 @@ json change_points_json(const ChangePoints& cp, const ChangePointOptions& o) {
   for (size_t i = 0; i < cp.shifts.size() && i < o.max_listed; ++i) {
     const LevelShift& s = cp.shifts[i];
     const double change = s.after_ms - s.before_ms;
-    shifts.push_back({{"step", s.step},
-                      {"transition_steps", s.transition_steps},
-                      {"before_ms", s.before_ms},
-                      {"after_ms", s.after_ms},
-                      {"change_ms", change},
-                      {"relative_change", s.before_ms > 0 ? change / s.before_ms : 0.0},
-                      {"wall", to_string(s.wall)},
-                      {"wall_share", change != 0 ? s.wall_change_ms[static_cast<size_t>(s.wall)] / change : 0.0},
-                      {"wall_change_ms", walls_ms_json(s.wall_change_ms)},
-                      {"hint", shift_hint(s.wall)}});
+    shifts.push_back(
+        {{"step", s.step},
+         {"transition_steps", s.transition_steps},
+         {"before_ms", s.before_ms},
+         {"after_ms", s.after_ms},
+         {"change_ms", change},
+         {"relative_change", s.before_ms > 0 ? change / s.before_ms : 0.0},
+         {"wall", to_string(s.wall)},
+         {"wall_share", change != 0 ? s.wall_change_ms[static_cast<size_t>(s.wall)] / change : 0.0},
+         {"wall_change_ms", walls_ms_json(s.wall_change_ms)},
+         {"hint", shift_hint(s.wall)}});
   }
   for (const PeriodicSpikes& p : cp.periodic) {
     periodic.push_back({{"period_steps", p.period_steps},
@@ -613,7 +623,9 @@ std::string ms_text(double ms, bool sign) {
   return buf;
 }
 
-std::string wall_text(const std::string& wall) { return wall == "other" ? "other (host)" : wall; }
+std::string wall_text(const std::string& wall) {
+  return wall == "other" ? "other (host)" : wall;
+}
 
 double number(const json& j, const char* key) {
   const auto it = j.find(key);
@@ -652,19 +664,18 @@ std::vector<std::string> change_point_lines(const json& section) {
       const double wall_ms = number(s.value("wall_change_ms", json::object()), wall.c_str());
       char share[32];
       std::snprintf(share, sizeof share, "%+.0f%%", number(s, "relative_change") * 100);
-      const int64_t total = std::max<int64_t>(integer(section, "shifts_total"),
-                                              static_cast<int64_t>(shifts.size()));
+      const int64_t total =
+          std::max<int64_t>(integer(section, "shifts_total"), static_cast<int64_t>(shifts.size()));
       std::string line = (total > 1 ? "step time changed level " + std::to_string(total) +
-                                                  " times; largest: from step "
-                                            : "step time changed level: from step ") +
+                                          " times; largest: from step "
+                                    : "step time changed level: from step ") +
                          steps_text(integer(s, "step")) + " " + share + " (" +
                          ms_text(number(s, "before_ms"), false) + " -> " +
                          ms_text(number(s, "after_ms"), false) + ")" +
                          (integer(s, "transition_steps") > 0
                               ? " over " + std::to_string(integer(s, "transition_steps")) + " steps"
                               : std::string()) +
-                         ", " +
-                         ms_text(wall_ms, true) + " of it " + wall_text(wall) + " wall";
+                         ", " + ms_text(wall_ms, true) + " of it " + wall_text(wall) + " wall";
       if (change != 0) {
         char of[32];
         std::snprintf(of, sizeof of, " (%.0f%%)", std::clamp(wall_ms / change, -9.99, 9.99) * 100);
@@ -688,8 +699,8 @@ std::vector<std::string> change_point_lines(const json& section) {
   if (lines.size() < 3 && walls.is_array() && !walls.empty() && walls.front().is_object()) {
     const json& w = walls.front();
     lines.push_back("a wall shift step time hides: " + wall_text(text(w, "wall")) + " " +
-                    ms_text(number(w, "after_ms") - number(w, "before_ms"), true) +
-                    " from step " + steps_text(integer(w, "step")) +
+                    ms_text(number(w, "after_ms") - number(w, "before_ms"), true) + " from step " +
+                    steps_text(integer(w, "step")) +
                     (walls.size() > 1 ? " (" + std::to_string(walls.size()) + " in all)" : "") +
                     ", other walls make up for it");
   }

@@ -29,6 +29,10 @@ struct ChangePointOptions {
   // false change over 100 seeds each of Gaussian, Laplace and Student-t(3) noise
   // (change_points_test.cc, NoFalseChangeOnFlatRuns).
   double penalty_factor = 4.0;
+  // ln(n) with n at least this many steps: a short run (a profiler trace of 20 steps) has few
+  // places for a change but a noisy sigma from few differences; without the floor 1% of flat
+  // 10- to 30-step runs showed a false shift.
+  double penalty_min_steps = 200;
   // The same for each wall's own search: five more searches, so a higher bar for the same
   // false-alarm rate per run.
   double wall_penalty_factor = 6.0;
@@ -114,10 +118,10 @@ struct Segment {
 // transition (a queue of GPU work absorbing a slower input for a few steps): the two are one
 // shift, from the level before to the level after.
 struct LevelShift {
-  int64_t step = 0;  // first step of the new level, or of its transition
+  int64_t step = 0;              // first step of the new level, or of its transition
   int64_t transition_steps = 0;  // steps between the two levels (0: none)
   double before_ms = 0, after_ms = 0;
-  WallMs wall_change_ms{};  // sums to after_ms - before_ms
+  WallMs wall_change_ms{};     // sums to after_ms - before_ms
   Wall wall = Wall::kCompute;  // the wall with the largest change in the direction of the shift
 };
 

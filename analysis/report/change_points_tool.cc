@@ -40,11 +40,13 @@ int main(int argc, char** argv) {
                      : flag == "--max-blocks"  ? &max_blocks
                                                : nullptr;
     if (target == nullptr || i + 1 >= argc || !parse_number(argv[i + 1], target)) {
-      return fail("usage: change_points_tool --penalty P [--min-segment N] [--max-blocks B] < values");
+      return fail(
+          "usage: change_points_tool --penalty P [--min-segment N] [--max-blocks B] < values");
     }
     ++i;
   }
-  if (penalty < 0 || min_segment < 1 || max_blocks < 1) return fail("--penalty >= 0, --min-segment and --max-blocks >= 1");
+  if (penalty < 0 || min_segment < 1 || max_blocks < 1)
+    return fail("--penalty >= 0, --min-segment and --max-blocks >= 1");
   std::vector<double> y;
   std::string word;
   while (std::cin >> word) {

@@ -254,7 +254,8 @@ json report_to_json(const ReportInputs& in) {
   // Level shifts and periodic slow steps over the summary's steps (change_points.h): from the
   // rows, so every source's report has the same section.
   if (in.rows != nullptr && in.summary != nullptr) {
-    out["change_points"] = change_points_json(find_change_points(step_series(*in.rows, *in.summary)));
+    out["change_points"] =
+        change_points_json(find_change_points(step_series(*in.rows, *in.summary)));
   }
 
   for (auto it = in.extra.begin(); it != in.extra.end(); ++it) out[it.key()] = it.value();

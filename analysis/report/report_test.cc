@@ -167,7 +167,8 @@ TEST(Report, ChangePointsFromTheRowsAlike) {
   ASSERT_TRUE(text.ok());
   EXPECT_NE(text->find("step time changed level: from step 18"), std::string::npos) << text.value();
   // Without rows (a provisional summary line) there is no section.
-  EXPECT_FALSE(summary_report(acc.rows(), acc.stats(), acc.config(), meta).contains("change_points"));
+  EXPECT_FALSE(
+      summary_report(acc.rows(), acc.stats(), acc.config(), meta).contains("change_points"));
 }
 
 TEST(Report, CsvHasOneLinePerRow) {
