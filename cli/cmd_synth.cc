@@ -40,7 +40,8 @@ class RecordingSink final : public EventSink {
 }  // namespace
 
 int run_synth(int argc, char** argv) {
-  Args args({"preset", "out", "steps", "seed", "devices", "data-wait-ms"},
+  Args args({"preset", "out", "steps", "seed", "devices", "data-wait-ms", "shift-step",
+             "shift-data-ms", "spike-every", "spike-host-ms"},
             {"help", "markers", "no-steps"}, {{'o', "out"}, {'h', "help"}});
   if (!args.parse(argc, argv)) {
     std::fprintf(stderr, "gpuacct synth: %s\n", args.error().c_str());
@@ -49,11 +50,15 @@ int run_synth(int argc, char** argv) {
   if (args.has("help") || !args.has("out")) {
     std::fputs(
         "usage: gpuacct synth --preset NAME -o FILE.gpuacct [--steps N] [--seed S]\n"
-        "                     [--devices N] [--data-wait-ms MS] [--markers | --no-steps]\n\n"
+        "                     [--devices N] [--data-wait-ms MS] [--markers | --no-steps]\n"
+        "                     [--shift-step K --shift-data-ms MS]\n"
+        "                     [--spike-every N --spike-host-ms MS]\n\n"
         "Simulates a training loop whose bottleneck is designed by the preset and writes\n"
         "it as a gpuacct recording.  Presets: demo, data_bound, launch_bound, comm_bound,\n"
         "copy_bound, balanced, bench.  --data-wait-ms sets how long each step waits for its\n"
-        "input (the data wall; e.g. two runs for `gpuacct diff`).\n",
+        "input (the data wall; e.g. two runs for `gpuacct diff`).  Planted changes\n"
+        "(docs/change_points.md): from step K on each step waits MS more for data; every Nth\n"
+        "step the host pauses MS more.\n",
         args.has("help") ? stdout : stderr);
     return args.has("help") ? 0 : 2;
   }
@@ -67,7 +72,12 @@ int run_synth(int argc, char** argv) {
   const auto devices = args.get_number("devices", spec->devices, 1, 64);
   const auto data_wait_ms =
       args.get_number("data-wait-ms", static_cast<double>(spec->data_wait_ns) / 1e6, 0, 1e6);
-  if (!steps || !seed || !devices || !data_wait_ms) {
+  const auto shift_step = args.get_number("shift-step", -1, -1, 1e7);
+  const auto shift_ms = args.get_number("shift-data-ms", 0, 0, 1e6);
+  const auto spike_every = args.get_number("spike-every", 0, 0, 1e7);
+  const auto spike_ms = args.get_number("spike-host-ms", 0, 0, 1e6);
+  if (!steps || !seed || !devices || !data_wait_ms || !shift_step || !shift_ms || !spike_every ||
+      !spike_ms) {
     std::fprintf(stderr, "gpuacct synth: %s\n", args.error().c_str());
     return 2;
   }
@@ -75,6 +85,10 @@ int run_synth(int argc, char** argv) {
   spec->seed = static_cast<uint64_t>(*seed);
   spec->devices = static_cast<int>(*devices);
   if (args.has("data-wait-ms")) spec->data_wait_ns = static_cast<TimeNs>(*data_wait_ms * 1e6);
+  spec->shift_step = static_cast<int>(*shift_step);
+  spec->shift_data_wait_ns = static_cast<TimeNs>(*shift_ms * 1e6);
+  spec->spike_every = static_cast<int>(*spike_every);
+  spec->spike_host_ns = static_cast<TimeNs>(*spike_ms * 1e6);
   spec->use_markers = args.has("markers");
   spec->emit_steps = !args.has("no-steps");
 

@@ -276,10 +276,12 @@ class SyntheticRun {
       out_.marker(m);
       ++events_;
     }
-    if (spec_.data_wait_ns > 0) {
+    const TimeNs shifted =
+        spec_.shift_step >= 0 && step >= spec_.shift_step ? spec_.shift_data_wait_ns : 0;
+    if (spec_.data_wait_ns > 0 || shifted > 0) {
       HostRange r;
       r.start = t_;
-      t_ += jit(spec_.data_wait_ns);
+      t_ += jit(spec_.data_wait_ns) + shifted;
       r.end = t_;
       r.kind = RangeKind::kData;
       r.thread = kThread;
@@ -331,6 +333,9 @@ class SyntheticRun {
     step_prologue(step);
     step_gpu_work();
     if (spec_.host_pause_ns > 0) t_ += jit(spec_.host_pause_ns);
+    if (spec_.spike_every > 0 && step % spec_.spike_every == spec_.spike_every - 1) {
+      t_ += spec_.spike_host_ns;
+    }
     sync_all();
     if (spec_.emit_steps && !spec_.use_markers) {
       HostRange r;

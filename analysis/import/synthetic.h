@@ -43,6 +43,15 @@ struct SyntheticSpec {
   // order, no watermarks).
   int shuffle_batch = 0;
   TimeNs start_ns = 1'700'000'000'000'000'000;
+  // Planted changes (change-point tests and demos, docs/change_points.md), off by default and
+  // drawing no random numbers: from step shift_step on (>= 0), each step waits
+  // shift_data_wait_ns more for data (a DataLoader worker lost); every spike_every-th step
+  // (step % spike_every == spike_every - 1) the host pauses spike_host_ns more after its
+  // launches (a checkpoint).
+  int shift_step = -1;
+  TimeNs shift_data_wait_ns = 0;
+  int spike_every = 0;
+  TimeNs spike_host_ns = 0;
 
   // Named presets: "demo", "data_bound", "launch_bound", "comm_bound", "copy_bound",
   // "balanced", "bench".

@@ -385,10 +385,7 @@ StatusOr<InputReport> report_step_stream(const Input& input, const AccountingCon
   RunMetadata meta = std::move(s.metadata);
   if (meta.source.empty()) meta.source = to_string(input.format());
   meta.source_path = input.path();
-  out.report = summary_report(out.rows, s.stats, shown, meta);
-  nlohmann::json steps = nlohmann::json::array();
-  for (const StepRow& r : out.rows) steps.push_back(step_row_to_json(r));
-  out.report["steps"] = std::move(steps);
+  out.report = summary_report(out.rows, s.stats, shown, meta, /*with_rows=*/true);
   if (!s.finished || s.bytes_cut > 0) {
     out.report["cut_off"] = {{"input", "step_stream"},
                              {"finished", s.finished},

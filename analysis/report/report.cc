@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "analysis/model/json_text.h"
+#include "analysis/report/change_points.h"
 #include "analysis/report/cost.h"
 
 namespace gpuacct {
@@ -250,6 +251,12 @@ json report_to_json(const ReportInputs& in) {
     for (const StepRow& r : *in.rows) steps.push_back(step_row_to_json(r));
   }
   out["steps"] = steps;
+  // Level shifts and periodic slow steps over the summary's steps (change_points.h): from the
+  // rows, so every source's report has the same section.
+  if (in.rows != nullptr && in.summary != nullptr) {
+    out["change_points"] =
+        change_points_json(find_change_points(step_series(*in.rows, *in.summary)));
+  }
 
   for (auto it = in.extra.begin(); it != in.extra.end(); ++it) out[it.key()] = it.value();
   return out;
@@ -271,9 +278,11 @@ ReportInputs summary_inputs(const RunSummary& summary, const AccountingConfig& c
 }  // namespace
 
 json summary_report(const std::vector<StepRow>& rows, const Stats& stats,
-                    const AccountingConfig& config, const RunMetadata& meta) {
+                    const AccountingConfig& config, const RunMetadata& meta, bool with_rows) {
   const RunSummary summary = summarize(rows, stats, VerdictBands{}, &meta);
-  return report_to_json(summary_inputs(summary, config, stats, meta));
+  ReportInputs in = summary_inputs(summary, config, stats, meta);
+  if (with_rows) in.rows = &rows;
+  return report_to_json(in);
 }
 
 json build_report(const StepAccountant& acc, const RunMetadata& meta, const NameTable& names,
@@ -530,6 +539,10 @@ StatusOr<std::string> render_terminal_summary(const json& report, bool color) {
   // The money line, when the report was given a price (analysis/report/cost.h).
   if (const std::string money = cost_line(report.value("cost", json())); !money.empty()) {
     o << "  " << money << "\n";
+  }
+  // Level shifts and periodic slow steps, at most three lines (change_points.h).
+  for (const std::string& line : change_point_lines(report.value("change_points", json()))) {
+    o << "  " << line << "\n";
   }
   render_details(report, o);
   render_stats(report, style, o);

@@ -46,8 +46,10 @@ nlohmann::json report_to_json(const ReportInputs& in);
 
 // The report's summary, verdict, config, stats and data_loss over `rows` (no rows, kernels
 // or gaps): what a provisional summary line of the live stream holds (inject/step_stream.h).
+// with_rows: also the steps and the change_points section (a step stream's report).
 nlohmann::json summary_report(const std::vector<StepRow>& rows, const Stats& stats,
-                              const AccountingConfig& config, const RunMetadata& meta);
+                              const AccountingConfig& config, const RunMetadata& meta,
+                              bool with_rows = false);
 
 // Builds the whole report from a finished accountant (convenience for CLI and library).
 nlohmann::json build_report(const StepAccountant& acc, const RunMetadata& meta,

@@ -1,5 +1,6 @@
 #include "analysis/report/report.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -71,7 +72,7 @@ TEST(Report, HeadlineNamesDevicesOrHostOnly) {
   meta.devices.push_back(DeviceInfo{0, "NVIDIA H200", 132, 9, 0, 0});
   auto text = render_terminal_summary(build_report(acc, meta, names));
   ASSERT_TRUE(text.ok());
-  EXPECT_NE(text->find("on 1 device (NVIDIA H200)"), std::string::npos) << *text;
+  EXPECT_NE(text->find("on 1 device (NVIDIA H200)"), std::string::npos) << text.value();
   EXPECT_EQ(text->find("model FLOPs"), std::string::npos) << "no FLOPs declared";
 
   // Declared FLOPs: achieved TFLOP/s and MFU against the H200's bf16 dense peak.
@@ -87,7 +88,7 @@ TEST(Report, HeadlineNamesDevicesOrHostOnly) {
   EXPECT_NEAR(mf["mfu"].get<double>(), mf["achieved_tflops"].get<double>() / 989, 1e-12);
   text = render_terminal_summary(j);
   ASSERT_TRUE(text.ok());
-  EXPECT_NE(text->find("of the bf16 dense peak (989 TFLOP/s)"), std::string::npos) << *text;
+  EXPECT_NE(text->find("of the bf16 dense peak (989 TFLOP/s)"), std::string::npos) << text.value();
 
   StepAccountant host;  // steps and data ranges, no GPU op
   host.add_range(HostRange{0, 1'000'000, 0, 1, 0, RangeKind::kStep, {}});
@@ -95,7 +96,7 @@ TEST(Report, HeadlineNamesDevicesOrHostOnly) {
   host.finish();
   text = render_terminal_summary(build_report(host, RunMetadata{}, names));
   ASSERT_TRUE(text.ok());
-  EXPECT_NE(text->find("on the host only (no GPU activity)"), std::string::npos) << *text;
+  EXPECT_NE(text->find("on the host only (no GPU activity)"), std::string::npos) << text.value();
 
   // A first step before any GPU op is a host-only row (device -1, docs/accounting.md): the
   // run is still on one device.
@@ -105,7 +106,7 @@ TEST(Report, HeadlineNamesDevicesOrHostOnly) {
   one["steps"].insert(one["steps"].begin(), host_row);
   text = render_terminal_summary(one);
   ASSERT_TRUE(text.ok());
-  EXPECT_NE(text->find("on 1 device (NVIDIA H200)"), std::string::npos) << *text;
+  EXPECT_NE(text->find("on 1 device (NVIDIA H200)"), std::string::npos) << text.value();
 }
 
 TEST(Report, DataLossIsPrinted) {
@@ -136,6 +137,38 @@ TEST(Report, SkippedStepsArePrintedWithTheirSeverity) {
                        "rows: 1"),
             std::string::npos)
       << *text;
+}
+
+// The change_points section (change_points.h) comes from the rows: a synthetic run with a
+// planted data shift has it in the accountant's report and in a report made from the rows
+// alone (a step stream's, summary_report with rows), the same; the terminal summary says it.
+TEST(Report, ChangePointsFromTheRowsAlike) {
+  auto spec = SyntheticSpec::preset("balanced");
+  ASSERT_TRUE(spec.ok());
+  spec->steps = 300;
+  spec->shift_step = 180;
+  spec->shift_data_wait_ns = 3'000'000;
+  NameTable names;
+  StepAccountant acc;
+  generate_synthetic(*spec, names, acc);
+  acc.finish();
+  RunMetadata meta;
+  const nlohmann::json full = build_report(acc, meta, names);
+  const nlohmann::json from_rows =
+      summary_report(acc.rows(), acc.stats(), acc.config(), meta, /*with_rows=*/true);
+  ASSERT_TRUE(full.contains("change_points"));
+  EXPECT_EQ(full["change_points"], from_rows["change_points"]);
+  EXPECT_EQ(full["steps"], from_rows["steps"]);
+  const nlohmann::json& shifts = full["change_points"]["shifts"];
+  ASSERT_EQ(shifts.size(), 1u);
+  EXPECT_LE(std::abs(shifts[0]["step"].get<int64_t>() - 180), 2);
+  EXPECT_EQ(shifts[0]["wall"], "data");
+  const auto text = render_terminal_summary(full);
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text->find("step time changed level: from step 18"), std::string::npos) << text.value();
+  // Without rows (a provisional summary line) there is no section.
+  EXPECT_FALSE(
+      summary_report(acc.rows(), acc.stats(), acc.config(), meta).contains("change_points"));
 }
 
 TEST(Report, CsvHasOneLinePerRow) {

@@ -667,6 +667,11 @@ def compare_pipelines(live: dict, offline: dict, tl, marks: str) -> None:
     check(live.get("step_detection") == offline.get("step_detection"),
           f"{marks}: step_detection live {live.get('step_detection')} offline "
           f"{offline.get('step_detection')}")
+    # Change points are computed from the rows in the report stage (docs/change_points.md):
+    # the same section live and offline.
+    check("change_points" in live and live.get("change_points") == offline.get("change_points"),
+          f"{marks}: change_points live {live.get('change_points')} offline "
+          f"{offline.get('change_points')}")
     # The timeline has one step slice per row: process id = device (65535: host-only rows).
     rows = {(r["step_index"], r["device"]): r for r in live["steps"]}
     by_key = {(s_["args"]["step_index"], -1 if s_["pid"] == 65535 else s_["pid"]): s_
