@@ -12,6 +12,7 @@
 using gpuacct::inject::emit;
 using gpuacct::inject::HostRecType;
 using gpuacct::inject::now_ns;
+using gpuacct::inject::WorkUnit;
 
 #define GPUACCT_GUARD(body) \
   try {                     \
@@ -65,6 +66,23 @@ GPUACCT_EXPORT void gpuacct_range_pop(void) {
 
 GPUACCT_EXPORT void gpuacct_set_step_flops(double flops) {
   GPUACCT_GUARD(emit(now_ns(), HostRecType::kStepFlops, std::bit_cast<int64_t>(flops), nullptr));
+}
+
+// One record per unit declared: two O(1) ring writes at most, the same as two
+// gpuacct_set_step_flops calls.  0 declares nothing; a negative or non-finite value is recorded
+// and counted as invalid by the accountant (no check or logging here: the hot path).
+GPUACCT_EXPORT void gpuacct_set_step_work(double tokens, double samples) {
+  GPUACCT_GUARD({
+    const int64_t ts = now_ns();
+    if (tokens != 0) {
+      emit(ts, HostRecType::kStepWork, std::bit_cast<int64_t>(tokens), nullptr, 0,
+           static_cast<uint8_t>(WorkUnit::kTokens));
+    }
+    if (samples != 0) {
+      emit(ts, HostRecType::kStepWork, std::bit_cast<int64_t>(samples), nullptr, 0,
+           static_cast<uint8_t>(WorkUnit::kSamples));
+    }
+  });
 }
 
 GPUACCT_EXPORT void gpuacct_flush(void) {

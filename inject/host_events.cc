@@ -135,6 +135,16 @@ void HostEventProcessor::capi_step(const HostRecord& r, uint32_t tid, EventBatch
       out.markers.push_back(m);
       break;
     }
+    case HostRecType::kStepWork: {
+      Marker m;
+      m.ts = r.ts;
+      m.kind = r.kind == static_cast<uint8_t>(WorkUnit::kSamples) ? MarkerKind::kStepSamples
+                                                                  : MarkerKind::kStepTokens;
+      m.value = std::bit_cast<double>(r.value);
+      m.thread = tid;
+      out.markers.push_back(m);
+      break;
+    }
     default:
       return;
   }
@@ -208,6 +218,7 @@ void HostEventProcessor::process(std::vector<TimedRecord>& records, EventBatch& 
       case HostRecType::kStepEnd:
       case HostRecType::kStepMark:
       case HostRecType::kStepFlops:
+      case HostRecType::kStepWork:
         capi_step(r, tid, out);
         break;
       case HostRecType::kNvtxPush:

@@ -31,7 +31,11 @@ enum class HostRecType : uint8_t {
   kStack = 14,        // native call site: value = duration (sync) or pause (launch) in ns;
                       // aux = frame count; `kind` = StackKind; frames follow in the next slots
   kStackFrames = 15,  // continuation slot of kStack: up to kFramesPerSlot frames
+  kStepWork = 16,     // value = bit pattern of a double; `kind` = WorkUnit
 };
+
+// The unit of a kStepWork record (gpuacct_set_step_work: one record per unit declared).
+enum class WorkUnit : uint8_t { kTokens = 0, kSamples = 1 };
 
 enum class StackKind : uint8_t { kSync = 0, kLaunchAfterPause = 1 };
 

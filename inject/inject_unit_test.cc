@@ -306,6 +306,34 @@ TEST(HostEvents, CapiStepsDataRangesAndFlops) {
   EXPECT_STREQ(p.step_source(), "capi");
 }
 
+// gpuacct_set_step_work's records: one marker per record, its unit from the record's kind, its
+// value the double the bits carry (the accountant adds them up per step).
+TEST(HostEvents, StepWorkRecordsBecomeTokenAndSampleMarkers) {
+  NameTable names;
+  HostEventProcessor p(names, NamePatterns(Config::default_step_patterns()),
+                       NamePatterns(Config::default_data_patterns()));
+  auto work = [](int64_t ts, WorkUnit unit, double v) {
+    TimedRecord t = rec(HostRecType::kStepWork, ts, nullptr, std::bit_cast<int64_t>(v));
+    t.rec.kind = static_cast<uint8_t>(unit);
+    return t;
+  };
+  std::vector<TimedRecord> r = {
+      rec(HostRecType::kStepMark, 100, nullptr, -1),
+      work(130, WorkUnit::kSamples, 8),
+      work(120, WorkUnit::kTokens, 4096.5),  // sorted by time before processing
+  };
+  EventBatch out;
+  Stats stats;
+  p.process(r, out, nullptr, stats);
+  ASSERT_EQ(out.markers.size(), 3u);
+  EXPECT_EQ(out.markers[0].kind, MarkerKind::kStepBoundary);
+  EXPECT_EQ(out.markers[1].kind, MarkerKind::kStepTokens);
+  EXPECT_EQ(out.markers[1].ts, 120);
+  EXPECT_DOUBLE_EQ(out.markers[1].value, 4096.5);
+  EXPECT_EQ(out.markers[2].kind, MarkerKind::kStepSamples);
+  EXPECT_DOUBLE_EQ(out.markers[2].value, 8);
+}
+
 TEST(HostEvents, NvtxRangesClassifiedPerThreadAndDomain) {
   NameTable names;
   HostEventProcessor p(names, NamePatterns(Config::default_step_patterns()),

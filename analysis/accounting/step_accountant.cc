@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <map>
@@ -97,6 +98,7 @@ struct StepAccountant::Impl {
   bool steps_sorted = true;
   std::vector<Marker> boundaries;  // step-boundary markers not yet turned into steps
   std::vector<Marker> flops_markers;
+  std::vector<Marker> work_markers;  // kStepTokens / kStepSamples not yet given to a step
 
   int64_t next_step_index = 0;
   TimeNs last_step_end = kMinTime;    // host end of the last finalised step
@@ -251,6 +253,15 @@ struct StepAccountant::Impl {
         break;
       case MarkerKind::kStepFlops:
         flops_markers.push_back(m);
+        break;
+      case MarkerKind::kStepTokens:
+      case MarkerKind::kStepSamples:
+        // A count of work: anything but a finite positive number is a caller's mistake.
+        if (!(m.value > 0) || !std::isfinite(m.value)) {
+          stats.add(Stat::invalid_events_skipped);
+          return;
+        }
+        work_markers.push_back(m);
         break;
       case MarkerKind::kInstant:
         break;
@@ -539,6 +550,16 @@ struct StepAccountant::Impl {
     flops_markers.erase(std::remove_if(flops_markers.begin(), flops_markers.end(),
                                        [&](const Marker& m) { return m.ts < s.end; }),
                         flops_markers.end());
+    // Declared work adds up inside a step (micro-batches); work declared before the step
+    // (outside every step) is dropped with it, as FLOPs are.
+    double tokens = 0, samples = 0;
+    for (const Marker& m : work_markers) {
+      if (m.ts < s.begin || m.ts >= s.end) continue;
+      (m.kind == MarkerKind::kStepTokens ? tokens : samples) += m.value;
+    }
+    work_markers.erase(std::remove_if(work_markers.begin(), work_markers.end(),
+                                      [&](const Marker& m) { return m.ts < s.end; }),
+                       work_markers.end());
 
     StepRow base;
     base.step_index = index;
@@ -548,6 +569,8 @@ struct StepAccountant::Impl {
     base.host_end = s.end;
     base.launches = launches;
     base.flops = flops;
+    base.tokens = tokens;
+    base.samples = samples;
 
     bool on_device = false;
     for (auto& [id, dev] : devices) {
@@ -772,7 +795,7 @@ const DeliveryLag& StepAccountant::delivery_lag() const {
 
 size_t StepAccountant::retained_events() const {
   size_t n = impl_->host.corr.size() + impl_->steps.size() + impl_->boundaries.size() +
-             impl_->flops_markers.size();
+             impl_->flops_markers.size() + impl_->work_markers.size();
   for (const auto& [id, dev] : impl_->devices) n += dev.live();
   // Each known thread holds state of its own, even with no event left.
   for (const auto& [tid, th] : impl_->host.threads) n += 1 + th.calls.size() + th.data.size();

@@ -427,5 +427,78 @@ TEST(StepAccountant, StepWithoutWorkOnADevice) {
   expect_exact(rows[1]);
 }
 
+
+// Work declared with gpuacct_set_step_work lands in the row of the step it was declared in;
+// two declarations in one step add up (micro-batches); work declared between steps is dropped;
+// a value that is not a positive finite number is skipped and counted.
+TEST(StepAccountant, DeclaredWorkLandsInItsStepAndAddsUp) {
+  Trace t;
+  t.step(us(0), us(1000), 0);
+  t.step(us(1000), us(2000), 1);
+  t.step(us(2500), us(3500), 2);  // after a gap with work declared in it
+  t.kernel(us(10), us(15), us(20), us(800), 0);
+  t.kernel(us(10), us(15), us(20), us(700), 1);  // a second device: both rows carry the work
+  t.kernel(us(1010), us(1015), us(1020), us(1800), 0);
+  t.kernel(us(2510), us(2515), us(2520), us(3300), 0);
+  auto work = [&t](TimeNs ts, MarkerKind kind, double v) {
+    Marker m;
+    m.ts = ts;
+    m.kind = kind;
+    m.value = v;
+    t.b.markers.push_back(m);
+  };
+  work(us(100), MarkerKind::kStepTokens, 4096);
+  work(us(1000), MarkerKind::kStepTokens, 1000.5);  // at step 1's begin: step 1
+  work(us(1999), MarkerKind::kStepTokens, 2000.25);  // the same step: adds up
+  work(us(1500), MarkerKind::kStepSamples, 16);
+  work(us(2200), MarkerKind::kStepTokens, 1e9);      // between steps: dropped
+  work(us(2600), MarkerKind::kStepTokens, -5);       // invalid: skipped, counted
+  work(us(2700), MarkerKind::kStepSamples, std::numeric_limits<double>::quiet_NaN());
+  work(us(2800), MarkerKind::kStepSamples, 3);
+  StepAccountant acc(no_warmup());
+  acc.add(t.b);
+  acc.finish();
+  const auto& rows = acc.rows();
+  ASSERT_EQ(rows.size(), 6u);  // 3 steps x 2 devices: every row of a step carries its work
+  const double tokens[] = {4096, 3000.75, 0};
+  const double samples[] = {0, 16, 3};
+  for (const StepRow& r : rows) {
+    ASSERT_LT(r.step_index, 3);
+    EXPECT_DOUBLE_EQ(r.tokens, tokens[r.step_index]) << "step " << r.step_index;
+    EXPECT_DOUBLE_EQ(r.samples, samples[r.step_index]) << "step " << r.step_index;
+  }
+  EXPECT_EQ(acc.stats().get(Stat::invalid_events_skipped), 2);
+}
+
+// The same in a loop marked with one boundary per step (gpuacct_step_mark): work declared
+// after mark k belongs to step k, whatever order the markers arrive in.
+TEST(StepAccountant, DeclaredWorkWithStepMarks) {
+  Trace t;
+  for (int k = 0; k < 3; ++k) {
+    const TimeNs b0 = us(1000 * k);
+    Marker mark;
+    mark.ts = b0;
+    mark.kind = MarkerKind::kStepBoundary;
+    mark.number = k;
+    t.b.markers.push_back(mark);
+    Marker w;
+    w.ts = b0 + us(5);
+    w.kind = MarkerKind::kStepTokens;
+    w.value = 100.0 * (k + 1);
+    t.b.markers.insert(t.b.markers.begin(), w);  // before its boundary in the batch
+    t.kernel(b0 + us(10), b0 + us(15), b0 + us(20), b0 + us(900), 0);
+  }
+  Marker end;
+  end.ts = us(3000);
+  end.kind = MarkerKind::kStepBoundary;
+  t.b.markers.push_back(end);
+  const auto rows = run(t);
+  ASSERT_GE(rows.size(), 3u);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(rows[static_cast<size_t>(k)].step_index, k);
+    EXPECT_DOUBLE_EQ(rows[static_cast<size_t>(k)].tokens, 100.0 * (k + 1)) << "step " << k;
+  }
+}
+
 }  // namespace
 }  // namespace gpuacct

@@ -33,6 +33,10 @@ struct StepRow {
   uint32_t copies = 0;          // memcpy + memset ops the step launched on this device
   uint32_t launches = 0;        // launch API calls inside the step's host range (all devices)
   double flops = 0;             // model FLOPs the user declared for the step (0 = unknown)
+  // Work the user declared for the step (gpuacct_set_step_work, summed over the step's calls;
+  // 0 = none): tokens and samples of the whole job's step.  Used for the cost per unit of work.
+  double tokens = 0;
+  double samples = 0;
 
   int64_t duration() const { return window_end - window_begin; }
   WallBreakdown walls() const { return WallBreakdown::from(cat); }

@@ -178,6 +178,20 @@ TEST(Input, StepRowsRoundTripThroughTheirJson) {
   bad = step_row_to_json(s.rows[0]);
   bad["categories"].erase("compute");
   EXPECT_FALSE(step_row_from_json(bad).ok());
+  // Declared work round-trips; a row written before it (no such keys) reads as none declared.
+  StepRow worked = s.rows[0];
+  worked.tokens = 262144.5;
+  worked.samples = 3;
+  EXPECT_DOUBLE_EQ(step_row_from_json(step_row_to_json(worked))->tokens, 262144.5);
+  EXPECT_DOUBLE_EQ(step_row_from_json(step_row_to_json(worked))->samples, 3);
+  json old = step_row_to_json(worked);
+  old.erase("tokens");
+  old.erase("samples");
+  ASSERT_TRUE(step_row_from_json(old).ok());
+  EXPECT_EQ(step_row_from_json(old)->tokens, 0);
+  old["samples"] = -1;
+  EXPECT_EQ(step_row_from_json(old).status().message(),
+            "field 'samples' is missing or of the wrong type");
 }
 
 // A finished stream: its rows summarised are the closing line's summary and verdict.

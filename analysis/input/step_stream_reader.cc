@@ -128,6 +128,14 @@ StatusOr<StepRow> step_row_from_json(const json& j) {
   const auto flops = j.find("flops");
   if (flops == j.end() || !flops->is_number()) return missing("flops");
   r.flops = flops->get<double>();
+  // Declared work: rows written before gpuacct_set_step_work have none (0 = none declared).
+  for (const auto& [key, field] : {std::pair<const char*, double*>{"tokens", &r.tokens},
+                                   std::pair<const char*, double*>{"samples", &r.samples}}) {
+    const auto it = j.find(key);
+    if (it == j.end()) continue;
+    if (!it->is_number() || !(it->get<double>() >= 0)) return missing(key);
+    *field = it->get<double>();
+  }
   return r;
 }
 

@@ -122,6 +122,10 @@ enum class MarkerKind : uint8_t {
   kStepBoundary = 0,  // a new step begins at ts (ends the previous one): loops with one mark
   kStepFlops = 1,     // value = model FLOPs of the step containing ts
   kInstant = 2,       // shown only
+  // value = tokens / samples the step containing ts processed (gpuacct_set_step_work); the
+  // markers of one step add up.  Readers that predate them ignore them (recording unchanged).
+  kStepTokens = 3,
+  kStepSamples = 4,
 };
 
 struct Marker {

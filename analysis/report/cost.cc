@@ -86,19 +86,56 @@ json owned_json(const CostModel& m, double compute_share) {
   return out;
 }
 
-// Cost per unit of work and throughput per GPU, for the work the user declared per step.
-json work_json(const CostModel& m, double per_step, double step_s, int64_t gpus) {
-  json out = json::object();
-  const double gpu_seconds = step_s * static_cast<double>(gpus);
-  if (m.tokens_per_step > 0) {
-    out["tokens_per_step"] = m.tokens_per_step;
-    out["per_million_tokens"] = per_step / m.tokens_per_step * 1e6;
-    out["tokens_per_second_per_gpu"] = m.tokens_per_step / gpu_seconds;
+// The most steps a summary's declared work may count (a bound for a foreign report's number).
+constexpr double kMaxDeclaredSteps = 1e15;
+
+// Work in one unit over some steps: `work` done in `seconds` of step time (`steps` steps).
+struct UnitWork {
+  double work = 0;
+  double seconds = 0;
+  int64_t steps = 0;
+  bool declared = false;  // the program's step-by-step declaration, else the constant setting
+};
+
+// The program's step-by-step declaration (summary.declared_work.<unit>) wins; else the
+// constant per-step setting over the mean step (docs/cost.md, "Cost per unit of work").
+UnitWork unit_work(const json& summary, const char* unit, double constant, double step_s) {
+  const json& declared = obj(obj(summary, "declared_work"), unit);
+  const double total = num(declared, "total");
+  const double ms = num(declared, "step_ms");
+  const double steps = num(declared, "steps");
+  // A report read back from disk may hold anything: only sane sums are priced.
+  if (total > 0 && ms > 0 && steps >= 1 && std::isfinite(total) && std::isfinite(ms) &&
+      steps <= kMaxDeclaredSteps) {
+    return {total, ms / 1e3, static_cast<int64_t>(steps), true};
   }
-  if (m.samples_per_step > 0) {
-    out["samples_per_step"] = m.samples_per_step;
-    out["per_1000_samples"] = per_step / m.samples_per_step * 1e3;
-    out["samples_per_second_per_gpu"] = m.samples_per_step / gpu_seconds;
+  if (constant > 0) return {constant, step_s, 1, false};
+  return {};
+}
+
+// Cost per unit of work and throughput per GPU: `job_per_hour` over the work's step time,
+// divided by the work.
+json work_json(const json& summary, const CostModel& m, double job_per_hour, double step_s,
+               int64_t gpus) {
+  json out = json::object();
+  struct Unit {
+    const char* name;
+    double constant;
+    double per;  // the amount priced: a million tokens, 1,000 samples
+    const char* per_key;
+  };
+  const Unit units[] = {{"tokens", m.tokens_per_step, 1e6, "per_million_tokens"},
+                        {"samples", m.samples_per_step, 1e3, "per_1000_samples"}};
+  for (const Unit& u : units) {
+    const UnitWork w = unit_work(summary, u.name, u.constant, step_s);
+    if (!(w.work > 0)) continue;
+    const std::string name = u.name;
+    const double cost = job_per_hour * w.seconds / kSecondsPerHour;
+    out[name + "_from"] = w.declared ? "declared per step" : "constant";
+    out[name + "_per_step"] = w.work / static_cast<double>(w.steps);  // the mean when declared
+    if (w.declared) out[name + "_steps"] = w.steps;
+    out[u.per_key] = cost / w.work * u.per;
+    out[name + "_per_second_per_gpu"] = w.work / (w.seconds * static_cast<double>(gpus));
   }
   return out;
 }
@@ -178,8 +215,8 @@ json cost_section(const json& report, const CostModel& model) {
   out["per_step"] = per_step;
   out["per_1000_steps"] = per_step * 1000;
   out["per_day"] = per_day;
-  if (model.tokens_per_step > 0 || model.samples_per_step > 0) {
-    out["work"] = work_json(model, per_step, step_ms / 1e3, gpus);
+  if (json work = work_json(summary, model, job_per_hour, step_ms / 1e3, gpus); !work.empty()) {
+    out["work"] = std::move(work);
   }
   json walls = json::object();
   const json& wall_shares = obj(summary, "walls");

@@ -74,11 +74,76 @@ TEST(Cost, DeclaredWork) {
   EXPECT_NEAR(w["per_1000_samples"].get<double>(), 1.0 / 150 / 512 * 1e3, 1e-12);
   EXPECT_DOUBLE_EQ(w["samples_per_second_per_gpu"].get<double>(), 64);
   EXPECT_DOUBLE_EQ(w["tokens_per_step"].get<double>(), 262144);
+  EXPECT_EQ(w["tokens_from"], "constant");
   EXPECT_NE(cost_line(c).find("; $0.0254 per million tokens (32768 tokens/s per GPU); $0.0130 "
                               "per 1,000 samples (64.0 samples/s per GPU); $3.00 per GPU-hour"),
             std::string::npos)
       << cost_line(c);
   EXPECT_FALSE(cost_section(hand_report(), CostModel{3.0}).contains("work"));
+}
+
+// Work declared step by step (summary.declared_work): 4 steps of varying work, 1,000,000 tokens
+// in 2.5 s of step time (not 4 x the 0.5 s mean: the steps that declared are priced by their own
+// time) on 16 GPUs at $3: $48/h x 2.5 s = $1/30 -> $0.0333 per million tokens; 1e6 / (2.5 s x
+// 16) = 25,000 tokens/s per GPU.  It wins over a constant setting for its unit; samples, not
+// declared, keep the constant.
+TEST(Cost, WorkDeclaredPerStepWinsOverTheConstant) {
+  json r = hand_report();
+  r["summary"]["declared_work"] = {{"tokens", {{"steps", 4}, {"total", 1e6}, {"step_ms", 2500.0}}}};
+  CostModel m{3.0};
+  m.tokens_per_step = 262144;  // ignored: the program declared its tokens
+  m.samples_per_step = 512;
+  const json w = cost_section(r, m)["work"];
+  EXPECT_EQ(w["tokens_from"], "declared per step");
+  EXPECT_EQ(w["tokens_steps"], 4);
+  EXPECT_DOUBLE_EQ(w["tokens_per_step"].get<double>(), 250000);
+  EXPECT_NEAR(w["per_million_tokens"].get<double>(), 1.0 / 30, 1e-12);
+  EXPECT_DOUBLE_EQ(w["tokens_per_second_per_gpu"].get<double>(), 25000);
+  EXPECT_EQ(w["samples_from"], "constant");
+  EXPECT_FALSE(w.contains("samples_steps"));
+  EXPECT_DOUBLE_EQ(w["samples_per_second_per_gpu"].get<double>(), 64);
+  // Without any constant: the declared work alone gives the section its `work`.
+  const json alone = cost_section(r, CostModel{3.0})["work"];
+  EXPECT_DOUBLE_EQ(alone["tokens_per_second_per_gpu"].get<double>(), 25000);
+  EXPECT_FALSE(alone.contains("samples_from"));
+  // A foreign report's nonsense is not priced: the constant applies again.
+  for (const json& bad : {json{{"steps", 0}, {"total", 1e6}, {"step_ms", 2500.0}},
+                          json{{"steps", 4}, {"total", -1.0}, {"step_ms", 2500.0}},
+                          json{{"steps", 4}, {"total", 1e6}, {"step_ms", "x"}}}) {
+    r["summary"]["declared_work"]["tokens"] = bad;
+    EXPECT_EQ(cost_section(r, m)["work"]["tokens_from"], "constant") << bad;
+  }
+}
+
+// From step rows to money: rows carrying varying declared tokens, summarised as the library
+// and `gpuacct analyze` do (summary_report), priced.  The work and the time are those of the
+// summary steps that declared work (the warm-up step's tokens do not count).
+TEST(Cost, DeclaredWorkFromStepRows) {
+  std::vector<StepRow> rows;
+  double tokens = 0, seconds = 0;
+  for (int64_t i = 0; i < 8; ++i) {
+    StepRow r;
+    r.step_index = i;
+    r.warmup = i == 0;
+    r.window_begin = i * 100'000'000;
+    r.window_end = r.window_begin + 40'000'000 + i * 1'000'000;  // 40-47 ms
+    r.cat.compute = r.window_end - r.window_begin;
+    r.tokens = i == 5 ? 0 : 1000.0 * static_cast<double>(i) + 0.25;  // step 5 declared none
+    if (!r.warmup && r.tokens > 0) {
+      tokens += r.tokens;
+      seconds += static_cast<double>(r.duration()) / 1e9;
+    }
+    rows.push_back(r);
+  }
+  RunMetadata meta;
+  json report = summary_report(rows, Stats{}, AccountingConfig{}, meta);
+  report["steps"] = json::array();
+  for (const StepRow& r : rows) report["steps"].push_back(step_row_to_json(r));
+  const json w = cost_section(report, CostModel{2.0})["work"];
+  EXPECT_EQ(w["tokens_from"], "declared per step");
+  EXPECT_EQ(w["tokens_steps"], 6);
+  EXPECT_NEAR(w["tokens_per_second_per_gpu"].get<double>(), tokens / seconds, 1e-9);
+  EXPECT_NEAR(w["per_million_tokens"].get<double>(), 2.0 * seconds / 3600 / tokens * 1e6, 1e-12);
 }
 
 TEST(Cost, GpuCount) {

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <iomanip>
+#include <limits>
 #include <sstream>
 #include <type_traits>
 
@@ -70,6 +72,20 @@ json model_flops_json(const RunSummary& s, const RunMetadata* meta) {
   return out;
 }
 
+// The work the program declared step by step (gpuacct_set_step_work): what cost.cc reads for
+// the cost per unit of work, so a summary line or a report read back prices it the same way.
+json declared_work_json(const RunSummary& s) {
+  json out = json::object();
+  const std::pair<const char*, const DeclaredWork*> units[] = {{"tokens", &s.declared_tokens},
+                                                               {"samples", &s.declared_samples}};
+  for (const auto& [name, w] : units) {
+    if (w->steps == 0) continue;
+    out[name] = {{"steps", w->steps}, {"total", w->total}, {"step_ms", w->step_ms}};
+  }
+  if (out.empty()) return nullptr;
+  return out;
+}
+
 }  // namespace
 
 json step_row_to_json(const StepRow& r) {
@@ -91,7 +107,9 @@ json step_row_to_json(const StepRow& r) {
               {"kernels", r.kernels},
               {"copies", r.copies},
               {"launches", r.launches},
-              {"flops", r.flops}};
+              {"flops", r.flops},
+              {"tokens", r.tokens},
+              {"samples", r.samples}};
 }
 
 void add_step_detection_section(const StepDetectionSummary& d, const NameTable& names,
@@ -149,6 +167,7 @@ json summary_json(const RunSummary& s, const RunMetadata* meta) {
       {"gpu_busy_share", s.gpu_busy_share},
       {"compute_share", s.compute_share},
       {"model_flops", model_flops_json(s, meta)},
+      {"declared_work", declared_work_json(s)},
       {"kernels", s.kernels},
       {"launches", s.launches},
       {"warmup", warmup_json(s)},
@@ -554,7 +573,7 @@ std::string step_rows_csv_header() {
   o << "step_index,step_number,device,warmup,window_begin_ns,window_end_ns,duration_ns,";
   for (const CategoryInfo& c : kCategories) o << c.name << "_ns,";
   for (const WallInfo& w : kWalls) o << "wall_" << w.name << "_ns,";
-  o << "comm_total_ns,comm_overlapped_ns,gpu_busy_ns,kernels,copies,launches,flops";
+  o << "comm_total_ns,comm_overlapped_ns,gpu_busy_ns,kernels,copies,launches,flops,tokens,samples";
   return o.str();
 }
 
@@ -567,7 +586,10 @@ std::string step_row_csv(const StepRow& r) {
   for (const CategoryInfo& c : kCategories) o << r.cat[c.category] << ',';
   for (const WallInfo& k : kWalls) o << w[k.wall] << ',';
   o << r.comm_total << ',' << r.comm_overlapped << ',' << r.gpu_busy << ',' << r.kernels << ','
-    << r.copies << ',' << r.launches << ',' << r.flops;
+    << r.copies << ',' << r.launches << ',';
+  // Declared amounts in full (the stream's default 6 digits would round 1,048,577 tokens).
+  o << std::setprecision(std::numeric_limits<double>::max_digits10) << r.flops << ','
+    << r.tokens << ',' << r.samples;
   return o.str();
 }
 

@@ -339,6 +339,26 @@ std::string ms_text(double ms) {
   return buf;
 }
 
+// The work declared in one unit (`field`) over the summary steps that declared it: every row of
+// a step carries the step's work; its time is the slowest device's window, as for FLOPs.
+template <typename LeftOut>
+void declared_work(const std::vector<StepRow>& rows, const LeftOut& left_out,
+                   double StepRow::*field, DeclaredWork* out) {
+  std::map<int64_t, std::pair<double, double>> steps;  // step -> (work, slowest ms)
+  for (const StepRow& r : rows) {
+    if (left_out(r) || !(r.*field > 0)) continue;
+    auto& w = steps[r.step_index];
+    w.first = r.*field;
+    w.second = std::max(w.second, static_cast<double>(r.duration()) / 1e6);
+  }
+  *out = DeclaredWork{};
+  for (const auto& [idx, w] : steps) {
+    out->total += w.first;
+    out->step_ms += w.second;
+  }
+  out->steps = static_cast<int64_t>(steps.size());
+}
+
 // The verdict note naming the steps the slow-start rule left out.
 std::string slow_start_note(const RunSummary& s, const SlowStartRule& rule) {
   std::string steps, times;
@@ -407,6 +427,8 @@ RunSummary summarize(const std::vector<StepRow>& rows, const Stats& stats,
     if (!flops.empty()) out.flops_per_step = total_flops / static_cast<double>(flops.size());
     if (total_ms > 0) out.achieved_tflops = total_flops / (total_ms / 1e3) / 1e12;
   }
+  declared_work(rows, left_out, &StepRow::tokens, &out.declared_tokens);
+  declared_work(rows, left_out, &StepRow::samples, &out.declared_samples);
   out.steps = static_cast<int64_t>(step_ms.size());
   out.warmup_steps = static_cast<int64_t>(warm.size());
   std::vector<double> durations;

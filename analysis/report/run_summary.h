@@ -78,6 +78,14 @@ struct WallShares {
   int64_t total_ns = 0;
 };
 
+// Work the program declared step by step (StepRow::tokens / samples), over the summary steps
+// that declared it: cost.cc's tokens/s per GPU and $ per million tokens (docs/cost.md).
+struct DeclaredWork {
+  int64_t steps = 0;   // summary steps with work declared in this unit
+  double total = 0;    // their work, summed
+  double step_ms = 0;  // their step times (slowest device's window), summed
+};
+
 struct RunSummary {
   int64_t steps = 0;         // distinct summary (non-warm-up) steps
   int64_t warmup_steps = 0;  // distinct warm-up steps (configured + slow start)
@@ -101,6 +109,8 @@ struct RunSummary {
   double flops_per_step = 0;      // mean
   double achieved_tflops = 0;     // declared FLOPs / step time (slowest device), per process
   double comm_overlap_share = 0;  // overlapped / total communication
+  DeclaredWork declared_tokens;   // gpuacct_set_step_work
+  DeclaredWork declared_samples;
   Verdict verdict;
 };
 

@@ -137,6 +137,32 @@ TEST(RunSummary, ModelFlopsGiveAchievedThroughput) {
   EXPECT_DOUBLE_EQ(peak_bf16_tflops("simulated GPU"), 0);
 }
 
+// Declared work over the summary steps that declared it: each step's work once (not once per
+// device row), its time the slowest device's window; warm-up steps and steps without work left
+// out.
+TEST(RunSummary, DeclaredWorkOverTheStepsThatDeclaredIt) {
+  CategoryNs c;
+  c.compute = 8'000'000;
+  c.data_wait = 2'000'000;  // 10 ms steps
+  StepRow a0 = row(0, c), a1 = row(0, c), b = row(1, c), none = row(2, c), warm = row(3, c, true);
+  a1.device = 1;
+  a1.window_end += 5'000'000;  // the slowest device of step 0: 15 ms
+  a0.tokens = a1.tokens = 1000;
+  a0.samples = a1.samples = 4;
+  b.tokens = 3000.5;
+  warm.tokens = 1e9;  // left out
+  const RunSummary s = summarize({a0, a1, b, none, warm}, Stats{});
+  EXPECT_EQ(s.declared_tokens.steps, 2);
+  EXPECT_DOUBLE_EQ(s.declared_tokens.total, 4000.5);
+  EXPECT_DOUBLE_EQ(s.declared_tokens.step_ms, 25.0);
+  EXPECT_EQ(s.declared_samples.steps, 1);
+  EXPECT_DOUBLE_EQ(s.declared_samples.total, 4);
+  EXPECT_DOUBLE_EQ(s.declared_samples.step_ms, 15.0);
+  const RunSummary nothing = summarize({none}, Stats{});
+  EXPECT_EQ(nothing.declared_tokens.steps, 0);
+  EXPECT_EQ(nothing.declared_tokens.total, 0);
+}
+
 // Issue 8, item 2: the verdict can name the host.  A step that is 63% host_other used to get
 // "Compute-bound ... the GPU is the bottleneck".
 TEST(RunSummary, HostWallIsTheVerdictWhenItDominates) {

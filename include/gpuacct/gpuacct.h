@@ -56,6 +56,15 @@ GPUACCT_EXPORT void gpuacct_range_pop(void);
 /* Model FLOPs of the current step (for MFU); the last value set inside a step wins. */
 GPUACCT_EXPORT void gpuacct_set_step_flops(double flops);
 
+/* Work of the current step, for the cost per unit of work (docs/cost.md): the tokens and the
+ * samples one step of the whole job processes (the global batch, as GPUACCT_TOKENS_PER_STEP),
+ * declared step by step for steps whose work varies.  Calls inside one step add up (gradient
+ * accumulation: declare each micro-batch); 0 declares nothing for that unit; a negative or
+ * non-finite value is ignored and counted (invalid_events_skipped).  Work declared outside
+ * any step is dropped.  Added in API version 1 after its first release: gpuacct_dynamic.h
+ * turns it into a no-op on an older library. */
+GPUACCT_EXPORT void gpuacct_set_step_work(double tokens, double samples);
+
 /* Ask the library to flush CUPTI buffers and stream finished steps now (non-blocking). */
 GPUACCT_EXPORT void gpuacct_flush(void);
 

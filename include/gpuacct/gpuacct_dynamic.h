@@ -25,6 +25,7 @@ typedef struct gpuacct_dyn_api {
   void (*range_push)(const char*);
   void (*range_pop)(void);
   void (*set_step_flops)(double);
+  void (*set_step_work)(double, double);
   void (*flush)(void);
 } gpuacct_dyn_api;
 
@@ -32,6 +33,7 @@ static void gpuacct_dyn_noop_i64(int64_t v) { (void)v; }
 static void gpuacct_dyn_noop(void) {}
 static void gpuacct_dyn_noop_str(const char* s) { (void)s; }
 static void gpuacct_dyn_noop_f64(double v) { (void)v; }
+static void gpuacct_dyn_noop_f64_f64(double a, double b) { (void)a; (void)b; }
 
 static void* gpuacct_dyn_sym(void* handle, const char* name, void* fallback) {
   void* p = handle ? dlsym(handle, name) : NULL;
@@ -59,6 +61,7 @@ static inline const gpuacct_dyn_api* gpuacct_dyn(void) {
     api.range_push = (void (*)(const char*))gpuacct_dyn_sym(h, "gpuacct_range_push", (void*)gpuacct_dyn_noop_str);
     api.range_pop = (void (*)(void))gpuacct_dyn_sym(h, "gpuacct_range_pop", (void*)gpuacct_dyn_noop);
     api.set_step_flops = (void (*)(double))gpuacct_dyn_sym(h, "gpuacct_set_step_flops", (void*)gpuacct_dyn_noop_f64);
+    api.set_step_work = (void (*)(double, double))gpuacct_dyn_sym(h, "gpuacct_set_step_work", (void*)gpuacct_dyn_noop_f64_f64);
     api.flush = (void (*)(void))gpuacct_dyn_sym(h, "gpuacct_flush", (void*)gpuacct_dyn_noop);
     resolved = 1;
   }

@@ -7,6 +7,7 @@ Marks (no-ops when libgpuacct.so is not loaded)::
     with gpuacct.data("decode"): ...  # time waiting for input
     with gpuacct.range("eval"): ...   # shown in reports, not used for accounting
     gpuacct.set_step_flops(6 * n_params * tokens)
+    gpuacct.set_step_work(tokens=tokens)   # for $ per million tokens
 
 Results::
 
@@ -22,13 +23,15 @@ from typing import Any
 
 from . import _lib
 from .api import (attach, data, data_pop, data_push, flush, is_active, is_loaded, mark_step,
-                  range, range_pop, range_push, set_step_flops, step, step_begin, step_end)
+                  range, range_pop, range_push, set_step_flops, set_step_work, step, step_begin,
+                  step_end)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "attach", "data", "data_pop", "data_push", "flush", "is_active", "is_loaded", "mark_step",
-    "range", "range_pop", "range_push", "set_step_flops", "step", "step_begin", "step_end",
+    "range", "range_pop", "range_push", "set_step_flops", "set_step_work", "step", "step_begin",
+    "step_end",
     "load", "Run", "plot_walls", "find_library", "__version__",
 ]
 

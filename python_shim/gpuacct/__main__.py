@@ -23,6 +23,17 @@ from typing import List, Optional
 # before the program ran.
 
 
+def _finite_number(text: str) -> float:
+    """A decimal number (its range is the library's to check: inject/config.cc)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="gpuacct-py",
@@ -45,6 +56,14 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--no-python", action="store_true",
                    help="no Python auto-instrumentation (GPUACCT_PYTHON=0)")
     r.add_argument("--no-summary", action="store_true", help="do not print the summary")
+    r.add_argument("--gpu-hour-price", type=_finite_number, metavar="P",
+                   help="price of one GPU-hour: the report gets its cost (GPUACCT_GPU_HOUR_PRICE)")
+    r.add_argument("--tokens-per-step", type=_finite_number, metavar="N",
+                   help="tokens one step of the whole job processes, for $ per million tokens "
+                        "(GPUACCT_TOKENS_PER_STEP; gpuacct.set_step_work declared by the "
+                        "program wins)")
+    r.add_argument("--samples-per-step", type=_finite_number, metavar="N",
+                   help="samples one step of the whole job processes (GPUACCT_SAMPLES_PER_STEP)")
     r.add_argument("command", nargs=argparse.REMAINDER, help="program and its arguments")
 
     rep = sub.add_parser("report", help="print the summary of a report or step stream")
@@ -186,7 +205,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                           launch_latency_us=args.launch_latency_us,
                           host_pause_us=args.host_pause_us, record=args.record,
                           library=args.library, python=not args.no_python,
-                          summary=not args.no_summary)
+                          summary=not args.no_summary, gpu_hour_price=args.gpu_hour_price,
+                          tokens_per_step=args.tokens_per_step,
+                          samples_per_step=args.samples_per_step)
         try:
             return run(opts)
         except LauncherError as e:

@@ -90,6 +90,10 @@ def _noop1(_arg: object) -> None:
     return None
 
 
+def _noop2(a: object, b: object) -> None:
+    return None
+
+
 def _zero() -> int:
     return 0
 
@@ -102,7 +106,8 @@ class Api:
 
     __slots__ = (
         "loaded", "path", "how", "handle", "step_begin", "step_end", "step_mark", "data_push",
-        "data_pop", "range_push", "range_pop", "set_step_flops", "flush", "is_active",
+        "data_pop", "range_push", "range_pop", "set_step_flops", "set_step_work", "flush",
+        "is_active",
         "api_version",
     )
 
@@ -122,6 +127,7 @@ class Api:
         self.range_push: Callable[[bytes], None] = _noop1
         self.range_pop: Callable[[], None] = _noop
         self.set_step_flops: Callable[[float], None] = _noop1
+        self.set_step_work: Callable[[float, float], None] = _noop2
         self.flush: Callable[[], None] = _noop
         self.is_active: Callable[[], int] = _zero
         self.api_version: Callable[[], int] = _zero
@@ -143,6 +149,12 @@ class Api:
         self.range_push = fn("gpuacct_range_push", [cstr])
         self.range_pop = fn("gpuacct_range_pop", [])
         self.set_step_flops = fn("gpuacct_set_step_flops", [dbl])
+        # Added within API version 1: a library built before it lacks the symbol, and its
+        # other calls still work (this one stays a no-op there).
+        try:
+            self.set_step_work = fn("gpuacct_set_step_work", [dbl, dbl])
+        except AttributeError:
+            self.set_step_work = _noop2
         self.flush = fn("gpuacct_flush", [])
         self.is_active = fn("gpuacct_is_active", [], cint)
         self.api_version = fn("gpuacct_api_version", [], cint)

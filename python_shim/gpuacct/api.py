@@ -202,6 +202,14 @@ def set_step_flops(flops: float) -> None:
     _api.set_step_flops(float(flops))
 
 
+def set_step_work(tokens: Optional[float] = None, samples: Optional[float] = None) -> None:
+    """Tokens and/or samples the current step of the whole job processes (the global batch),
+    for the cost per unit of work (docs/cost.md).  Calls inside one step add up (declare each
+    micro-batch); None or 0 declares nothing for that unit."""
+    _api.set_step_work(0.0 if tokens is None else float(tokens),
+                       0.0 if samples is None else float(samples))
+
+
 def flush() -> None:
     """Ask the library to flush buffers and stream finished steps now (non-blocking)."""
     _api.flush()

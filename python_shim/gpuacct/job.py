@@ -17,7 +17,7 @@ Dataset layout (``OUT``)::
     OUT/collectives/job=J/host=H/rank=R/part-0-0.parquet  512 Ki rows of the CSV read)
 
 Column types: ``job``, ``host`` and the name columns (comm, collective, datatype, algo, proto,
-source) are strings, ``flops`` and ``busbw_gbs`` doubles, every other column int64 (an empty
+source) are strings, ``flops``, ``tokens``, ``samples`` and ``busbw_gbs`` doubles, every other column int64 (an empty
 field is NULL).  The collectives table has ``rank`` twice per the format (the job rank first,
 then the rank in the communicator): the second is named ``comm_rank``.
 
@@ -46,7 +46,7 @@ TABLES: Dict[str, str] = {"steps": STEPS_CSV, "collectives": COLLECTIVES_CSV}
 PARTITION_COLUMNS: Tuple[str, ...] = ("job", "host", "rank")
 STRING_COLUMNS = frozenset(
     ("job", "host", "comm", "collective", "datatype", "algo", "proto", "source"))
-FLOAT_COLUMNS = frozenset(("flops", "busbw_gbs"))
+FLOAT_COLUMNS = frozenset(("flops", "tokens", "samples", "busbw_gbs"))
 ENGINES = ("duckdb", "spark")
 QUERIES_FILE = Path(__file__).resolve().parent / "job_queries.sql"
 

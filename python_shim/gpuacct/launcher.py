@@ -28,6 +28,12 @@ ENV_HOST_PAUSE = "GPUACCT_HOST_PAUSE_US"
 ENV_RECORD = "GPUACCT_RECORD"
 ENV_PYTHON = "GPUACCT_PYTHON"
 ENV_QUIET = "GPUACCT_QUIET"
+# Cost (docs/cost.md).  Their ranges are checked where every other setting's are, by the
+# library (inject/config.cc, limits in analysis/report/cost.h): a value out of range gets its
+# one-line warning there and is not used.
+ENV_GPU_HOUR_PRICE = "GPUACCT_GPU_HOUR_PRICE"
+ENV_TOKENS_PER_STEP = "GPUACCT_TOKENS_PER_STEP"
+ENV_SAMPLES_PER_STEP = "GPUACCT_SAMPLES_PER_STEP"
 
 
 @dataclass
@@ -41,6 +47,9 @@ class RunOptions:
     library: Optional[str] = None
     python: bool = True
     summary: bool = True
+    gpu_hour_price: Optional[float] = None
+    tokens_per_step: Optional[float] = None
+    samples_per_step: Optional[float] = None
     extra_env: Dict[str, str] = field(default_factory=dict)
 
 
@@ -82,6 +91,11 @@ def build_env(opts: RunOptions, base: Optional[Dict[str, str]] = None) -> Dict[s
         env[ENV_LAUNCH_LATENCY] = str(int(opts.launch_latency_us))
     if opts.host_pause_us is not None:
         env[ENV_HOST_PAUSE] = str(int(opts.host_pause_us))
+    for name, value in ((ENV_GPU_HOUR_PRICE, opts.gpu_hour_price),
+                        (ENV_TOKENS_PER_STEP, opts.tokens_per_step),
+                        (ENV_SAMPLES_PER_STEP, opts.samples_per_step)):
+        if value is not None:
+            env[name] = repr(float(value))  # every digit: the library parses it with strtod
     if opts.record:
         env[ENV_RECORD] = "1"
     if not opts.python:

@@ -3,6 +3,9 @@
 //
 //   e2e_driver --mode=loop  --steps=N --sleep-ms=M   steps of 10 ms data + 5 kernels, real sleeps
 //              [--kernels=K]                       K kernels of 1 ms per step instead of 5
+//              [--work]                            declares step i's work: tokens 1000 (i + 1)
+//                                                  + 0.5 in two calls (500 (i + 1), then the
+//                                                  rest), samples i % 3 + 1 (run_e2e.py's truth)
 //              [--graph]                           instead: the data wait in two halves of 5 ms
 //                                                  (a sleep after each), then one graph launch
 //                                                  of kernels of 1, 1 and 6 ms, no sync: the
@@ -29,6 +32,7 @@
 namespace {
 
 int g_kernels = 5;
+bool g_work = false;  // --work
 // Names (--latin1-names: a Latin-1 byte, a cut sequence, an escape sequence).
 const char* g_data_name = "dataloader";
 const char* g_kernel_name = "e2e_kernel";
@@ -57,6 +61,11 @@ void one_step(const gpuacct_dyn_api* api, simStream_t s, int i, int sleep_ms) {
   if (s != nullptr) simHostWork(10'000'000);
   if (sleep_ms > 0) usleep(static_cast<useconds_t>(sleep_ms) * 1000);
   api->data_pop();
+  if (g_work) {  // two micro-batches: the library adds them up
+    const double half = 500.0 * (i + 1);
+    api->set_step_work(half, 0);
+    api->set_step_work(half + 0.5, static_cast<double>(i % 3 + 1));
+  }
   if (s != nullptr) {
     for (int k = 0; k < g_kernels; ++k) simLaunchKernel(s, g_kernel_name, 1'000'000);
     simStreamSynchronize(s);
@@ -115,6 +124,8 @@ int main(int argc, char** argv) {
       sleep_ms = std::atoi(argv[i] + 11);
     else if (std::strncmp(argv[i], "--kernels=", 10) == 0)
       g_kernels = std::atoi(argv[i] + 10);
+    else if (std::strcmp(argv[i], "--work") == 0)
+      g_work = true;
     else if (std::strcmp(argv[i], "--graph") == 0)
       graph = true;
     else if (std::strcmp(argv[i], "--latin1-names") == 0) {

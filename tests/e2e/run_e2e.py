@@ -21,6 +21,9 @@ Each ctest runs one case:  run_e2e.py --build <build dir> <case>
   late_graph_records                graph launches whose kernels come 3.1 s late: the rows of the
                                     same program with records on time
   first_mark                        the first mark (it starts the library) keeps its time
+  declared_work                     work declared per step (gpuacct_set_step_work, varying):
+                                    rows, summary and cost.work match the planted sums, live =
+                                    step stream = `gpuacct analyze` of the recording
   thread_ids_system, thread_ids_pthread, thread_ids_pthread_nostacks
                                     each step on a new thread (pthread ids reused), exact, with
                                     SYSTEM thread ids and with them refused
@@ -641,6 +644,94 @@ def case_first_mark() -> None:
         print(f"ok: {marks}: the first mark is stamped {min(lates) / 1e3:.1f} us after it was made")
 
 
+def planted_work(step_number: int):
+    """(tokens, samples) e2e_driver --work declares in step `step_number`."""
+    return 1000.0 * (step_number + 1) + 0.5, float(step_number % 3 + 1)
+
+
+def expected_work(rep: dict, price: float) -> dict:
+    """The cost section's `work` computed here from the planted work and the report's rows:
+    the summary steps (warm-up and slow start left out), each step's time its slowest row."""
+    slow = set(rep["summary"]["warmup"].get("slow_start", {}).get("steps", []))
+    step_s, number = {}, {}
+    for r in rep["steps"]:
+        if r["warmup"] or r["step_index"] in slow:
+            continue
+        step_s[r["step_index"]] = max(step_s.get(r["step_index"], 0), r["duration_ns"] / 1e9)
+        number[r["step_index"]] = r["step_number"]
+    gpus = rep["cost"]["gpus"]
+    seconds = sum(step_s.values())
+    out = {}
+    for unit, i, per, key in (("tokens", 0, 1e6, "per_million_tokens"),
+                              ("samples", 1, 1e3, "per_1000_samples")):
+        total = sum(planted_work(n)[i] for n in number.values())
+        out[unit] = {"steps": len(number), "total": total, "per_second_per_gpu":
+                     total / (seconds * gpus), key: price * gpus * seconds / 3600 / total * per}
+    return out
+
+
+def case_declared_work() -> None:
+    """A program declaring varying work per step, in two calls per step: every row carries its
+    step's planted sum, the summary and the cost section's `work` match the planted sums (float
+    rounding), a constant setting given too is overridden, and the step stream's closing line
+    and `gpuacct analyze` of the run's recording give the same work numbers (one pipeline)."""
+    _, _, _, driver = paths()
+    cli = os.path.join(BUILD, "bin", "gpuacct")
+    check(os.path.exists(cli), f"missing build output {cli}")
+    price = 2.5
+    with tempfile.TemporaryDirectory(prefix="gpuacct_e2e_") as out:
+        env = base_env(out, GPUACCT_RECORD="1", GPUACCT_GPU_HOUR_PRICE=str(price),
+                       GPUACCT_TOKENS_PER_STEP="7", GPUACCT_SAMPLES_PER_STEP="64")
+        run([driver, "--mode=loop", "--steps=12", "--work"], env)
+        live = one_report(out)
+        check(len(live["steps"]) == 12, f"{len(live['steps'])} rows")
+        for r in live["steps"]:
+            tokens, samples = planted_work(r["step_number"])
+            check(r["tokens"] == tokens and r["samples"] == samples,
+                  f"step {r['step_number']}: tokens {r['tokens']} samples {r['samples']}, "
+                  f"planted {tokens} {samples}")
+        want = expected_work(live, price)
+        work = live["cost"]["work"]
+        declared = live["summary"]["declared_work"]
+
+        def near(a: float, b: float) -> bool:
+            return abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+        for unit, key in (("tokens", "per_million_tokens"), ("samples", "per_1000_samples")):
+            w = want[unit]
+            check(work[f"{unit}_from"] == "declared per step" and work[f"{unit}_steps"] == w["steps"]
+                  and declared[unit]["steps"] == w["steps"]
+                  and near(declared[unit]["total"], w["total"])
+                  and near(work[f"{unit}_per_second_per_gpu"], w["per_second_per_gpu"])
+                  and near(work[key], w[key]), f"{unit}: cost.work {work}, summary {declared}, "
+                  f"planted {w}")
+        _, stream_rows = jsonl_rows(out)
+        check([(r["tokens"], r["samples"]) for r in stream_rows]
+              == [(r["tokens"], r["samples"]) for r in live["steps"]],
+              "the step stream's rows carry other work than the report's")
+        streams = glob.glob(os.path.join(out, "*.steps.jsonl"))
+        with open(streams[0]) as f:
+            last = json.loads(f.read().splitlines()[-1])
+        check(last["summary"] == live["summary"] and last["cost"]["work"] == work,
+              f"the stream's closing line: {last.get('cost')}")
+        recs = glob.glob(os.path.join(out, "*.gpuacct"))
+        check(len(recs) == 1, f"recording missing: {os.listdir(out)}")
+        run([cli, "analyze", recs[0], "--out", os.path.join(out, "re"), "--gpu-hour-price",
+             str(price), "--tokens-per-step", "7", "--samples-per-step", "64"], dict(os.environ))
+        again = glob.glob(os.path.join(out, "re", "*.report.json"))
+        check(len(again) == 1, f"no re-analysed report in {os.listdir(out)}")
+        with open(again[0]) as f:
+            offline = json.load(f)
+        check([(r["step_index"], r["device"], r["tokens"], r["samples"]) for r in offline["steps"]]
+              == [(r["step_index"], r["device"], r["tokens"], r["samples"]) for r in live["steps"]],
+              "`analyze` of the recording gives other rows' work than the live report")
+        check(offline["summary"]["declared_work"] == declared
+              and offline["cost"]["work"] == work,
+              f"`analyze`: work {offline['cost'].get('work')}, live {work}")
+        print(f"ok: {want['tokens']['steps']} summary steps, {declared['tokens']['total']:.1f} "
+              f"tokens, {work['tokens_per_second_per_gpu']:.1f} tokens/s per GPU, "
+              f"${work['per_million_tokens']:.4f} per million tokens: live = stream = analyze")
+
+
 def compare_pipelines(live: dict, offline: dict, tl, marks: str) -> None:
     """The live report against `gpuacct analyze` (offline) and `gpuacct timeline` (tl) of the
     same run's recording: the same rows, summary, verdict, counters and step detection, and one
@@ -933,6 +1024,7 @@ CASES = {
     "no_cupti": case_no_cupti, "real_cupti": case_real_cupti, "nocuda": case_nocuda,
     "planted_links": case_planted_links,
     "record": case_record, "enable_off": case_enable_off, "same_steps": case_same_steps,
+    "declared_work": case_declared_work,
     "late_gpu_records": case_late_gpu_records,
     "late_graph_records": case_late_graph_records,
     "first_mark": case_first_mark,

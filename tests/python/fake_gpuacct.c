@@ -35,6 +35,9 @@ void gpuacct_data_pop(void) { add("data_pop", NULL); }
 void gpuacct_range_push(const char* name) { add("range_push", name); }
 void gpuacct_range_pop(void) { add("range_pop", NULL); }
 void gpuacct_set_step_flops(double f) { char b[64]; snprintf(b, sizeof b, "%g", f); add("set_step_flops", b); }
+#ifndef FAKE_GPUACCT_NO_STEP_WORK /* -D...: a library built before gpuacct_set_step_work */
+void gpuacct_set_step_work(double t, double s) { char b[96]; snprintf(b, sizeof b, "%g,%g", t, s); add("set_step_work", b); }
+#endif
 void gpuacct_flush(void) { add("flush", NULL); }
 
 /* Test helpers. */

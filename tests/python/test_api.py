@@ -42,6 +42,7 @@ def d(): return "d"
 assert (a(1), b(), c(), d()) == (2, "b", "c", "d")
 assert a.__name__ == "a"
 gpuacct.mark_step(); gpuacct.mark_step(5); gpuacct.set_step_flops(1e12); gpuacct.flush()
+gpuacct.set_step_work(tokens=4096); gpuacct.set_step_work(samples=8); gpuacct.set_step_work()
 gpuacct.data_push("n"); gpuacct.data_pop(); gpuacct.range_push("n"); gpuacct.range_pop()
 try:
     with gpuacct.step():
@@ -104,6 +105,7 @@ def test_noop_cost_is_that_of_a_plain_python_call() -> None:
         "with range(name)": ("with gpuacct.range('fwd'): pass", "with make('fwd'): pass"),
         "mark_step()": ("gpuacct.mark_step()", "call(1.0)"),
         "set_step_flops()": ("gpuacct.set_step_flops(1.0)", "call(1.0)"),
+        "set_step_work(tokens=)": ("gpuacct.set_step_work(tokens=1.0)", "call(1.0)"),
     }
     stmts = {s: s for pair in pairs.values() for s in pair}
     best = _best_ns_interleaved(stmts, ns)
@@ -128,6 +130,8 @@ with gpuacct.step(3):
         pass
     with gpuacct.range("forward"):
         gpuacct.set_step_flops(2.5e12)
+        gpuacct.set_step_work(tokens=4096.5)
+        gpuacct.set_step_work(samples=8, tokens=3)
 @gpuacct.range
 def evaluate(): return 1
 evaluate()
@@ -138,15 +142,38 @@ t = min(timeit.repeat("with gpuacct.step(): pass", globals=globals(), number=n, 
 print(round(t * 1e9))
 """, clean_env(GPUACCT_LIBRARY=fake_lib, FAKE_GPUACCT_LOG=str(log))))
     calls = [(c, a) for _, c, a in read_fake_log(str(log))]
-    first = calls[:11]
+    first = calls[:13]
     assert first == [
         ("step_begin", "3"), ("data_push", "decode"), ("data_pop", "-"),
-        ("range_push", "forward"), ("set_step_flops", "2.5e+12"), ("range_pop", "-"),
+        ("range_push", "forward"), ("set_step_flops", "2.5e+12"),
+        ("set_step_work", "4096.5,0"), ("set_step_work", "3,8"), ("range_pop", "-"),
         ("step_end", "-"), ("range_push", "evaluate"), ("range_pop", "-"),
         ("step_mark", "-1"), ("flush", "-"),
     ]
     print("with step() through ctypes to the library:", res.stdout.strip(), "ns")
     assert int(res.stdout.strip()) < 20000
+
+
+def test_library_without_set_step_work_still_binds(tmp_path: Path) -> None:
+    """A libgpuacct.so built before gpuacct_set_step_work: every other call reaches it, and
+    set_step_work is a no-op rather than a reason to refuse the library."""
+    import os
+    import shutil
+    import subprocess
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    assert cc, "no C compiler for the fake library"
+    lib = tmp_path / "libgpuacct.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-DFAKE_GPUACCT_NO_STEP_WORK", "-o", str(lib),
+                    str(Path(__file__).with_name("fake_gpuacct.c")), "-lpthread"], check=True)
+    log = tmp_path / "log.txt"
+    check(run_py(r"""
+import gpuacct
+assert gpuacct.is_loaded()
+gpuacct.mark_step()
+gpuacct.set_step_work(tokens=10)
+gpuacct.set_step_flops(2.0)
+""", clean_env(GPUACCT_LIBRARY=str(lib), FAKE_GPUACCT_LOG=str(log))))
+    assert [c for _, c, _ in read_fake_log(str(log))] == ["step_mark", "set_step_flops"]
 
 
 def test_attaches_to_already_loaded_instance(fake_lib: str, tmp_path: Path) -> None:

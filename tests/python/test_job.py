@@ -179,7 +179,8 @@ def test_round_trip_keeps_every_column_row_and_type(dataset):
         for name in columns:
             want = (pa.string() if name in ("job", "host", "comm", "collective", "datatype",
                                             "algo", "proto", "source")
-                    else pa.float64() if name in ("flops", "busbw_gbs") else pa.int64())
+                    else pa.float64() if name in ("flops", "tokens", "samples", "busbw_gbs")
+                    else pa.int64())
             assert t.schema.field(name).type == want, (table, name)
         key = ("rank", "step_index") + (("seq", "comm") if table == "collectives" else ())
         got = sorted(t.select(columns).to_pylist(), key=lambda r: tuple(r[k] for k in key))

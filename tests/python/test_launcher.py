@@ -65,6 +65,36 @@ def test_run_sets_environment(fake_lib: str, tmp_path: Path) -> None:
     assert "no report written" in res.stderr
 
 
+def test_run_sets_cost_environment(fake_lib: str, tmp_path: Path) -> None:
+    """The cost options become the library's GPUACCT_* variables, every digit kept; their
+    ranges are the library's to check (one place: inject/config.cc), so an out-of-range value
+    goes through as given."""
+    seen = tmp_path / "env.json"
+    res = launch(["run", "--library", fake_lib, "--no-summary", "--gpu-hour-price", "2.75",
+                  "--tokens-per-step", "1048577", "--samples-per-step", "1e16", "--",
+                  sys.executable, "-c", CHILD, str(seen), "0"])
+    assert res.returncode == 0, res.stderr
+    env = json.loads(seen.read_text())
+    assert float(env["GPUACCT_GPU_HOUR_PRICE"]) == 2.75
+    assert float(env["GPUACCT_TOKENS_PER_STEP"]) == 1048577
+    assert float(env["GPUACCT_SAMPLES_PER_STEP"]) == 1e16
+    # Not given: not set (the library's default applies).
+    res = launch(["run", "--library", fake_lib, "--no-summary", "--", sys.executable, "-c",
+                  CHILD, str(seen), "0"])
+    assert res.returncode == 0, res.stderr
+    env = json.loads(seen.read_text())
+    assert not {"GPUACCT_GPU_HOUR_PRICE", "GPUACCT_TOKENS_PER_STEP",
+                "GPUACCT_SAMPLES_PER_STEP"} & set(env)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "cheap"])
+def test_run_refuses_a_cost_that_is_not_a_number(fake_lib: str, value: str) -> None:
+    res = launch(["run", "--library", fake_lib, "--gpu-hour-price", value, "--", sys.executable,
+                  "-c", "pass"])
+    assert res.returncode == 2
+    assert f"argument --gpu-hour-price: {value!r} is not a number" in res.stderr
+
+
 def test_run_relative_library_made_absolute(fake_lib: str, tmp_path: Path) -> None:
     seen = tmp_path / "env.json"
     rel = os.path.relpath(fake_lib, tmp_path)
