@@ -271,24 +271,27 @@ def _write_table(table: str, csv_path: str, out_dir: str) -> Dict[str, Any]:
 
     def write(chunk: List[Any]) -> None:
         nonlocal buffered_bytes
-        t = pa.Table.from_batches(chunk, schema=schema)
-        order = pc.sort_indices(t, sort_keys=[(c, "ascending") for c in PARTITION_COLUMNS])
-        key_lists = [t.column(i).take(order).to_pylist() for i in keys]
-        data = t.select(data_columns)
-        begin = 0
+        # One contiguous chunk first: a take from columns of many record batches concatenates
+        # them on every call (25 ms a partition, the conversion twice as slow).
+        t = pa.Table.from_batches(chunk, schema=schema).combine_chunks()
         n = t.num_rows
-        for i in range(1, n + 1):
-            if i < n and all(k[i] == k[begin] for k in key_lists):
-                continue
-            key = tuple(k[begin] for k in key_lists)
-            part = data.take(order.slice(begin, i - begin))  # a copy: the chunk is not kept
+        order = pc.sort_indices(t, sort_keys=[(c, "ascending") for c in PARTITION_COLUMNS])
+        sorted_keys = [t.column(i).take(order) for i in keys]
+        changed = None  # row i + 1 begins another partition
+        for col in sorted_keys:
+            c = pc.not_equal(col.slice(1), col.slice(0, n - 1))
+            changed = c if changed is None else pc.or_(changed, c)
+        bounds = [0] + [i + 1 for i in pc.indices_nonzero(changed).to_pylist()] + [n]
+        data = t.select(data_columns)
+        for begin, end in zip(bounds, bounds[1:]):
+            key = tuple(col[begin].as_py() for col in sorted_keys)
+            part = data.take(order.slice(begin, end - begin))  # a copy: the chunk is not kept
             buffers.setdefault(key, []).append(part)
             rows, nbytes = sizes.get(key, (0, 0))
             sizes[key] = (rows + part.num_rows, nbytes + part.nbytes)
             buffered_bytes += part.nbytes
             if sizes[key][0] >= _ROW_GROUP_ROWS:
                 flush(key)
-            begin = i
         if buffered_bytes > _MAX_BUFFERED_BYTES:
             for key in sorted(sizes, key=lambda k: sizes[k][1], reverse=True):
                 if buffered_bytes <= _MAX_BUFFERED_BYTES // 2:
