@@ -24,13 +24,7 @@
 namespace gpuacct {
 namespace {
 
-struct CountingSink final : EventSink {
-  uint64_t n = 0;
-  void on_gpu_op(const GpuOp&) override { ++n; }
-  void on_api_call(const HostApiCall&) override { ++n; }
-  void on_range(const HostRange&) override { ++n; }
-  void on_marker(const Marker&) override { ++n; }
-};
+using bench::CountingSink;
 
 double peak_rss_mib() {
   rusage ru{};

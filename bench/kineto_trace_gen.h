@@ -10,6 +10,8 @@
 #include <random>
 #include <string>
 
+#include "analysis/model/event_sink.h"
+
 namespace gpuacct::bench {
 
 class KinetoTraceGen {
@@ -68,6 +70,15 @@ class KinetoTraceGen {
   double ts_ = 4458676522690.655, gpu_ = ts_ + 50;
   uint64_t corr_ = 1000, n_ = 0, i_ = 0;
   char buf_[1024];
+};
+
+// Counts the events an importer delivers, and nothing else: the importer's own cost.
+struct CountingSink final : EventSink {
+  uint64_t n = 0;
+  void on_gpu_op(const GpuOp&) override { ++n; }
+  void on_api_call(const HostApiCall&) override { ++n; }
+  void on_range(const HostRange&) override { ++n; }
+  void on_marker(const Marker&) override { ++n; }
 };
 
 }  // namespace gpuacct::bench

@@ -35,13 +35,7 @@
 namespace gpuacct {
 namespace {
 
-struct CountingSink final : EventSink {
-  uint64_t n = 0;
-  void on_gpu_op(const GpuOp&) override { ++n; }
-  void on_api_call(const HostApiCall&) override { ++n; }
-  void on_range(const HostRange&) override { ++n; }
-  void on_marker(const Marker&) override { ++n; }
-};
+using bench::CountingSink;
 
 // Streams the synthetic trace through gzip into `path`; returns the JSON bytes and events.
 bool write_trace(const std::string& path, uint64_t json_bytes, uint64_t* bytes, uint64_t* events) {

@@ -1,6 +1,7 @@
 // The live pipeline without CUPTI: events go in through ingest_events() (the path a buffer
 // wake-up takes) and the host rings; rows, summary lines and the report come out.
 #include "inject/pipeline.h"
+#include "inject/pipeline_test_events.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -55,32 +56,9 @@ class PipelineTest : public ::testing::Test {
   Config cfg_;
 };
 
-constexpr TimeNs kStepNs = 10'000'000;
-constexpr TimeNs kStart = 1'000'000'000;
-
-// Step i: a step range on thread 1 with a data range, a launch and its kernel; every third
-// step waits longer for data, so the verdict is data-bound and the shares move step by step.
-EventBatch step_events(int i) {
-  EventBatch b;
-  const TimeNs t0 = kStart + i * kStepNs;
-  const TimeNs data_end = t0 + (i % 3 == 0 ? 5'000'000 : 2'000'000);
-  b.ranges.push_back({t0, t0 + kStepNs, i, 1, kNoName, RangeKind::kStep, {}});
-  b.ranges.push_back({t0, data_end, -1, 1, kNoName, RangeKind::kData, {}});
-  HostApiCall launch;
-  launch.start = data_end;
-  launch.end = data_end + 5'000;
-  launch.correlation_id = static_cast<uint64_t>(i) + 1;
-  launch.thread = 1;
-  launch.kind = HostApiKind::kLaunch;
-  b.api_calls.push_back(launch);
-  GpuOp op;
-  op.start = data_end + 10'000;
-  op.end = t0 + kStepNs - 100'000;
-  op.correlation_id = launch.correlation_id;
-  op.stream = 7;
-  b.gpu_ops.push_back(op);
-  return b;
-}
+using test_events::kStart;
+using test_events::kStepNs;
+using test_events::step_events;
 
 // Every provisional line is the report's summary and verdict over exactly the rows finalised
 // before it (counted in the stream), computed by the report's own code (build_report on the

@@ -17,6 +17,7 @@
 
 #include "analysis/report/prometheus_text.h"
 #include "inject/pipeline.h"
+#include "inject/pipeline_test_events.h"
 
 namespace gpuacct::inject {
 namespace {
@@ -111,33 +112,11 @@ class PromOutputTest : public ::testing::Test {
   Config cfg_;
 };
 
-constexpr TimeNs kStepNs = 10'000'000;
-constexpr TimeNs kStart = 1'000'000'000;
+using test_events::kStart;
+using test_events::kStepNs;
+using test_events::step_events;
 const std::string kLabels = R"(job="job9",host="testhost",rank="1",device="0")";
 const std::string kDataLoss = R"(gpuacct_data_loss_total{job="job9",host="testhost",rank="1"})";
-
-// Step i: a step range with a data wait of 2 or 5 ms, one launch and its kernel to the end.
-EventBatch step_events(int i) {
-  EventBatch b;
-  const TimeNs t0 = kStart + i * kStepNs;
-  const TimeNs data_end = t0 + (i % 3 == 0 ? 5'000'000 : 2'000'000);
-  b.ranges.push_back({t0, t0 + kStepNs, i, 1, kNoName, RangeKind::kStep, {}});
-  b.ranges.push_back({t0, data_end, -1, 1, kNoName, RangeKind::kData, {}});
-  HostApiCall launch;
-  launch.start = data_end;
-  launch.end = data_end + 5'000;
-  launch.correlation_id = static_cast<uint64_t>(i) + 1;
-  launch.thread = 1;
-  launch.kind = HostApiKind::kLaunch;
-  b.api_calls.push_back(launch);
-  GpuOp op;
-  op.start = data_end + 10'000;
-  op.end = t0 + kStepNs - 100'000;
-  op.correlation_id = launch.correlation_id;
-  op.stream = 7;
-  b.gpu_ops.push_back(op);
-  return b;
-}
 
 // The value of the one sample named `series` ("name{labels}"), or "" when there is none.
 std::string value_of(const std::string& text, const std::string& series) {
