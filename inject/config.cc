@@ -218,6 +218,7 @@ Config parse_config(EnvLookup env, std::vector<std::string>* warnings) {
     p.boolean("GPUACCT_AUTO_STEPS", &c.auto_steps);
     p.boolean("GPUACCT_STACKS", &c.stacks);
     p.integer("GPUACCT_RING_RECORDS", &c.ring_records, 256, 1 << 22);
+    p.integer("GPUACCT_SAMPLE", &c.sample_every, 1, 1000000);
     p.string("GPUACCT_CUPTI_LIBRARY", &c.cupti_library);
     p.number("GPUACCT_GPU_HOUR_PRICE", &c.cost.gpu_hour_price, 0, kMaxGpuHourPrice);
     p.number("GPUACCT_GPU_HARDWARE_COST", &c.cost.hardware_cost, 0, kMaxCostAmount);

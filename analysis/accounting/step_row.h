@@ -33,6 +33,10 @@ struct StepRow {
   uint32_t copies = 0;          // memcpy + memset ops the step launched on this device
   uint32_t launches = 0;        // launch API calls inside the step's host range (all devices)
   double flops = 0;             // model FLOPs the user declared for the step (0 = unknown)
+  // False: CUPTI was off during the step (GPUACCT_SAMPLE, docs/overhead.md).  The row then
+  // holds the host side only -- its window (step time) and data_wait; every GPU-side field
+  // is 0, so its categories do not sum to its duration.  Summaries leave such rows out.
+  bool sampled = true;
 
   int64_t duration() const { return window_end - window_begin; }
   WallBreakdown walls() const { return WallBreakdown::from(cat); }

@@ -128,6 +128,11 @@ StatusOr<StepRow> step_row_from_json(const json& j) {
   const auto flops = j.find("flops");
   if (flops == j.end() || !flops->is_number()) return missing("flops");
   r.flops = flops->get<double>();
+  // Optional (streams written before GPUACCT_SAMPLE have none): absent = traced.
+  if (const auto sampled = j.find("sampled"); sampled != j.end()) {
+    if (!sampled->is_boolean()) return missing("sampled");
+    r.sampled = sampled->get<bool>();
+  }
   return r;
 }
 

@@ -72,7 +72,7 @@ json model_flops_json(const RunSummary& s, const RunMetadata* meta) {
 }  // namespace
 
 json step_row_to_json(const StepRow& r) {
-  return json{{"step_index", r.step_index},
+  json out{{"step_index", r.step_index},
               {"step_number", r.step_number},
               {"device", reported_device(r.device)},
               {"host_only", r.device == kHostOnlyDevice},
@@ -91,6 +91,10 @@ json step_row_to_json(const StepRow& r) {
               {"copies", r.copies},
               {"launches", r.launches},
               {"flops", r.flops}};
+  // Only on a row CUPTI did not trace (GPUACCT_SAMPLE): every other row, and every report
+  // written before sampling existed, keeps its keys; a reader takes absence as true.
+  if (!r.sampled) out["sampled"] = false;
+  return out;
 }
 
 void add_step_detection_section(const StepDetectionSummary& d, const NameTable& names,
@@ -131,7 +135,7 @@ json warmup_json(const RunSummary& s) {
 }
 
 json summary_json(const RunSummary& s, const RunMetadata* meta) {
-  return {
+  json out = {
       {"steps", s.steps},
       {"warmup_steps", s.warmup_steps},
       {"rows", s.rows},
@@ -152,6 +156,9 @@ json summary_json(const RunSummary& s, const RunMetadata* meta) {
       {"launches", s.launches},
       {"warmup", warmup_json(s)},
   };
+  // Only in sampled runs (GPUACCT_SAMPLE): other reports keep their keys.
+  if (s.untraced_steps > 0) out["untraced_steps"] = s.untraced_steps;
+  return out;
 }
 
 json verdict_json(const Verdict& v) {
@@ -541,7 +548,7 @@ std::string step_rows_csv_header() {
   o << "step_index,step_number,device,warmup,window_begin_ns,window_end_ns,duration_ns,";
   for (const CategoryInfo& c : kCategories) o << c.name << "_ns,";
   for (const WallInfo& w : kWalls) o << "wall_" << w.name << "_ns,";
-  o << "comm_total_ns,comm_overlapped_ns,gpu_busy_ns,kernels,copies,launches,flops";
+  o << "comm_total_ns,comm_overlapped_ns,gpu_busy_ns,kernels,copies,launches,flops,sampled";
   return o.str();
 }
 
@@ -554,7 +561,7 @@ std::string step_row_csv(const StepRow& r) {
   for (const CategoryInfo& c : kCategories) o << r.cat[c.category] << ',';
   for (const WallInfo& k : kWalls) o << w[k.wall] << ',';
   o << r.comm_total << ',' << r.comm_overlapped << ',' << r.gpu_busy << ',' << r.kernels << ','
-    << r.copies << ',' << r.launches << ',' << r.flops;
+    << r.copies << ',' << r.launches << ',' << r.flops << ',' << (r.sampled ? 1 : 0);
   return o.str();
 }
 

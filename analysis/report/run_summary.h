@@ -101,6 +101,9 @@ struct RunSummary {
   double flops_per_step = 0;      // mean
   double achieved_tflops = 0;     // declared FLOPs / step time (slowest device), per process
   double comm_overlap_share = 0;  // overlapped / total communication
+  // Steps CUPTI did not trace (GPUACCT_SAMPLE; StepRow::sampled false): left out of every
+  // number above, warm-up included, and named in a verdict note.
+  int64_t untraced_steps = 0;
   Verdict verdict;
 };
 
