@@ -57,7 +57,7 @@ class HostEventProcessor {
     int64_t number = -1;
     NameId name = kNoName;
     RangeKind kind = RangeKind::kUser;
-    bool keep = false;  // matched a pattern (NVTX) or came from the C API
+    bool keep = false;      // matched a pattern (NVTX) or came from the C API
     bool untraced = false;  // a C API step begun with CUPTI off (GPUACCT_SAMPLE)
   };
   // A per-thread stack of open ranges, with the pushes dropped at its cap still to be popped.

@@ -21,8 +21,8 @@ namespace gpuacct::inject {
 class StepSampler {
  public:
   struct Decision {
-    bool traced = true;      // the step that begins is traced
-    bool switch_on = false;  // CUPTI must be switched on before the step begins
+    bool traced = true;       // the step that begins is traced
+    bool switch_on = false;   // CUPTI must be switched on before the step begins
     bool switch_off = false;  // CUPTI must be switched off once the step has begun
   };
   // every <= 1: every step traced, nothing ever switched.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "inject/config.h"
+#include "inject/host_events.h"
 #include "inject/sampling.h"
 
 namespace gpuacct::inject {
@@ -74,6 +75,39 @@ TEST(StepSampler, BadValuesWarnOnceAndTraceEveryStep) {
   std::vector<std::string> warnings;
   EXPECT_EQ(parse_config(lookup, &warnings).sample_every, 10);
   EXPECT_TRUE(warnings.empty());
+}
+
+// A C API step begun (or marked) with CUPTI off carries kStepUntracedKind: its range (or
+// boundary marker) is flagged untraced; the others are not.
+TEST(StepSampler, UntracedStepRecordsFlagTheirRangeAndMarker) {
+  auto rec = [](HostRecType type, int64_t ts, uint8_t kind) {
+    TimedRecord t;
+    t.rec.type = type;
+    t.rec.ts = ts;
+    t.rec.value = -1;
+    t.rec.kind = kind;
+    t.tid = 1;
+    return t;
+  };
+  NameTable names;
+  HostEventProcessor p(names, NamePatterns(Config::default_step_patterns()),
+                       NamePatterns(Config::default_data_patterns()));
+  std::vector<TimedRecord> r = {
+      rec(HostRecType::kStepBegin, 100, kStepUntracedKind),
+      rec(HostRecType::kStepBegin, 200, 0),
+      rec(HostRecType::kStepEnd, 300, 0),
+      rec(HostRecType::kStepMark, 400, kStepUntracedKind),
+      rec(HostRecType::kStepMark, 500, 0),
+  };
+  EventBatch out;
+  Stats stats;
+  p.process(r, out, nullptr, stats);
+  ASSERT_EQ(out.ranges.size(), 2u);
+  EXPECT_TRUE(step_untraced(out.ranges[0]));
+  EXPECT_FALSE(step_untraced(out.ranges[1]));
+  ASSERT_EQ(out.markers.size(), 2u);
+  EXPECT_TRUE(step_untraced(out.markers[0]));
+  EXPECT_FALSE(step_untraced(out.markers[1]));
 }
 
 }  // namespace

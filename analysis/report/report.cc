@@ -73,24 +73,24 @@ json model_flops_json(const RunSummary& s, const RunMetadata* meta) {
 
 json step_row_to_json(const StepRow& r) {
   json out{{"step_index", r.step_index},
-              {"step_number", r.step_number},
-              {"device", reported_device(r.device)},
-              {"host_only", r.device == kHostOnlyDevice},
-              {"warmup", r.warmup},
-              {"host_begin_ns", r.host_begin},
-              {"host_end_ns", r.host_end},
-              {"window_begin_ns", r.window_begin},
-              {"window_end_ns", r.window_end},
-              {"duration_ns", r.duration()},
-              {"categories", categories_json(r.cat)},
-              {"walls", walls_json(r.walls())},
-              {"comm_total_ns", r.comm_total},
-              {"comm_overlapped_ns", r.comm_overlapped},
-              {"gpu_busy_ns", r.gpu_busy},
-              {"kernels", r.kernels},
-              {"copies", r.copies},
-              {"launches", r.launches},
-              {"flops", r.flops}};
+           {"step_number", r.step_number},
+           {"device", reported_device(r.device)},
+           {"host_only", r.device == kHostOnlyDevice},
+           {"warmup", r.warmup},
+           {"host_begin_ns", r.host_begin},
+           {"host_end_ns", r.host_end},
+           {"window_begin_ns", r.window_begin},
+           {"window_end_ns", r.window_end},
+           {"duration_ns", r.duration()},
+           {"categories", categories_json(r.cat)},
+           {"walls", walls_json(r.walls())},
+           {"comm_total_ns", r.comm_total},
+           {"comm_overlapped_ns", r.comm_overlapped},
+           {"gpu_busy_ns", r.gpu_busy},
+           {"kernels", r.kernels},
+           {"copies", r.copies},
+           {"launches", r.launches},
+           {"flops", r.flops}};
   // Only on a row CUPTI did not trace (GPUACCT_SAMPLE): every other row, and every report
   // written before sampling existed, keeps its keys; a reader takes absence as true.
   if (!r.sampled) out["sampled"] = false;

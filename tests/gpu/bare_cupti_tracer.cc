@@ -1,7 +1,8 @@
 // The overhead floor for tests/gpu/check.sh: the least a CUPTI activity tracer can do to see the
 // same GPU work as libgpuacct.so -- the same activity kinds and the same runtime / driver API
-// records (cupti_hooks/api_table.cc, linked in), no callbacks, no analysis at all.  Injected like libgpuacct.so (CUDA_INJECTION64_PATH); buffers are counted
-// and recycled, the total is printed at exit.  Written for this project (no sample code).
+// records (cupti_hooks/api_table.cc, linked in), no callbacks, no analysis at all.  Injected like
+// libgpuacct.so (CUDA_INJECTION64_PATH); buffers are counted and recycled, the total is printed at
+// exit.  Written for this project (no sample code).
 #include <cupti.h>
 
 #include "cupti_hooks/api_table.h"
