@@ -53,6 +53,8 @@ struct Collector::Impl {
   CUpti_SubscriberHandle subscriber = nullptr;
   bool subscribed = false;
   std::vector<CUpti_ActivityKind> enabled_kinds;
+  bool per_api_records = false;  // API records enabled call by call (else the whole kinds)
+  bool tracing = true;           // what apply_tracing last set
 
   std::mutex mu;  // guards the fields below; never held across a CUPTI call
   std::vector<uint8_t*> free_buffers;
@@ -190,6 +192,8 @@ Status Collector::start(const CollectorOptions& options) {
   if (options.flush_period_ms > 0) {
     GPUACCT_CUPTI_TRY(api, cuptiActivityFlushPeriod, options.flush_period_ms);
   }
+  // A step marked untraced before CUPTI started (GPUACCT_SAMPLE): off from the start.
+  if (!tracing_wanted_.load(std::memory_order_acquire)) apply_tracing(false);
   state_.store(CollectorState::kActive, std::memory_order_release);
   return Status::Ok();
 }
@@ -204,6 +208,13 @@ void Collector::enable_callbacks() {
                      CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020);
   GPUACCT_CUPTI_TRY(api, cuptiEnableCallback, 1, m.subscriber, CUPTI_CB_DOMAIN_STATE,
                     CUPTI_CBID_STATE_FATAL_ERROR);
+  set_api_callbacks(1);
+}
+
+// The launch / sync (/ copy) callbacks: on at start, switched by apply_tracing.
+void Collector::set_api_callbacks(uint32_t enable) {
+  Impl& m = *impl_;
+  CuptiApi& api = m.api;
   size_t n_apis = 0;
   const TracedApi* apis = traced_apis(&n_apis);
   // Without SYSTEM thread ids, records carry pthread ids, which the library maps onto thread
@@ -216,9 +227,45 @@ void Collector::enable_callbacks() {
       if (apis[i].kind == HostApiKind::kCopy && !identify_threads) continue;
       const auto domain = apis[i].domain == ApiDomain::kRuntime ? CUPTI_CB_DOMAIN_RUNTIME_API
                                                                 : CUPTI_CB_DOMAIN_DRIVER_API;
-      GPUACCT_CUPTI_TRY(api, cuptiEnableCallback, 1, m.subscriber, domain, apis[i].cbid);
+      GPUACCT_CUPTI_TRY(api, cuptiEnableCallback, enable, m.subscriber, domain, apis[i].cbid);
     }
   }
+}
+
+void Collector::set_tracing(bool on) {
+  tracing_wanted_.store(on, std::memory_order_release);
+  std::lock_guard<std::mutex> lock(impl_->stop_mu);
+  if (state_.load() != CollectorState::kActive || child_.load()) return;
+  apply_tracing(tracing_wanted_.load(std::memory_order_acquire));
+}
+
+// Caller holds stop_mu.  The order does not matter: launches are known from the API records,
+// the callbacks only add call sites (stacks), which a launch made in between may lack.
+void Collector::apply_tracing(bool on) {
+  Impl& m = *impl_;
+  if (m.tracing == on) return;
+  m.tracing = on;
+  CuptiApi& api = m.api;
+  for (CUpti_ActivityKind k : m.enabled_kinds) {
+    if (on) {
+      GPUACCT_CUPTI_TRY(api, cuptiActivityEnable, k);
+    } else {
+      GPUACCT_CUPTI_TRY(api, cuptiActivityDisable, k);
+    }
+  }
+  if (m.per_api_records) {
+    size_t n_apis = 0;
+    const TracedApi* apis = traced_apis(&n_apis);
+    const uint8_t enable = on ? 1 : 0;
+    for (size_t i = 0; i < n_apis; ++i) {
+      if (apis[i].domain == ApiDomain::kRuntime) {
+        api.cuptiActivityEnableRuntimeApi(apis[i].cbid, enable);
+      } else {
+        api.cuptiActivityEnableDriverApi(apis[i].cbid, enable);
+      }
+    }
+  }
+  set_api_callbacks(on ? 1 : 0);
 }
 
 // The activity kinds; an error only when kernels cannot be collected.
@@ -254,6 +301,7 @@ Status Collector::enable_activity() {
       if (r != CUPTI_SUCCESS && i == 0) per_api = false;
     }
   }
+  m.per_api_records = per_api;
   if (!per_api) {
     // Older CUPTI: all runtime / driver calls; the parser keeps only the traced ones.
     if (GPUACCT_CUPTI_CALL(api, cuptiActivityEnable, CUPTI_ACTIVITY_KIND_RUNTIME) == CUPTI_SUCCESS)

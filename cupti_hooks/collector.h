@@ -106,6 +106,15 @@ class Collector {
     return clock_offset_uncertainty_ns_.load(std::memory_order_acquire);
   }
 
+  // Sampled tracing (GPUACCT_SAMPLE, docs/overhead.md): switches off (or back on) everything
+  // that costs per CUDA call -- the activity kinds, the per-API runtime / driver records and
+  // the launch / sync / copy API callbacks -- leaving subscribed, with the resource, state and
+  // reset callbacks on.  Called at a step boundary by the thread that marks steps, never per
+  // launch; serialised with start() / stop().  Before start() it only records the wish, which
+  // start() then applies.  Records of calls already made stay in their buffers.
+  void set_tracing(bool on);
+  bool tracing() const { return tracing_wanted_.load(std::memory_order_acquire); }
+
   // cuptiActivityFlushAll(forced ? FORCED : 0), then reads the dropped-record count.
   void flush(bool forced);
   // Parses every completed buffer into `out` (timestamps moved onto the host clock) and returns
@@ -148,7 +157,9 @@ class Collector {
   void sync_clocks(uint64_t (*host_clock)());
   void publish_clock(ClockSource source, int64_t offset_ns, int64_t uncertainty_ns);
   void enable_callbacks();
+  void set_api_callbacks(uint32_t enable);
   Status enable_activity();
+  void apply_tracing(bool on);
 
   Impl* impl_;  // never freed: CUPTI may call back during exit
   bool loaded_ = false;
@@ -160,6 +171,7 @@ class Collector {
   std::atomic<int64_t> clock_offset_uncertainty_ns_{0};
   std::atomic<CollectorState> state_{CollectorState::kNotStarted};
   std::atomic<bool> child_{false};
+  std::atomic<bool> tracing_wanted_{true};
   std::atomic<int64_t> records_dropped_{0};
   std::atomic<int64_t> buffers_refused_{0};
 };

@@ -8,6 +8,7 @@
 #include "inject/clock.h"
 #include "inject/recorder.h"
 #include "inject/runtime.h"
+#include "inject/sampling.h"
 
 using gpuacct::inject::emit;
 using gpuacct::inject::HostRecType;
@@ -34,9 +35,13 @@ GPUACCT_EXPORT int gpuacct_is_active(void) {
   }
 }
 
+// A step's begin (or mark) also moves the sampling window (GPUACCT_SAMPLE, inject/sampling.h).
 GPUACCT_EXPORT void gpuacct_step_begin(int64_t step_number) {
-  GPUACCT_GUARD(
-      emit(now_ns(), HostRecType::kStepBegin, step_number < 0 ? -1 : step_number, nullptr));
+  GPUACCT_GUARD({
+    int64_t ts = now_ns();
+    const uint8_t kind = gpuacct::inject::begin_sampled_step(&ts);
+    emit(ts, HostRecType::kStepBegin, step_number < 0 ? -1 : step_number, nullptr, 0, kind);
+  });
 }
 
 GPUACCT_EXPORT void gpuacct_step_end(void) {
@@ -44,8 +49,11 @@ GPUACCT_EXPORT void gpuacct_step_end(void) {
 }
 
 GPUACCT_EXPORT void gpuacct_step_mark(int64_t step_number) {
-  GPUACCT_GUARD(
-      emit(now_ns(), HostRecType::kStepMark, step_number < 0 ? -1 : step_number, nullptr));
+  GPUACCT_GUARD({
+    int64_t ts = now_ns();
+    const uint8_t kind = gpuacct::inject::begin_sampled_step(&ts);
+    emit(ts, HostRecType::kStepMark, step_number < 0 ? -1 : step_number, nullptr, 0, kind);
+  });
 }
 
 GPUACCT_EXPORT void gpuacct_data_push(const char* name) {

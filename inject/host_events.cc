@@ -65,6 +65,7 @@ void HostEventProcessor::close(const Open& o, TimeNs end, uint32_t tid, EventBat
   range.thread = tid;
   range.name = o.name;
   range.kind = o.kind;
+  if (o.untraced) mark_step_untraced(range);
   out.ranges.push_back(range);
 }
 
@@ -105,6 +106,7 @@ void HostEventProcessor::capi_step(const HostRecord& r, uint32_t tid, EventBatch
         step_.kind = RangeKind::kStep;
         step_.keep = true;
         step_.name = names_.intern("step");
+        step_.untraced = r.kind == kStepUntracedKind;
         step_tid_ = tid;
         step_open_ = true;
       }
@@ -123,6 +125,7 @@ void HostEventProcessor::capi_step(const HostRecord& r, uint32_t tid, EventBatch
       next_number_ = m.number + 1;
       m.thread = tid;
       m.name = names_.intern("step");
+      if (r.kind == kStepUntracedKind) mark_step_untraced(m);
       out.markers.push_back(m);
       break;
     }

@@ -17,6 +17,10 @@
 
 namespace gpuacct::inject {
 
+// HostRecord::kind of a C API step begin / mark made while CUPTI was off (GPUACCT_SAMPLE,
+// inject/sampling.h): the step's range or boundary marker is flagged untraced (events.h).
+inline constexpr uint8_t kStepUntracedKind = 1;
+
 struct TimedRecord {
   HostRecord rec;
   uint32_t tid = 0;
@@ -53,7 +57,8 @@ class HostEventProcessor {
     int64_t number = -1;
     NameId name = kNoName;
     RangeKind kind = RangeKind::kUser;
-    bool keep = false;  // matched a pattern (NVTX) or came from the C API
+    bool keep = false;      // matched a pattern (NVTX) or came from the C API
+    bool untraced = false;  // a C API step begun with CUPTI off (GPUACCT_SAMPLE)
   };
   // A per-thread stack of open ranges, with the pushes dropped at its cap still to be popped.
   struct OpenStack {

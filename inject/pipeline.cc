@@ -1,10 +1,13 @@
 #include "inject/pipeline.h"
 
+#include <set>
+
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <set>
 #include <stdexcept>
 
 #include "analysis/model/file_io.h"
@@ -448,6 +451,9 @@ nlohmann::json Pipeline::final_report(const GpuCollectionState& gpu, const RunMe
   part("collection", [&] { extra["collection"] = collection_section(collection_facts(gpu)); });
   // Steps detected: the same section, keys and place as a file's (analysis/input/input.cc).
   part("step_detection", [&] { extra.update(step_detection_section()); });
+  part("sampling", [&] {
+    if (cfg_.sample_every > 1) extra["sampling"] = sampling_section();
+  });
   nlohmann::json report;
   if (!part("report", [&] { report = build_report(acc_, meta, names_, extra); })) {
     if (!part("summary",
@@ -470,6 +476,29 @@ nlohmann::json Pipeline::final_report(const GpuCollectionState& gpu, const RunMe
     log_line(line + "; the rest is written");
   }
   return report;
+}
+
+// GPUACCT_SAMPLE=N: what was traced (inject/sampling.h, docs/overhead.md).
+nlohmann::json Pipeline::sampling_section() const {
+  std::set<int64_t> traced, all;
+  for (const StepRow& r : acc_.rows()) {
+    all.insert(r.step_index);
+    if (r.sampled) traced.insert(r.step_index);
+  }
+  const std::string n = std::to_string(cfg_.sample_every);
+  const bool capi = std::string(host_.step_source()).find("capi") != std::string::npos;
+  std::string line =
+      capi ? "traced 1 step in " + n + " (" + std::to_string(traced.size()) + " of " +
+                 std::to_string(all.size()) +
+                 " steps); the walls are the traced steps' alone, the other rows hold step time "
+                 "and data wait"
+           : "GPUACCT_SAMPLE=" + n +
+                 " needs steps marked through the C API or Python (gpuacct.step); every step "
+                 "was traced";
+  return {{"every", cfg_.sample_every},
+          {"traced_steps", traced.size()},
+          {"steps", all.size()},
+          {"line", line}};
 }
 
 void Pipeline::finish(const GpuCollectionState& gpu) {
@@ -515,6 +544,7 @@ void Pipeline::finish(const GpuCollectionState& gpu) {
       if (report.contains("collection") && report["collection"].contains("note")) {
         log_line(report["collection"]["note"].get<std::string>());
       }
+      if (report.contains("sampling")) log_line(report["sampling"]["line"].get<std::string>());
     });
   }
   if (!written.ok()) {

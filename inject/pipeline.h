@@ -137,6 +137,7 @@ class Pipeline {
   void fault_point(const char* part) const;  // throws when a test named `part`
   nlohmann::json final_report(const GpuCollectionState& gpu, const RunMetadata& meta);
   CollectionFacts collection_facts(const GpuCollectionState& gpu) const;
+  nlohmann::json sampling_section() const;
   void ensure_output_dir();
 
   Config cfg_;

@@ -25,6 +25,7 @@
 #include "inject/pipeline.h"
 #include "inject/python_hook.h"
 #include "inject/recorder.h"
+#include "inject/sampling.h"
 #include "inject/watermark.h"
 
 namespace gpuacct::inject {
@@ -154,6 +155,7 @@ bool Runtime::ensure_started() {
   g_hot.ring_capacity = static_cast<size_t>(m.cfg.ring_records);
   g_hot.stacks = m.cfg.stacks;
   g_hot.pause_threshold_ns = m.cfg.host_pause_us * 1000;
+  configure_sampling(m.cfg.enable ? m.cfg.sample_every : 1);  // GPUACCT_ENABLE=0: nothing to switch
 
   m.pipeline = std::make_unique<Pipeline>(m.cfg);
 

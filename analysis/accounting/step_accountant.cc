@@ -67,6 +67,7 @@ struct PendingStep {
   int64_t number = -1;
   uint32_t thread = 0;
   NameId name = kNoName;
+  bool untraced = false;  // CUPTI was off in it (GPUACCT_SAMPLE): a host-side row only
 };
 
 // Steps are ordered by host begin; ties (bad input: two ranges opening at the same instant)
@@ -214,7 +215,7 @@ struct StepAccountant::Impl {
     }
     switch (r.kind) {
       case RangeKind::kStep: {
-        const PendingStep s{r.start, r.end, r.number, r.thread, r.name};
+        const PendingStep s{r.start, r.end, r.number, r.thread, r.name, step_untraced(r)};
         // A step that merely touches the last finalised one (a rounding overlap) is kept:
         // try_finalize makes it begin where that one ended, as it does all at once.
         if (fit_after(last_step_begin, last_step_end, s) == StepFit::kOverlaps) {
@@ -277,7 +278,8 @@ struct StepAccountant::Impl {
     for (size_t i = 0; i + 1 < boundaries.size(); ++i) {
       if (!at_end && boundaries[i + 1].ts > watermark) break;
       const Marker& m = boundaries[i];
-      push_step(PendingStep{m.ts, boundaries[i + 1].ts, m.number, m.thread, m.name});
+      push_step(
+          PendingStep{m.ts, boundaries[i + 1].ts, m.number, m.thread, m.name, step_untraced(m)});
       used = i + 1;
     }
     if (at_end && used < boundaries.size()) {
@@ -292,7 +294,7 @@ struct StepAccountant::Impl {
         }
       }
       if (end > m.ts) {
-        push_step(PendingStep{m.ts, end, m.number, m.thread, m.name});
+        push_step(PendingStep{m.ts, end, m.number, m.thread, m.name, step_untraced(m)});
       } else {
         stats.add(Stat::incomplete_trailing_step);
       }
@@ -571,6 +573,7 @@ struct StepAccountant::Impl {
     base.flops = flops;
     base.tokens = tokens;
     base.samples = samples;
+    base.sampled = !s.untraced;
 
     bool on_device = false;
     for (auto& [id, dev] : devices) {
@@ -622,7 +625,16 @@ struct StepAccountant::Impl {
     return dev.first_launch < step_end;
   }
 
-  void emit(const StepRow& row) {
+  void emit(StepRow row) {
+    if (!row.sampled) {
+      // CUPTI was off (GPUACCT_SAMPLE): the GPU side is unknown, not idle.  Only what the
+      // host saw stays -- the window and the data wait (docs/overhead.md).
+      const int64_t data_wait = row.cat.data_wait;
+      row.cat = CategoryNs{};
+      row.cat.data_wait = data_wait;
+      row.comm_total = row.comm_overlapped = row.gpu_busy = 0;
+      row.kernels = row.copies = 0;
+    }
     rows.push_back(row);
     if (row_sink) row_sink(row);
   }

@@ -500,5 +500,55 @@ TEST(StepAccountant, DeclaredWorkWithStepMarks) {
   }
 }
 
+// GPUACCT_SAMPLE: a step whose range is flagged untraced (CUPTI was off) keeps its window and
+// data wait; its GPU side is unknown, not idle -- all 0, the row marked not sampled.  The
+// traced step next to it is accounted as without the flag.
+TEST(StepAccountant, UntracedStepKeepsHostSideOnly) {
+  Trace t;
+  t.data(us(0), us(300));
+  t.kernel(us(300), us(305), us(320), us(900));
+  t.step(us(0), us(1000), 0);
+  t.data(us(1000), us(1400));
+  t.kernel(us(1400), us(1405), us(1420), us(1900));
+  t.step(us(1000), us(2000), 1);
+  const std::vector<StepRow> full = run(t);
+  mark_step_untraced(t.b.ranges[1]);  // step 0
+  const std::vector<StepRow> rows = run(t);
+  ASSERT_EQ(rows.size(), 2u);
+  ASSERT_EQ(full.size(), 2u);
+  EXPECT_FALSE(rows[0].sampled);
+  EXPECT_TRUE(rows[1].sampled);
+  EXPECT_EQ(rows[0].duration(), full[0].duration());
+  EXPECT_EQ(rows[0].cat.data_wait, full[0].cat.data_wait);
+  EXPECT_GT(rows[0].cat.data_wait, 0);
+  EXPECT_EQ(rows[0].cat.sum(), rows[0].cat.data_wait);
+  EXPECT_EQ(rows[0].gpu_busy, 0);
+  EXPECT_EQ(rows[0].kernels, 0u);
+  EXPECT_EQ(rows[1].cat.sum(), full[1].cat.sum());
+  EXPECT_EQ(rows[1].cat.compute, full[1].cat.compute);
+  EXPECT_EQ(rows[1].cat.data_wait, full[1].cat.data_wait);
+  EXPECT_EQ(rows[1].kernels, full[1].kernels);
+}
+
+// The same flag on a step-boundary marker (C API step_mark).
+TEST(StepAccountant, UntracedStepFromBoundaryMarker) {
+  Trace t;
+  for (int i = 0; i < 3; ++i) {
+    Marker m;
+    m.ts = us(1000.0 * i);
+    m.kind = MarkerKind::kStepBoundary;
+    m.number = i;
+    m.thread = 1;
+    if (i == 1) mark_step_untraced(m);
+    t.b.markers.push_back(m);
+    t.call(us(1000.0 * i + 10), us(1000.0 * i + 20));
+  }
+  const std::vector<StepRow> rows = run(t);
+  ASSERT_GE(rows.size(), 2u);
+  EXPECT_TRUE(rows[0].sampled);
+  EXPECT_FALSE(rows[1].sampled);
+  EXPECT_EQ(rows[1].duration(), us(1000));
+}
+
 }  // namespace
 }  // namespace gpuacct

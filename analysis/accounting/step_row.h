@@ -37,6 +37,10 @@ struct StepRow {
   // 0 = none): tokens and samples of the whole job's step.  Used for the cost per unit of work.
   double tokens = 0;
   double samples = 0;
+  // False: CUPTI was off during the step (GPUACCT_SAMPLE, docs/overhead.md).  The row then
+  // holds the host side only -- its window (step time) and data_wait; every GPU-side field
+  // is 0, so its categories do not sum to its duration.  Summaries leave such rows out.
+  bool sampled = true;
 
   int64_t duration() const { return window_end - window_begin; }
   WallBreakdown walls() const { return WallBreakdown::from(cat); }

@@ -65,7 +65,8 @@ void WindowSweep::account(StepRow& row, uint32_t step_thread, const std::vector<
   ops_ = &ops;
   host_ = &host;
   segments_ = segments ? &segments : nullptr;
-  summary_step_ = !row.warmup;
+  // Untraced rows (GPUACCT_SAMPLE) are idle only for want of records: no gaps, no kernels.
+  summary_step_ = !row.warmup && row.sampled;
   seg_open_ = false;
   build_sorted_endpoints(row.window_begin, row.window_end);
   row_gaps_.clear();

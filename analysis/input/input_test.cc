@@ -192,6 +192,16 @@ TEST(Input, StepRowsRoundTripThroughTheirJson) {
   old["samples"] = -1;
   EXPECT_EQ(step_row_from_json(old).status().message(),
             "field 'samples' is missing or of the wrong type");
+  // GPUACCT_SAMPLE: an untraced row says so and reads back so; a traced row has no key.
+  StepRow untraced = s.rows[0];
+  untraced.sampled = false;
+  EXPECT_FALSE(step_row_to_json(s.rows[0]).contains("sampled"));
+  EXPECT_EQ(step_row_to_json(untraced)["sampled"], false);
+  EXPECT_FALSE(step_row_from_json(step_row_to_json(untraced))->sampled);
+  bad = step_row_to_json(untraced);
+  bad["sampled"] = 0;
+  EXPECT_EQ(step_row_from_json(bad).status().message(),
+            "field 'sampled' is missing or of the wrong type");
 }
 
 // A finished stream: its rows summarised are the closing line's summary and verdict.

@@ -136,6 +136,11 @@ StatusOr<StepRow> step_row_from_json(const json& j) {
     if (!it->is_number() || !(it->get<double>() >= 0)) return missing(key);
     *field = it->get<double>();
   }
+  // Optional (streams written before GPUACCT_SAMPLE have none): absent = traced.
+  if (const auto sampled = j.find("sampled"); sampled != j.end()) {
+    if (!sampled->is_boolean()) return missing("sampled");
+    r.sampled = sampled->get<bool>();
+  }
   return r;
 }
 

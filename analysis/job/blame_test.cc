@@ -10,6 +10,7 @@ namespace {
 
 using testing::PlantedJob;
 using testing::planted_inputs;
+using testing::PlantedRank;
 
 TEST(Blame, BusBandwidthFactorsPerType) {
   EXPECT_DOUBLE_EQ(bus_bandwidth_factor(CollectiveType::kAllReduce, 8), 2.0 * 7 / 8);
@@ -139,6 +140,32 @@ TEST(Blame, WithoutCollectiveRowsTheTransferFloorIsUsedAndSaid) {
   EXPECT_NE(render_job_view(v).find("step rows only: transfer floor"), std::string::npos);
   // The others' excess exposed communication over the floor is about the 15 ms they waited.
   EXPECT_NEAR(static_cast<double>(v.ranks[0].waited_ns) / static_cast<double>(v.steps), 15e6, 0.3e6);
+}
+
+// GPUACCT_SAMPLE: steps CUPTI did not trace (every other one here, on every rank, as the same
+// C API step indices give) hold no GPU side: they are left out of blame, as warm-up is; the
+// traced steps still name the straggler and its data wall.
+TEST(Blame, UntracedStepsAreLeftOutOfBlame) {
+  PlantedJob job;
+  job.straggler = 5;
+  const JobView full = build_job_view(planted_inputs(job));
+  const JobView v = build_job_view(planted_inputs(job, [](std::vector<PlantedRank>& ranks) {
+    for (PlantedRank& rank : ranks) {
+      for (StepRow& r : rank.rows) {
+        if (r.step_index % 2 == 0) continue;
+        r.sampled = false;
+        const int64_t data_wait = r.cat.data_wait;
+        r.cat = CategoryNs{};
+        r.cat.data_wait = data_wait;
+      }
+    }
+  }));
+  ASSERT_EQ(full.ranks[5].late_steps, job.steps);
+  EXPECT_EQ(v.ranks[5].late_steps, (job.steps + 1) / 2);
+  for (const StepBlame& b : v.top_steps) {
+    EXPECT_EQ(b.step_index % 2, 0) << "an untraced step was blamed";
+    EXPECT_EQ(b.cause, Wall::kData);
+  }
 }
 
 }  // namespace

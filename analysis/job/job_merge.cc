@@ -618,7 +618,9 @@ void Merge::blame_pass() {
         }
         const StepRow*& first = step.row[s];
         if (first == nullptr || r.device < first->device) first = &r;
-        step.warmup = step.warmup || r.warmup;
+        // A step CUPTI did not trace (GPUACCT_SAMPLE) has no GPU side to blame: left out of
+        // blame, as warm-up is.
+        step.warmup = step.warmup || r.warmup || !r.sampled;
       }
     }
     if (any_collectives_) note_unmatched(steps);

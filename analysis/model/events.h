@@ -140,6 +140,23 @@ struct Marker {
 static_assert(sizeof(Marker) == 40);
 static_assert(std::is_trivially_copyable_v<Marker>);
 
+// Sampled tracing (GPUACCT_SAMPLE, docs/overhead.md): a step range or step-boundary marker
+// opened while CUPTI was off carries kUntracedStep in reserved[0].  The layout (and so a
+// recording's bytes) is unchanged; files written before the flag existed read 0 = traced.
+inline constexpr uint8_t kUntracedStep = 1;
+inline bool step_untraced(const HostRange& r) {
+  return (r.reserved[0] & kUntracedStep) != 0;
+}
+inline bool step_untraced(const Marker& m) {
+  return (m.reserved[0] & kUntracedStep) != 0;
+}
+inline void mark_step_untraced(HostRange& r) {
+  r.reserved[0] |= kUntracedStep;
+}
+inline void mark_step_untraced(Marker& m) {
+  m.reserved[0] |= kUntracedStep;
+}
+
 // A batch as delivered by a source: any order, possibly late (see StepAccountant).
 struct EventBatch {
   std::vector<GpuOp> gpu_ops;

@@ -89,27 +89,31 @@ json declared_work_json(const RunSummary& s) {
 }  // namespace
 
 json step_row_to_json(const StepRow& r) {
-  return json{{"step_index", r.step_index},
-              {"step_number", r.step_number},
-              {"device", reported_device(r.device)},
-              {"host_only", r.device == kHostOnlyDevice},
-              {"warmup", r.warmup},
-              {"host_begin_ns", r.host_begin},
-              {"host_end_ns", r.host_end},
-              {"window_begin_ns", r.window_begin},
-              {"window_end_ns", r.window_end},
-              {"duration_ns", r.duration()},
-              {"categories", categories_json(r.cat)},
-              {"walls", walls_json(r.walls())},
-              {"comm_total_ns", r.comm_total},
-              {"comm_overlapped_ns", r.comm_overlapped},
-              {"gpu_busy_ns", r.gpu_busy},
-              {"kernels", r.kernels},
-              {"copies", r.copies},
-              {"launches", r.launches},
-              {"flops", r.flops},
-              {"tokens", r.tokens},
-              {"samples", r.samples}};
+  json out{{"step_index", r.step_index},
+           {"step_number", r.step_number},
+           {"device", reported_device(r.device)},
+           {"host_only", r.device == kHostOnlyDevice},
+           {"warmup", r.warmup},
+           {"host_begin_ns", r.host_begin},
+           {"host_end_ns", r.host_end},
+           {"window_begin_ns", r.window_begin},
+           {"window_end_ns", r.window_end},
+           {"duration_ns", r.duration()},
+           {"categories", categories_json(r.cat)},
+           {"walls", walls_json(r.walls())},
+           {"comm_total_ns", r.comm_total},
+           {"comm_overlapped_ns", r.comm_overlapped},
+           {"gpu_busy_ns", r.gpu_busy},
+           {"kernels", r.kernels},
+           {"copies", r.copies},
+           {"launches", r.launches},
+           {"flops", r.flops},
+           {"tokens", r.tokens},
+           {"samples", r.samples}};
+  // Only on a row CUPTI did not trace (GPUACCT_SAMPLE): every other row, and every report
+  // written before sampling existed, keeps its keys; a reader takes absence as true.
+  if (!r.sampled) out["sampled"] = false;
+  return out;
 }
 
 void add_step_detection_section(const StepDetectionSummary& d, const NameTable& names,
@@ -150,7 +154,7 @@ json warmup_json(const RunSummary& s) {
 }
 
 json summary_json(const RunSummary& s, const RunMetadata* meta) {
-  return {
+  json out = {
       {"steps", s.steps},
       {"warmup_steps", s.warmup_steps},
       {"rows", s.rows},
@@ -172,6 +176,9 @@ json summary_json(const RunSummary& s, const RunMetadata* meta) {
       {"launches", s.launches},
       {"warmup", warmup_json(s)},
   };
+  // Only in sampled runs (GPUACCT_SAMPLE): other reports keep their keys.
+  if (s.untraced_steps > 0) out["untraced_steps"] = s.untraced_steps;
+  return out;
 }
 
 json verdict_json(const Verdict& v) {
@@ -573,7 +580,8 @@ std::string step_rows_csv_header() {
   o << "step_index,step_number,device,warmup,window_begin_ns,window_end_ns,duration_ns,";
   for (const CategoryInfo& c : kCategories) o << c.name << "_ns,";
   for (const WallInfo& w : kWalls) o << "wall_" << w.name << "_ns,";
-  o << "comm_total_ns,comm_overlapped_ns,gpu_busy_ns,kernels,copies,launches,flops,tokens,samples";
+  o << "comm_total_ns,comm_overlapped_ns,gpu_busy_ns,kernels,copies,launches,flops,tokens,samples,"
+       "sampled";
   return o.str();
 }
 
@@ -589,7 +597,7 @@ std::string step_row_csv(const StepRow& r) {
     << r.copies << ',' << r.launches << ',';
   // Declared amounts in full (the stream's default 6 digits would round 1,048,577 tokens).
   o << std::setprecision(std::numeric_limits<double>::max_digits10) << r.flops << ','
-    << r.tokens << ',' << r.samples;
+    << r.tokens << ',' << r.samples << ',' << (r.sampled ? 1 : 0);
   return o.str();
 }
 

@@ -386,12 +386,18 @@ RunSummary summarize(const std::vector<StepRow>& rows, const Stats& stats,
     for (int64_t i : out.slow_start_steps) out.slow_start_step_ms.push_back(candidates.at(i));
   }
   const std::set<int64_t> slow(out.slow_start_steps.begin(), out.slow_start_steps.end());
-  auto left_out = [&slow](const StepRow& r) { return r.warmup || slow.count(r.step_index) > 0; };
+  auto warm_up = [&slow](const StepRow& r) { return r.warmup || slow.count(r.step_index) > 0; };
+  // Rows of steps CUPTI did not trace (GPUACCT_SAMPLE) hold no GPU side: no summary number
+  // uses them; they are counted apart (untraced_steps) and named in a note.
+  auto left_out = [&warm_up](const StepRow& r) { return warm_up(r) || !r.sampled; };
+  std::set<int64_t> traced_steps, untraced_steps;
 
   std::map<int64_t, double> step_ms;  // step index -> slowest device's window (ms)
   std::set<int64_t> warm;
   CategoryNs warm_cat;
   for (const StepRow& r : rows) {
+    (r.sampled ? traced_steps : untraced_steps).insert(r.step_index);
+    if (!r.sampled) continue;
     if (left_out(r)) {
       warm.insert(r.step_index);
       warm_cat += r.cat;
@@ -455,6 +461,14 @@ RunSummary summarize(const std::vector<StepRow>& rows, const Stats& stats,
   out.slow_start_rule = slow_start;
   if (!out.slow_start_steps.empty()) {
     out.verdict.notes.push_back(slow_start_note(out, slow_start));
+  }
+  out.untraced_steps = static_cast<int64_t>(untraced_steps.size());
+  if (out.untraced_steps > 0) {
+    const int64_t traced = static_cast<int64_t>(traced_steps.size());
+    out.verdict.notes.push_back("Sampled: CUPTI traced " + std::to_string(traced) + " of " +
+                                std::to_string(traced + out.untraced_steps) +
+                                " steps; the walls and the verdict are those of the traced steps "
+                                "alone.");
   }
   if (stats.has_data_loss()) {
     out.verdict.notes.push_back(

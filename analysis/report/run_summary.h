@@ -111,6 +111,9 @@ struct RunSummary {
   double comm_overlap_share = 0;  // overlapped / total communication
   DeclaredWork declared_tokens;   // gpuacct_set_step_work
   DeclaredWork declared_samples;
+  // Steps CUPTI did not trace (GPUACCT_SAMPLE; StepRow::sampled false): left out of every
+  // number above, warm-up included, and named in a verdict note.
+  int64_t untraced_steps = 0;
   Verdict verdict;
 };
 

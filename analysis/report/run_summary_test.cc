@@ -375,5 +375,32 @@ TEST(RunSummary, SlowStartRuleBounds) {
   EXPECT_EQ(s.warmup_steps, 1);
 }
 
+// GPUACCT_SAMPLE: rows of untraced steps (host side only) are left out of every number, and a
+// note says how many steps were traced.
+TEST(RunSummary, UntracedRowsLeftOutAndNamed) {
+  CategoryNs c;
+  c.compute = 6'000'000;
+  c.launch_gap = 4'000'000;
+  CategoryNs host_side;
+  host_side.data_wait = 9'000'000;  // an untraced row: data wait only, 20 ms long
+  std::vector<StepRow> rows{row(0, c), row(1, host_side), row(2, c), row(3, host_side)};
+  rows[1].sampled = rows[3].sampled = false;
+  for (size_t i : {1u, 3u}) rows[i].window_end = rows[i].window_begin + 20'000'000;
+  const RunSummary s = summarize(rows, Stats{}, VerdictBands{}, nullptr, SlowStartRule{});
+  const RunSummary traced = summarize({row(0, c), row(2, c)}, Stats{});
+  EXPECT_EQ(s.untraced_steps, 2);
+  EXPECT_EQ(s.steps, 2);
+  EXPECT_EQ(s.warmup_steps, 0);
+  EXPECT_EQ(s.walls.total_ns, traced.walls.total_ns);
+  EXPECT_DOUBLE_EQ(s.step_ms_mean, traced.step_ms_mean);
+  EXPECT_EQ(s.verdict.bound, traced.verdict.bound);
+  bool named = false;
+  for (const std::string& n : s.verdict.notes) {
+    named = named || n.find("traced 2 of 4 steps") != std::string::npos;
+  }
+  EXPECT_TRUE(named);
+  EXPECT_EQ(traced.untraced_steps, 0);
+}
+
 }  // namespace
 }  // namespace gpuacct

@@ -24,6 +24,8 @@ Each ctest runs one case:  run_e2e.py --build <build dir> <case>
   declared_work                     work declared per step (gpuacct_set_step_work, varying):
                                     rows, summary and cost.work match the planted sums, live =
                                     step stream = `gpuacct analyze` of the recording
+  sampled                           GPUACCT_SAMPLE=5: traced rows = a full run's, the others
+                                    host-side only, the summary says what was sampled
   thread_ids_system, thread_ids_pthread, thread_ids_pthread_nostacks
                                     each step on a new thread (pthread ids reused), exact, with
                                     SYSTEM thread ids and with them refused
@@ -1017,6 +1019,94 @@ def case_latin1_names() -> None:
           "recording written, the byte as \\xE9; range and kernel names alike everywhere")
 
 
+def case_sampled() -> None:
+    """GPUACCT_SAMPLE=5 (docs/overhead.md): the same planted program (data_bound: 30 ms data
+    range, then 10 x 1 ms kernels per step) run in full and sampled.  CUPTI is on in steps 4,
+    9, 14, 19 only: their rows equal the full run's rows of the same steps; every other row
+    carries the step time and data wait alone (no GPU side, sampled false); the CUPTI
+    records really stop (GPU ops and API calls received: 4 steps' worth); the summary says what
+    was sampled and uses the traced steps only; no data loss."""
+    every, steps = 5, 20
+    with tempfile.TemporaryDirectory(prefix="gpuacct_e2e_") as full_out, \
+            tempfile.TemporaryDirectory(prefix="gpuacct_e2e_") as out:
+        scenario_with(full_out, "data_bound", GPUACCT_SIM_TRUTH=os.path.join(full_out, "t.json"))
+        full = one_report(full_out)
+        res = scenario_with(out, "data_bound", GPUACCT_SAMPLE=str(every), GPUACCT_QUIET="0",
+                            GPUACCT_RECORD="1")
+        rep = one_report(out, res)
+
+        # Untraced steps before CUPTI saw any op have a host-only row (device -1, as any step
+        # before a device's first op: docs/accounting.md §1); later ones a device-0 row.
+        def by_step(r):
+            return {x["step_index"]: x for x in r["steps"] if x["device"] in (0, -1)}
+        f_rows, s_rows = by_step(full), by_step(rep)
+        check(sorted(f_rows) == list(range(steps)) and sorted(s_rows) == list(range(steps)),
+              f"steps full {sorted(f_rows)}, sampled {sorted(s_rows)}")
+        traced = [i for i in range(steps) if s_rows[i].get("sampled", True)]
+        check(traced == [i for i in range(steps) if i % every == every - 1],
+              f"traced steps {traced}")
+        check(all("sampled" not in r for r in f_rows.values()),
+              "a full run's row is marked untraced")
+        for i in range(steps):
+            f, r = f_rows[i], s_rows[i]
+            wall = f["duration_ns"]
+            check(abs(r["duration_ns"] - wall) <= TOL * wall,
+                  f"step {i}: step time {r['duration_ns']} ns, full run {wall} ns")
+            check(abs(r["categories"]["data_wait"] - f["categories"]["data_wait"]) <= TOL * wall,
+                  f"step {i}: data wait {r['categories']['data_wait']}, full run "
+                  f"{f['categories']['data_wait']}")
+            if r.get("sampled", True):
+                for k, v in f["categories"].items():
+                    check(abs(r["categories"][k] - v) <= TOL * wall,
+                          f"traced step {i} {k}: {r['categories'][k]} ns, full run {v} ns")
+                check((r["kernels"], r["launches"]) == (f["kernels"], f["launches"]),
+                      f"traced step {i}: kernels/launches {r['kernels']}/{r['launches']}, full "
+                      f"{f['kernels']}/{f['launches']}")
+            else:
+                gpu_side = {k: v for k, v in r["categories"].items() if k != "data_wait"}
+                check(r["sampled"] is False and not any(gpu_side.values()) and r["kernels"] == 0
+                      and r["gpu_busy_ns"] == 0,
+                      f"untraced step {i} has a GPU side: {r}")
+        # CUPTI was really off: the kernels and launch records of 4 steps of 20 came in.
+        kernels = 10
+        check(stat(rep, "gpu_ops_received") == kernels * len(traced),
+              f"{stat(rep, 'gpu_ops_received')} GPU ops received, {kernels * len(traced)} "
+              f"launched in the traced steps (full run: {stat(full, 'gpu_ops_received')})")
+        check(stat(rep, "api_calls_received") < stat(full, "api_calls_received") / 2,
+              f"API calls received sampled {stat(rep, 'api_calls_received')}, full "
+              f"{stat(full, 'api_calls_received')}")
+        check(not rep["data_loss"] and stat(rep, "unmatched_launches") == 0,
+              f"data loss in a sampled run: {rep['stats']}")
+        want = f"traced 1 step in {every} ({len(traced)} of {steps} steps)"
+        check(rep["sampling"]["line"].startswith(want), f"sampling {rep['sampling']}")
+        check(rep["sampling"]["traced_steps"] == len(traced), f"sampling {rep['sampling']}")
+        check(any(want in l for l in res.stderr.splitlines()), f"no {want!r} in:\n{res.stderr}")
+        check(any("Sampled" in n for n in rep["verdict"]["notes"]), f"notes {rep['verdict']}")
+        # The summary is the traced steps': the warm-up rule may take some, never an untraced.
+        summ = rep["summary"]
+        check(summ["steps"] + summ["warmup_steps"] == len(traced), f"summary {summ}")
+        check(rep["verdict"]["bound"] == full["verdict"]["bound"] == "data",
+              f"verdict sampled {rep['verdict']['bound']}, full {full['verdict']['bound']}")
+        # The recording carries which steps were untraced: `gpuacct analyze` gives the rows.
+        recs = glob.glob(os.path.join(out, "*.gpuacct"))
+        check(len(recs) == 1, f"recording missing: {os.listdir(out)}")
+        run([os.path.join(BUILD, "bin", "gpuacct"), "analyze", recs[0], "--out",
+             os.path.join(out, "re")], dict(os.environ))
+        with open(glob.glob(os.path.join(out, "re", "*.report.json"))[0]) as f:
+            offline = json.load(f)
+
+        def key(r):
+            return (r["step_index"], r["device"], r["duration_ns"], r["categories"],
+                    r.get("sampled", True))
+        check([key(r) for r in rep["steps"]] == [key(r) for r in offline["steps"]],
+              "the live rows differ from `analyze` of the recording")
+        summaries = check_stream_summaries(out)
+        print(f"ok: {len(traced)} of {steps} steps traced, their rows = the full run's "
+              f"(and = analyze of the recording); "
+              f"{stat(rep, 'gpu_ops_received')} of {stat(full, 'gpu_ops_received')} GPU ops "
+              f"collected; {summaries}")
+
+
 CASES = {
     "subscribe_refused": case_subscribe_refused, "drop": case_drop,
     "buffer_refused": case_buffer_refused, "pool_cap": case_pool_cap, "fork": case_fork,
@@ -1038,6 +1128,7 @@ CASES = {
     "thread_ids_pthread": lambda: case_thread_ids(pthread_ids=True, stacks=True),
     "thread_ids_pthread_nostacks": lambda: case_thread_ids(pthread_ids=True, stacks=False),
     "latin1_names": case_latin1_names,
+    "sampled": case_sampled,
 }
 
 

@@ -1,8 +1,11 @@
 // The overhead floor for tests/gpu/check.sh: the least a CUPTI activity tracer can do to see the
-// same GPU work as libgpuacct.so (kernels, copies, memsets, runtime + driver API records), with
-// no analysis at all.  Injected like libgpuacct.so (CUDA_INJECTION64_PATH); buffers are counted
-// and recycled, the total is printed at exit.  Written for this project (no sample code).
+// same GPU work as libgpuacct.so -- the same activity kinds and the same runtime / driver API
+// records (cupti_hooks/api_table.cc, linked in), no callbacks, no analysis at all.  Injected like
+// libgpuacct.so (CUDA_INJECTION64_PATH); buffers are counted and recycled, the total is printed at
+// exit.  Written for this project (no sample code).
 #include <cupti.h>
+
+#include "cupti_hooks/api_table.h"
 
 #include <atomic>
 #include <cstdio>
@@ -38,10 +41,21 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   static std::atomic<bool> once{false};
   if (once.exchange(true)) return 1;
   if (cuptiActivityRegisterCallbacks(requested, completed) != CUPTI_SUCCESS) return 1;
-  const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-                                      CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
-                                      CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER};
+  // gpuacct's kinds (cupti_hooks/collector.cc, enable_activity).
+  const CUpti_ActivityKind kinds[] = {
+      CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+      CUPTI_ACTIVITY_KIND_MEMCPY2, CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION};
   for (CUpti_ActivityKind k : kinds) cuptiActivityEnable(k);
+  // ... and API records of the calls gpuacct traces only, as it does.
+  size_t n = 0;
+  const gpuacct::cupti::TracedApi* apis = gpuacct::cupti::traced_apis(&n);
+  for (size_t i = 0; i < n; ++i) {
+    if (apis[i].domain == gpuacct::cupti::ApiDomain::kRuntime) {
+      cuptiActivityEnableRuntimeApi(apis[i].cbid, 1);
+    } else {
+      cuptiActivityEnableDriverApi(apis[i].cbid, 1);
+    }
+  }
   std::atexit(at_exit);
   return 1;
 }

@@ -12,6 +12,7 @@
 #include <gpuacct/gpuacct_dynamic.h>
 #include <nvtx3/nvToolsExt.h>
 
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -107,6 +108,7 @@ class Harness {
     // library's first mark (e2e first_mark).
     if (records_.empty() && marks_ == Marks::kCapi) Api();
     if (records_.empty() && marks_ == Marks::kNvtx) nvtxDomainCreateA("sim_harness");
+    if (records_.empty()) real_begin_ = std::chrono::steady_clock::now();
     StepRecord r;
     r.host_begin = simNow();
     r.window_begin = records_.empty() ? r.host_begin : records_.back().measured_end;
@@ -140,6 +142,7 @@ class Harness {
       nvtxRangePop();
     }
     r.host_end = simNow();
+    real_end_ = std::chrono::steady_clock::now();
   }
 
   void DataPush() {
@@ -160,6 +163,15 @@ class Harness {
   // Writes the truth (when GPUACCT_SIM_TRUTH is set), flushes the library, shuts the sim down.
   int Finish(const char* dominant) {
     if (marks_ == Marks::kCapi) Api()->flush();
+    // The CPU proxy of a profiler's overhead (bench/sim_overhead.py): real time per step, first
+    // step begin to last step end -- what the launches, their callbacks and records cost here.
+    if (const char* b = std::getenv("GPUACCT_SIM_REAL_TIME"); b != nullptr && *b == '1') {
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(real_end_ - real_begin_);
+      std::printf("%s: real_ns_per_step=%.0f\n", name_,
+                  records_.empty() ? 0.0
+                                   : static_cast<double>(ns.count()) /
+                                         static_cast<double>(records_.size()));
+    }
     const char* path = std::getenv("GPUACCT_SIM_TRUTH");
     if (path != nullptr && *path != '\0' && !WriteTruth(path, dominant)) {
       std::fprintf(stderr, "%s: cannot write truth to %s\n", name_, path);
@@ -241,6 +253,7 @@ class Harness {
   const gpuacct_dyn_api* api_ = nullptr;
   std::vector<std::pair<std::string, uint64_t>> params_;
   std::vector<StepRecord> records_;
+  std::chrono::steady_clock::time_point real_begin_{}, real_end_{};
   bool mismatch_ = false;
 };
 
