@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include "analysis/accounting/counter_totals.h"
 #include "analysis/accounting/taxonomy.h"
 #include "analysis/model/events.h"
 
@@ -37,6 +38,8 @@ struct StepRow {
   // 0 = none): tokens and samples of the whole job's step.  Used for the cost per unit of work.
   double tokens = 0;
   double samples = 0;
+  // Hardware counters over the row's compute time (docs/counters.md); empty without samples.
+  CounterTotals counters;
 
   int64_t duration() const { return window_end - window_begin; }
   WallBreakdown walls() const { return WallBreakdown::from(cat); }
