@@ -73,14 +73,15 @@ bool CounterQueue::has(uint16_t device) const {
 }
 
 const std::vector<CounterSample>& CounterQueue::overlapping(uint16_t device, TimeNs begin,
-                                                             TimeNs end) {
+                                                            TimeNs end) {
   scratch_.clear();
   const auto it = held_.find(device);
   if (it == held_.end()) return scratch_;
   Held& h = it->second;
   if (!h.sorted) {
-    std::stable_sort(h.samples.begin(), h.samples.end(),
-                     [](const CounterSample& a, const CounterSample& b) { return a.start < b.start; });
+    std::stable_sort(
+        h.samples.begin(), h.samples.end(),
+        [](const CounterSample& a, const CounterSample& b) { return a.start < b.start; });
     h.sorted = true;
   }
   for (const CounterSample& s : h.samples) {

@@ -92,8 +92,9 @@ TEST(CounterAttribution, RandomIntervalsMatchAPerNanosecondOracle) {
       t += len + static_cast<TimeNs>(rng() % 7) - 2;
     }
     // The contract: sorted by start (a short sample can start before the previous one).
-    std::stable_sort(samples.begin(), samples.end(),
-                     [](const CounterSample& a, const CounterSample& b) { return a.start < b.start; });
+    std::stable_sort(
+        samples.begin(), samples.end(),
+        [](const CounterSample& a, const CounterSample& b) { return a.start < b.start; });
     const auto got = attribute_counters_by_wall(segs, samples);
 
     std::array<double, kWallCount> sum_t{}, sum_s{};
@@ -119,8 +120,8 @@ TEST(CounterAttribution, RandomIntervalsMatchAPerNanosecondOracle) {
       ASSERT_EQ(g.covered_ns[1], cov_t[k]) << "trial " << trial << " wall " << k;
       ASSERT_EQ(g.covered_ns[0], cov_s[k]) << "trial " << trial << " wall " << k;
       if (cov_t[k] > 0) {
-        ASSERT_NEAR(g.mean(CounterMetric::kTensorActive),
-                    sum_t[k] / static_cast<double>(cov_t[k]), 1e-9);
+        ASSERT_NEAR(g.mean(CounterMetric::kTensorActive), sum_t[k] / static_cast<double>(cov_t[k]),
+                    1e-9);
       }
       if (cov_s[k] > 0) {
         ASSERT_NEAR(g.mean(CounterMetric::kSmActive), sum_s[k] / static_cast<double>(cov_s[k]),
@@ -199,7 +200,7 @@ TEST(CounterAttribution, LateSamplesAreCountedAsDataLoss) {
   acc.add(t.b);
   acc.advance_watermark(us(1500));  // step 0 is finalised
   ASSERT_EQ(acc.rows().size(), 1u);
-  acc.add_counter_sample(sample(us(100), us(200), 50));   // late: step 0 is done
+  acc.add_counter_sample(sample(us(100), us(200), 50));    // late: step 0 is done
   acc.add_counter_sample(sample(us(1100), us(1200), 40));  // in time for step 1
   acc.add_counter_sample(sample(us(1100), us(1000), 40));  // invalid: ends before it starts
   acc.finish();

@@ -12,8 +12,8 @@ namespace gpuacct {
 // The time-weighted sums of one set of time; means derived from them.  Sums (not means) so that
 // sets can be added: a summary over steps adds the rows' CounterTotals.
 struct CounterTotals {
-  std::array<double, kCounterMetricCount> weighted{};      // sum of overlap_ns * pct
-  std::array<int64_t, kCounterMetricCount> covered_ns{};   // sum of overlap_ns
+  std::array<double, kCounterMetricCount> weighted{};     // sum of overlap_ns * pct
+  std::array<int64_t, kCounterMetricCount> covered_ns{};  // sum of overlap_ns
 
   double mean(CounterMetric m) const;  // NaN when nothing was covered
   bool any() const;

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <limits>
 
+#include "analysis/report/counter_columns.h"
+
 namespace gpuacct {
 
 using nlohmann::json;
@@ -135,6 +137,11 @@ StatusOr<StepRow> step_row_from_json(const json& j) {
     if (it == j.end()) continue;
     if (!it->is_number() || !(it->get<double>() >= 0)) return missing(key);
     *field = it->get<double>();
+  }
+  // Hardware counters (docs/counters.md): only rows that had samples carry them.
+  if (const auto counters = j.find("counters"); counters != j.end()) {
+    const Status st = counters_from_json(*counters, &r.counters);
+    if (!st.ok()) return st;
   }
   return r;
 }

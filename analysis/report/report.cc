@@ -14,6 +14,7 @@
 
 #include "analysis/model/json_text.h"
 #include "analysis/report/change_points.h"
+#include "analysis/report/counter_columns.h"
 #include "analysis/report/cost.h"
 
 namespace gpuacct {
@@ -89,27 +90,30 @@ json declared_work_json(const RunSummary& s) {
 }  // namespace
 
 json step_row_to_json(const StepRow& r) {
-  return json{{"step_index", r.step_index},
-              {"step_number", r.step_number},
-              {"device", reported_device(r.device)},
-              {"host_only", r.device == kHostOnlyDevice},
-              {"warmup", r.warmup},
-              {"host_begin_ns", r.host_begin},
-              {"host_end_ns", r.host_end},
-              {"window_begin_ns", r.window_begin},
-              {"window_end_ns", r.window_end},
-              {"duration_ns", r.duration()},
-              {"categories", categories_json(r.cat)},
-              {"walls", walls_json(r.walls())},
-              {"comm_total_ns", r.comm_total},
-              {"comm_overlapped_ns", r.comm_overlapped},
-              {"gpu_busy_ns", r.gpu_busy},
-              {"kernels", r.kernels},
-              {"copies", r.copies},
-              {"launches", r.launches},
-              {"flops", r.flops},
-              {"tokens", r.tokens},
-              {"samples", r.samples}};
+  json out{{"step_index", r.step_index},
+           {"step_number", r.step_number},
+           {"device", reported_device(r.device)},
+           {"host_only", r.device == kHostOnlyDevice},
+           {"warmup", r.warmup},
+           {"host_begin_ns", r.host_begin},
+           {"host_end_ns", r.host_end},
+           {"window_begin_ns", r.window_begin},
+           {"window_end_ns", r.window_end},
+           {"duration_ns", r.duration()},
+           {"categories", categories_json(r.cat)},
+           {"walls", walls_json(r.walls())},
+           {"comm_total_ns", r.comm_total},
+           {"comm_overlapped_ns", r.comm_overlapped},
+           {"gpu_busy_ns", r.gpu_busy},
+           {"kernels", r.kernels},
+           {"copies", r.copies},
+           {"launches", r.launches},
+           {"flops", r.flops},
+           {"tokens", r.tokens},
+           {"samples", r.samples}};
+  // Only rows with counter samples have the section (docs/counters.md).
+  if (r.counters.any()) out["counters"] = counters_to_json(r.counters);
+  return out;
 }
 
 void add_step_detection_section(const StepDetectionSummary& d, const NameTable& names,
@@ -573,7 +577,8 @@ std::string step_rows_csv_header() {
   o << "step_index,step_number,device,warmup,window_begin_ns,window_end_ns,duration_ns,";
   for (const CategoryInfo& c : kCategories) o << c.name << "_ns,";
   for (const WallInfo& w : kWalls) o << "wall_" << w.name << "_ns,";
-  o << "comm_total_ns,comm_overlapped_ns,gpu_busy_ns,kernels,copies,launches,flops,tokens,samples";
+  o << "comm_total_ns,comm_overlapped_ns,gpu_busy_ns,kernels,copies,launches,flops,tokens,samples,"
+    << counters_csv_header();
   return o.str();
 }
 
@@ -589,7 +594,7 @@ std::string step_row_csv(const StepRow& r) {
     << r.copies << ',' << r.launches << ',';
   // Declared amounts in full (the stream's default 6 digits would round 1,048,577 tokens).
   o << std::setprecision(std::numeric_limits<double>::max_digits10) << r.flops << ','
-    << r.tokens << ',' << r.samples;
+    << r.tokens << ',' << r.samples << ',' << counters_csv(r.counters);
   return o.str();
 }
 
