@@ -1,6 +1,7 @@
 #include "analysis/report/counter_columns.h"
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <sstream>
 
@@ -61,6 +62,47 @@ std::string counters_csv(const CounterTotals& totals) {
     if (!std::isnan(mean)) o << mean;
   }
   return o.str();
+}
+
+double measured_tensor_mfu(const RunSummary& s) {
+  return s.counters.mean(CounterMetric::kTensorActive) / 100.0 * s.compute_share;
+}
+
+std::string counters_summary_line(const RunSummary& s) {
+  if (!s.counters.any()) return "";
+  const double tensor = s.counters.mean(CounterMetric::kTensorActive);
+  const double sm = s.counters.mean(CounterMetric::kSmActive);
+  char text[256];
+  std::string line;
+  std::snprintf(text, sizeof text, "compute %.0f%% of step", s.compute_share * 100);
+  line = text;
+  if (!std::isnan(tensor)) {
+    std::snprintf(text, sizeof text, "; during compute the tensor pipes were busy %.0f%%", tensor);
+    line += text;
+  } else if (!std::isnan(sm)) {
+    std::snprintf(text, sizeof text, "; during compute the SMs were active %.0f%%", sm);
+    line += text;
+  }
+  // With another wall the verdict's own wall comes first; only a compute-bound run is told
+  // that the kernels themselves are next.
+  if (s.verdict.bound == "compute" && !std::isnan(tensor)) {
+    line += tensor < 50 ? " -> kernel efficiency is the next wall"
+                        : " -> the tensor pipes are mostly busy: less work per step or faster "
+                          "hardware is what is left";
+  }
+  return line;
+}
+
+nlohmann::json counters_summary_json(const RunSummary& s, double declared_mfu) {
+  if (!s.counters.any()) return nullptr;
+  nlohmann::json out = {{"compute_time", counters_to_json(s.counters)},
+                        {"line", counters_summary_line(s)}};
+  const double measured = measured_tensor_mfu(s);
+  out["measured_tensor_mfu"] =
+      std::isnan(measured) ? nlohmann::json(nullptr) : nlohmann::json(measured);
+  out["declared_mfu"] =
+      std::isnan(declared_mfu) ? nlohmann::json(nullptr) : nlohmann::json(declared_mfu);
+  return out;
 }
 
 }  // namespace gpuacct

@@ -73,6 +73,12 @@ json model_flops_json(const RunSummary& s, const RunMetadata* meta) {
   return out;
 }
 
+double declared_mfu(const json& model_flops) {
+  return model_flops.is_object() && model_flops.contains("mfu")
+             ? model_flops["mfu"].get<double>()
+             : std::numeric_limits<double>::quiet_NaN();
+}
+
 // The work the program declared step by step (gpuacct_set_step_work): what cost.cc reads for
 // the cost per unit of work, so a summary line or a report read back prices it the same way.
 json declared_work_json(const RunSummary& s) {
@@ -153,7 +159,7 @@ json warmup_json(const RunSummary& s) {
   return out;
 }
 
-json summary_json(const RunSummary& s, const RunMetadata* meta) {
+json summary_core_json(const RunSummary& s, const RunMetadata* meta) {
   return {
       {"steps", s.steps},
       {"warmup_steps", s.warmup_steps},
@@ -176,6 +182,15 @@ json summary_json(const RunSummary& s, const RunMetadata* meta) {
       {"launches", s.launches},
       {"warmup", warmup_json(s)},
   };
+}
+
+json summary_json(const RunSummary& s, const RunMetadata* meta) {
+  json out = summary_core_json(s, meta);
+  // Only runs with counter samples have the section (docs/counters.md).
+  if (s.counters.any()) {
+    out["counters"] = counters_summary_json(s, declared_mfu(model_flops_json(s, meta)));
+  }
+  return out;
 }
 
 json verdict_json(const Verdict& v) {
@@ -460,6 +475,8 @@ void render_walls(const json& summary, std::ostringstream& o) {
     }
     o << "\n";
   }
+  const json counters = summary.value("counters", json());
+  if (counters.is_object()) o << "  counters: " << get_or<std::string>(counters, "line", "") << "\n";
   const json comm = summary.value("communication", json::object());
   if (get_or<int64_t>(comm, "total_ns", 0) > 0) {
     o << "  (communication total "

@@ -111,6 +111,9 @@ struct RunSummary {
   double comm_overlap_share = 0;  // overlapped / total communication
   DeclaredWork declared_tokens;   // gpuacct_set_step_work
   DeclaredWork declared_samples;
+  // Hardware counters over the summary rows' compute time (docs/counters.md): the rows' sums
+  // added, so each mean is weighted by the compute time its samples covered.
+  CounterTotals counters;
   Verdict verdict;
 };
 
