@@ -95,28 +95,32 @@ json declared_work_json(const RunSummary& s) {
 
 }  // namespace
 
+static json step_row_core_json(const StepRow& r) {
+  return json{{"step_index", r.step_index},
+              {"step_number", r.step_number},
+              {"device", reported_device(r.device)},
+              {"host_only", r.device == kHostOnlyDevice},
+              {"warmup", r.warmup},
+              {"host_begin_ns", r.host_begin},
+              {"host_end_ns", r.host_end},
+              {"window_begin_ns", r.window_begin},
+              {"window_end_ns", r.window_end},
+              {"duration_ns", r.duration()},
+              {"categories", categories_json(r.cat)},
+              {"walls", walls_json(r.walls())},
+              {"comm_total_ns", r.comm_total},
+              {"comm_overlapped_ns", r.comm_overlapped},
+              {"gpu_busy_ns", r.gpu_busy},
+              {"kernels", r.kernels},
+              {"copies", r.copies},
+              {"launches", r.launches},
+              {"flops", r.flops},
+              {"tokens", r.tokens},
+              {"samples", r.samples}};
+}
+
 json step_row_to_json(const StepRow& r) {
-  json out{{"step_index", r.step_index},
-           {"step_number", r.step_number},
-           {"device", reported_device(r.device)},
-           {"host_only", r.device == kHostOnlyDevice},
-           {"warmup", r.warmup},
-           {"host_begin_ns", r.host_begin},
-           {"host_end_ns", r.host_end},
-           {"window_begin_ns", r.window_begin},
-           {"window_end_ns", r.window_end},
-           {"duration_ns", r.duration()},
-           {"categories", categories_json(r.cat)},
-           {"walls", walls_json(r.walls())},
-           {"comm_total_ns", r.comm_total},
-           {"comm_overlapped_ns", r.comm_overlapped},
-           {"gpu_busy_ns", r.gpu_busy},
-           {"kernels", r.kernels},
-           {"copies", r.copies},
-           {"launches", r.launches},
-           {"flops", r.flops},
-           {"tokens", r.tokens},
-           {"samples", r.samples}};
+  json out = step_row_core_json(r);
   // Only rows with counter samples have the section (docs/counters.md).
   if (r.counters.any()) out["counters"] = counters_to_json(r.counters);
   return out;
