@@ -14,6 +14,7 @@
 #include "analysis/accounting/device_state.h"
 #include "analysis/accounting/host_state.h"
 #include "analysis/accounting/owed_launches.h"
+#include "analysis/accounting/counter_attribution.h"
 #include "analysis/accounting/window_sweep.h"
 
 namespace gpuacct {
@@ -120,6 +121,8 @@ struct StepAccountant::Impl {
   std::vector<IdleGap> gaps_sorted;  // longest first, rebuilt by largest_gaps()
 
   WindowSweep sweep{cfg};
+  CounterQueue counters;                      // hardware counter samples (docs/counters.md)
+  std::vector<CategorySegment> window_segments;  // scratch: a window's segments, for counters
   std::vector<GpuOp> window_ops;  // scratch: the window's ops (no per-window allocation)
 
   // Map elements are stable in memory, so the last lookup can be cached.
@@ -157,6 +160,26 @@ struct StepAccountant::Impl {
       e.graph = e.graph || op.graph_id != 0;
       if (e.has_api) owed.delivered(e.api_start);
     }
+  }
+
+  // A sample is late once its device's finalised windows reach past its end; before the
+  // device's first window, once it ended before the last finalised step did (the first window
+  // begins at a later step's begin): it lies outside every window, like an op there.
+  void add_counter_sample(const CounterSample& sample) {
+    if (!counter_sample_valid(sample) || !valid_interval(sample.start, sample.end)) {
+      stats.add(Stat::invalid_events_skipped);
+      return;
+    }
+    const auto it = devices.find(sample.device);
+    if (it != devices.end() && it->second.has_window) {
+      if (sample.end <= it->second.finalized_until) {
+        stats.add(Stat::late_counter_samples_dropped);
+        return;
+      }
+    } else if (sample.end <= last_step_end) {
+      return;
+    }
+    counters.add(sample);
   }
 
   void add_api_call(const HostApiCall& call) {
@@ -604,6 +627,12 @@ struct StepAccountant::Impl {
       emit(row);
     }
     last_step_end = s.end;
+    counters.drop_through_unless(
+        [&](uint16_t device) {
+          const auto it = devices.find(device);
+          return it != devices.end() && it->second.has_window;
+        },
+        s.end);
     prune_host(s);
     last_step_begin = s.begin;
     stats.add(Stat::steps_finalized);
@@ -716,7 +745,21 @@ struct StepAccountant::Impl {
   void account_window(StepRow& row, const PendingStep& s, DeviceState* dev) {
     window_ops.clear();
     if (dev != nullptr) take_window_ops(row, s, *dev);
-    sweep.account(row, s.thread, window_ops, host, segment_sink);
+    if (dev == nullptr || !counters.has(row.device)) {
+      sweep.account(row, s.thread, window_ops, host, segment_sink);
+      return;
+    }
+    // Counter samples need the window's category segments (counter_attribution.h).
+    window_segments.clear();
+    const SegmentSink collect = [this](const CategorySegment& seg) {
+      window_segments.push_back(seg);
+      if (segment_sink) segment_sink(seg);
+    };
+    sweep.account(row, s.thread, window_ops, host, collect);
+    const auto walls = attribute_counters_by_wall(
+        window_segments, counters.overlapping(row.device, row.window_begin, row.window_end));
+    row.counters = walls[static_cast<size_t>(Wall::kCompute)];
+    counters.drop_through(row.device, row.window_end);
   }
 };
 
@@ -737,6 +780,10 @@ void StepAccountant::add(const EventBatch& batch) {
   for (const auto& e : batch.api_calls) impl_->add_api_call(e);
   for (const auto& e : batch.ranges) impl_->add_range(e);
   for (const auto& e : batch.markers) impl_->add_marker(e);
+  for (const auto& e : batch.counter_samples) impl_->add_counter_sample(e);
+}
+void StepAccountant::add_counter_sample(const CounterSample& sample) {
+  impl_->add_counter_sample(sample);
 }
 void StepAccountant::add_gpu_op(const GpuOp& op) {
   impl_->add_gpu_op(op);
@@ -769,6 +816,7 @@ void StepAccountant::finish() {
     dev.pending.clear();
     dev.head = dev.sorted = 0;
   }
+  impl_->counters.clear();
 }
 
 const std::vector<StepRow>& StepAccountant::rows() const {
@@ -807,7 +855,7 @@ const DeliveryLag& StepAccountant::delivery_lag() const {
 
 size_t StepAccountant::retained_events() const {
   size_t n = impl_->host.corr.size() + impl_->steps.size() + impl_->boundaries.size() +
-             impl_->flops_markers.size() + impl_->work_markers.size();
+             impl_->flops_markers.size() + impl_->work_markers.size() + impl_->counters.size();
   for (const auto& [id, dev] : impl_->devices) n += dev.live();
   // Each known thread holds state of its own, even with no event left.
   for (const auto& [tid, th] : impl_->host.threads) n += 1 + th.calls.size() + th.data.size();

@@ -90,6 +90,9 @@ class StepAccountant final : public EventSink {
   void add_api_call(const HostApiCall& call);
   void add_range(const HostRange& range);
   void add_marker(const Marker& marker);
+  // A hardware counter sample: attributed to the rows whose compute time it overlaps
+  // (counter_attribution.h, docs/counters.md); late ones are dropped and counted.
+  void add_counter_sample(const CounterSample& sample);
 
   void advance_watermark(TimeNs watermark);
   void finish();
@@ -100,6 +103,7 @@ class StepAccountant final : public EventSink {
   void on_range(const HostRange& range) override { add_range(range); }
   void on_marker(const Marker& marker) override { add_marker(marker); }
   void on_watermark(TimeNs watermark) override { advance_watermark(watermark); }
+  void on_counter_sample(const CounterSample& sample) override { add_counter_sample(sample); }
 
   const std::vector<StepRow>& rows() const;
   std::vector<KernelExposure> kernel_exposure() const;  // summary steps only, unsorted

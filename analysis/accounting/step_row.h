@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include "analysis/accounting/counter_totals.h"
 #include "analysis/accounting/taxonomy.h"
 #include "analysis/model/events.h"
 
@@ -41,6 +42,8 @@ struct StepRow {
   // holds the host side only -- its window (step time) and data_wait; every GPU-side field
   // is 0, so its categories do not sum to its duration.  Summaries leave such rows out.
   bool sampled = true;
+  // Hardware counters over the row's compute time (docs/counters.md); empty without samples.
+  CounterTotals counters;
 
   int64_t duration() const { return window_end - window_begin; }
   WallBreakdown walls() const { return WallBreakdown::from(cat); }

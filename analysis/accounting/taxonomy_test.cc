@@ -76,7 +76,8 @@ TEST(Taxonomy, CsvHeaderIsThePublishedOne) {
             "compute_ns,comm_exposed_ns,copy_input_ns,copy_other_ns,data_wait_ns,launch_gap_ns,"
             "host_other_ns,wall_compute_ns,wall_communication_ns,wall_data_ns,wall_launch_ns,"
             "wall_other_ns,comm_total_ns,comm_overlapped_ns,gpu_busy_ns,kernels,copies,launches,"
-            "flops,tokens,samples,sampled\n");
+            "flops,tokens,samples,sampled,sm_active_pct,tensor_active_pct,dram_pct,compute_sol_pct,"
+            "memory_sol_pct\n");
 }
 
 TEST(Taxonomy, HostOnlyRowsAreReportedAsDeviceMinusOne) {

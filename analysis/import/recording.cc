@@ -198,7 +198,8 @@ Status RecordingWriter::write_batch(const EventBatch& b) {
   GPUACCT_RETURN_IF_ERROR(records(ChunkType::kGpuOps, b.gpu_ops));
   GPUACCT_RETURN_IF_ERROR(records(ChunkType::kApiCalls, b.api_calls));
   GPUACCT_RETURN_IF_ERROR(records(ChunkType::kRanges, b.ranges));
-  return records(ChunkType::kMarkers, b.markers);
+  GPUACCT_RETURN_IF_ERROR(records(ChunkType::kMarkers, b.markers));
+  return records(ChunkType::kCounterSamples, b.counter_samples);
 }
 
 Status RecordingWriter::write_watermark(TimeNs watermark) {
@@ -456,7 +457,7 @@ Status RecordingReader::decode_records(Emit emit) {
   for (uint32_t i = 0; i < h_.count; ++i) {
     T e;
     std::memcpy(&e, payload_.data() + static_cast<size_t>(i) * sizeof e, sizeof e);
-    e.name = map_name(e.name);
+    if constexpr (!std::is_same_v<T, CounterSample>) e.name = map_name(e.name);  // no names
     emit(e);
   }
   out_.events += h_.count;
@@ -522,6 +523,9 @@ Status RecordingReader::decode_chunk() {
       return decode_records<HostRange>([&](const HostRange& e) { sink_.on_range(e); });
     case ChunkType::kMarkers:
       return decode_records<Marker>([&](const Marker& e) { sink_.on_marker(e); });
+    case ChunkType::kCounterSamples:
+      return decode_records<CounterSample>(
+          [&](const CounterSample& e) { sink_.on_counter_sample(e); });
     case ChunkType::kWatermark: {
       if (h_.count != 1 || h_.bytes != sizeof(TimeNs)) return error("malformed watermark chunk");
       TimeNs w;

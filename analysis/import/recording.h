@@ -16,6 +16,7 @@
 //   type 7 METADATA   JSON text (RunMetadata)
 //   type 8 STATS      JSON object {counter name: value} (by name: robust across versions)
 //   type 9 END        empty; a file without it was not closed cleanly
+//   type 10 COUNTER_SAMPLES count x CounterSample (64 bytes; docs/counters.md)
 //
 // Unknown chunk types are skipped (forward compatible).  A chunk whose checksum does not match,
 // a truncated or oversized chunk, a record count that does not fit the payload, or metadata
@@ -60,6 +61,7 @@ enum class ChunkType : uint32_t {
   kMetadata = 7,
   kStats = 8,
   kEnd = 9,
+  kCounterSamples = 10,  // added without a version change: older readers skip it
 };
 
 class RecordingWriter {

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <limits>
 
+#include "analysis/report/counter_columns.h"
+
 namespace gpuacct {
 
 using nlohmann::json;
@@ -140,6 +142,11 @@ StatusOr<StepRow> step_row_from_json(const json& j) {
   if (const auto sampled = j.find("sampled"); sampled != j.end()) {
     if (!sampled->is_boolean()) return missing("sampled");
     r.sampled = sampled->get<bool>();
+  }
+  // Hardware counters (docs/counters.md): only rows that had samples carry them.
+  if (const auto counters = j.find("counters"); counters != j.end()) {
+    const Status st = counters_from_json(*counters, &r.counters);
+    if (!st.ok()) return st;
   }
   return r;
 }

@@ -97,9 +97,10 @@ TEST_F(RankFilesTest, StepStreamsAndRowsFilesInWindowsGiveThePlantedAnswer) {
   const std::string steps = read(dir() + "/export/job_steps.csv");
   const std::string collectives = read(dir() + "/export/job_collectives.csv");
   EXPECT_EQ(steps.rfind("job,host,rank,step_index,step_number,device,warmup,", 0), 0u);
-  EXPECT_NE(
-      steps.find(",flops,tokens,samples,sampled,clock_offset_ns,job_step_ns,waited_ns,late_ns\n"),
-      std::string::npos);
+  EXPECT_NE(steps.find(",flops,tokens,samples,sampled,sm_active_pct,tensor_active_pct,dram_pct,"
+                       "compute_sol_pct,memory_sol_pct,clock_offset_ns,job_step_ns,waited_ns,"
+                       "late_ns\n"),
+            std::string::npos);
   EXPECT_EQ(collectives.rfind("job,host,rank,step_index,comm,seq,collective,bytes,", 0), 0u);
   EXPECT_NE(collectives.find(",gpu_end_ns,source,arrival_ns,last_rank,wait_ns,transfer_ns,busbw_gbs\n"),
             std::string::npos);

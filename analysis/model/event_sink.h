@@ -17,6 +17,8 @@ class EventSink {
   virtual void on_marker(const Marker& marker) = 0;
   // See StepAccountant: every event ending before `watermark` has been delivered.
   virtual void on_watermark(TimeNs watermark) { (void)watermark; }
+  // A hardware counter sample (docs/counters.md); sinks that do not use counters ignore it.
+  virtual void on_counter_sample(const CounterSample& sample) { (void)sample; }
 };
 
 // Forwards every event to each sink in order.
@@ -37,6 +39,9 @@ class TeeSink final : public EventSink {
   }
   void on_watermark(TimeNs watermark) override {
     for (auto* s : sinks_) s->on_watermark(watermark);
+  }
+  void on_counter_sample(const CounterSample& sample) override {
+    for (auto* s : sinks_) s->on_counter_sample(sample);
   }
 
  private:

@@ -82,4 +82,20 @@ const char* to_string(RangeKind kind) {
   return "user";
 }
 
+const char* to_string(CounterMetric metric) {
+  switch (metric) {
+    case CounterMetric::kSmActive:
+      return "sm_active";
+    case CounterMetric::kTensorActive:
+      return "tensor_active";
+    case CounterMetric::kDram:
+      return "dram";
+    case CounterMetric::kComputeSol:
+      return "compute_sol";
+    case CounterMetric::kMemorySol:
+      return "memory_sol";
+  }
+  return "sm_active";
+}
+
 }  // namespace gpuacct

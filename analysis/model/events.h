@@ -157,22 +157,55 @@ inline void mark_step_untraced(Marker& m) {
   m.reserved[0] |= kUntracedStep;
 }
 
+// The hardware counters sampled on a device (CUPTI PM sampling, docs/counters.md), as
+// percentages of the interval (activity) or of peak (throughput).  Order = the metric order of
+// CounterSample::pct and of every output.
+enum class CounterMetric : uint8_t {
+  kSmActive = 0,      // SMs with at least one warp resident, % of SM cycles
+  kTensorActive = 1,  // tensor pipes busy, % of cycles
+  kDram = 2,          // DRAM read + write throughput, % of peak
+  kComputeSol = 3,    // compute speed of light: max over the pipe metrics, %
+  kMemorySol = 4,     // memory speed of light: max over the throughput metrics, %
+};
+inline constexpr size_t kCounterMetricCount = 5;
+
+// One counter sample: the mean of each metric over [start, end) on one device, in the trace
+// clock.  A metric the device did not give is NaN.  Samples of one device are expected not to
+// overlap (the sampler's intervals follow one another); attribution weighs each by its overlap.
+struct CounterSample {
+  TimeNs start = 0;
+  TimeNs end = 0;
+  double pct[kCounterMetricCount] = {};
+  uint16_t device = 0;
+  uint8_t reserved[6] = {};
+
+  double value(CounterMetric m) const { return pct[static_cast<int>(m)]; }
+};
+static_assert(sizeof(CounterSample) == 64);
+static_assert(std::is_trivially_copyable_v<CounterSample>);
+
 // A batch as delivered by a source: any order, possibly late (see StepAccountant).
 struct EventBatch {
   std::vector<GpuOp> gpu_ops;
   std::vector<HostApiCall> api_calls;
   std::vector<HostRange> ranges;
   std::vector<Marker> markers;
+  std::vector<CounterSample> counter_samples;
 
   bool empty() const {
-    return gpu_ops.empty() && api_calls.empty() && ranges.empty() && markers.empty();
+    return gpu_ops.empty() && api_calls.empty() && ranges.empty() && markers.empty() &&
+           counter_samples.empty();
   }
-  size_t size() const { return gpu_ops.size() + api_calls.size() + ranges.size() + markers.size(); }
+  size_t size() const {
+    return gpu_ops.size() + api_calls.size() + ranges.size() + markers.size() +
+           counter_samples.size();
+  }
   void clear() {
     gpu_ops.clear();
     api_calls.clear();
     ranges.clear();
     markers.clear();
+    counter_samples.clear();
   }
 };
 
@@ -181,5 +214,6 @@ const char* to_string(CopyDir dir);
 const char* to_string(CollectiveType type);
 const char* to_string(HostApiKind kind);
 const char* to_string(RangeKind kind);
+const char* to_string(CounterMetric metric);  // the JSON key stem: "sm_active", ...
 
 }  // namespace gpuacct

@@ -86,7 +86,9 @@ enum class StatOrigin : uint8_t { kCollection, kAccounting, kOutput };
   X(importer_events_skipped, kError, kAccounting,                                              \
     "trace events skipped by the importer (malformed)")                                        \
   X(importer_unknown_categories, kInfo, kAccounting,                                           \
-    "trace events of categories the importer ignores")
+    "trace events of categories the importer ignores")                                         \
+  X(late_counter_samples_dropped, kDataLoss, kAccounting,                                      \
+    "hardware counter samples that arrived after their step was finalised")
 
 enum class Stat : uint16_t {
 #define GPUACCT_STAT_ENUM(name, sev, origin, desc) name,

@@ -14,6 +14,7 @@
 
 #include "analysis/model/json_text.h"
 #include "analysis/report/change_points.h"
+#include "analysis/report/counter_columns.h"
 #include "analysis/report/cost.h"
 
 namespace gpuacct {
@@ -72,6 +73,12 @@ json model_flops_json(const RunSummary& s, const RunMetadata* meta) {
   return out;
 }
 
+double declared_mfu(const json& model_flops) {
+  return model_flops.is_object() && model_flops.contains("mfu")
+             ? model_flops["mfu"].get<double>()
+             : std::numeric_limits<double>::quiet_NaN();
+}
+
 // The work the program declared step by step (gpuacct_set_step_work): what cost.cc reads for
 // the cost per unit of work, so a summary line or a report read back prices it the same way.
 json declared_work_json(const RunSummary& s) {
@@ -88,31 +95,37 @@ json declared_work_json(const RunSummary& s) {
 
 }  // namespace
 
+static json step_row_core_json(const StepRow& r) {
+  return json{{"step_index", r.step_index},
+              {"step_number", r.step_number},
+              {"device", reported_device(r.device)},
+              {"host_only", r.device == kHostOnlyDevice},
+              {"warmup", r.warmup},
+              {"host_begin_ns", r.host_begin},
+              {"host_end_ns", r.host_end},
+              {"window_begin_ns", r.window_begin},
+              {"window_end_ns", r.window_end},
+              {"duration_ns", r.duration()},
+              {"categories", categories_json(r.cat)},
+              {"walls", walls_json(r.walls())},
+              {"comm_total_ns", r.comm_total},
+              {"comm_overlapped_ns", r.comm_overlapped},
+              {"gpu_busy_ns", r.gpu_busy},
+              {"kernels", r.kernels},
+              {"copies", r.copies},
+              {"launches", r.launches},
+              {"flops", r.flops},
+              {"tokens", r.tokens},
+              {"samples", r.samples}};
+}
+
 json step_row_to_json(const StepRow& r) {
-  json out{{"step_index", r.step_index},
-           {"step_number", r.step_number},
-           {"device", reported_device(r.device)},
-           {"host_only", r.device == kHostOnlyDevice},
-           {"warmup", r.warmup},
-           {"host_begin_ns", r.host_begin},
-           {"host_end_ns", r.host_end},
-           {"window_begin_ns", r.window_begin},
-           {"window_end_ns", r.window_end},
-           {"duration_ns", r.duration()},
-           {"categories", categories_json(r.cat)},
-           {"walls", walls_json(r.walls())},
-           {"comm_total_ns", r.comm_total},
-           {"comm_overlapped_ns", r.comm_overlapped},
-           {"gpu_busy_ns", r.gpu_busy},
-           {"kernels", r.kernels},
-           {"copies", r.copies},
-           {"launches", r.launches},
-           {"flops", r.flops},
-           {"tokens", r.tokens},
-           {"samples", r.samples}};
+  json out = step_row_core_json(r);
   // Only on a row CUPTI did not trace (GPUACCT_SAMPLE): every other row, and every report
   // written before sampling existed, keeps its keys; a reader takes absence as true.
   if (!r.sampled) out["sampled"] = false;
+  // Only rows with counter samples have the section (docs/counters.md).
+  if (r.counters.any()) out["counters"] = counters_to_json(r.counters);
   return out;
 }
 
@@ -153,7 +166,7 @@ json warmup_json(const RunSummary& s) {
   return out;
 }
 
-json summary_json(const RunSummary& s, const RunMetadata* meta) {
+json summary_core_json(const RunSummary& s, const RunMetadata* meta) {
   json out = {
       {"steps", s.steps},
       {"warmup_steps", s.warmup_steps},
@@ -178,6 +191,15 @@ json summary_json(const RunSummary& s, const RunMetadata* meta) {
   };
   // Only in sampled runs (GPUACCT_SAMPLE): other reports keep their keys.
   if (s.untraced_steps > 0) out["untraced_steps"] = s.untraced_steps;
+  return out;
+}
+
+json summary_json(const RunSummary& s, const RunMetadata* meta) {
+  json out = summary_core_json(s, meta);
+  // Only runs with counter samples have the section (docs/counters.md).
+  if (s.counters.any()) {
+    out["counters"] = counters_summary_json(s, declared_mfu(model_flops_json(s, meta)));
+  }
   return out;
 }
 
@@ -463,6 +485,8 @@ void render_walls(const json& summary, std::ostringstream& o) {
     }
     o << "\n";
   }
+  const json counters = summary.value("counters", json());
+  if (counters.is_object()) o << "  counters: " << get_or<std::string>(counters, "line", "") << "\n";
   const json comm = summary.value("communication", json::object());
   if (get_or<int64_t>(comm, "total_ns", 0) > 0) {
     o << "  (communication total "
@@ -581,7 +605,7 @@ std::string step_rows_csv_header() {
   for (const CategoryInfo& c : kCategories) o << c.name << "_ns,";
   for (const WallInfo& w : kWalls) o << "wall_" << w.name << "_ns,";
   o << "comm_total_ns,comm_overlapped_ns,gpu_busy_ns,kernels,copies,launches,flops,tokens,samples,"
-       "sampled";
+       "sampled," << counters_csv_header();
   return o.str();
 }
 
@@ -597,7 +621,8 @@ std::string step_row_csv(const StepRow& r) {
     << r.copies << ',' << r.launches << ',';
   // Declared amounts in full (the stream's default 6 digits would round 1,048,577 tokens).
   o << std::setprecision(std::numeric_limits<double>::max_digits10) << r.flops << ','
-    << r.tokens << ',' << r.samples << ',' << (r.sampled ? 1 : 0);
+    << r.tokens << ',' << r.samples << ',' << (r.sampled ? 1 : 0) << ','
+    << counters_csv(r.counters);
   return o.str();
 }
 

@@ -409,6 +409,7 @@ RunSummary summarize(const std::vector<StepRow>& rows, const Stats& stats,
     out.comm_overlapped_ns = saturating_add(out.comm_overlapped_ns, r.comm_overlapped);
     out.gpu_busy_ns = saturating_add(out.gpu_busy_ns, r.gpu_busy);
     out.kernels += r.kernels;
+    out.counters += r.counters;
     // Every row of a step carries the step's launches (all threads and devices): count them
     // at its first row -- the step's first appearance, not a zero time so far, which a first
     // row lasting 0 ns would leave for the next row to count again.

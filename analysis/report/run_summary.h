@@ -114,6 +114,9 @@ struct RunSummary {
   // Steps CUPTI did not trace (GPUACCT_SAMPLE; StepRow::sampled false): left out of every
   // number above, warm-up included, and named in a verdict note.
   int64_t untraced_steps = 0;
+  // Hardware counters over the summary rows' compute time (docs/counters.md): the rows' sums
+  // added, so each mean is weighted by the compute time its samples covered.
+  CounterTotals counters;
   Verdict verdict;
 };
 

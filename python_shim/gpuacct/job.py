@@ -17,7 +17,8 @@ Dataset layout (``OUT``)::
     OUT/collectives/job=J/host=H/rank=R/part-0-0.parquet  512 Ki rows of the CSV read)
 
 Column types: ``job``, ``host`` and the name columns (comm, collective, datatype, algo, proto,
-source) are strings, ``flops``, ``tokens``, ``samples`` and ``busbw_gbs`` doubles, every other column int64 (an empty
+source) are strings, ``flops``, ``tokens``, ``samples``, ``busbw_gbs`` and the counter columns
+(``*_pct``, docs/counters.md) doubles, every other column int64 (an empty
 field is NULL).  The collectives table has ``rank`` twice per the format (the job rank first,
 then the rank in the communicator): the second is named ``comm_rank``.
 
@@ -46,7 +47,8 @@ TABLES: Dict[str, str] = {"steps": STEPS_CSV, "collectives": COLLECTIVES_CSV}
 PARTITION_COLUMNS: Tuple[str, ...] = ("job", "host", "rank")
 STRING_COLUMNS = frozenset(
     ("job", "host", "comm", "collective", "datatype", "algo", "proto", "source"))
-FLOAT_COLUMNS = frozenset(("flops", "tokens", "samples", "busbw_gbs"))
+FLOAT_COLUMNS = frozenset(("flops", "tokens", "samples", "busbw_gbs", "sm_active_pct",
+                           "tensor_active_pct", "dram_pct", "compute_sol_pct", "memory_sol_pct"))
 ENGINES = ("duckdb", "spark")
 QUERIES_FILE = Path(__file__).resolve().parent / "job_queries.sql"
 

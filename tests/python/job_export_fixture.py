@@ -32,7 +32,11 @@ STEP_ROW_COLUMNS = (
     "compute_ns,comm_exposed_ns,copy_input_ns,copy_other_ns,data_wait_ns,launch_gap_ns,"
     "host_other_ns,wall_compute_ns,wall_communication_ns,wall_data_ns,wall_launch_ns,"
     "wall_other_ns,comm_total_ns,comm_overlapped_ns,gpu_busy_ns,kernels,copies,launches,"
-    "flops,tokens,samples,sampled").split(",")
+    "flops,tokens,samples,sampled,sm_active_pct,tensor_active_pct,dram_pct,compute_sol_pct,"
+    "memory_sol_pct").split(",")
+# The hardware counter columns (docs/counters.md): doubles, empty without samples.
+COUNTER_COLUMNS = ("sm_active_pct", "tensor_active_pct", "dram_pct", "compute_sol_pct",
+                   "memory_sol_pct")
 STEPS_HEADER = ["job", "host", "rank"] + STEP_ROW_COLUMNS + [
     "clock_offset_ns", "job_step_ns", "waited_ns", "late_ns"]
 ROWS_FILE_COLUMNS = (
@@ -155,6 +159,9 @@ def make_job_export(directory: Path, *, ranks: int = 4, hosts: int = 2, steps: i
                 "flops": float(rng.randrange(1, 10**6)) * 1.5e6 + 0.25,
                 "tokens": float(rng.randrange(1, 10**6)) + 0.5, "samples": 0.0,
                 "sampled": 1,
+                # counters on even ranks only: the others' columns are empty (NULL)
+                **{c: (rng.randrange(0, 10001) / 100.0 if r % 2 == 0 else None)
+                   for c in COUNTER_COLUMNS},
                 "clock_offset_ns": (r - 1) * 1_500_000 - 700,
                 "job_step_ns": job_step, "waited_ns": waited,
                 "late_ns": job_step - second if r == last else 0,

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 import pytest
 
 from conftest import SHIM, WALLS, check, clean_env, venv_env
-from job_export_fixture import (COLLECTIVES_COLUMNS, STEPS_HEADER, JobExport, make_job_export,
+from job_export_fixture import (COLLECTIVES_COLUMNS, COUNTER_COLUMNS, STEPS_HEADER, JobExport, make_job_export,
                                 rewrite_column)
 
 from gpuacct import job
@@ -179,7 +179,8 @@ def test_round_trip_keeps_every_column_row_and_type(dataset):
         for name in columns:
             want = (pa.string() if name in ("job", "host", "comm", "collective", "datatype",
                                             "algo", "proto", "source")
-                    else pa.float64() if name in ("flops", "tokens", "samples", "busbw_gbs")
+                    else pa.float64() if name in ("flops", "tokens", "samples", "busbw_gbs",
+                                                  *COUNTER_COLUMNS)
                     else pa.int64())
             assert t.schema.field(name).type == want, (table, name)
         key = ("rank", "step_index") + (("seq", "comm") if table == "collectives" else ())
