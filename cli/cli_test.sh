@@ -6,24 +6,8 @@ bin="$1"
 root="$2"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-pass=0
-
-# expect <exit code> <stderr/stdout substring> <command...>
-expect() {
-  local want_rc="$1" want_text="$2"
-  shift 2
-  local out rc
-  out="$("$@" 2>&1)"
-  rc=$?
-  if [ "$rc" -ne "$want_rc" ] || ! grep -qF -- "$want_text" <<<"$out"; then
-    echo "FAIL: $* -> rc=$rc (want $want_rc), output:"
-    echo "$out" | head -5
-    fails=$((fails + 1))
-  else
-    pass=$((pass + 1))
-  fi
-}
+# shellcheck source=cli/cli_test_lib.sh
+. "$(dirname "$0")/cli_test_lib.sh"
 
 expect 2 "usage: gpuacct" "$bin"
 expect 0 "commands:" "$bin" --help

@@ -8,27 +8,8 @@ bin="$1"
 root="$2"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-pass=0
-fail() {
-  echo "FAIL: $*"
-  fails=$((fails + 1))
-}
-
-# expect <exit code> <output substring> <command...>
-expect() {
-  local want_rc="$1" want_text="$2"
-  shift 2
-  local out rc
-  out="$("$@" 2>&1)"
-  rc=$?
-  if [ "$rc" -ne "$want_rc" ] || ! grep -qF -- "$want_text" <<<"$out"; then
-    fail "$* -> rc=$rc (want $want_rc), output:"
-    echo "$out" | head -5
-  else
-    pass=$((pass + 1))
-  fi
-}
+# shellcheck source=cli/cli_test_lib.sh
+. "$(dirname "$0")/cli_test_lib.sh"
 
 # Bad input: exit 2, one line on stderr naming the input, nothing on stdout, no -o file.
 expect_bad_input() {
