@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "analysis/import/gzip_for_tests.h"
 #include "analysis/accounting/step_accountant.h"
 #include "analysis/import/kineto_importer.h"
 #include "analysis/input/input.h"
@@ -42,19 +43,6 @@ std::string make_trace(size_t events, size_t* count) {
   return s;
 }
 
-std::string gzip1(const std::string& in) {
-  z_stream zs{};
-  deflateInit2(&zs, 1, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&zs, in.size()) + 64, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  zs.avail_in = static_cast<uInt>(in.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  deflate(&zs, Z_FINISH);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
-}
 
 const std::string& trace_text(size_t* count) {
   static size_t n = 0;
@@ -83,7 +71,7 @@ BENCHMARK(BM_ImportMemoryPlain)->Unit(benchmark::kMillisecond);
 void BM_ImportMemoryGzip(benchmark::State& state) {
   size_t n = 0;
   const std::string& t = trace_text(&n);
-  static const std::string z = gzip1(t);
+  static const std::string z = testing_support::gzip(t, 1);
   for (auto _ : state) {
     NameTable names;
     Stats stats;

@@ -1,5 +1,6 @@
 // Byte sources: both gzip decoders and the background thread give the same bytes and the same
 // errors as the plain zlib reader on one thread.
+#include "analysis/import/gzip_for_tests.h"
 #include "analysis/import/byte_source.h"
 
 #include <gtest/gtest.h>
@@ -14,19 +15,7 @@
 namespace gpuacct {
 namespace {
 
-std::string gzip(const std::string& in, int level = 6) {
-  z_stream zs{};
-  deflateInit2(&zs, level, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&zs, in.size()) + 64, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  zs.avail_in = static_cast<uInt>(in.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  deflate(&zs, Z_FINISH);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
-}
+using testing_support::gzip;
 
 // Text that compresses like a trace but not to nothing: ~`n` bytes.
 std::string trace_like(size_t n) {

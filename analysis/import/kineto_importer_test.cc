@@ -1,4 +1,5 @@
 #include "analysis/import/kineto_importer.h"
+#include "analysis/import/gzip_for_tests.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -24,17 +25,9 @@ struct Capture : EventSink {
 };
 
 std::string gzip(const std::string& in, int level = 6) {
-  z_stream zs{};
-  EXPECT_EQ(deflateInit2(&zs, level, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&zs, in.size()) + 64, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  zs.avail_in = static_cast<uInt>(in.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
+  std::string z = testing_support::gzip(in, level);
+  EXPECT_FALSE(z.empty()) << "zlib could not compress the test input";
+  return z;
 }
 
 struct Result {
