@@ -28,6 +28,7 @@
 #include "analysis/model/events.h"
 #include "analysis/model/stats.h"
 #include "analysis/model/status.h"
+#include "cupti_hooks/counter_sampler.h"
 
 namespace gpuacct::cupti {
 
@@ -126,6 +127,15 @@ class Collector {
   // After fork() in the child: never call CUPTI again from this process image.
   void disable_in_child();
 
+  // Hardware counters (GPUACCT_COUNTERS=1, cupti_hooks/counter_sampler.h): configured after
+  // load() and before start(); counters() is nullptr when not configured.  The sampler belongs
+  // to the worker (its calls are the worker's only).
+  void configure_counters(const CounterOptions& options);
+  CounterSampler* counters();
+  // Devices whose context was created since the last call (a bit per device index below 64),
+  // seen by the resource callback: sampling starts on them before their first record arrives.
+  uint64_t take_new_devices() { return new_devices_.exchange(0, std::memory_order_acq_rel); }
+
   // Counters since start (read and reset by take_*).
   int64_t take_records_dropped() { return records_dropped_.exchange(0); }
   int64_t take_buffers_refused() { return buffers_refused_.exchange(0); }
@@ -172,6 +182,7 @@ class Collector {
   std::atomic<CollectorState> state_{CollectorState::kNotStarted};
   std::atomic<bool> child_{false};
   std::atomic<bool> tracing_wanted_{true};
+  std::atomic<uint64_t> new_devices_{0};
   std::atomic<int64_t> records_dropped_{0};
   std::atomic<int64_t> buffers_refused_{0};
 };

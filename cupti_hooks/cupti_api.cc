@@ -19,6 +19,7 @@ Status CuptiApi::load(const std::string& library) {
   name = reinterpret_cast<decltype(name)>(dlsym(handle, #name));
   GPUACCT_CUPTI_REQUIRED(GPUACCT_CUPTI_RESOLVE_REQ)
   GPUACCT_CUPTI_OPTIONAL(GPUACCT_CUPTI_RESOLVE_OPT)
+  GPUACCT_CUPTI_COUNTERS(GPUACCT_CUPTI_RESOLVE_OPT)
 #undef GPUACCT_CUPTI_RESOLVE_REQ
 #undef GPUACCT_CUPTI_RESOLVE_OPT
   if (!missing.empty()) {
@@ -36,6 +37,14 @@ const char* CuptiApi::result_string(CUptiResult r) const {
     return s;
   }
   return "unknown CUPTI error";
+}
+
+const char* CuptiApi::missing_counter_function() const {
+#define GPUACCT_CUPTI_FIRST_MISSING(name) \
+  if (name == nullptr) return #name;
+  GPUACCT_CUPTI_COUNTERS(GPUACCT_CUPTI_FIRST_MISSING)
+#undef GPUACCT_CUPTI_FIRST_MISSING
+  return nullptr;
 }
 
 void log_cupti_failure(const CuptiApi& api, const char* call_text, CUptiResult r) {

@@ -4,6 +4,10 @@
 #pragma once
 
 #include <cupti.h>
+#include <cupti_pmsampling.h>
+#include <cupti_profiler_host.h>
+#include <cupti_profiler_target.h>
+#include <cupti_target.h>
 
 #include <atomic>
 #include <string>
@@ -35,11 +39,35 @@ struct CuptiApi {
   X(cuptiActivityRegisterTimestampCallback) \
   X(cuptiSetThreadIdType)                   \
   X(cuptiFinalize)                          \
-  X(cuptiGetLastError)
+  X(cuptiGetLastError)                      \
+  X(cuptiGetDeviceId)
+// Hardware counters (PM sampling, CUDA 12.6+; cupti_hooks/counter_sampler.h): optional as a
+// group -- a CUPTI without any of them makes GPUACCT_COUNTERS=1 refuse as "unsupported".
+#define GPUACCT_CUPTI_COUNTERS(X)              \
+  X(cuptiProfilerInitialize)                   \
+  X(cuptiDeviceGetChipName)                    \
+  X(cuptiPmSamplingGetCounterAvailability)     \
+  X(cuptiProfilerHostInitialize)               \
+  X(cuptiProfilerHostDeinitialize)             \
+  X(cuptiProfilerHostConfigAddMetrics)         \
+  X(cuptiProfilerHostGetConfigImageSize)       \
+  X(cuptiProfilerHostGetConfigImage)           \
+  X(cuptiProfilerHostGetNumOfPasses)           \
+  X(cuptiProfilerHostEvaluateToGpuValues)      \
+  X(cuptiPmSamplingEnable)                     \
+  X(cuptiPmSamplingSetConfig)                  \
+  X(cuptiPmSamplingStart)                      \
+  X(cuptiPmSamplingStop)                       \
+  X(cuptiPmSamplingGetCounterDataSize)         \
+  X(cuptiPmSamplingCounterDataImageInitialize) \
+  X(cuptiPmSamplingDecodeData)                 \
+  X(cuptiPmSamplingGetCounterDataInfo)         \
+  X(cuptiPmSamplingCounterDataGetSampleInfo)
 
 #define GPUACCT_CUPTI_MEMBER(name) decltype(&::name) name = nullptr;
   GPUACCT_CUPTI_REQUIRED(GPUACCT_CUPTI_MEMBER)
   GPUACCT_CUPTI_OPTIONAL(GPUACCT_CUPTI_MEMBER)
+  GPUACCT_CUPTI_COUNTERS(GPUACCT_CUPTI_MEMBER)
 #undef GPUACCT_CUPTI_MEMBER
 
   void* handle = nullptr;
@@ -52,6 +80,8 @@ struct CuptiApi {
   Status load(const std::string& library);
 
   const char* result_string(CUptiResult r) const;
+  // Every function of GPUACCT_CUPTI_COUNTERS resolved; else the first one missing.
+  const char* missing_counter_function() const;
 };
 
 // Says "<call text> failed: <CUPTI result string> (<code>)" through api.warn, once per call

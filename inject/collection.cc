@@ -36,6 +36,7 @@ nlohmann::json collection_section(const CollectionFacts& f) {
   c["synchronization"] = sync;
   c["native_sites"] = f.native_sites;
   if (!f.nccl_plugin.is_null()) c["nccl_plugin"] = f.nccl_plugin;
+  if (!f.counters.is_null()) c["counters"] = f.counters;
   if (f.gpu.state != "active" && f.gpu.state != "stopped") {
     c["note"] = "no GPU activity: " + f.gpu.message;
   } else if (t.kernels + t.memcpys + t.memsets == 0) {

@@ -38,6 +38,8 @@ struct CollectionFacts {
   nlohmann::json native_sites = nlohmann::json::array();
   // NCCL profiler plugin and collectives file (Pipeline::collection_facts); null: neither.
   nlohmann::json nccl_plugin;
+  // Hardware counters (GPUACCT_COUNTERS=1; Pipeline::counters_section); null: not asked for.
+  nlohmann::json counters;
 };
 
 nlohmann::json collection_section(const CollectionFacts& facts);

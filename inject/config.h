@@ -52,6 +52,11 @@ struct Config {
   bool stacks = kDefaultStacks;  // GPUACCT_STACKS: native call sites of syncs / late launches
   int ring_records = kDefaultRingRecords;  // GPUACCT_RING_RECORDS: per-thread ring capacity
   int sample_every = 1;  // GPUACCT_SAMPLE: CUPTI traces 1 step in N (inject/sampling.h); 1 = all
+  // GPUACCT_COUNTERS: hardware counters per step (CUPTI PM sampling, docs/counters.md); off by
+  // default until its overhead is measured on a GPU.
+  bool counters = false;
+  // GPUACCT_COUNTERS_INTERVAL_US: their sampling interval.
+  int counters_interval_us = static_cast<int>(cupti::CounterOptions::kDefaultIntervalUs);
   std::string cupti_library = cupti::CollectorOptions{}.library;  // GPUACCT_CUPTI_LIBRARY
   // GPUACCT_GPU_HOUR_PRICE (rent) and the owned-GPU model (GPUACCT_GPU_HARDWARE_COST,
   // GPUACCT_AMORTIZATION_MONTHS, GPUACCT_FACILITY_PER_MONTH, GPUACCT_POWER_PER_GPU_HOUR): the

@@ -25,6 +25,8 @@ namespace {
 
 // How long past a thread's exit (by the watermark) its life is kept for late API records.
 constexpr int64_t kThreadLifeGraceNs = 60'000'000'000;
+// The most the watermark waits for hardware counter samples (hold_for_counters).
+constexpr int64_t kCounterLagLimitNs = 2'000'000'000;
 
 // A batch this large goes on at a buffer wake-up instead of waiting for the tick.
 constexpr size_t kFeedBatchEvents = size_t{1} << 16;
@@ -100,6 +102,7 @@ void Pipeline::collect() {
   auto& collector = cupti::Collector::instance();
   const size_t parsed_from = batch_.api_calls.size();
   collector.consume(parser_, batch_, acc_.mutable_stats());
+  collect_counters();
   Registry::get().snapshot(threads_);
   learn_threads();
   if (!collector.thread_ids_are_system()) {
@@ -168,6 +171,80 @@ void Pipeline::drop_incomplete_ops() {
   }
 }
 
+void Pipeline::collect_counters() {
+  auto& collector = cupti::Collector::instance();
+  cupti::CounterSampler* counters = collector.counters();
+  if (counters == nullptr) return;
+  if (collector.state() == cupti::CollectorState::kActive) {
+    // The devices whose contexts were created, and those records came from (a context created
+    // before the library subscribed).
+    uint64_t devices = collector.take_new_devices();
+    for (uint16_t d : parser_.totals().devices) {
+      if (d < 64) devices |= uint64_t{1} << d;
+    }
+    for (uint16_t d = 0; d < 64; ++d) {
+      if ((devices & (uint64_t{1} << d)) == 0) continue;
+      const std::string refused = counters->enable(d);
+      if (!refused.empty()) log_line(refused);
+    }
+  }
+  // Sample times move onto the host clock by the offset activity records move by (the same
+  // CUPTI clock: docs/counters.md says what only a GPU can confirm).
+  if (collector.clock_source() == cupti::ClockSource::kNone) return;
+  counters->decode(collector.clock_offset_ns(), batch_.counter_samples, acc_.mutable_stats());
+}
+
+// A step is finalised once the watermark passes it, and a counter sample arriving after that
+// would be dropped: the watermark waits for the samples, but never more than
+// kCounterLagLimitNs (a sampler that stopped delivering must not hold every row back).
+int64_t Pipeline::hold_for_counters(int64_t watermark) const {
+  if (watermark == FlushWatermark::kNone) return watermark;
+  auto& collector = cupti::Collector::instance();
+  const cupti::CounterSampler* counters = collector.counters();
+  if (counters == nullptr) return watermark;
+  const int64_t until = counters->decoded_until(collector.clock_offset_ns());
+  if (until == cupti::CounterSampler::kNothingDecoded) return watermark;
+  return std::max(std::min(watermark, until), watermark - kCounterLagLimitNs);
+}
+
+nlohmann::json Pipeline::counters_section(const GpuCollectionState& gpu) const {
+  if (!cfg_.counters) return nullptr;
+  nlohmann::json c = {{"interval_us", cfg_.counters_interval_us}};
+  const cupti::CounterSampler* counters = cupti::Collector::instance().counters();
+  nlohmann::json devices = nlohmann::json::array();
+  std::string refused;
+  int active = 0;
+  if (counters != nullptr) {
+    for (const cupti::CounterDeviceStatus& d : counters->status()) {
+      nlohmann::json one = {{"device", d.device},
+                            {"state", cupti::to_string(d.state)},
+                            {"chip", json_safe_utf8(d.chip)},
+                            {"samples", d.samples},
+                            {"metrics", d.metrics}};
+      if (!d.line.empty()) {
+        one["line"] = json_safe_utf8(d.line);
+        if (refused.empty()) refused = d.line;
+      } else {
+        ++active;
+      }
+      devices.push_back(one);
+    }
+  }
+  c["devices"] = devices;
+  if (active > 0) {
+    c["state"] = refused.empty() ? "active" : "partial";
+  } else if (!refused.empty()) {
+    c["state"] = "refused";
+  } else {
+    c["state"] = "off";
+    refused = counters == nullptr || gpu.state == "not_initialized"
+                  ? "hardware counters off: no GPU collection (" + gpu.message + ")"
+                  : "hardware counters off: no device was used";
+  }
+  if (!refused.empty()) c["why"] = json_safe_utf8(refused);
+  return c;
+}
+
 void Pipeline::describe_new_devices(std::vector<DeviceInfo>& devices) {
   const std::vector<uint16_t>& seen = parser_.totals().devices;  // first-seen order
   for (size_t i = devices.size(); i < seen.size(); ++i) {
@@ -224,8 +301,9 @@ void Pipeline::ingest_events(const EventBatch& events) {
   if (batch_.size() >= kFeedBatchEvents) feed();
 }
 
-void Pipeline::tick(int64_t watermark) {
+void Pipeline::tick(int64_t watermark_from_flush) {
   collect();
+  const int64_t watermark = hold_for_counters(watermark_from_flush);
   describe_new_devices(devices_);  // while the driver is alive
   feed();
   add_detected_steps(watermark, /*final=*/false);
@@ -392,6 +470,7 @@ CollectionFacts Pipeline::collection_facts(const GpuCollectionState& gpu) const 
                   : detection_.summary().steps > 0 ? "detected"
                                                    : "none";
   f.native_sites = sites_.to_json(5);
+  f.counters = counters_section(gpu);
   const NcclPluginCounters plugin = nccl_plugin_counters();
   const std::string forward = nccl_plugin_forward_note();
   if (plugin.communicators > 0 || !forward.empty() ||
@@ -504,6 +583,8 @@ nlohmann::json Pipeline::sampling_section() const {
 void Pipeline::finish(const GpuCollectionState& gpu) {
   // The final drain: everything left goes on, and every detected boundary.
   guarded("the final drain", [&] {
+    // Sampling stops first; what its buffers hold is decoded by this last collect.
+    if (cupti::CounterSampler* c = cupti::Collector::instance().counters(); c != nullptr) c->stop();
     collect();
     feed();
     add_detected_steps(std::numeric_limits<int64_t>::max(), /*final=*/true);

@@ -120,6 +120,11 @@ class Pipeline {
   void drop_incomplete_ops();
   void feed();
   void describe_new_devices(std::vector<DeviceInfo>& devices);
+  // Hardware counters (GPUACCT_COUNTERS=1): sampling started on the devices seen so far, the
+  // samples decoded into the batch; the watermark held back until they are decoded.
+  void collect_counters();
+  int64_t hold_for_counters(int64_t watermark) const;
+  nlohmann::json counters_section(const GpuCollectionState& gpu) const;
   // Live step detection: analysis's StepDetection (the component whole files use) polled up
   // to the watermark; its step ranges reach the accountant through poll_into, as offline.
   bool detecting() const;

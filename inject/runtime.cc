@@ -239,6 +239,13 @@ void Runtime::attach_cupti() {
   // handlers run last-registered-first: registering ours again now makes the final flush run
   // while CUPTI is still intact.  on_exit is idempotent.
   std::atexit(on_exit_trampoline);
+  if (m.cfg.counters) {
+    // Before start(): the collector then watches for the devices the process uses.
+    cupti::CounterOptions counters;
+    counters.interval_us = static_cast<uint32_t>(m.cfg.counters_interval_us);
+    counters.decode_period_ms = static_cast<uint32_t>(m.cfg.flush_ms);
+    col.configure_counters(counters);
+  }
   cupti::CollectorOptions opt;
   opt.library = m.cfg.cupti_library;
   opt.buffer_bytes = static_cast<size_t>(m.cfg.buffer_mb) << 20;

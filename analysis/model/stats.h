@@ -88,7 +88,10 @@ enum class StatOrigin : uint8_t { kCollection, kAccounting, kOutput };
   X(importer_unknown_categories, kInfo, kAccounting,                                           \
     "trace events of categories the importer ignores")                                         \
   X(late_counter_samples_dropped, kDataLoss, kAccounting,                                      \
-    "hardware counter samples that arrived after their step was finalised")
+    "hardware counter samples that arrived after their step was finalised")                    \
+  X(counter_samples_lost, kDataLoss, kCollection,                                              \
+    "hardware counter samples lost: the PM sampling buffer overflowed (a gap in the sample "   \
+    "times) or a sample could not be decoded")
 
 enum class Stat : uint16_t {
 #define GPUACCT_STAT_ENUM(name, sev, origin, desc) name,

@@ -152,6 +152,24 @@ SIM_EXPORT uint64_t simLaunchCalls(void);
 /* Device memory cuDeviceTotalMem reports (env GPUACCT_SIM_DEVICE_MEMORY, default 80 GiB). */
 SIM_EXPORT uint64_t simDeviceMemory(void);
 
+/* Hardware counters the fake CUPTI's PM sampling reads (tests/sim/README.md, "Hardware
+ * counters"): planted per device as percentages, constant over [begin_ns, end_ns) of the sim
+ * clock; a later plant over the same time replaces the earlier one there; time nothing was
+ * planted over reads 0.  The quantities, in this order: */
+enum simCounter {
+  SIM_COUNTER_SM_ACTIVE = 0,     /* SM cycles active */
+  SIM_COUNTER_TENSOR_ACTIVE = 1, /* tensor pipes active */
+  SIM_COUNTER_DRAM = 2,          /* DRAM throughput */
+  SIM_COUNTER_SM_THROUGHPUT = 3, /* SM throughput (the compute side's busiest unit) */
+  SIM_COUNTER_MEMORY_THROUGHPUT = 4, /* memory throughput (L2 / DRAM / L1, the busiest) */
+  SIM_COUNTER_COUNT = 5
+};
+SIM_EXPORT void simPlantCounters(int device, uint64_t begin_ns, uint64_t end_ns,
+                                 const double values[SIM_COUNTER_COUNT]);
+/* The time-weighted mean of each planted quantity over [begin_ns, end_ns) on `device`. */
+SIM_EXPORT void simCounterMean(int device, uint64_t begin_ns, uint64_t end_ns,
+                               double out[SIM_COUNTER_COUNT]);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

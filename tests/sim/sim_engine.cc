@@ -199,6 +199,7 @@ SIM_EXPORT void simReset(void) {
     e.next_correlation.store(1);
     e.Configure();
   }
+  ClearCounterPlan();
   const SimTracer* tracer = e.tracer.load(std::memory_order_acquire);
   if (tracer != nullptr) tracer->reset();
 }

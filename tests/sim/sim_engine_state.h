@@ -150,6 +150,9 @@ inline CUstream StreamHandle(simStream_st* s) {
 // A new stream of `device` with CUPTI stream id `id`.  e.mu held.
 simStream_st* NewStreamLocked(Engine& e, int device, uint32_t id);
 
+// Forgets every planted counter (simReset; sim_engine_counters.cc).
+void ClearCounterPlan();
+
 }  // namespace sim_engine
 
 #endif  // GPUACCT_TESTS_SIM_SIM_ENGINE_STATE_H_
