@@ -414,8 +414,10 @@ void CounterSampler::decode_device(Device& d, int64_t clock_offset_ns,
         stats.add(Stat::counter_samples_lost, 1);
         continue;
       }
-      // Samples follow one another; a hole of whole intervals is samples the buffer lost.
-      if (si.startTimestamp > d.last_end + interval_ns / 2 && d.samples > 0) {
+      // Samples follow one another; a hole of whole intervals is samples the buffer lost.  The
+      // first sample may begin a little after the start: a hole before it counts only when
+      // CUPTI says the buffer overflowed.
+      if (si.startTimestamp > d.last_end + interval_ns / 2 && (d.samples > 0 || dec.overflow)) {
         gap_lost += static_cast<int64_t>((si.startTimestamp - d.last_end + interval_ns / 2) /
                                          interval_ns);
       }

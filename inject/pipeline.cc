@@ -185,7 +185,10 @@ void Pipeline::collect_counters() {
     for (uint16_t d = 0; d < 64; ++d) {
       if ((devices & (uint64_t{1} << d)) == 0) continue;
       const std::string refused = counters->enable(d);
-      if (!refused.empty()) log_line(refused);
+      // Said once per cause (the report lists every device): eight GPUs refusing for the
+      // same reason are one line.
+      if (!refused.empty() && counter_causes_said_.insert(refused.substr(refused.find(':'))).second)
+        log_line(refused);
     }
   }
   // Sample times move onto the host clock by the offset activity records move by (the same

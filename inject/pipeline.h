@@ -39,6 +39,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -178,6 +179,7 @@ class Pipeline {
   bool recording_ok_ = false;
   std::vector<DeviceInfo> devices_;  // described while the driver is alive
   PromOutput prom_;                  // GPUACCT_PROM_DIR
+  std::set<std::string> counter_causes_said_;  // refusal lines said (collect_counters)
 
   // Provisional summary lines.
   std::chrono::nanoseconds summary_interval_ = kSummaryInterval;

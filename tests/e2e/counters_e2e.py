@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""Hardware counters end to end (issue 18, docs/counters.md): the unchanged libgpuacct.so with
+GPUACCT_COUNTERS=1 on the simulated device, whose fake CUPTI PM sampling reads counters the
+`counters` scenario planted per sampling interval (tests/sim/scenarios/counters.cc).
+
+Usage: counters_e2e.py --build <build dir> <case>
+
+Cases:
+  planted            one device: each step row's counters (and the summary's) against the
+                     scenario's truth within 0.5 percentage points, every compute nanosecond
+                     covered, and `gpuacct analyze` of the recording giving the same numbers
+  two_devices_late   two devices, samples reaching the decoder 40 ms (sim) after their end while
+                     the worker ticks during the run: the watermark waits, nothing is dropped
+  interval_offset    a 250 us interval and CUPTI on another clock (measured offset)
+  overflow           a hardware buffer of 8 samples: samples lost are counted as data loss,
+                     what was kept still matches where it covers
+  refuse_<cause>     unsupported / privileges / busy: one line naming cause and fix, a
+                     complete report without counters that says why
+  off                GPUACCT_COUNTERS unset: no counters anywhere
+"""
+import argparse
+import glob
+import json
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run_e2e as e2e  # noqa: E402  (the shared helpers: paths, env, run, report, stats)
+from run_e2e import Fail, check, one_report, stat  # noqa: E402
+
+TOL_PP = 0.5  # percentage points (issue 18)
+METRICS = ("sm_active", "tensor_active", "dram", "compute_sol", "memory_sol")
+STEPS = 10
+
+
+def run_counters(out: str, expect_rc=0, **env):
+    _, _, sim_bin, _ = e2e.paths()
+    base = dict(GPUACCT_COUNTERS="1", GPUACCT_FLUSH_MS="20",
+                GPUACCT_SIM_COUNTERS_TRUTH=os.path.join(out, "truth.json"))
+    base.update(env)
+    base = {k: v for k, v in base.items() if v is not None}  # None: left unset
+    return e2e.run([os.path.join(sim_bin, "sim_scenario_counters"), "--marks=capi",
+                    f"--steps={STEPS}"], e2e.base_env(out, **base), expect_rc=expect_rc)
+
+
+def truth_of(out: str) -> dict:
+    with open(os.path.join(out, "truth.json")) as f:
+        t = json.load(f)
+    return {(s["index"], s["device"]): s for s in t["steps"]}
+
+
+def check_rows(rep: dict, truth: dict, devices: int, full_cover=True) -> int:
+    """Every row against its planted truth; returns the rows checked."""
+    rows = rep["steps"]
+    check(len(rows) == STEPS * devices, f"{len(rows)} rows, expected {STEPS * devices}")
+    checked = 0
+    for r in rows:
+        key = (r["step_index"], r["device"])
+        check(key in truth, f"row {key} has no truth")
+        t = truth[key]
+        compute = r["categories"]["compute"]
+        check(compute == t["compute_ns"], f"row {key}: compute {compute} ns, planted {t['compute_ns']}")
+        c = r.get("counters")
+        if c is None:
+            check(not full_cover, f"row {key} has no counters")
+            continue
+        for m in METRICS:
+            covered = c[f"{m}_covered_ns"]
+            if full_cover:
+                check(covered == compute, f"row {key}: {m} covered {covered} of {compute} ns")
+            if covered == compute:
+                got, want = c[f"{m}_pct"], t["expected"][m]
+                check(abs(got - want) <= TOL_PP,
+                      f"row {key}: {m} {got:.3f}% vs planted {want:.3f}% (tolerance {TOL_PP} pp)")
+        checked += 1
+    return checked
+
+
+def check_summary(rep: dict, truth: dict) -> None:
+    """The summary's compute-time means: the summary rows' planted values weighted by compute."""
+    s = rep["summary"]["counters"]["compute_time"]
+    steps = {r["step_index"] for r in rep["steps"] if not r.get("warmup")}
+    for m in METRICS:
+        num = sum(t["expected"][m] * t["compute_ns"] for k, t in truth.items() if k[0] in steps)
+        den = sum(t["compute_ns"] for k, t in truth.items() if k[0] in steps)
+        check(abs(s[f"{m}_pct"] - num / den) <= TOL_PP,
+              f"summary {m} {s[f'{m}_pct']:.3f}% vs planted {num / den:.3f}%")
+
+
+def analyze_recording(out: str) -> dict:
+    cli = os.path.join(e2e.BUILD, "bin", "gpuacct")
+    recs = glob.glob(os.path.join(out, "*.gpuacct"))
+    check(len(recs) == 1, f"recording missing: {os.listdir(out)}")
+    e2e.run([cli, "analyze", recs[0], "--out", os.path.join(out, "re")], dict(os.environ))
+    again = glob.glob(os.path.join(out, "re", "*.report.json"))
+    check(len(again) == 1, f"no re-analysed report in {os.listdir(out)}")
+    with open(again[0]) as f:
+        return json.load(f)
+
+
+def same_counters(live: dict, offline: dict) -> None:
+    def by_key(rep):
+        return {(r["step_index"], r["device"]): r.get("counters") for r in rep["steps"]}
+    a, b = by_key(live), by_key(offline)
+    check(a.keys() == b.keys(), f"rows differ: live {sorted(a)} analyze {sorted(b)}")
+    for k in a:
+        check((a[k] is None) == (b[k] is None), f"row {k}: counters only on one side")
+        if a[k] is None:
+            continue
+        for m in METRICS:
+            check(a[k][f"{m}_covered_ns"] == b[k][f"{m}_covered_ns"], f"row {k}: {m} covered differs")
+            check(abs(a[k][f"{m}_pct"] - b[k][f"{m}_pct"]) < 1e-9,
+                  f"row {k}: {m} live {a[k][f'{m}_pct']} analyze {b[k][f'{m}_pct']}")
+    check(live["summary"]["counters"] == offline["summary"]["counters"],
+          "summary counters differ between live and analyze")
+    for name in ("counter_samples_lost", "late_counter_samples_dropped"):
+        check(stat(live, name) == stat(offline, name), f"{name} differs live vs analyze")
+
+
+def active_section(rep: dict, devices: int) -> None:
+    c = rep["collection"]["counters"]
+    check(c["state"] == "active", f"counters state {c['state']}: {c.get('why')}")
+    check(len(c["devices"]) == devices, f"counter devices {c['devices']}")
+    for d in c["devices"]:
+        check(d["state"] == "active" and d["samples"] > 0, f"device {d}")
+        check(len(d["metrics"]) == 5, f"metrics chosen {d['metrics']}")
+
+
+def case_planted() -> None:
+    with tempfile.TemporaryDirectory(prefix="gpuacct_ctr_") as out:
+        run_counters(out, GPUACCT_RECORD="1")
+        live = one_report(out)
+        truth = truth_of(out)
+        active_section(live, 1)
+        n = check_rows(live, truth, 1)
+        check_summary(live, truth)
+        check(stat(live, "counter_samples_lost") == 0, "samples lost")
+        check(stat(live, "late_counter_samples_dropped") == 0, "late samples dropped")
+        same_counters(live, analyze_recording(out))
+        t = live["summary"]["counters"]["compute_time"]["tensor_active_pct"]
+        print(f"ok: planted: {n} rows within {TOL_PP} pp, summary tensor {t:.2f}%, "
+              "live = analyze")
+
+
+def case_two_devices_late() -> None:
+    with tempfile.TemporaryDirectory(prefix="gpuacct_ctr_") as out:
+        res = run_counters(out, GPUACCT_RECORD="1", GPUACCT_SIM_SCENARIO_DEVICES="2",
+                           GPUACCT_FLUSH_MS="10", GPUACCT_SIM_SCENARIO_PAUSE_MS="15",
+                           GPUACCT_SIM_PM_DECODE_LAG_NS="40000000")
+        live = one_report(out, res)
+        truth = truth_of(out)
+        active_section(live, 2)
+        n = check_rows(live, truth, 2)
+        check(stat(live, "late_counter_samples_dropped") == 0,
+              f"{stat(live, 'late_counter_samples_dropped')} late samples dropped")
+        check(stat(live, "counter_samples_lost") == 0, "samples lost")
+        # The devices were planted apart (tensor 80/10 vs 60/20): rows must not mix them.
+        d0 = [r["counters"]["tensor_active_pct"] for r in live["steps"] if r["device"] == 0]
+        d1 = [r["counters"]["tensor_active_pct"] for r in live["steps"] if r["device"] == 1]
+        check(min(d0) > max(d1) + 1, f"devices mixed: {d0} {d1}")
+        same_counters(live, analyze_recording(out))
+        print(f"ok: two devices, late decode: {n} rows within {TOL_PP} pp, none dropped")
+
+
+def case_interval_offset() -> None:
+    with tempfile.TemporaryDirectory(prefix="gpuacct_ctr_") as out:
+        run_counters(out, GPUACCT_COUNTERS_INTERVAL_US="250",
+                     GPUACCT_SIM_CUPTI_CLOCK="offset:5000000000000",
+                     GPUACCT_SIM_FAULTS="error:cuptiActivityRegisterTimestampCallback")
+        live = one_report(out)
+        check(live["collection"]["clock"]["source"] == "measured_offset", str(live["collection"]))
+        check(live["collection"]["counters"]["interval_us"] == 250, "interval not taken")
+        n = check_rows(live, truth_of(out), 1)
+        print(f"ok: 250 us interval, CUPTI 5000 s ahead: {n} rows within {TOL_PP} pp")
+
+
+def case_overflow() -> None:
+    with tempfile.TemporaryDirectory(prefix="gpuacct_ctr_") as out:
+        # 64 MiB / 8 MiB a sample = 8 samples; the run makes ~150 between two ticks.
+        run_counters(out, GPUACCT_FLUSH_MS="200", GPUACCT_SIM_PM_RECORD_BYTES=str(8 << 20))
+        live = one_report(out)
+        lost = stat(live, "counter_samples_lost")
+        check(lost > 0, "an overflowing buffer lost nothing")
+        check(live["data_loss"] is True, "samples lost but data_loss false")
+        decoded = live["collection"]["counters"]["devices"][0]["samples"]
+        # Every interval from the start to the stop is either decoded or counted lost.
+        span = max(r["window_end_ns"] for r in live["steps"]) - min(
+            r["window_begin_ns"] for r in live["steps"])
+        check(abs(decoded + lost - span / 1e6) <= 2,
+              f"{decoded} decoded + {lost} lost samples of 1 ms over {span} ns")
+        check_rows(live, truth_of(out), 1, full_cover=False)
+        print(f"ok: overflow: {lost} samples lost counted, {decoded} decoded, kept ones match")
+
+
+REFUSALS = {
+    "unsupported": "PM sampling is not supported here",
+    "privileges": "NVreg_RestrictProfilingToAdminUsers",
+    "busy": "DCGM",
+}
+
+
+def case_refuse(cause: str) -> None:
+    with tempfile.TemporaryDirectory(prefix="gpuacct_ctr_") as out:
+        res = run_counters(out, GPUACCT_SIM_PM_REFUSE=cause, GPUACCT_SIM_SCENARIO_DEVICES="2",
+                           GPUACCT_SIM_SCENARIO_START_MS="50")
+        lines = [l for l in res.stderr.splitlines() if "hardware counters off" in l]
+        check(len(lines) == 1, f"expected one refusal line, got:\n{res.stderr}")
+        line = lines[0]
+        for needle in (REFUSALS[cause], "; fix: ", "tracing continues without counters"):
+            check(needle in line, f"{needle!r} not in {line!r}")
+        rep = one_report(out, res)
+        c = rep["collection"]["counters"]
+        check(c["state"] == "refused", f"state {c['state']}")
+        check(c["why"] == line[len("gpuacct: "):], f"report why {c['why']!r} vs line {line!r}")
+        check(all(d["samples"] == 0 for d in c["devices"]), str(c))
+        truth = truth_of(out)
+        check_rows(rep, truth, 2, full_cover=False)
+        check(all("counters" not in r for r in rep["steps"]), "a refused run has counters")
+        check("counters" not in rep["summary"], "summary has counters")
+        check(not rep["data_loss"], "a refusal is not data loss")
+        print(f"ok: refuse {cause}: {line}")
+
+
+def case_off() -> None:
+    with tempfile.TemporaryDirectory(prefix="gpuacct_ctr_") as out:
+        run_counters(out, GPUACCT_COUNTERS=None, GPUACCT_SIM_SCENARIO_START_MS="0")
+        rep = one_report(out)
+        check("counters" not in rep["collection"], "counters section without GPUACCT_COUNTERS")
+        check(all("counters" not in r for r in rep["steps"]), "counters without GPUACCT_COUNTERS")
+        print("ok: off by default")
+
+
+CASES = {
+    "planted": case_planted,
+    "two_devices_late": case_two_devices_late,
+    "interval_offset": case_interval_offset,
+    "overflow": case_overflow,
+    "refuse_unsupported": lambda: case_refuse("unsupported"),
+    "refuse_privileges": lambda: case_refuse("privileges"),
+    "refuse_busy": lambda: case_refuse("busy"),
+    "off": case_off,
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("case", choices=sorted(CASES))
+    a = ap.parse_args()
+    e2e.BUILD = os.path.abspath(a.build)
+    try:
+        CASES[a.case]()
+    except Fail as err:
+        print(f"FAIL {a.case}: {err}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
