@@ -7,6 +7,8 @@
 #     time without it, and divided by the bare CUPTI-only tracer (the floor any tracer pays);
 #  3b. runs examples/nccl_allreduce under the library as NCCL's profiler plugin (one GPU: a
 #      single-rank communicator), then once more with a counting plugin forwarded to;
+#  3c. hardware counters (GPUACCT_COUNTERS=1): tensor-pipe activity of a tensor-core matmul
+#      well above an element-wise example's, no sample lost, and the overhead of the setting;
 #  4. optionally runs examples/train.py (PyTorch) per wall when torch with CUDA is importable;
 #  5. prints one table last.  Exit status: 0 when every verdict matched.
 #
@@ -139,7 +141,7 @@ fi
 echo "== overhead (launch_bound, 3 runs each, median ms/step)"
 ms_per_step() {  # env... -> median ms/step over 3 runs
   local vals=()
-  for i in 1 2 3; do
+  for _ in 1 2 3; do
     v=$(env "$@" "$B/examples/launch_bound" --marks=capi --steps=40 2>/dev/null |
         sed -n 's/.*steps in [0-9.]* ms, \([0-9.]*\) ms\/step.*/\1/p')
     vals+=("${v:-nan}")
@@ -157,6 +159,63 @@ row "overhead: bare CUPTI tracer" "-" "${BARE} ms/step" "x$(ratio "$BARE" "$BASE
 row "overhead: libgpuacct" "-" "${WITH} ms/step" "x$(ratio "$WITH" "$BASE") vs baseline, x$(ratio "$WITH" "$BARE") vs bare"
 row "overhead: libgpuacct STACKS=0" "-" "${WITH_NOSTACK} ms/step" "x$(ratio "$WITH_NOSTACK" "$BASE") vs baseline, x$(ratio "$WITH_NOSTACK" "$BARE") vs bare"
 row "overhead: libgpuacct SAMPLE=10" "-" "${WITH_SAMPLED} ms/step" "x$(ratio "$WITH_SAMPLED" "$BASE") vs baseline (target <= 1.01)"
+
+# ---- 3c. hardware counters (GPUACCT_COUNTERS=1, docs/counters.md) ----------------------------
+# PM sampling through the library, attributed to each step's compute time: the tensor-core
+# matmul must keep the tensor pipes far busier than the element-wise example; then the overhead
+# of GPUACCT_COUNTERS=1 against the library without it (median of 3 runs each).
+echo "== hardware counters (tensor_matmul vs elementwise)"
+counters_of() {  # report dir -> "state tensor_pct dram_pct samples_lost"
+  python3 - "$1" <<'PY'
+import glob, json, sys
+files = sorted(glob.glob(sys.argv[1] + "/gpuacct_*.json"))
+if not files:
+    print("no-report nan nan 0"); sys.exit()
+r = json.load(open(files[-1]))
+state = r.get("collection", {}).get("counters", {}).get("state", "absent")
+t = (r.get("summary", {}).get("counters") or {}).get("compute_time", {})
+lost = sum(s["value"] for s in r["stats"]
+           if s["name"] in ("counter_samples_lost", "late_counter_samples_dropped"))
+pct = lambda k: "nan" if t.get(k) is None else f"{t[k]:.1f}"
+print(state, pct("tensor_active_pct"), pct("dram_pct"), lost)
+PY
+}
+counters_run() {  # example -> "state tensor_pct dram_pct samples_lost" (report in $OUT/counters_<example>)
+  local dir="$OUT/counters_$1"
+  rm -rf "$dir"; mkdir -p "$dir"
+  CUDA_INJECTION64_PATH="$LIB" GPUACCT_OUTPUT_DIR="$dir" GPUACCT_QUIET=1 GPUACCT_COUNTERS=1 \
+    timeout 120 "$B/examples/$1" --marks=capi --steps=30 >"$dir/stdout" 2>"$dir/stderr"
+  counters_of "$dir"
+}
+read -r MM_STATE MM_TENSOR MM_DRAM MM_LOST < <(counters_run tensor_matmul)
+read -r EW_STATE EW_TENSOR EW_DRAM EW_LOST < <(counters_run elementwise)
+if [ "$MM_STATE" != active ] || [ "$EW_STATE" != active ]; then
+  why=$(grep -h "hardware counters off" "$OUT"/counters_*/stderr | head -1 | cut -c1-100)
+  row "counters: state" active "$MM_STATE/$EW_STATE" "FAIL: ${why:-see $OUT/counters_*}"
+  FAILS=$((FAILS + 1))
+else
+  verdict=$(python3 -c "import sys; m, e = float(sys.argv[1]), float(sys.argv[2]); print('ok' if m >= 30 and m >= e + 20 else 'FAIL')" "$MM_TENSOR" "$EW_TENSOR" 2>/dev/null || echo FAIL)
+  [ "$verdict" = ok ] || FAILS=$((FAILS + 1))
+  row "counters: tensor mm / ew" ">=30%, +20 pp" "${MM_TENSOR}% / ${EW_TENSOR}%" "$verdict (DRAM ${MM_DRAM}% / ${EW_DRAM}%)"
+  lost_status=ok
+  if [ "$MM_LOST" != 0 ] || [ "$EW_LOST" != 0 ]; then lost_status=FAIL; FAILS=$((FAILS + 1)); fi
+  row "counters: samples lost" "0 / 0" "$MM_LOST / $EW_LOST" "$lost_status"
+fi
+example_ms_per_step() {  # example env... -> median ms/step over 3 runs
+  local ex=$1 vals=() v
+  shift
+  for _ in 1 2 3; do
+    v=$(env "$@" "$B/examples/$ex" --marks=capi --steps=30 2>/dev/null |
+        sed -n 's/.* \([0-9.]*\) ms\/step.*/\1/p')
+    vals+=("${v:-nan}")
+  done
+  printf '%s\n' "${vals[@]}" | sort -g | sed -n 2p
+}
+for ex in tensor_matmul launch_bound; do
+  OFF=$(example_ms_per_step "$ex" CUDA_INJECTION64_PATH="$LIB" GPUACCT_OUTPUT_DIR="$OUT/overhead" GPUACCT_QUIET=1)
+  ON=$(example_ms_per_step "$ex" CUDA_INJECTION64_PATH="$LIB" GPUACCT_OUTPUT_DIR="$OUT/overhead" GPUACCT_QUIET=1 GPUACCT_COUNTERS=1)
+  row "overhead: counters $ex" "-" "${ON} ms/step" "x$(ratio "$ON" "$OFF") vs library without counters (${OFF} ms/step)"
+done
 
 # ---- 4. PyTorch (optional) ---------------------------------------------------------------------
 if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
