@@ -65,6 +65,26 @@ TEST(Config, BadValuesWarnOnceEachAndKeepDefaults) {
   EXPECT_EQ(c.rank, 3);
 }
 
+TEST(Config, HardwareCountersOffByDefaultAndTheirInterval) {
+  std::map<std::string, std::string> env;
+  g_env = &env;
+  std::vector<std::string> warnings;
+  Config c = parse_config(fake_env, &warnings);
+  EXPECT_FALSE(c.counters);
+  EXPECT_EQ(c.counters_interval_us, 1000);
+  env = {{"GPUACCT_COUNTERS", "1"}, {"GPUACCT_COUNTERS_INTERVAL_US", "250"}};
+  c = parse_config(fake_env, &warnings);
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_TRUE(c.counters);
+  EXPECT_EQ(c.counters_interval_us, 250);
+  env = {{"GPUACCT_COUNTERS", "1"}, {"GPUACCT_COUNTERS_INTERVAL_US", "5"}};
+  c = parse_config(fake_env, &warnings);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("GPUACCT_COUNTERS_INTERVAL_US='5'"), std::string::npos);
+  EXPECT_NE(warnings[0].find("using 1000"), std::string::npos);
+  EXPECT_EQ(c.counters_interval_us, 1000);
+}
+
 TEST(Config, GpuHourPrice) {
   std::map<std::string, std::string> env = {{"GPUACCT_GPU_HOUR_PRICE", " 2.5 "}};
   g_env = &env;

@@ -1,0 +1,311 @@
+// CounterSampler against a scripted CUPTI table (no library): which metrics it chooses, how a
+// sample's five values are made (speed of light as a max, clamping), what is counted lost, and
+// which line each refusal gives.  The end-to-end path is tests/e2e/counters_e2e.py.
+#include "cupti_hooks/counter_sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cupti_hooks/cupti_api.h"
+
+namespace gpuacct::cupti {
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;
+
+// What the scripted CUPTI knows and does.
+struct Script {
+  std::set<std::string> known;  // metric names the chip accepts
+  size_t max_per_pass = 8;      // more metrics than this: two passes
+  std::map<std::string, CUptiResult> fail;  // function name -> result
+  struct Sample {
+    uint64_t start, end;
+    std::map<std::string, double> values;
+  };
+  std::vector<Sample> pending;  // in the hardware buffer
+  std::vector<Sample> image;    // decoded into the counter data image
+  size_t image_room = 1000;
+  uint8_t overflow = 0;
+  int decodes = 0;
+  uint64_t now = 0;
+};
+Script g;
+
+CUptiResult failed(const char* fn) {
+  auto it = g.fail.find(fn);
+  return it == g.fail.end() ? CUPTI_SUCCESS : it->second;
+}
+
+struct Host {
+  std::vector<std::string> names;
+};
+
+CuptiApi scripted_api() {
+  CuptiApi api;
+  api.cuptiGetTimestamp = [](uint64_t* t) {
+    *t = g.now;
+    return CUPTI_SUCCESS;
+  };
+  api.cuptiProfilerInitialize = [](CUpti_Profiler_Initialize_Params*) {
+    return failed("cuptiProfilerInitialize");
+  };
+  api.cuptiDeviceGetChipName = [](CUpti_Device_GetChipName_Params* p) {
+    p->pChipName = "gh100";
+    return failed("cuptiDeviceGetChipName");
+  };
+  api.cuptiPmSamplingGetCounterAvailability = [](CUpti_PmSampling_GetCounterAvailability_Params* p) {
+    if (p->pCounterAvailabilityImage == nullptr) p->counterAvailabilityImageSize = 4;
+    return failed("cuptiPmSamplingGetCounterAvailability");
+  };
+  api.cuptiProfilerHostInitialize = [](CUpti_Profiler_Host_Initialize_Params* p) {
+    p->pHostObject = reinterpret_cast<CUpti_Profiler_Host_Object*>(new Host());
+    return CUPTI_SUCCESS;
+  };
+  api.cuptiProfilerHostDeinitialize = [](CUpti_Profiler_Host_Deinitialize_Params* p) {
+    delete reinterpret_cast<Host*>(p->pHostObject);
+    return CUPTI_SUCCESS;
+  };
+  api.cuptiProfilerHostConfigAddMetrics = [](CUpti_Profiler_Host_ConfigAddMetrics_Params* p) {
+    auto* h = reinterpret_cast<Host*>(p->pHostObject);
+    for (size_t i = 0; i < p->numMetrics; ++i) {
+      if (g.known.count(p->ppMetricNames[i]) == 0) return CUPTI_ERROR_INVALID_METRIC_NAME;
+      h->names.emplace_back(p->ppMetricNames[i]);
+    }
+    return failed("cuptiProfilerHostConfigAddMetrics");
+  };
+  api.cuptiProfilerHostGetConfigImageSize = [](CUpti_Profiler_Host_GetConfigImageSize_Params* p) {
+    p->configImageSize = 1 + reinterpret_cast<Host*>(p->pHostObject)->names.size();
+    return CUPTI_SUCCESS;
+  };
+  api.cuptiProfilerHostGetConfigImage = [](CUpti_Profiler_Host_GetConfigImage_Params* p) {
+    p->pConfigImage[0] = static_cast<uint8_t>(p->configImageSize - 1);  // the metric count
+    return CUPTI_SUCCESS;
+  };
+  api.cuptiProfilerHostGetNumOfPasses = [](CUpti_Profiler_Host_GetNumOfPasses_Params* p) {
+    p->numOfPasses = p->pConfigImage[0] > g.max_per_pass ? 2 : 1;
+    return CUPTI_SUCCESS;
+  };
+  api.cuptiProfilerHostEvaluateToGpuValues =
+      [](CUpti_Profiler_Host_EvaluateToGpuValues_Params* p) {
+        if (CUptiResult r = failed("cuptiProfilerHostEvaluateToGpuValues"); r != CUPTI_SUCCESS)
+          return r;
+        const Script::Sample& s = g.image.at(p->rangeIndex);
+        for (size_t i = 0; i < p->numMetrics; ++i) {
+          auto it = s.values.find(p->ppMetricNames[i]);
+          p->pMetricValues[i] = it == s.values.end() ? 0.0 : it->second;
+        }
+        return CUPTI_SUCCESS;
+      };
+  api.cuptiPmSamplingEnable = [](CUpti_PmSampling_Enable_Params* p) {
+    p->pPmSamplingObject = reinterpret_cast<CUpti_PmSampling_Object*>(&g);
+    return failed("cuptiPmSamplingEnable");
+  };
+  api.cuptiPmSamplingSetConfig = [](CUpti_PmSampling_SetConfig_Params* p) {
+    EXPECT_EQ(p->triggerMode, CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL);
+    EXPECT_EQ(p->hwBufferAppendMode, CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST);
+    EXPECT_EQ(p->samplingInterval, kMs);
+    return failed("cuptiPmSamplingSetConfig");
+  };
+  api.cuptiPmSamplingStart = [](CUpti_PmSampling_Start_Params*) {
+    return failed("cuptiPmSamplingStart");
+  };
+  api.cuptiPmSamplingStop = [](CUpti_PmSampling_Stop_Params*) { return CUPTI_SUCCESS; };
+  api.cuptiPmSamplingGetCounterDataSize = [](CUpti_PmSampling_GetCounterDataSize_Params* p) {
+    p->counterDataSize = 64;
+    return CUPTI_SUCCESS;
+  };
+  api.cuptiPmSamplingCounterDataImageInitialize =
+      [](CUpti_PmSampling_CounterDataImage_Initialize_Params*) { return CUPTI_SUCCESS; };
+  api.cuptiPmSamplingDecodeData = [](CUpti_PmSampling_DecodeData_Params* p) {
+    ++g.decodes;
+    if (CUptiResult r = failed("cuptiPmSamplingDecodeData"); r != CUPTI_SUCCESS) return r;
+    g.image.clear();
+    while (!g.pending.empty() && g.image.size() < g.image_room) {
+      g.image.push_back(g.pending.front());
+      g.pending.erase(g.pending.begin());
+    }
+    p->overflow = g.overflow;
+    g.overflow = 0;
+    p->decodeStopReason = g.pending.empty() ? CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS
+                                            : CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL;
+    return CUPTI_SUCCESS;
+  };
+  api.cuptiPmSamplingGetCounterDataInfo = [](CUpti_PmSampling_GetCounterDataInfo_Params* p) {
+    p->numCompletedSamples = g.image.size();
+    return CUPTI_SUCCESS;
+  };
+  api.cuptiPmSamplingCounterDataGetSampleInfo =
+      [](CUpti_PmSampling_CounterData_GetSampleInfo_Params* p) {
+        p->startTimestamp = g.image.at(p->sampleIndex).start;
+        p->endTimestamp = g.image.at(p->sampleIndex).end;
+        return CUPTI_SUCCESS;
+      };
+  return api;
+}
+
+const char* kSm = "sm__cycles_active.avg.pct_of_peak_sustained_elapsed";
+const char* kTensorRealtime = "sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed";
+const char* kTensorHmma = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed";
+const char* kDram = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
+const char* kSmThroughput = "sm__throughput.avg.pct_of_peak_sustained_elapsed";
+const char* kMemThroughput = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed";
+
+class CounterSamplerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    g = Script{};
+    g.known = {kSm, kTensorRealtime, kDram, kSmThroughput, kMemThroughput};
+    g.now = 10 * kMs;
+  }
+  CuptiApi api = scripted_api();
+  CounterOptions options;
+};
+
+double pct(const CounterSample& s, CounterMetric m) {
+  return s.pct[static_cast<int>(m)];
+}
+
+TEST_F(CounterSamplerTest, ChoosesOnePassMetricsAndMakesTheFiveValues) {
+  g.known = {kSm, kTensorHmma, kDram, kSmThroughput};  // GA10x-like: no realtime tensor metric
+  CounterSampler sampler(api, options);
+  EXPECT_EQ(sampler.enable(0), "");
+  ASSERT_TRUE(sampler.any_active());
+  const auto status = sampler.status();
+  ASSERT_EQ(status.size(), 1u);
+  EXPECT_EQ(status[0].chip, "gh100");
+  const std::vector<std::string> chosen = {std::string("sm_active=") + kSm,
+                                           std::string("tensor_active=") + kTensorHmma,
+                                           std::string("dram=") + kDram,
+                                           std::string("compute_throughput=") + kSmThroughput};
+  EXPECT_EQ(status[0].metrics, chosen);
+
+  g.pending = {{10 * kMs, 11 * kMs, {{kSm, 50}, {kTensorHmma, 70}, {kDram, 30}, {kSmThroughput, 60}}},
+               {11 * kMs, 12 * kMs, {{kSm, 100.4}, {kTensorHmma, -1}, {kDram, 30}, {kSmThroughput, 20}}}};
+  std::vector<CounterSample> out;
+  Stats stats;
+  sampler.decode(/*clock_offset_ns=*/4 * kMs, out, stats);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].start, static_cast<int64_t>(6 * kMs));  // onto the host clock
+  EXPECT_EQ(out[0].end, static_cast<int64_t>(7 * kMs));
+  EXPECT_EQ(pct(out[0], CounterMetric::kSmActive), 50);
+  EXPECT_EQ(pct(out[0], CounterMetric::kTensorActive), 70);
+  EXPECT_EQ(pct(out[0], CounterMetric::kDram), 30);
+  EXPECT_EQ(pct(out[0], CounterMetric::kComputeSol), 70);  // max(sm throughput 60, tensor 70)
+  EXPECT_EQ(pct(out[0], CounterMetric::kMemorySol), 30);   // dram alone (no memory metric)
+  EXPECT_EQ(pct(out[1], CounterMetric::kSmActive), 100);   // 100.4 clamped
+  EXPECT_TRUE(std::isnan(pct(out[1], CounterMetric::kTensorActive)));  // negative: not a value
+  EXPECT_EQ(pct(out[1], CounterMetric::kComputeSol), 20);  // the NaN left out of the max
+  EXPECT_EQ(stats.get(Stat::counter_samples_lost), 0);
+  EXPECT_EQ(sampler.decoded_until(4 * kMs), static_cast<int64_t>(8 * kMs));
+}
+
+TEST_F(CounterSamplerTest, DropsAMetricThatWouldNeedASecondPass) {
+  g.max_per_pass = 3;
+  CounterSampler sampler(api, options);
+  EXPECT_EQ(sampler.enable(0), "");
+  EXPECT_EQ(sampler.status()[0].metrics.size(), 3u);
+}
+
+TEST_F(CounterSamplerTest, CountsLostSamplesFromGapsOverflowAndFailures) {
+  CounterSampler sampler(api, options);
+  ASSERT_EQ(sampler.enable(0), "");
+  std::vector<CounterSample> out;
+  Stats stats;
+  // The first sample may start a little after the start: not a loss without the overflow flag.
+  g.pending = {{12 * kMs, 13 * kMs, {}}, {13 * kMs, 14 * kMs, {}}, {17 * kMs, 18 * kMs, {}}};
+  sampler.decode(0, out, stats);
+  EXPECT_EQ(out.size(), 3u);
+  EXPECT_EQ(stats.get(Stat::counter_samples_lost), 3);  // [14, 17) missing
+  // The flag without a hole: one.
+  g.pending = {{18 * kMs, 19 * kMs, {}}};
+  g.overflow = 1;
+  sampler.decode(0, out, stats);
+  EXPECT_EQ(stats.get(Stat::counter_samples_lost), 4);
+  // A sample that cannot be evaluated.
+  g.fail["cuptiProfilerHostEvaluateToGpuValues"] = CUPTI_ERROR_UNKNOWN;
+  g.pending = {{19 * kMs, 20 * kMs, {}}};
+  sampler.decode(0, out, stats);
+  EXPECT_EQ(stats.get(Stat::counter_samples_lost), 5);
+  EXPECT_EQ(out.size(), 4u);
+  g.fail.clear();
+  // A decode that fails (the KEEP_OLDEST overflow).
+  g.fail["cuptiPmSamplingDecodeData"] = CUPTI_ERROR_OUT_OF_MEMORY;
+  sampler.decode(0, out, stats);
+  EXPECT_EQ(stats.get(Stat::counter_samples_lost), 6);
+}
+
+TEST_F(CounterSamplerTest, DecodesUntilTheBufferIsEmptyThenStops) {
+  g.image_room = 2;
+  CounterSampler sampler(api, options);
+  ASSERT_EQ(sampler.enable(0), "");
+  for (uint64_t k = 10; k < 15; ++k) g.pending.push_back({k * kMs, (k + 1) * kMs, {}});
+  std::vector<CounterSample> out;
+  Stats stats;
+  sampler.decode(0, out, stats);
+  EXPECT_EQ(out.size(), 5u);  // three rounds of an image holding two
+  EXPECT_EQ(g.decodes, 3);
+  sampler.stop();
+  EXPECT_EQ(sampler.decoded_until(0), static_cast<int64_t>(15 * kMs));  // not drained yet
+  sampler.decode(0, out, stats);
+  EXPECT_EQ(sampler.decoded_until(0), CounterSampler::kNothingDecoded);  // stopped and drained
+  EXPECT_EQ(stats.get(Stat::counter_samples_lost), 0);
+}
+
+TEST_F(CounterSamplerTest, EachRefusalNamesItsCauseAndFix) {
+  struct Case {
+    const char* fn;
+    CUptiResult r;
+    CounterState state;
+    const char* needle;
+  };
+  const Case cases[] = {
+      {"cuptiPmSamplingEnable", CUPTI_ERROR_INSUFFICIENT_PRIVILEGES,
+       CounterState::kInsufficientPrivileges, "NVreg_RestrictProfilingToAdminUsers=0"},
+      {"cuptiPmSamplingStart", CUPTI_ERROR_HARDWARE_BUSY, CounterState::kBusy,
+       "dcgmi profile --pause"},
+      {"cuptiPmSamplingGetCounterAvailability", CUPTI_ERROR_NOT_SUPPORTED,
+       CounterState::kUnsupported, "compute capability 8.6 or newer"},
+      {"cuptiPmSamplingSetConfig", CUPTI_ERROR_UNKNOWN, CounterState::kFailed,
+       "cuptiPmSamplingSetConfig"},
+  };
+  for (const Case& c : cases) {
+    SetUp();
+    g.fail[c.fn] = c.r;
+    CounterSampler sampler(api, options);
+    const std::string line = sampler.enable(1);
+    EXPECT_NE(line.find("hardware counters off on device 1"), std::string::npos) << line;
+    EXPECT_NE(line.find(c.needle), std::string::npos) << line;
+    EXPECT_NE(line.find("; fix: "), std::string::npos) << line;
+    EXPECT_NE(line.find("tracing continues without counters"), std::string::npos) << line;
+    EXPECT_EQ(line.find('\n'), std::string::npos);
+    EXPECT_FALSE(sampler.any_active());
+    EXPECT_EQ(sampler.status()[0].state, c.state);
+    EXPECT_EQ(sampler.enable(1), "");  // tried once
+    EXPECT_EQ(sampler.decoded_until(0), CounterSampler::kNothingDecoded);
+  }
+}
+
+TEST_F(CounterSamplerTest, ACuptiWithoutPmSamplingIsUnsupported) {
+  api.cuptiPmSamplingDecodeData = nullptr;
+  CounterSampler sampler(api, options);
+  const std::string line = sampler.enable(0);
+  EXPECT_NE(line.find("lacks cuptiPmSamplingDecodeData"), std::string::npos) << line;
+  EXPECT_EQ(sampler.status()[0].state, CounterState::kUnsupported);
+}
+
+TEST_F(CounterSamplerTest, NoMetricAcceptedIsUnsupported) {
+  g.known.clear();
+  CounterSampler sampler(api, options);
+  const std::string line = sampler.enable(0);
+  EXPECT_NE(line.find("none of the metrics"), std::string::npos) << line;
+  EXPECT_EQ(sampler.status()[0].state, CounterState::kUnsupported);
+}
+
+}  // namespace
+}  // namespace gpuacct::cupti
