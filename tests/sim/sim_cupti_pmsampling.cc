@@ -140,6 +140,11 @@ size_t ImageBytes(size_t max_samples) {
 
 }  // namespace
 
+void sim_cupti::ResetPmSampling() {
+  std::lock_guard<std::mutex> lock(PM().mu);
+  PM().devices.clear();
+}
+
 CUPTI_EXPORT CUptiResult cuptiProfilerInitialize(CUpti_Profiler_Initialize_Params* p) {
   SIM_FAULT_POINT();
   return p != nullptr ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;

@@ -266,6 +266,7 @@ void HookReset() {
   ResetLocked(s);
   s.current = ClientBuffer();
   s.Configure();
+  ResetPmSampling();
 }
 
 }  // namespace

@@ -189,6 +189,9 @@ void ResetLocked(State& s);
 
 bool ValidSubscriber(State& s, CUpti_SubscriberHandle h);
 
+// Forgets every PM sampling device (simReset; sim_cupti_pmsampling.cc).
+void ResetPmSampling();
+
 // ---- engine hooks (sim_cupti_records.cc) ------------------------------------------------------
 
 extern const SimTracer kTracer;
