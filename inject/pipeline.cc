@@ -102,7 +102,6 @@ void Pipeline::collect() {
   auto& collector = cupti::Collector::instance();
   const size_t parsed_from = batch_.api_calls.size();
   collector.consume(parser_, batch_, acc_.mutable_stats());
-  collect_counters();
   Registry::get().snapshot(threads_);
   learn_threads();
   if (!collector.thread_ids_are_system()) {
@@ -306,6 +305,7 @@ void Pipeline::ingest_events(const EventBatch& events) {
 
 void Pipeline::tick(int64_t watermark_from_flush) {
   collect();
+  collect_counters();  // each tick (not at buffer wake-ups): the decode costs milliseconds
   const int64_t watermark = hold_for_counters(watermark_from_flush);
   describe_new_devices(devices_);  // while the driver is alive
   feed();
@@ -589,6 +589,7 @@ void Pipeline::finish(const GpuCollectionState& gpu) {
     // Sampling stops first; what its buffers hold is decoded by this last collect.
     if (cupti::CounterSampler* c = cupti::Collector::instance().counters(); c != nullptr) c->stop();
     collect();
+    collect_counters();
     feed();
     add_detected_steps(std::numeric_limits<int64_t>::max(), /*final=*/true);
     host_.finish(acc_.mutable_stats());

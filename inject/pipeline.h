@@ -2,6 +2,7 @@
 // record each pass it once:
 //
 //   Collector (completed buffers) -> ActivityParser --+
+//   CounterSampler (GPUACCT_COUNTERS=1, each tick) ---+
 //   per-thread host rings -> HostEventProcessor ------+-> batch -> [stand-down check]
 //        -> step detector (when nothing marks steps) -> recording (GPUACCT_RECORD=1)
 //        -> StepAccountant -> row sink -> step stream (<base>.steps.jsonl)
@@ -121,8 +122,9 @@ class Pipeline {
   void drop_incomplete_ops();
   void feed();
   void describe_new_devices(std::vector<DeviceInfo>& devices);
-  // Hardware counters (GPUACCT_COUNTERS=1): sampling started on the devices seen so far, the
-  // samples decoded into the batch; the watermark held back until they are decoded.
+  // Hardware counters (GPUACCT_COUNTERS=1), each tick and at the end: sampling started on the
+  // devices seen so far, the samples decoded into the batch; the watermark held back until
+  // they are decoded.
   void collect_counters();
   int64_t hold_for_counters(int64_t watermark) const;
   nlohmann::json counters_section(const GpuCollectionState& gpu) const;

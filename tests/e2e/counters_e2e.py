@@ -12,8 +12,8 @@ Cases:
   two_devices_late   two devices, samples reaching the decoder 40 ms (sim) after their end while
                      the worker ticks during the run: the watermark waits, nothing is dropped
   interval_offset    a 250 us interval and CUPTI on another clock (measured offset)
-  overflow           a hardware buffer of 8 samples: samples lost are counted as data loss,
-                     what was kept still matches where it covers
+  overflow           a hardware buffer of 8 samples: samples lost are counted as data loss
+                     (and carried by the recording), what was kept still matches where it covers
   refuse_<cause>     unsupported / privileges / busy: one line naming cause and fix, a
                      complete report without counters that says why
   off                GPUACCT_COUNTERS unset: no counters anywhere
@@ -178,7 +178,8 @@ def case_interval_offset() -> None:
 def case_overflow() -> None:
     with tempfile.TemporaryDirectory(prefix="gpuacct_ctr_") as out:
         # 64 MiB / 8 MiB a sample = 8 samples; the run makes ~150 between two ticks.
-        run_counters(out, GPUACCT_FLUSH_MS="200", GPUACCT_SIM_PM_RECORD_BYTES=str(8 << 20))
+        run_counters(out, GPUACCT_FLUSH_MS="200", GPUACCT_SIM_PM_RECORD_BYTES=str(8 << 20),
+                     GPUACCT_RECORD="1")
         live = one_report(out)
         lost = stat(live, "counter_samples_lost")
         check(lost > 0, "an overflowing buffer lost nothing")
@@ -190,6 +191,7 @@ def case_overflow() -> None:
         check(abs(decoded + lost - span / 1e6) <= 2,
               f"{decoded} decoded + {lost} lost samples of 1 ms over {span} ns")
         check_rows(live, truth_of(out), 1, full_cover=False)
+        same_counters(live, analyze_recording(out))  # the loss is carried by the recording
         print(f"ok: overflow: {lost} samples lost counted, {decoded} decoded, kept ones match")
 
 

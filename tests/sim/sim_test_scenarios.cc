@@ -71,7 +71,7 @@ TEST_P(ScenarioTest, PlantedTruthMatchesEngine) {
 INSTANTIATE_TEST_SUITE_P(All, ScenarioTest,
                          ::testing::Values("data_bound", "launch_bound", "comm_bound", "copy_bound",
                                            "balanced", "graphs", "multithread", "million",
-                                           "nested_launch", "early_init"));
+                                           "nested_launch", "early_init", "counters"));
 
 TEST(ScenarioTruth, DataBoundNumbers) {
   RunResult r = RunScenario("data_bound", "--marks=none --steps=3");
