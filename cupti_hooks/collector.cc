@@ -207,7 +207,7 @@ void Collector::enable_callbacks() {
                      CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
   GPUACCT_CUPTI_CALL(api, cuptiEnableCallback, 1, m.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
                      CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020);
-  if (m.counters != nullptr) {
+  if (counters_.load(std::memory_order_relaxed) != nullptr) {
     // Which devices the process uses, as soon as it does (counters start there).
     GPUACCT_CUPTI_TRY(api, cuptiEnableCallback, 1, m.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                       CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
@@ -547,11 +547,12 @@ void Collector::configure_counters(const CounterOptions& options) {
   std::lock_guard<std::mutex> lock(impl_->stop_mu);
   if (impl_->counters == nullptr && loaded_) {
     impl_->counters = std::make_unique<CounterSampler>(impl_->api, options);
+    counters_.store(impl_->counters.get(), std::memory_order_release);
   }
 }
 
 CounterSampler* Collector::counters() {
-  return impl_->counters.get();
+  return counters_.load(std::memory_order_acquire);
 }
 
 void Collector::set_hooks_for_testing(const CollectorHooks& hooks) {

@@ -183,6 +183,9 @@ class Collector {
   std::atomic<bool> child_{false};
   std::atomic<bool> tracing_wanted_{true};
   std::atomic<uint64_t> new_devices_{0};
+  // Published by configure_counters (the thread that loads CUDA) for the worker, which may
+  // already run (a step marked before cuInit).
+  std::atomic<CounterSampler*> counters_{nullptr};
   std::atomic<int64_t> records_dropped_{0};
   std::atomic<int64_t> buffers_refused_{0};
 };

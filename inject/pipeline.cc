@@ -239,7 +239,8 @@ nlohmann::json Pipeline::counters_section(const GpuCollectionState& gpu) const {
     c["state"] = "refused";
   } else {
     c["state"] = "off";
-    refused = counters == nullptr || gpu.state == "not_initialized"
+    const bool collecting = gpu.state == "active" || gpu.state == "stopped";
+    refused = !collecting || counters == nullptr
                   ? "hardware counters off: no GPU collection (" + gpu.message + ")"
                   : "hardware counters off: no device was used";
   }

@@ -16,6 +16,8 @@ Cases:
                      (and carried by the recording), what was kept still matches where it covers
   refuse_<cause>     unsupported / privileges / busy: one line naming cause and fix, a
                      complete report without counters that says why
+  refuse_one_device  two devices, device 1's counters held (busy): device 0 keeps its counters
+  no_gpu_collection  CUPTI subscription refused: the counters section says why
   off                GPUACCT_COUNTERS unset: no counters anywhere
 """
 import argparse
@@ -224,6 +226,36 @@ def case_refuse(cause: str) -> None:
         print(f"ok: refuse {cause}: {line}")
 
 
+def case_refuse_one_device() -> None:
+    with tempfile.TemporaryDirectory(prefix="gpuacct_ctr_") as out:
+        res = run_counters(out, GPUACCT_SIM_PM_REFUSE="busy:1", GPUACCT_SIM_SCENARIO_DEVICES="2")
+        lines = [l for l in res.stderr.splitlines() if "hardware counters off" in l]
+        check(len(lines) == 1 and "device 1" in lines[0], f"refusal lines:\n{res.stderr}")
+        rep = one_report(out, res)
+        c = rep["collection"]["counters"]
+        check(c["state"] == "partial", f"state {c['state']}")
+        states = {d["device"]: d["state"] for d in c["devices"]}
+        check(states == {0: "active", 1: "busy"}, f"device states {states}")
+        truth = truth_of(out)
+        check_rows(rep, truth, 2, full_cover=False)
+        check(all(("counters" in r) == (r["device"] == 0) for r in rep["steps"]),
+              "counters only on device 0's rows")
+        for r in rep["steps"]:
+            if r["device"] == 0:
+                check(r["counters"]["tensor_active_covered_ns"] == r["categories"]["compute"],
+                      f"device 0 row {r['step_index']} not covered")
+        print(f"ok: one device refused (busy), the other's {STEPS} rows within {TOL_PP} pp")
+
+
+def case_no_gpu_collection() -> None:
+    with tempfile.TemporaryDirectory(prefix="gpuacct_ctr_") as out:
+        run_counters(out, GPUACCT_SIM_FAULTS="subscribe_refused", GPUACCT_SIM_SCENARIO_START_MS="0")
+        rep = one_report(out)
+        c = rep["collection"]["counters"]
+        check(c["state"] == "off" and "no GPU collection" in c["why"], str(c))
+        print(f"ok: no GPU collection: {c['why']}")
+
+
 def case_off() -> None:
     with tempfile.TemporaryDirectory(prefix="gpuacct_ctr_") as out:
         run_counters(out, GPUACCT_COUNTERS=None, GPUACCT_SIM_SCENARIO_START_MS="0")
@@ -241,6 +273,8 @@ CASES = {
     "refuse_unsupported": lambda: case_refuse("unsupported"),
     "refuse_privileges": lambda: case_refuse("privileges"),
     "refuse_busy": lambda: case_refuse("busy"),
+    "refuse_one_device": case_refuse_one_device,
+    "no_gpu_collection": case_no_gpu_collection,
     "off": case_off,
 }
 
