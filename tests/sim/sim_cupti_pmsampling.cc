@@ -23,6 +23,7 @@
 #include <cupti_target.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -90,6 +91,7 @@ struct Device {
 struct PmState {
   std::mutex mu;
   std::map<int, Device> devices;
+  std::atomic<uint64_t> settled{0};  // devices a client started or was refused on (a bit each)
 };
 
 PmState& PM() {
@@ -138,11 +140,24 @@ size_t ImageBytes(size_t max_samples) {
   return sizeof(ImageHeader) + max_samples * sizeof(Sample);
 }
 
+// A refusal or a start on `device`: the client's set-up is over there.
+CUptiResult Settle(int device, CUptiResult r) {
+  if (device >= 0 && device < 64) PM().settled.fetch_or(uint64_t{1} << device);
+  return r;
+}
+
 }  // namespace
 
 void sim_cupti::ResetPmSampling() {
   std::lock_guard<std::mutex> lock(PM().mu);
   PM().devices.clear();
+  PM().settled.store(0);
+}
+
+// For scenario programs (dlsym): 1 once a client started PM sampling on `device` or was
+// refused there, so a scenario can wait for its profiler's set-up before its first step.
+CUPTI_EXPORT int simPmSamplingSettled(int device) {
+  return device >= 0 && device < 64 && (PM().settled.load() >> device & 1) != 0 ? 1 : 0;
 }
 
 CUPTI_EXPORT CUptiResult cuptiProfilerInitialize(CUpti_Profiler_Initialize_Params* p) {
@@ -173,7 +188,9 @@ cuptiPmSamplingGetCounterAvailability(CUpti_PmSampling_GetCounterAvailability_Pa
   if (p == nullptr || static_cast<int>(p->deviceIndex) >= simNumDevices()) {
     return CUPTI_ERROR_INVALID_PARAMETER;
   }
-  if (Refusal(static_cast<int>(p->deviceIndex)) == "unsupported") return CUPTI_ERROR_NOT_SUPPORTED;
+  if (Refusal(static_cast<int>(p->deviceIndex)) == "unsupported") {
+    return Settle(static_cast<int>(p->deviceIndex), CUPTI_ERROR_NOT_SUPPORTED);
+  }
   if (p->pCounterAvailabilityImage == nullptr) {
     p->counterAvailabilityImageSize = 16;
     return CUPTI_SUCCESS;
@@ -303,8 +320,8 @@ CUPTI_EXPORT CUptiResult cuptiPmSamplingEnable(CUpti_PmSampling_Enable_Params* p
   }
   const int index = static_cast<int>(p->deviceIndex);
   const std::string refuse = Refusal(index);
-  if (refuse == "unsupported") return CUPTI_ERROR_NOT_SUPPORTED;
-  if (refuse == "privileges") return CUPTI_ERROR_INSUFFICIENT_PRIVILEGES;
+  if (refuse == "unsupported") return Settle(index, CUPTI_ERROR_NOT_SUPPORTED);
+  if (refuse == "privileges") return Settle(index, CUPTI_ERROR_INSUFFICIENT_PRIVILEGES);
   std::lock_guard<std::mutex> lock(PM().mu);
   if (PM().devices.count(index) != 0) return CUPTI_ERROR_INVALID_OPERATION;  // enabled twice
   Device& d = PM().devices[index];
@@ -347,10 +364,10 @@ CUPTI_EXPORT CUptiResult cuptiPmSamplingStart(CUpti_PmSampling_Start_Params* p) 
   std::lock_guard<std::mutex> lock(PM().mu);
   Device* d = Find(p->pPmSamplingObject);
   if (d == nullptr || d->interval == 0 || d->started) return CUPTI_ERROR_INVALID_OPERATION;
-  if (Refusal(d->index) == "busy") return CUPTI_ERROR_HARDWARE_BUSY;
+  if (Refusal(d->index) == "busy") return Settle(d->index, CUPTI_ERROR_HARDWARE_BUSY);
   d->started = true;
   d->next_begin = simNow();
-  return CUPTI_SUCCESS;
+  return Settle(d->index, CUPTI_SUCCESS);
 }
 
 CUPTI_EXPORT CUptiResult cuptiPmSamplingStop(CUpti_PmSampling_Stop_Params* p) {

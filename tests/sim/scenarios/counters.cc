@@ -14,9 +14,12 @@
 //
 // Environment: GPUACCT_COUNTERS_INTERVAL_US (the grid; default 1000, as the library's),
 // GPUACCT_SIM_SCENARIO_DEVICES (1 or 2), GPUACCT_SIM_SCENARIO_PAUSE_MS (real-time sleep after
-// each step, so the library's worker ticks while the job runs; default 0), and a real-time
-// sleep of GPUACCT_SIM_SCENARIO_START_MS (default 300) after cuInit: the library starts
-// sampling on its first tick.
+// each step, so the library's worker ticks while the job runs; default 0), and
+// GPUACCT_SIM_SCENARIO_START_MS (default 10000): with GPUACCT_COUNTERS=1, the most real time
+// to wait after cuInit for the library to start sampling (or be refused) on every device --
+// it does on a worker tick -- before step 0 (WaitForSampling).
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -80,6 +83,27 @@ void Expected(const DeviceStep& s, uint64_t interval, double out[5]) {
   for (int m = 0; m < 5; ++m) out[m] = sum[m] / total;
 }
 
+// With GPUACCT_COUNTERS=1, waits (real time, at most GPUACCT_SIM_SCENARIO_START_MS, default
+// 10 s) until the library started sampling on every device, or was refused: the library sets
+// devices up on its worker's tick, which gpuacct_flush() brings forward.
+void WaitForSampling(int devices) {
+  const char* on = std::getenv("GPUACCT_COUNTERS");
+  if (on == nullptr || std::strcmp(on, "1") != 0) return;
+  using Settled = int (*)(int);
+  void* cupti = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
+  const auto settled =
+      cupti != nullptr ? reinterpret_cast<Settled>(dlsym(cupti, "simPmSamplingSettled")) : nullptr;
+  const gpuacct_dyn_api* api = gpuacct_dyn();
+  const uint64_t max_ms = EnvU64("GPUACCT_SIM_SCENARIO_START_MS", 10000);
+  for (uint64_t waited = 0; waited < max_ms; waited += 5) {
+    bool all = settled != nullptr;
+    for (int d = 0; all && d < devices; ++d) all = settled(d) != 0;
+    if (all) return;
+    if (api != nullptr) api->flush();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -90,8 +114,7 @@ int main(int argc, char** argv) {
   const uint64_t pause_ms = EnvU64("GPUACCT_SIM_SCENARIO_PAUSE_MS", 0);
   h.Init(devices, L, lat);
   h.Param("interval_ns", interval);
-  std::this_thread::sleep_for(
-      std::chrono::milliseconds(EnvU64("GPUACCT_SIM_SCENARIO_START_MS", 300)));
+  WaitForSampling(devices);
   simStream_t streams[2] = {simStreamCreate(0), devices > 1 ? simStreamCreate(1) : nullptr};
   std::string truth = "{\"interval_ns\": " + std::to_string(interval) + ", \"steps\": [";
   for (int i = 0; i < h.steps(); ++i) {
