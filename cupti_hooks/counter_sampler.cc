@@ -223,6 +223,38 @@ void drop_host(CuptiApi& api, CUpti_Profiler_Host_Object** host) {
   *host = nullptr;
 }
 
+// Greedy: each role's first candidate that keeps the set valid and one pass.  CUPTI_SUCCESS
+// (with no metric chosen when the chip has none), or the refusal a set-up call gave
+// (privileges, busy).
+CUptiResult choose_metrics(CuptiApi& api, const std::string& chip,
+                           const std::vector<uint8_t>& availability, std::vector<Role>* roles,
+                           std::vector<std::string>* names) {
+  for (const RoleCandidates& rc : candidates()) {
+    for (const char* name : rc.names) {
+      std::vector<const char*> trial;
+      for (const std::string& n : *names) trial.push_back(n.c_str());
+      trial.push_back(name);
+      CUpti_Profiler_Host_Object* host = nullptr;
+      std::vector<uint8_t> config;
+      size_t passes = 0;
+      const CUptiResult r =
+          make_config(api, chip.c_str(), availability, trial, &host, &config, &passes);
+      drop_host(api, &host);
+      if (r == CUPTI_SUCCESS && passes == 1) {
+        roles->push_back(rc.role);
+        names->emplace_back(name);
+        break;
+      }
+      const CounterState why = classify(r);
+      if (r != CUPTI_SUCCESS && why != CounterState::kFailed &&
+          why != CounterState::kUnsupported) {
+        return r;
+      }
+    }
+  }
+  return CUPTI_SUCCESS;
+}
+
 }  // namespace
 
 std::string CounterSampler::enable(uint16_t device) {
@@ -273,30 +305,12 @@ std::string CounterSampler::set_up(Device& d) {
   }
   if (r != CUPTI_SUCCESS) return refuse(r, "cuptiPmSamplingGetCounterAvailability");
 
-  // Greedy: each role's first candidate that keeps the set valid and one pass.
-  for (const RoleCandidates& rc : candidates()) {
-    for (const char* name : rc.names) {
-      std::vector<const char*> trial = d.c_names;
-      trial.push_back(name);
-      CUpti_Profiler_Host_Object* host = nullptr;
-      std::vector<uint8_t> config;
-      size_t passes = 0;
-      const CUptiResult cr =
-          make_config(api_, d.chip.c_str(), d.counter_availability, trial, &host, &config, &passes);
-      drop_host(api_, &host);
-      if (cr == CUPTI_SUCCESS && passes == 1) {
-        d.roles.push_back(rc.role);
-        d.names.emplace_back(name);
-        d.c_names.clear();
-        for (const std::string& n : d.names) d.c_names.push_back(n.c_str());
-        break;
-      }
-      if (cr != CUPTI_SUCCESS && classify(cr) != CounterState::kFailed &&
-          classify(cr) != CounterState::kUnsupported) {
-        return refuse(cr, "cuptiProfilerHostConfigAddMetrics");
-      }
-    }
+  if (const CUptiResult cr =
+          choose_metrics(api_, d.chip, d.counter_availability, &d.roles, &d.names);
+      cr != CUPTI_SUCCESS) {
+    return refuse(cr, "cuptiProfilerHostConfigAddMetrics");
   }
+  for (const std::string& n : d.names) d.c_names.push_back(n.c_str());
   if (d.names.empty()) {
     d.state = CounterState::kUnsupported;
     return counter_refusal_line(d.state, d.index, d.chip,
