@@ -12,7 +12,13 @@ namespace gpuacct::cupti {
 namespace {
 
 // What a hardware metric feeds (docs/counters.md, "Metrics").
-enum class Role : uint8_t { kSmActive, kTensorActive, kDram, kComputeThroughput, kMemoryThroughput };
+enum class Role : uint8_t {
+  kSmActive,
+  kTensorActive,
+  kDram,
+  kComputeThroughput,
+  kMemoryThroughput
+};
 
 struct RoleCandidates {
   Role role;
@@ -164,8 +170,8 @@ CounterSampler::~CounterSampler() = default;
 
 namespace {
 
-#define GPUACCT_PARAMS(type, name) \
-  type name;                       \
+#define GPUACCT_PARAMS(type, name)    \
+  type name;                          \
   std::memset(&name, 0, sizeof name); \
   name.structSize = type##_STRUCT_SIZE
 
@@ -246,8 +252,7 @@ CUptiResult choose_metrics(CuptiApi& api, const std::string& chip,
         break;
       }
       const CounterState why = classify(r);
-      if (r != CUPTI_SUCCESS && why != CounterState::kFailed &&
-          why != CounterState::kUnsupported) {
+      if (r != CUPTI_SUCCESS && why != CounterState::kFailed && why != CounterState::kUnsupported) {
         return r;
       }
     }
@@ -274,15 +279,15 @@ std::string CounterSampler::enable(uint16_t device) {
 std::string CounterSampler::set_up(Device& d) {
   auto refuse = [&](CUptiResult r, const std::string& what) {
     d.state = classify(r);
-    return counter_refusal_line(d.state, d.index, d.chip,
-                                what + ": " + api_.result_string(r) + " (" +
-                                    std::to_string(static_cast<int>(r)) + ")");
+    return counter_refusal_line(
+        d.state, d.index, d.chip,
+        what + ": " + api_.result_string(r) + " (" + std::to_string(static_cast<int>(r)) + ")");
   };
   if (const char* missing = api_.missing_counter_function(); missing != nullptr) {
     d.state = CounterState::kUnsupported;
-    return counter_refusal_line(d.state, d.index, "",
-                                "CUPTI API version " + std::to_string(api_.version) + " lacks " +
-                                    missing);
+    return counter_refusal_line(
+        d.state, d.index, "",
+        "CUPTI API version " + std::to_string(api_.version) + " lacks " + missing);
   }
   if (!profiler_initialized_) {
     GPUACCT_PARAMS(CUpti_Profiler_Initialize_Params, init);
@@ -432,8 +437,8 @@ void CounterSampler::decode_device(Device& d, int64_t clock_offset_ns,
       // first sample may begin a little after the start: a hole before it counts only when
       // CUPTI says the buffer overflowed.
       if (si.startTimestamp > d.last_end + interval_ns / 2 && (d.samples > 0 || dec.overflow)) {
-        gap_lost += static_cast<int64_t>((si.startTimestamp - d.last_end + interval_ns / 2) /
-                                         interval_ns);
+        gap_lost +=
+            static_cast<int64_t>((si.startTimestamp - d.last_end + interval_ns / 2) / interval_ns);
       }
       CounterSample s;
       s.device = d.index;

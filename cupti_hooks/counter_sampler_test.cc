@@ -21,8 +21,8 @@ constexpr uint64_t kMs = 1'000'000;
 
 // What the scripted CUPTI knows and does.
 struct Script {
-  std::set<std::string> known;  // metric names the chip accepts
-  size_t max_per_pass = 8;      // more metrics than this: two passes
+  std::set<std::string> known;              // metric names the chip accepts
+  size_t max_per_pass = 8;                  // more metrics than this: two passes
   std::map<std::string, CUptiResult> fail;  // function name -> result
   struct Sample {
     uint64_t start, end;
@@ -59,10 +59,11 @@ CuptiApi scripted_api() {
     p->pChipName = "gh100";
     return failed("cuptiDeviceGetChipName");
   };
-  api.cuptiPmSamplingGetCounterAvailability = [](CUpti_PmSampling_GetCounterAvailability_Params* p) {
-    if (p->pCounterAvailabilityImage == nullptr) p->counterAvailabilityImageSize = 4;
-    return failed("cuptiPmSamplingGetCounterAvailability");
-  };
+  api.cuptiPmSamplingGetCounterAvailability =
+      [](CUpti_PmSampling_GetCounterAvailability_Params* p) {
+        if (p->pCounterAvailabilityImage == nullptr) p->counterAvailabilityImageSize = 4;
+        return failed("cuptiPmSamplingGetCounterAvailability");
+      };
   api.cuptiProfilerHostInitialize = [](CUpti_Profiler_Host_Initialize_Params* p) {
     p->pHostObject = reinterpret_cast<CUpti_Profiler_Host_Object*>(new Host());
     return CUPTI_SUCCESS;
@@ -91,17 +92,16 @@ CuptiApi scripted_api() {
     p->numOfPasses = p->pConfigImage[0] > g.max_per_pass ? 2 : 1;
     return CUPTI_SUCCESS;
   };
-  api.cuptiProfilerHostEvaluateToGpuValues =
-      [](CUpti_Profiler_Host_EvaluateToGpuValues_Params* p) {
-        if (CUptiResult r = failed("cuptiProfilerHostEvaluateToGpuValues"); r != CUPTI_SUCCESS)
-          return r;
-        const Script::Sample& s = g.image.at(p->rangeIndex);
-        for (size_t i = 0; i < p->numMetrics; ++i) {
-          auto it = s.values.find(p->ppMetricNames[i]);
-          p->pMetricValues[i] = it == s.values.end() ? 0.0 : it->second;
-        }
-        return CUPTI_SUCCESS;
-      };
+  api.cuptiProfilerHostEvaluateToGpuValues = [](CUpti_Profiler_Host_EvaluateToGpuValues_Params* p) {
+    if (CUptiResult r = failed("cuptiProfilerHostEvaluateToGpuValues"); r != CUPTI_SUCCESS)
+      return r;
+    const Script::Sample& s = g.image.at(p->rangeIndex);
+    for (size_t i = 0; i < p->numMetrics; ++i) {
+      auto it = s.values.find(p->ppMetricNames[i]);
+      p->pMetricValues[i] = it == s.values.end() ? 0.0 : it->second;
+    }
+    return CUPTI_SUCCESS;
+  };
   api.cuptiPmSamplingEnable = [](CUpti_PmSampling_Enable_Params* p) {
     p->pPmSamplingObject = reinterpret_cast<CUpti_PmSampling_Object*>(&g);
     return failed("cuptiPmSamplingEnable");
@@ -132,8 +132,9 @@ CuptiApi scripted_api() {
     }
     p->overflow = g.overflow;
     g.overflow = 0;
-    p->decodeStopReason = g.pending.empty() ? CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS
-                                            : CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL;
+    p->decodeStopReason = g.pending.empty()
+                              ? CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS
+                              : CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL;
     return CUPTI_SUCCESS;
   };
   api.cuptiPmSamplingGetCounterDataInfo = [](CUpti_PmSampling_GetCounterDataInfo_Params* p) {
@@ -150,7 +151,8 @@ CuptiApi scripted_api() {
 }
 
 const char* kSm = "sm__cycles_active.avg.pct_of_peak_sustained_elapsed";
-const char* kTensorRealtime = "sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed";
+const char* kTensorRealtime =
+    "sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed";
 const char* kTensorHmma = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed";
 const char* kDram = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
 const char* kSmThroughput = "sm__throughput.avg.pct_of_peak_sustained_elapsed";
@@ -179,14 +181,14 @@ TEST_F(CounterSamplerTest, ChoosesOnePassMetricsAndMakesTheFiveValues) {
   const auto status = sampler.status();
   ASSERT_EQ(status.size(), 1u);
   EXPECT_EQ(status[0].chip, "gh100");
-  const std::vector<std::string> chosen = {std::string("sm_active=") + kSm,
-                                           std::string("tensor_active=") + kTensorHmma,
-                                           std::string("dram=") + kDram,
-                                           std::string("compute_throughput=") + kSmThroughput};
+  const std::vector<std::string> chosen = {
+      std::string("sm_active=") + kSm, std::string("tensor_active=") + kTensorHmma,
+      std::string("dram=") + kDram, std::string("compute_throughput=") + kSmThroughput};
   EXPECT_EQ(status[0].metrics, chosen);
 
-  g.pending = {{10 * kMs, 11 * kMs, {{kSm, 50}, {kTensorHmma, 70}, {kDram, 30}, {kSmThroughput, 60}}},
-               {11 * kMs, 12 * kMs, {{kSm, 100.4}, {kTensorHmma, -1}, {kDram, 30}, {kSmThroughput, 20}}}};
+  g.pending = {
+      {10 * kMs, 11 * kMs, {{kSm, 50}, {kTensorHmma, 70}, {kDram, 30}, {kSmThroughput, 60}}},
+      {11 * kMs, 12 * kMs, {{kSm, 100.4}, {kTensorHmma, -1}, {kDram, 30}, {kSmThroughput, 20}}}};
   std::vector<CounterSample> out;
   Stats stats;
   sampler.decode(/*clock_offset_ns=*/4 * kMs, out, stats);

@@ -214,8 +214,7 @@ CUPTI_EXPORT CUptiResult cuptiProfilerHostInitialize(CUpti_Profiler_Host_Initial
   return CUPTI_SUCCESS;
 }
 
-CUPTI_EXPORT CUptiResult
-cuptiProfilerHostDeinitialize(CUpti_Profiler_Host_Deinitialize_Params* p) {
+CUPTI_EXPORT CUptiResult cuptiProfilerHostDeinitialize(CUpti_Profiler_Host_Deinitialize_Params* p) {
   if (p == nullptr || p->pHostObject == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
   delete reinterpret_cast<HostObject*>(p->pHostObject);
   return CUPTI_SUCCESS;
@@ -353,8 +352,10 @@ CUPTI_EXPORT CUptiResult cuptiPmSamplingSetConfig(CUpti_PmSampling_SetConfig_Par
   }
   d->metrics = names;
   d->interval = p->samplingInterval;
-  d->capacity = p->hardwareBufferSize / std::max<uint64_t>(1, EnvU64("GPUACCT_SIM_PM_RECORD_BYTES", 1024));
-  d->keep_latest = p->hwBufferAppendMode == CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST;
+  d->capacity =
+      p->hardwareBufferSize / std::max<uint64_t>(1, EnvU64("GPUACCT_SIM_PM_RECORD_BYTES", 1024));
+  d->keep_latest =
+      p->hwBufferAppendMode == CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST;
   return CUPTI_SUCCESS;
 }
 
@@ -389,18 +390,18 @@ cuptiPmSamplingGetCounterDataSize(CUpti_PmSampling_GetCounterDataSize_Params* p)
   return CUPTI_SUCCESS;
 }
 
-CUPTI_EXPORT CUptiResult cuptiPmSamplingCounterDataImageInitialize(
-    CUpti_PmSampling_CounterDataImage_Initialize_Params* p) {
+CUPTI_EXPORT CUptiResult
+cuptiPmSamplingCounterDataImageInitialize(CUpti_PmSampling_CounterDataImage_Initialize_Params* p) {
   if (p == nullptr || p->pCounterData == nullptr || p->counterDataSize < ImageBytes(1)) {
     return CUPTI_ERROR_INVALID_PARAMETER;
   }
   std::lock_guard<std::mutex> lock(PM().mu);
   Device* d = Find(p->pPmSamplingObject);
   if (d == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
-  const ImageHeader hdr{kImageMagic,
-                        static_cast<uint32_t>((p->counterDataSize - sizeof(ImageHeader)) /
-                                              sizeof(Sample)),
-                        0, static_cast<uint32_t>(d->index)};
+  const ImageHeader hdr{
+      kImageMagic,
+      static_cast<uint32_t>((p->counterDataSize - sizeof(ImageHeader)) / sizeof(Sample)), 0,
+      static_cast<uint32_t>(d->index)};
   std::memset(p->pCounterData, 0, p->counterDataSize);
   std::memcpy(p->pCounterData, &hdr, sizeof hdr);
   return CUPTI_SUCCESS;
@@ -472,8 +473,8 @@ cuptiPmSamplingGetCounterDataInfo(CUpti_PmSampling_GetCounterDataInfo_Params* p)
   return CUPTI_SUCCESS;
 }
 
-CUPTI_EXPORT CUptiResult cuptiPmSamplingCounterDataGetSampleInfo(
-    CUpti_PmSampling_CounterData_GetSampleInfo_Params* p) {
+CUPTI_EXPORT CUptiResult
+cuptiPmSamplingCounterDataGetSampleInfo(CUpti_PmSampling_CounterData_GetSampleInfo_Params* p) {
   if (p == nullptr || p->pCounterDataImage == nullptr ||
       p->counterDataImageSize < sizeof(ImageHeader)) {
     return CUPTI_ERROR_INVALID_PARAMETER;

@@ -25,7 +25,8 @@ const char* kHmma = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_susta
 const char* kDram = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
 
 struct Pm {
-#define SIM_PM_FN(name) decltype(&::name) name = reinterpret_cast<decltype(&::name)>(dlsym(C().handle, #name))
+#define SIM_PM_FN(name) \
+  decltype(&::name) name = reinterpret_cast<decltype(&::name)>(dlsym(C().handle, #name))
   SIM_PM_FN(cuptiDeviceGetChipName);
   SIM_PM_FN(cuptiPmSamplingGetCounterAvailability);
   SIM_PM_FN(cuptiProfilerHostInitialize);
@@ -197,7 +198,9 @@ void Plant(int device, uint64_t begin, uint64_t end, double sm, double tensor, d
 }
 
 // The clock at the next whole millisecond (the grid), plus `plus`.
-void HostWorkToGrid(uint64_t plus) { simHostWork(kMs - simNow() % kMs + plus); }
+void HostWorkToGrid(uint64_t plus) {
+  simHostWork(kMs - simNow() % kMs + plus);
+}
 
 TEST_F(SimTest, PmSamplesThePlantedValuesOnTheIntervalGrid) {
   setenv("GPUACCT_SIM_CUPTI_CLOCK", "offset:5000", 1);
