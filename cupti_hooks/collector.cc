@@ -453,8 +453,8 @@ void Collector::on_callback(int domain, uint32_t cbid, const void* cbdata) {
       if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
         const auto* r = static_cast<const CUpti_ResourceData*>(cbdata);
         uint32_t device = 0;
-        if (r != nullptr && GPUACCT_CUPTI_TRY(m.api, cuptiGetDeviceId, r->context, &device) ==
-                                CUPTI_SUCCESS &&
+        if (r != nullptr &&
+            GPUACCT_CUPTI_TRY(m.api, cuptiGetDeviceId, r->context, &device) == CUPTI_SUCCESS &&
             device < 64) {
           new_devices_.fetch_or(uint64_t{1} << device, std::memory_order_acq_rel);
         }

@@ -157,10 +157,10 @@ SIM_EXPORT uint64_t simDeviceMemory(void);
  * clock; a later plant over the same time replaces the earlier one there; time nothing was
  * planted over reads 0.  The quantities, in this order: */
 enum simCounter {
-  SIM_COUNTER_SM_ACTIVE = 0,     /* SM cycles active */
-  SIM_COUNTER_TENSOR_ACTIVE = 1, /* tensor pipes active */
-  SIM_COUNTER_DRAM = 2,          /* DRAM throughput */
-  SIM_COUNTER_SM_THROUGHPUT = 3, /* SM throughput (the compute side's busiest unit) */
+  SIM_COUNTER_SM_ACTIVE = 0,         /* SM cycles active */
+  SIM_COUNTER_TENSOR_ACTIVE = 1,     /* tensor pipes active */
+  SIM_COUNTER_DRAM = 2,              /* DRAM throughput */
+  SIM_COUNTER_SM_THROUGHPUT = 3,     /* SM throughput (the compute side's busiest unit) */
   SIM_COUNTER_MEMORY_THROUGHPUT = 4, /* memory throughput (L2 / DRAM / L1, the busiest) */
   SIM_COUNTER_COUNT = 5
 };
