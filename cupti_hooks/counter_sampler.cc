@@ -25,7 +25,10 @@ struct RoleCandidates {
   const char* key;  // for the report
   // Tried in order; the first the chip accepts in a one-pass set is used.  Names from Nsight
   // Compute's PM sampling metrics (the `realtime` tensor metric is Hopper / Blackwell's; the
-  // hmma one GA10x / Ada's); none confirmed on a GPU here (docs/counters.md).
+  // hmma one GA10x / Ada's); none confirmed on a GPU here (docs/counters.md).  PM sampling
+  // takes a subset of the range profiler's metrics: the documented sampled ones (Nsight
+  // Systems' GPU metrics, Nsight Compute's PmSampling section on H100: dramc__*,
+  // sm__inst_executed_realtime, lts__throughput) stand behind each role's first choice.
   std::vector<const char*> names;
 };
 
@@ -40,7 +43,8 @@ const std::vector<RoleCandidates>& candidates() {
         "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed"}},
       {Role::kDram,
        "dram",
-       {"dram__throughput.avg.pct_of_peak_sustained_elapsed",
+       {"dramc__throughput.avg.pct_of_peak_sustained_elapsed",
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed",
         "dram__bytes.avg.pct_of_peak_sustained_elapsed"}},
       {Role::kComputeThroughput,
        "compute_throughput",
@@ -124,8 +128,11 @@ std::string counter_refusal_line(CounterState state, uint16_t device, const std:
     case CounterState::kBusy:
       cause =
           "CUPTI_ERROR_HARDWARE_BUSY: another client holds the performance counters (DCGM "
-          "profiling, e.g. dcgm-exporter's DCP metrics, or a profiler)";
-      fix = "pause DCGM profiling while the job runs (dcgmi profile --pause / --resume)";
+          "profiling, e.g. dcgm-exporter's DCP metrics, a profiler, or another process of "
+          "this job that also made a context on this GPU)";
+      fix =
+          "pause DCGM profiling while the job runs (dcgmi profile --pause / --resume); give "
+          "each rank only its own GPU (CUDA_VISIBLE_DEVICES)";
       break;
     case CounterState::kUnsupported:
       cause = "PM sampling is not supported here (" + detail + ")";
@@ -157,6 +164,12 @@ struct CounterSampler::Device {
   std::vector<uint8_t> image;
   std::vector<uint8_t> blank_image;  // the initialised image, copied back after each decode
   uint64_t last_end = 0;             // CUPTI clock: the end of the last sample decoded
+  // cuptiGetTimestamp when a decode last emptied the hardware buffer (or sampling started),
+  // and at the stop: what a decode that keeps failing loses lies between them and now.
+  uint64_t emptied_at = 0;
+  uint64_t stopped_at = 0;
+  int decode_failures = 0;  // in a row
+  bool timed = false;       // a sample's time was read (its holes are losses from then on)
   bool stopped = false;
   bool drained = false;  // stopped and decoded to the end of the records
   int64_t samples = 0;
@@ -263,6 +276,9 @@ CUptiResult choose_metrics(CuptiApi& api, const std::string& chip,
 }  // namespace
 
 std::string CounterSampler::enable(uint16_t device) {
+  // The final drain (Pipeline::finish) stops sampling before its last collect: a device first
+  // seen then would cost a set-up at exit and sample on, never stopped.
+  if (stopped_) return "";
   for (const auto& d : devices_) {
     if (d->index == device) return "";
   }
@@ -364,30 +380,72 @@ std::string CounterSampler::set_up(Device& d) {
   if (r != CUPTI_SUCCESS) return refuse(r, "cuptiPmSamplingCounterDataImageInitialize");
   d.blank_image = d.image;
 
-  uint64_t now = 0;
-  api_.cuptiGetTimestamp(&now);
+  const uint64_t now = cupti_now();
   GPUACCT_PARAMS(CUpti_PmSampling_Start_Params, st);
   st.pPmSamplingObject = d.sampler;
   r = api_.cuptiPmSamplingStart(&st);
   if (r != CUPTI_SUCCESS) return refuse(r, "cuptiPmSamplingStart");
   d.last_end = now;  // nothing before the start is owed
+  d.emptied_at = now;
   d.values.assign(d.names.size(), 0.0);
   d.state = CounterState::kActive;
   return "";
 }
 
-void CounterSampler::decode(int64_t clock_offset_ns, std::vector<CounterSample>& out,
-                            Stats& stats) {
+uint64_t CounterSampler::cupti_now() const {
+  uint64_t now = 0;
+  if (api_.cuptiGetTimestamp != nullptr) api_.cuptiGetTimestamp(&now);
+  return now;
+}
+
+std::vector<std::string> CounterSampler::decode(int64_t clock_offset_ns,
+                                                std::vector<CounterSample>& out, Stats& stats) {
+  std::vector<std::string> given_up;
   for (const auto& d : devices_) {
     if (d->state == CounterState::kActive && !d->drained) {
       decode_device(*d, clock_offset_ns, out, stats);
+      if (d->state != CounterState::kActive) given_up.push_back(d->line);
     }
   }
+  return given_up;
+}
+
+// A decode that fails once may work at the next tick (what KEEP_LATEST overwrote meanwhile is
+// then a hole in the sample times, counted there); one that keeps failing (e.g. the
+// CUPTI_ERROR_OUT_OF_MEMORY of a buffer that overflowed, after which NVIDIA's samples restart
+// the session) would otherwise hold the watermark kCounterLagLimitNs back for the rest of the
+// run and lose every later sample without a word.  Both clocks here are cuptiGetTimestamp's,
+// so the count does not depend on the clock of the sample timestamps.
+void CounterSampler::decode_failed(Device& d, const std::string& why, Stats& stats) {
+  ++d.decode_failures;
+  if (!d.stopped && d.decode_failures < kDecodeFailuresToGiveUp) return;
+  const uint64_t until = d.stopped ? d.stopped_at : cupti_now();
+  const uint64_t interval_ns = uint64_t{options_.interval_us} * 1000;
+  if (until > d.emptied_at) {
+    stats.add(Stat::counter_samples_lost,
+              static_cast<int64_t>((until - d.emptied_at) / interval_ns));
+  }
+  d.emptied_at = std::max(d.emptied_at, until);
+  if (d.stopped) {
+    d.drained = true;
+    return;
+  }
+  GPUACCT_PARAMS(CUpti_PmSampling_Stop_Params, st);
+  st.pPmSamplingObject = d.sampler;
+  api_.cuptiPmSamplingStop(&st);  // best effort: the counters are released for others
+  d.stopped = true;
+  d.drained = true;
+  d.state = CounterState::kFailed;
+  d.line = counter_refusal_line(d.state, d.index, d.chip,
+                                "cuptiPmSamplingDecodeData failed " +
+                                    std::to_string(d.decode_failures) + " times in a row (" + why +
+                                    "); its samples from then on are lost (counter_samples_lost)");
 }
 
 void CounterSampler::decode_device(Device& d, int64_t clock_offset_ns,
                                    std::vector<CounterSample>& out, Stats& stats) {
   const uint64_t interval_ns = uint64_t{options_.interval_us} * 1000;
+  const uint64_t decode_began = cupti_now();  // what the buffer held by then is decoded below
   // Bounded: a decode call takes at most the image's room; a worker that fell far behind
   // catches up over a few ticks rather than holding the pipeline here.
   for (int round = 0; round < 16; ++round) {
@@ -397,14 +455,15 @@ void CounterSampler::decode_device(Device& d, int64_t clock_offset_ns,
     dec.counterDataImageSize = d.image.size();
     const CUptiResult r = api_.cuptiPmSamplingDecodeData(&dec);
     if (r != CUPTI_SUCCESS) {
-      // CUPTI_ERROR_OUT_OF_MEMORY: the hardware buffer overflowed (KEEP_OLDEST semantics); the
-      // samples are gone either way.  At least one lost; the next gap says how many.
+      // CUPTI_ERROR_OUT_OF_MEMORY: the hardware buffer overflowed (KEEP_OLDEST semantics).
       static std::atomic<bool> logged{false};
       if (!logged.exchange(true)) log_cupti_failure(api_, "cuptiPmSamplingDecodeData", r);
-      stats.add(Stat::counter_samples_lost, 1);
-      if (d.stopped) d.drained = true;
+      decode_failed(
+          d, std::string(api_.result_string(r)) + " (" + std::to_string(static_cast<int>(r)) + ")",
+          stats);
       return;
     }
+    d.decode_failures = 0;
     GPUACCT_PARAMS(CUpti_PmSampling_GetCounterDataInfo_Params, info);
     info.pCounterDataImage = d.image.data();
     info.counterDataImageSize = d.image.size();
@@ -427,18 +486,27 @@ void CounterSampler::decode_device(Device& d, int64_t clock_offset_ns,
       ev.ppMetricNames = d.c_names.data();
       ev.numMetrics = d.c_names.size();
       ev.pMetricValues = d.values.data();
+      // A sample that cannot be used is lost once: its time moves last_end on (taken to be
+      // the next interval when unknown), so the next sample does not count it again as a hole.
       if (api_.cuptiPmSamplingCounterDataGetSampleInfo(&si) != CUPTI_SUCCESS ||
-          si.endTimestamp <= si.startTimestamp ||
-          GPUACCT_CUPTI_CALL(api_, cuptiProfilerHostEvaluateToGpuValues, &ev) != CUPTI_SUCCESS) {
+          si.endTimestamp <= si.startTimestamp) {
         stats.add(Stat::counter_samples_lost, 1);
+        d.last_end += interval_ns;
+        d.timed = true;
         continue;
       }
       // Samples follow one another; a hole of whole intervals is samples the buffer lost.  The
       // first sample may begin a little after the start: a hole before it counts only when
       // CUPTI says the buffer overflowed.
-      if (si.startTimestamp > d.last_end + interval_ns / 2 && (d.samples > 0 || dec.overflow)) {
+      if (si.startTimestamp > d.last_end + interval_ns / 2 && (d.timed || dec.overflow)) {
         gap_lost +=
             static_cast<int64_t>((si.startTimestamp - d.last_end + interval_ns / 2) / interval_ns);
+      }
+      d.last_end = std::max(d.last_end, si.endTimestamp);
+      d.timed = true;
+      if (GPUACCT_CUPTI_CALL(api_, cuptiProfilerHostEvaluateToGpuValues, &ev) != CUPTI_SUCCESS) {
+        stats.add(Stat::counter_samples_lost, 1);
+        continue;
       }
       CounterSample s;
       s.device = d.index;
@@ -472,13 +540,13 @@ void CounterSampler::decode_device(Device& d, int64_t clock_offset_ns,
       s.pct[static_cast<int>(CounterMetric::kComputeSol)] = compute;
       s.pct[static_cast<int>(CounterMetric::kMemorySol)] = memory;
       out.push_back(s);
-      d.last_end = std::max(d.last_end, si.endTimestamp);
       ++d.samples;
     }
     if (dec.overflow != 0 && gap_lost == 0) gap_lost = 1;
     stats.add(Stat::counter_samples_lost, gap_lost);
     std::copy(d.blank_image.begin(), d.blank_image.end(), d.image.begin());
     if (dec.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL) {
+      d.emptied_at = std::max(d.emptied_at, decode_began);
       if (d.stopped) d.drained = true;
       return;
     }
@@ -486,12 +554,14 @@ void CounterSampler::decode_device(Device& d, int64_t clock_offset_ns,
 }
 
 void CounterSampler::stop() {
+  stopped_ = true;
   for (const auto& d : devices_) {
     if (d->state != CounterState::kActive || d->stopped) continue;
     GPUACCT_PARAMS(CUpti_PmSampling_Stop_Params, st);
     st.pPmSamplingObject = d->sampler;
     GPUACCT_CUPTI_CALL(api_, cuptiPmSamplingStop, &st);
     d->stopped = true;
+    d->stopped_at = cupti_now();
   }
   // No cuptiPmSamplingDisable / host deinitialisation: the process is ending, and disabling
   // has been seen to tear more of CUPTI down than the sampler (docs/counters.md).

@@ -15,7 +15,10 @@
 //
 // Data loss: the hardware buffer is sized for many decode periods and drained every tick; a
 // sample lost anyway (an overflow: a gap in the sample times, or CUPTI's overflow flag) or one
-// that could not be decoded / evaluated is counted in Stat::counter_samples_lost.
+// that could not be decoded / evaluated is counted in Stat::counter_samples_lost.  A device
+// whose decode keeps failing (kDecodeFailuresToGiveUp calls in a row) is given up: its line is
+// said, the samples since its last complete decode are counted lost, and it no longer holds
+// the watermark back.
 #pragma once
 
 #include <cstddef>
@@ -72,11 +75,16 @@ class CounterSampler {
   CounterSampler& operator=(const CounterSampler&) = delete;
 
   // Sets `device` up and starts sampling, once per device.  The refusal line when it cannot
-  // (to be said once); empty when sampling started or the device was tried before.
+  // (to be said once); empty when sampling started or the device was tried before.  After
+  // stop() nothing is set up any more (a context made during the final drain is not sampled).
   std::string enable(uint16_t device);
+  static constexpr int kDecodeFailuresToGiveUp = 10;
+
   // Drains every device's hardware buffer: samples appended to `out`, their times moved onto
-  // the host clock (CUPTI time - clock_offset_ns), losses counted in `stats`.
-  void decode(int64_t clock_offset_ns, std::vector<CounterSample>& out, Stats& stats);
+  // the host clock (CUPTI time - clock_offset_ns), losses counted in `stats`.  Returns the
+  // refusal line of each device given up in this call (to be said once); usually empty.
+  std::vector<std::string> decode(int64_t clock_offset_ns, std::vector<CounterSample>& out,
+                                  Stats& stats);
   // Stops sampling everywhere; what the hardware buffers hold is left for a last decode().
   void stop();
   // Host-clock time up to which every sampling device's samples have been decoded (the least
@@ -91,10 +99,14 @@ class CounterSampler {
   std::string set_up(Device& d);
   void decode_device(Device& d, int64_t clock_offset_ns, std::vector<CounterSample>& out,
                      Stats& stats);
+  // A failed cuptiPmSamplingDecodeData: given up (or drained, once stopped) when it persists.
+  void decode_failed(Device& d, const std::string& why, Stats& stats);
+  uint64_t cupti_now() const;
 
   CuptiApi& api_;
   CounterOptions options_;
   bool profiler_initialized_ = false;
+  bool stopped_ = false;
   std::vector<std::unique_ptr<Device>> devices_;
 };
 

@@ -207,6 +207,22 @@ TEST_F(CounterSamplerTest, ChoosesOnePassMetricsAndMakesTheFiveValues) {
   EXPECT_EQ(sampler.decoded_until(4 * kMs), static_cast<int64_t>(8 * kMs));
 }
 
+// A chip that takes only the metrics documented as PM-sampled on H100 (Nsight Systems' GPU
+// metrics, Nsight Compute's PmSampling section): every role still gets one.
+TEST_F(CounterSamplerTest, FallsBackToTheDocumentedPmSamplingMetrics) {
+  const char* dramc = "dramc__throughput.avg.pct_of_peak_sustained_elapsed";
+  const char* issue = "sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed";
+  const char* lts = "lts__throughput.avg.pct_of_peak_sustained_elapsed";
+  g.known = {kSm, kTensorRealtime, dramc, issue, lts};
+  CounterSampler sampler(api, options);
+  EXPECT_EQ(sampler.enable(0), "");
+  const std::vector<std::string> chosen = {
+      std::string("sm_active=") + kSm, std::string("tensor_active=") + kTensorRealtime,
+      std::string("dram=") + dramc, std::string("compute_throughput=") + issue,
+      std::string("memory_throughput=") + lts};
+  EXPECT_EQ(sampler.status()[0].metrics, chosen);
+}
+
 TEST_F(CounterSamplerTest, DropsAMetricThatWouldNeedASecondPass) {
   g.max_per_pass = 3;
   CounterSampler sampler(api, options);
@@ -236,10 +252,70 @@ TEST_F(CounterSamplerTest, CountsLostSamplesFromGapsOverflowAndFailures) {
   EXPECT_EQ(stats.get(Stat::counter_samples_lost), 5);
   EXPECT_EQ(out.size(), 4u);
   g.fail.clear();
-  // A decode that fails (the KEEP_OLDEST overflow).
+  // A decode that fails once: what KEEP_LATEST overwrote meanwhile is the next hole, counted
+  // once (not also per failed call).
   g.fail["cuptiPmSamplingDecodeData"] = CUPTI_ERROR_OUT_OF_MEMORY;
-  sampler.decode(0, out, stats);
-  EXPECT_EQ(stats.get(Stat::counter_samples_lost), 6);
+  EXPECT_TRUE(sampler.decode(0, out, stats).empty());
+  EXPECT_EQ(stats.get(Stat::counter_samples_lost), 5);
+  g.fail.clear();
+  g.pending = {{22 * kMs, 23 * kMs, {}}};
+  EXPECT_TRUE(sampler.decode(0, out, stats).empty());
+  EXPECT_EQ(stats.get(Stat::counter_samples_lost), 7);  // [20, 22) missing
+  EXPECT_TRUE(sampler.any_active());
+}
+
+TEST_F(CounterSamplerTest, ADecodeThatKeepsFailingGivesTheDeviceUp) {
+  CounterSampler sampler(api, options);
+  ASSERT_EQ(sampler.enable(0), "");  // sampling starts at 10 ms
+  std::vector<CounterSample> out;
+  Stats stats;
+  g.pending = {{10 * kMs, 11 * kMs, {}}, {11 * kMs, 12 * kMs, {}}};
+  g.now = 12 * kMs;
+  EXPECT_TRUE(sampler.decode(0, out, stats).empty());  // emptied at 12 ms
+  g.fail["cuptiPmSamplingDecodeData"] = CUPTI_ERROR_OUT_OF_MEMORY;
+  for (int i = 1; i < CounterSampler::kDecodeFailuresToGiveUp; ++i) {
+    g.now += 100 * kMs;
+    EXPECT_TRUE(sampler.decode(0, out, stats).empty()) << i;
+  }
+  EXPECT_EQ(stats.get(Stat::counter_samples_lost), 0);
+  EXPECT_EQ(sampler.decoded_until(0), static_cast<int64_t>(12 * kMs));  // holding back
+  g.now += 100 * kMs;
+  const std::vector<std::string> lines = sampler.decode(0, out, stats);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("hardware counters off on device 0 (gh100)"), std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[0].find("cuptiPmSamplingDecodeData failed 10 times in a row"), std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[0].find("; fix: "), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[0].find('\n'), std::string::npos);
+  // Every interval since the last complete decode: (12 ms + 10 * 100 ms - 12 ms) / 1 ms.
+  EXPECT_EQ(stats.get(Stat::counter_samples_lost), 1000);
+  EXPECT_FALSE(sampler.any_active());
+  EXPECT_EQ(sampler.status()[0].state, CounterState::kFailed);
+  EXPECT_EQ(sampler.status()[0].line, lines[0]);
+  // No longer holds the watermark, never decoded again, said once.
+  EXPECT_EQ(sampler.decoded_until(0), CounterSampler::kNothingDecoded);
+  const int decodes = g.decodes;
+  EXPECT_TRUE(sampler.decode(0, out, stats).empty());
+  EXPECT_EQ(g.decodes, decodes);
+  sampler.stop();
+  EXPECT_EQ(stats.get(Stat::counter_samples_lost), 1000);
+}
+
+TEST_F(CounterSamplerTest, AFailingLastDecodeCountsWhatTheStopLeft) {
+  CounterSampler sampler(api, options);
+  ASSERT_EQ(sampler.enable(0), "");
+  std::vector<CounterSample> out;
+  Stats stats;
+  g.now = 15 * kMs;
+  g.pending = {{10 * kMs, 15 * kMs, {}}};
+  EXPECT_TRUE(sampler.decode(0, out, stats).empty());  // emptied at 15 ms
+  g.now = 19 * kMs;
+  sampler.stop();  // stopped at 19 ms
+  g.fail["cuptiPmSamplingDecodeData"] = CUPTI_ERROR_UNKNOWN;
+  EXPECT_TRUE(sampler.decode(0, out, stats).empty());
+  EXPECT_EQ(stats.get(Stat::counter_samples_lost), 4);
+  EXPECT_EQ(sampler.decoded_until(0), CounterSampler::kNothingDecoded);  // drained
 }
 
 TEST_F(CounterSamplerTest, DecodesUntilTheBufferIsEmptyThenStops) {
@@ -257,6 +333,16 @@ TEST_F(CounterSamplerTest, DecodesUntilTheBufferIsEmptyThenStops) {
   sampler.decode(0, out, stats);
   EXPECT_EQ(sampler.decoded_until(0), CounterSampler::kNothingDecoded);  // stopped and drained
   EXPECT_EQ(stats.get(Stat::counter_samples_lost), 0);
+}
+
+TEST_F(CounterSamplerTest, NothingIsSetUpAfterTheStop) {
+  CounterSampler sampler(api, options);
+  ASSERT_EQ(sampler.enable(0), "");
+  sampler.stop();
+  g.fail["cuptiPmSamplingStart"] = CUPTI_ERROR_UNKNOWN;  // would be a refusal line if tried
+  EXPECT_EQ(sampler.enable(1), "");
+  ASSERT_EQ(sampler.status().size(), 1u);
+  EXPECT_EQ(sampler.status()[0].device, 0);
 }
 
 TEST_F(CounterSamplerTest, EachRefusalNamesItsCauseAndFix) {

@@ -183,17 +183,24 @@ void Pipeline::collect_counters() {
     }
     for (uint16_t d = 0; d < 64; ++d) {
       if ((devices & (uint64_t{1} << d)) == 0) continue;
-      const std::string refused = counters->enable(d);
-      // Said once per cause (the report lists every device): eight GPUs refusing for the
-      // same reason are one line.
-      if (!refused.empty() && counter_causes_said_.insert(refused.substr(refused.find(':'))).second)
-        log_line(refused);
+      say_counter_refusal(counters->enable(d));
     }
   }
   // Sample times move onto the host clock by the offset activity records move by (the same
   // CUPTI clock: docs/counters.md says what only a GPU can confirm).
   if (collector.clock_source() == cupti::ClockSource::kNone) return;
-  counters->decode(collector.clock_offset_ns(), batch_.counter_samples, acc_.mutable_stats());
+  for (const std::string& given_up :
+       counters->decode(collector.clock_offset_ns(), batch_.counter_samples, acc_.mutable_stats()))
+    say_counter_refusal(given_up);
+}
+
+// Said once per cause (the report lists every device): eight GPUs refusing for the same reason
+// are one line.
+void Pipeline::say_counter_refusal(const std::string& line) {
+  if (line.empty()) return;
+  const size_t colon = line.find(':');
+  if (counter_causes_said_.insert(colon == std::string::npos ? line : line.substr(colon)).second)
+    log_line(line);
 }
 
 // A step is finalised once the watermark passes it, and a counter sample arriving after that

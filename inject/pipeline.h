@@ -126,6 +126,7 @@ class Pipeline {
   // devices seen so far, the samples decoded into the batch; the watermark held back until
   // they are decoded.
   void collect_counters();
+  void say_counter_refusal(const std::string& line);
   int64_t hold_for_counters(int64_t watermark) const;
   nlohmann::json counters_section(const GpuCollectionState& gpu) const;
   // Live step detection: analysis's StepDetection (the component whole files use) polled up
