@@ -10,6 +10,16 @@
 // KEEP_LATEST mode, loses its oldest beyond that (overflow = 1).  Metric names are evaluated
 // by this file's own table (not the library's): each name reads one planted quantity.
 //
+// From the headers (cupti_pmsampling.h, cupti_profiler_host.h) and NVIDIA's pm_sampling sample:
+// the call order (cuptiProfilerInitialize before the target calls), Enable twice is
+// INVALID_OPERATION, a multi-pass config is NOT_SUPPORTED at SetConfig, KEEP_OLDEST overflow is
+// CUPTI_ERROR_OUT_OF_MEMORY at decode, COUNTER_DATA_FULL / END_OF_RECORDS.  Assumed beyond
+// them (docs/counters.md, "What only a GPU can confirm"): overflow = 1 under KEEP_LATEST (the
+// header documents the flag for KEEP_OLDEST), sample timestamps on the activity records'
+// clock, samples back to back on a grid while the GPU idles, every populated sample completed
+// at a decode (numPopulatedSamples == numCompletedSamples), no limit on hardwareBufferSize,
+// and which metric names a chip takes for PM sampling.
+//
 // Knobs (read at cuptiPmSamplingEnable / cuptiDeviceGetChipName):
 //   GPUACCT_SIM_PM_CHIP          chip name (default gh100; ga102 has the hmma tensor metric
 //                                instead of the realtime one)
@@ -48,9 +58,18 @@ int QuantityOf(const std::string& chip, const std::string& name) {
     return SIM_COUNTER_TENSOR_ACTIVE;
   if (ampere && name == "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed")
     return SIM_COUNTER_TENSOR_ACTIVE;
+  // The DRAM controller metric Nsight Compute samples on H100 (HBM); GA10x / Ada have the
+  // dram__ one only here, so the library's fallback is exercised with GPUACCT_SIM_PM_CHIP=ga102.
+  if (!ampere && name == "dramc__throughput.avg.pct_of_peak_sustained_elapsed")
+    return SIM_COUNTER_DRAM;
   if (name == "dram__throughput.avg.pct_of_peak_sustained_elapsed") return SIM_COUNTER_DRAM;
   if (name == "sm__throughput.avg.pct_of_peak_sustained_elapsed") return SIM_COUNTER_SM_THROUGHPUT;
   if (name == "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed")
+    return SIM_COUNTER_MEMORY_THROUGHPUT;
+  // Documented PM sampling metrics (Nsight Systems' GPU metrics), the library's second choices.
+  if (name == "sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed")
+    return SIM_COUNTER_SM_THROUGHPUT;
+  if (name == "lts__throughput.avg.pct_of_peak_sustained_elapsed")
     return SIM_COUNTER_MEMORY_THROUGHPUT;
   return -1;
 }
@@ -91,6 +110,10 @@ struct Device {
 struct PmState {
   std::mutex mu;
   std::map<int, Device> devices;
+  // cuptiProfilerInitialize was called: NVIDIA's pm_sampling sample calls it before any target
+  // call, and XLA's PM sampler names it required before them; the target calls here refuse
+  // without it (CUPTI_ERROR_NOT_INITIALIZED), so a client that skips it fails in the sim too.
+  std::atomic<bool> profiler_initialized{false};
   std::atomic<uint64_t> settled{0};  // devices a client started or was refused on (a bit each)
 };
 
@@ -152,6 +175,7 @@ void sim_cupti::ResetPmSampling() {
   std::lock_guard<std::mutex> lock(PM().mu);
   PM().devices.clear();
   PM().settled.store(0);
+  PM().profiler_initialized.store(false);
 }
 
 // For scenario programs (dlsym): 1 once a client started PM sampling on `device` or was
@@ -162,11 +186,15 @@ CUPTI_EXPORT int simPmSamplingSettled(int device) {
 
 CUPTI_EXPORT CUptiResult cuptiProfilerInitialize(CUpti_Profiler_Initialize_Params* p) {
   SIM_FAULT_POINT();
-  return p != nullptr ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
+  if (p == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  PM().profiler_initialized.store(true);
+  return CUPTI_SUCCESS;
 }
 
 CUPTI_EXPORT CUptiResult cuptiProfilerDeInitialize(CUpti_Profiler_DeInitialize_Params* p) {
-  return p != nullptr ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
+  if (p == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  PM().profiler_initialized.store(false);
+  return CUPTI_SUCCESS;
 }
 
 CUPTI_EXPORT CUptiResult cuptiDeviceGetChipName(CUpti_Device_GetChipName_Params* p) {
@@ -174,6 +202,7 @@ CUPTI_EXPORT CUptiResult cuptiDeviceGetChipName(CUpti_Device_GetChipName_Params*
   if (p == nullptr || static_cast<int>(p->deviceIndex) >= simNumDevices()) {
     return CUPTI_ERROR_INVALID_PARAMETER;
   }
+  if (!PM().profiler_initialized.load()) return CUPTI_ERROR_NOT_INITIALIZED;
   static std::mutex mu;
   static std::map<size_t, std::string>* names = new std::map<size_t, std::string>();
   std::lock_guard<std::mutex> lock(mu);
@@ -188,6 +217,7 @@ cuptiPmSamplingGetCounterAvailability(CUpti_PmSampling_GetCounterAvailability_Pa
   if (p == nullptr || static_cast<int>(p->deviceIndex) >= simNumDevices()) {
     return CUPTI_ERROR_INVALID_PARAMETER;
   }
+  if (!PM().profiler_initialized.load()) return CUPTI_ERROR_NOT_INITIALIZED;
   if (Refusal(static_cast<int>(p->deviceIndex)) == "unsupported") {
     return Settle(static_cast<int>(p->deviceIndex), CUPTI_ERROR_NOT_SUPPORTED);
   }
@@ -317,6 +347,7 @@ CUPTI_EXPORT CUptiResult cuptiPmSamplingEnable(CUpti_PmSampling_Enable_Params* p
   if (p == nullptr || static_cast<int>(p->deviceIndex) >= simNumDevices()) {
     return CUPTI_ERROR_INVALID_PARAMETER;
   }
+  if (!PM().profiler_initialized.load()) return CUPTI_ERROR_NOT_INITIALIZED;
   const int index = static_cast<int>(p->deviceIndex);
   const std::string refuse = Refusal(index);
   if (refuse == "unsupported") return Settle(index, CUPTI_ERROR_NOT_SUPPORTED);
@@ -346,10 +377,12 @@ CUPTI_EXPORT CUptiResult cuptiPmSamplingSetConfig(CUpti_PmSampling_SetConfig_Par
   Device* d = Find(p->pPmSamplingObject);
   std::vector<std::string> names;
   if (d == nullptr || d->started || !ParseConfig(p->pConfig, p->configSize, &names) ||
-      names.empty() || names.size() > kMaxMetricsPerPass || p->samplingInterval == 0 ||
+      names.empty() || p->samplingInterval == 0 ||
       p->triggerMode != CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL) {
     return CUPTI_ERROR_INVALID_PARAMETER;
   }
+  // cupti_pmsampling.h: NOT_SUPPORTED "for config image which require multiple passes".
+  if (names.size() > kMaxMetricsPerPass) return CUPTI_ERROR_NOT_SUPPORTED;
   d->metrics = names;
   d->interval = p->samplingInterval;
   d->capacity =

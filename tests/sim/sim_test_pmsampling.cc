@@ -27,6 +27,7 @@ const char* kDram = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
 struct Pm {
 #define SIM_PM_FN(name) \
   decltype(&::name) name = reinterpret_cast<decltype(&::name)>(dlsym(C().handle, #name))
+  SIM_PM_FN(cuptiProfilerInitialize);
   SIM_PM_FN(cuptiDeviceGetChipName);
   SIM_PM_FN(cuptiPmSamplingGetCounterAvailability);
   SIM_PM_FN(cuptiProfilerHostInitialize);
@@ -68,6 +69,8 @@ class PmClient {
   PmClient(int device, std::vector<const char*> metrics, size_t hw_bytes = 64 << 20,
            uint32_t max_samples = 1000)
       : metrics_(std::move(metrics)) {
+    auto init = SIM_PARAMS(CUpti_Profiler_Initialize_Params);
+    EXPECT_EQ(pm_.cuptiProfilerInitialize(&init), CUPTI_SUCCESS);
     auto chip = SIM_PARAMS(CUpti_Device_GetChipName_Params);
     chip.deviceIndex = static_cast<size_t>(device);
     EXPECT_EQ(pm_.cuptiDeviceGetChipName(&chip), CUPTI_SUCCESS);
@@ -293,9 +296,26 @@ TEST_F(SimTest, PmRefusalsByKnob) {
   setenv("GPUACCT_SIM_PM_REFUSE", "unsupported", 1);
   ResetAll();
   Pm pm;
+  auto init = SIM_PARAMS(CUpti_Profiler_Initialize_Params);
+  EXPECT_EQ(pm.cuptiProfilerInitialize(&init), CUPTI_SUCCESS);
   auto avail = SIM_PARAMS(CUpti_PmSampling_GetCounterAvailability_Params);
   EXPECT_EQ(pm.cuptiPmSamplingGetCounterAvailability(&avail), CUPTI_ERROR_NOT_SUPPORTED);
   EXPECT_EQ(PmClient(0, {kSm}).chip_, "tu102");
+}
+
+// The target calls need cuptiProfilerInitialize first (as NVIDIA's pm_sampling sample does).
+TEST_F(SimTest, PmTargetCallsNeedTheProfilerInitialized) {
+  Pm pm;
+  auto chip = SIM_PARAMS(CUpti_Device_GetChipName_Params);
+  EXPECT_EQ(pm.cuptiDeviceGetChipName(&chip), CUPTI_ERROR_NOT_INITIALIZED);
+  auto avail = SIM_PARAMS(CUpti_PmSampling_GetCounterAvailability_Params);
+  EXPECT_EQ(pm.cuptiPmSamplingGetCounterAvailability(&avail), CUPTI_ERROR_NOT_INITIALIZED);
+  auto en = SIM_PARAMS(CUpti_PmSampling_Enable_Params);
+  EXPECT_EQ(pm.cuptiPmSamplingEnable(&en), CUPTI_ERROR_NOT_INITIALIZED);
+  auto init = SIM_PARAMS(CUpti_Profiler_Initialize_Params);
+  EXPECT_EQ(pm.cuptiProfilerInitialize(&init), CUPTI_SUCCESS);
+  EXPECT_EQ(pm.cuptiDeviceGetChipName(&chip), CUPTI_SUCCESS);
+  EXPECT_EQ(pm.cuptiPmSamplingEnable(&en), CUPTI_SUCCESS);
 }
 
 }  // namespace
