@@ -165,30 +165,36 @@ row "overhead: libgpuacct SAMPLE=10" "-" "${WITH_SAMPLED} ms/step" "x$(ratio "$W
 # matmul must keep the tensor pipes far busier than the element-wise example; then the overhead
 # of GPUACCT_COUNTERS=1 against the library without it (median of 3 runs each).
 echo "== hardware counters (tensor_matmul vs elementwise)"
-counters_of() {  # report dir -> "state tensor_pct dram_pct samples_lost"
+counters_of() {  # report dir -> "state tensor_pct dram_pct samples_lost metrics"
   python3 - "$1" <<'PY'
 import glob, json, sys
 files = sorted(glob.glob(sys.argv[1] + "/gpuacct_*.json"))
 if not files:
-    print("no-report nan nan 0"); sys.exit()
+    print("no-report nan nan 0 -"); sys.exit()
 r = json.load(open(files[-1]))
-state = r.get("collection", {}).get("counters", {}).get("state", "absent")
+c = r.get("collection", {}).get("counters", {})
+state = c.get("state", "absent")
 t = (r.get("summary", {}).get("counters") or {}).get("compute_time", {})
 lost = sum(s["value"] for s in r["stats"]
            if s["name"] in ("counter_samples_lost", "late_counter_samples_dropped"))
 pct = lambda k: "nan" if t.get(k) is None else f"{t[k]:.1f}"
-print(state, pct("tensor_active_pct"), pct("dram_pct"), lost)
+# The hardware metric each role got on this chip (the names only a GPU can confirm).
+devs = c.get("devices") or [{}]
+metrics = ",".join(m.split(".")[0] for m in devs[0].get("metrics", [])) or "-"
+print(state, pct("tensor_active_pct"), pct("dram_pct"), lost, metrics)
 PY
 }
-counters_run() {  # example -> "state tensor_pct dram_pct samples_lost" (report in $OUT/counters_<example>)
+counters_run() {  # example -> "state tensor_pct dram_pct samples_lost metrics" (report in $OUT/counters_<example>)
   local dir="$OUT/counters_$1"
   rm -rf "$dir"; mkdir -p "$dir"
   CUDA_INJECTION64_PATH="$LIB" GPUACCT_OUTPUT_DIR="$dir" GPUACCT_QUIET=1 GPUACCT_COUNTERS=1 \
     timeout 120 "$B/examples/$1" --marks=capi --steps=30 >"$dir/stdout" 2>"$dir/stderr"
   counters_of "$dir"
 }
-read -r MM_STATE MM_TENSOR MM_DRAM MM_LOST < <(counters_run tensor_matmul)
-read -r EW_STATE EW_TENSOR EW_DRAM EW_LOST < <(counters_run elementwise)
+read -r MM_STATE MM_TENSOR MM_DRAM MM_LOST MM_METRICS < <(counters_run tensor_matmul)
+read -r EW_STATE EW_TENSOR EW_DRAM EW_LOST _ < <(counters_run elementwise)
+row "counters: metrics chosen" "5 roles" "$(echo "$MM_METRICS" | tr ',' '\n' | grep -c =)" "$MM_METRICS"
+echo "counters: metrics chosen: $MM_METRICS"
 if [ "$MM_STATE" != active ] || [ "$EW_STATE" != active ]; then
   why=$(grep -h "hardware counters off" "$OUT"/counters_*/stderr | head -1 | cut -c1-100)
   row "counters: state" active "$MM_STATE/$EW_STATE" "FAIL: ${why:-see $OUT/counters_*}"
