@@ -201,6 +201,29 @@ def case_overflow() -> None:
         print(f"ok: overflow: {lost} samples lost counted, {decoded} decoded, kept ones match")
 
 
+def case_decode_fails() -> None:
+    # Every cuptiPmSamplingDecodeData fails: after 10 ticks (5 ms each, the run lasts ~250 ms)
+    # the device is given up -- one line, state failed, the samples since the start counted
+    # lost -- and the run's rows are all there.
+    with tempfile.TemporaryDirectory(prefix="gpuacct_ctr_") as out:
+        res = run_counters(out, GPUACCT_FLUSH_MS="5", GPUACCT_SIM_SCENARIO_PAUSE_MS="15",
+                           GPUACCT_SIM_FAULTS="error:cuptiPmSamplingDecodeData")
+        lines = [l for l in res.stderr.splitlines() if "hardware counters off" in l]
+        check(len(lines) == 1, f"expected one line, got:\n{res.stderr}")
+        check("cuptiPmSamplingDecodeData failed 10 times in a row" in lines[0], lines[0])
+        rep = one_report(out, res)
+        c = rep["collection"]["counters"]
+        check(c["state"] == "refused" and c["why"] == lines[0][len("gpuacct: "):], str(c))
+        check([d["state"] for d in c["devices"]] == ["failed"], str(c["devices"]))
+        lost = stat(rep, "counter_samples_lost")
+        # The 1 ms intervals from the start to the give-up: 9 tick periods of about 5 ms.
+        check(20 <= lost <= 100, f"{lost} samples counted lost in 10 ticks of 5 ms at 1 ms")
+        check(rep["data_loss"] is True, "samples lost but data_loss false")
+        check_rows(rep, truth_of(out), 1, full_cover=False)
+        print(f"ok: decode fails: given up after 10 ticks, {lost} samples counted lost, "
+              f"{len(rep['steps'])} rows")
+
+
 REFUSALS = {
     "unsupported": "PM sampling is not supported here",
     "privileges": "NVreg_RestrictProfilingToAdminUsers",
@@ -273,6 +296,7 @@ CASES = {
     "two_devices_late": case_two_devices_late,
     "interval_offset": case_interval_offset,
     "overflow": case_overflow,
+    "decode_fails": case_decode_fails,
     "refuse_unsupported": lambda: case_refuse("unsupported"),
     "refuse_privileges": lambda: case_refuse("privileges"),
     "refuse_busy": lambda: case_refuse("busy"),
