@@ -168,7 +168,10 @@ struct CounterSampler::Device {
   // and at the stop: what a decode that keeps failing loses lies between them and now.
   uint64_t emptied_at = 0;
   uint64_t stopped_at = 0;
-  int decode_failures = 0;  // in a row
+  uint64_t started_at = 0;  // cuptiGetTimestamp at the start
+  std::optional<int64_t> first_sample_lag_ns;
+  std::string clock_warning;  // to be said by the decode that found it
+  int decode_failures = 0;    // in a row
   bool timed = false;       // a sample's time was read (its holes are losses from then on)
   bool stopped = false;
   bool drained = false;  // stopped and decoded to the end of the records
@@ -387,9 +390,25 @@ std::string CounterSampler::set_up(Device& d) {
   if (r != CUPTI_SUCCESS) return refuse(r, "cuptiPmSamplingStart");
   d.last_end = now;  // nothing before the start is owed
   d.emptied_at = now;
+  d.started_at = now;
   d.values.assign(d.names.size(), 0.0);
   d.state = CounterState::kActive;
   return "";
+}
+
+// The attribution moves sample times by the activity records' offset, which is right only if
+// they are on CUPTI's clock -- not documented (docs/counters.md).  The first sample begins at
+// the start, so its distance from cuptiGetTimestamp then shows which clock it is on.
+void CounterSampler::note_first_sample(Device& d, uint64_t start) {
+  const int64_t lag = static_cast<int64_t>(start) - static_cast<int64_t>(d.started_at);
+  d.first_sample_lag_ns = lag;
+  if (lag > -kClockMismatchNs && lag < kClockMismatchNs) return;
+  // The numbers before the colon: the pipeline says one line per text after it.
+  d.clock_warning = "hardware counters on device " + std::to_string(d.index) + " (first sample " +
+                    std::to_string(lag / 1'000'000) +
+                    " ms from cuptiGetTimestamp at the start): sample times are not on CUPTI's "
+                    "activity clock, so counters land beside their steps; report this line "
+                    "with the CUDA version";
 }
 
 uint64_t CounterSampler::cupti_now() const {
@@ -400,14 +419,16 @@ uint64_t CounterSampler::cupti_now() const {
 
 std::vector<std::string> CounterSampler::decode(int64_t clock_offset_ns,
                                                 std::vector<CounterSample>& out, Stats& stats) {
-  std::vector<std::string> given_up;
+  std::vector<std::string> to_say;
   for (const auto& d : devices_) {
     if (d->state == CounterState::kActive && !d->drained) {
       decode_device(*d, clock_offset_ns, out, stats);
-      if (d->state != CounterState::kActive) given_up.push_back(d->line);
+      if (!d->clock_warning.empty()) to_say.push_back(std::move(d->clock_warning));
+      d->clock_warning.clear();
+      if (d->state != CounterState::kActive) to_say.push_back(d->line);
     }
   }
-  return given_up;
+  return to_say;
 }
 
 // A decode that fails once may work at the next tick (what KEEP_LATEST overwrote meanwhile is
@@ -502,6 +523,7 @@ void CounterSampler::decode_device(Device& d, int64_t clock_offset_ns,
         gap_lost +=
             static_cast<int64_t>((si.startTimestamp - d.last_end + interval_ns / 2) / interval_ns);
       }
+      if (!d.timed) note_first_sample(d, si.startTimestamp);
       d.last_end = std::max(d.last_end, si.endTimestamp);
       d.timed = true;
       if (GPUACCT_CUPTI_CALL(api_, cuptiProfilerHostEvaluateToGpuValues, &ev) != CUPTI_SUCCESS) {
@@ -592,6 +614,7 @@ std::vector<CounterDeviceStatus> CounterSampler::status() const {
     s.chip = d->chip;
     s.line = d->line;
     s.samples = d->samples;
+    s.first_sample_lag_ns = d->first_sample_lag_ns;
     for (size_t m = 0; m < d->names.size(); ++m) {
       for (const RoleCandidates& rc : candidates()) {
         if (rc.role == d->roles[m]) s.metrics.push_back(std::string(rc.key) + "=" + d->names[m]);

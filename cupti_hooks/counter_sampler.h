@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,10 @@ struct CounterDeviceStatus {
   // The hardware metric chosen for each role ("sm_active=sm__cycles_active.avg...").
   std::vector<std::string> metrics;
   int64_t samples = 0;
+  // The first sample's start minus the set-up time (cuptiGetTimestamp), on CUPTI's clock:
+  // from 0 to about an interval when sample times are on the activity records' clock (what
+  // the attribution assumes); seconds or more when they are not.  Absent before a sample.
+  std::optional<int64_t> first_sample_lag_ns;
 };
 
 class CounterSampler {
@@ -79,10 +84,14 @@ class CounterSampler {
   // stop() nothing is set up any more (a context made during the final drain is not sampled).
   std::string enable(uint16_t device);
   static constexpr int kDecodeFailuresToGiveUp = 10;
+  // A first sample further than this from the set-up: its clock is not CUPTI's (said once).
+  static constexpr int64_t kClockMismatchNs = 1'000'000'000;
 
   // Drains every device's hardware buffer: samples appended to `out`, their times moved onto
   // the host clock (CUPTI time - clock_offset_ns), losses counted in `stats`.  Returns the
-  // refusal line of each device given up in this call (to be said once); usually empty.
+  // lines to say once: the refusal line of each device given up in this call, and the clock
+  // warning of a device whose first sample is kClockMismatchNs or more from its set-up time;
+  // usually empty.
   std::vector<std::string> decode(int64_t clock_offset_ns, std::vector<CounterSample>& out,
                                   Stats& stats);
   // Stops sampling everywhere; what the hardware buffers hold is left for a last decode().
@@ -101,6 +110,7 @@ class CounterSampler {
                      Stats& stats);
   // A failed cuptiPmSamplingDecodeData: given up (or drained, once stopped) when it persists.
   void decode_failed(Device& d, const std::string& why, Stats& stats);
+  void note_first_sample(Device& d, uint64_t start);
   uint64_t cupti_now() const;
 
   CuptiApi& api_;

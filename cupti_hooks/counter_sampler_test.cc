@@ -335,6 +335,40 @@ TEST_F(CounterSamplerTest, DecodesUntilTheBufferIsEmptyThenStops) {
   EXPECT_EQ(stats.get(Stat::counter_samples_lost), 0);
 }
 
+// Sample times on another clock than cuptiGetTimestamp's (not ruled out by the headers): the
+// first sample's distance from the start says so, once, and the report carries it.
+TEST_F(CounterSamplerTest, AFirstSampleFarFromTheStartSaysItsClockDiffers) {
+  CounterSampler sampler(api, options);
+  ASSERT_EQ(sampler.enable(0), "");  // started at 10 ms
+  std::vector<CounterSample> out;
+  Stats stats;
+  EXPECT_TRUE(sampler.decode(0, out, stats).empty());
+  EXPECT_FALSE(sampler.status()[0].first_sample_lag_ns.has_value());
+  const uint64_t far = 5000ull * 1000 * kMs;  // 5000 s
+  g.pending = {{far, far + kMs, {}}, {far + kMs, far + 2 * kMs, {}}};
+  const std::vector<std::string> lines = sampler.decode(0, out, stats);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("hardware counters on device 0 (first sample 4999990 ms"),
+            std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[0].find("not on CUPTI's activity clock"), std::string::npos) << lines[0];
+  EXPECT_EQ(sampler.status()[0].first_sample_lag_ns, static_cast<int64_t>(far - 10 * kMs));
+  EXPECT_EQ(out.size(), 2u);  // still delivered
+  EXPECT_EQ(stats.get(Stat::counter_samples_lost), 0);
+  g.pending = {{far + 2 * kMs, far + 3 * kMs, {}}};
+  EXPECT_TRUE(sampler.decode(0, out, stats).empty());  // said once
+}
+
+TEST_F(CounterSamplerTest, AFirstSampleAtTheStartIsOnTheClock) {
+  CounterSampler sampler(api, options);
+  ASSERT_EQ(sampler.enable(0), "");
+  g.pending = {{10 * kMs + 300'000, 11 * kMs, {}}};
+  std::vector<CounterSample> out;
+  Stats stats;
+  EXPECT_TRUE(sampler.decode(0, out, stats).empty());
+  EXPECT_EQ(sampler.status()[0].first_sample_lag_ns, int64_t{300'000});
+}
+
 TEST_F(CounterSamplerTest, NothingIsSetUpAfterTheStop) {
   CounterSampler sampler(api, options);
   ASSERT_EQ(sampler.enable(0), "");

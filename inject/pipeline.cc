@@ -189,9 +189,9 @@ void Pipeline::collect_counters() {
   // Sample times move onto the host clock by the offset activity records move by (the same
   // CUPTI clock: docs/counters.md says what only a GPU can confirm).
   if (collector.clock_source() == cupti::ClockSource::kNone) return;
-  for (const std::string& given_up :
+  for (const std::string& line :
        counters->decode(collector.clock_offset_ns(), batch_.counter_samples, acc_.mutable_stats()))
-    say_counter_refusal(given_up);
+    say_counter_refusal(line);
 }
 
 // Said once per cause (the report lists every device): eight GPUs refusing for the same reason
@@ -230,6 +230,7 @@ nlohmann::json Pipeline::counters_section(const GpuCollectionState& gpu) const {
                             {"chip", json_safe_utf8(d.chip)},
                             {"samples", d.samples},
                             {"metrics", d.metrics}};
+      if (d.first_sample_lag_ns) one["first_sample_lag_ns"] = *d.first_sample_lag_ns;
       if (!d.line.empty()) {
         one["line"] = json_safe_utf8(d.line);
         if (refused.empty()) refused = d.line;

@@ -128,6 +128,13 @@ def active_section(rep: dict, devices: int) -> None:
     for d in c["devices"]:
         check(d["state"] == "active" and d["samples"] > 0, f"device {d}")
         check(len(d["metrics"]) == 5, f"metrics chosen {d['metrics']}")
+        on_clock(d)
+
+
+def on_clock(device: dict) -> None:
+    # The fake's samples are on CUPTI's clock: the first begins at the start, within a tick.
+    lag = device.get("first_sample_lag_ns")
+    check(lag is not None and 0 <= lag < 200_000_000, f"first sample lag {lag} ns: {device}")
 
 
 def case_planted() -> None:
@@ -177,6 +184,7 @@ def case_interval_offset() -> None:
             live = one_report(out)
             check(live["collection"]["clock"]["source"] == source, str(live["collection"]))
             check(live["collection"]["counters"]["interval_us"] == 250, "interval not taken")
+            on_clock(live["collection"]["counters"]["devices"][0])
             n = check_rows(live, truth_of(out), 1)
             print(f"ok: 250 us interval, CUPTI 5000 s ahead ({source}): {n} rows within {TOL_PP} pp")
 
