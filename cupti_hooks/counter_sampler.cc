@@ -92,6 +92,39 @@ double max_of(double a, double b) {
   return std::max(a, b);
 }
 
+// A sample's five values from its chosen metrics' evaluated values (docs/counters.md,
+// "Hardware metrics and formulas"): the speeds of light as the max of their side.
+void set_values(const std::vector<Role>& roles, const std::vector<double>& values,
+                CounterSample& s) {
+  for (double& v : s.pct) v = std::nan("");
+  double compute = std::nan("");
+  double memory = std::nan("");
+  for (size_t m = 0; m < roles.size(); ++m) {
+    const double v = clamp_pct(values[m]);
+    switch (roles[m]) {
+      case Role::kSmActive:
+        s.pct[static_cast<int>(CounterMetric::kSmActive)] = v;
+        break;
+      case Role::kTensorActive:
+        s.pct[static_cast<int>(CounterMetric::kTensorActive)] = v;
+        compute = max_of(compute, v);
+        break;
+      case Role::kDram:
+        s.pct[static_cast<int>(CounterMetric::kDram)] = v;
+        memory = max_of(memory, v);
+        break;
+      case Role::kComputeThroughput:
+        compute = max_of(compute, v);
+        break;
+      case Role::kMemoryThroughput:
+        memory = max_of(memory, v);
+        break;
+    }
+  }
+  s.pct[static_cast<int>(CounterMetric::kComputeSol)] = compute;
+  s.pct[static_cast<int>(CounterMetric::kMemorySol)] = memory;
+}
+
 }  // namespace
 
 const char* to_string(CounterState s) {
@@ -534,33 +567,7 @@ void CounterSampler::decode_device(Device& d, int64_t clock_offset_ns,
       s.device = d.index;
       s.start = static_cast<int64_t>(si.startTimestamp) - clock_offset_ns;
       s.end = static_cast<int64_t>(si.endTimestamp) - clock_offset_ns;
-      for (double& v : s.pct) v = std::nan("");
-      double compute = std::nan("");
-      double memory = std::nan("");
-      for (size_t m = 0; m < d.names.size(); ++m) {
-        const double v = clamp_pct(d.values[m]);
-        switch (d.roles[m]) {
-          case Role::kSmActive:
-            s.pct[static_cast<int>(CounterMetric::kSmActive)] = v;
-            break;
-          case Role::kTensorActive:
-            s.pct[static_cast<int>(CounterMetric::kTensorActive)] = v;
-            compute = max_of(compute, v);
-            break;
-          case Role::kDram:
-            s.pct[static_cast<int>(CounterMetric::kDram)] = v;
-            memory = max_of(memory, v);
-            break;
-          case Role::kComputeThroughput:
-            compute = max_of(compute, v);
-            break;
-          case Role::kMemoryThroughput:
-            memory = max_of(memory, v);
-            break;
-        }
-      }
-      s.pct[static_cast<int>(CounterMetric::kComputeSol)] = compute;
-      s.pct[static_cast<int>(CounterMetric::kMemorySol)] = memory;
+      set_values(d.roles, d.values, s);
       out.push_back(s);
       ++d.samples;
     }
