@@ -475,9 +475,16 @@ void CounterSampler::decode_failed(Device& d, const std::string& why, Stats& sta
   if (!d.stopped && d.decode_failures < kDecodeFailuresToGiveUp) return;
   const uint64_t until = d.stopped ? d.stopped_at : cupti_now();
   const uint64_t interval_ns = uint64_t{options_.interval_us} * 1000;
-  if (until > d.emptied_at) {
-    stats.add(Stat::counter_samples_lost,
-              static_cast<int64_t>((until - d.emptied_at) / interval_ns));
+  // What was decoded after the last complete decode (a tick that hit its round limit) is not
+  // lost: the last sample's end says where decoding stopped, once its clock is known to be
+  // cuptiGetTimestamp's.
+  uint64_t from = d.emptied_at;
+  if (d.first_sample_lag_ns && *d.first_sample_lag_ns > -kClockMismatchNs &&
+      *d.first_sample_lag_ns < kClockMismatchNs) {
+    from = std::max(from, d.last_end);
+  }
+  if (until > from) {
+    stats.add(Stat::counter_samples_lost, static_cast<int64_t>((until - from) / interval_ns));
   }
   d.emptied_at = std::max(d.emptied_at, until);
   if (d.stopped) {

@@ -302,6 +302,23 @@ TEST_F(CounterSamplerTest, ADecodeThatKeepsFailingGivesTheDeviceUp) {
   EXPECT_EQ(stats.get(Stat::counter_samples_lost), 1000);
 }
 
+// A tick that hit its round limit decoded past its last complete decode: those are not lost.
+TEST_F(CounterSamplerTest, AGiveUpAfterARoundLimitedTickCountsFromTheLastSample) {
+  g.image_room = 1;  // 16 rounds a tick: 16 samples
+  CounterSampler sampler(api, options);
+  ASSERT_EQ(sampler.enable(0), "");  // started (and emptied) at 10 ms
+  for (uint64_t k = 10; k < 40; ++k) g.pending.push_back({k * kMs, (k + 1) * kMs, {}});
+  g.now = 40 * kMs;
+  std::vector<CounterSample> out;
+  Stats stats;
+  EXPECT_TRUE(sampler.decode(0, out, stats).empty());
+  ASSERT_EQ(out.size(), 16u);  // up to 26 ms
+  g.fail["cuptiPmSamplingDecodeData"] = CUPTI_ERROR_UNKNOWN;
+  for (int i = 0; i < CounterSampler::kDecodeFailuresToGiveUp; ++i) sampler.decode(0, out, stats);
+  EXPECT_FALSE(sampler.any_active());
+  EXPECT_EQ(stats.get(Stat::counter_samples_lost), 40 - 26);  // [26, 40) ms, not [10, 40)
+}
+
 TEST_F(CounterSamplerTest, AFailingLastDecodeCountsWhatTheStopLeft) {
   CounterSampler sampler(api, options);
   ASSERT_EQ(sampler.enable(0), "");
