@@ -326,6 +326,44 @@ std::string CounterSampler::enable(uint16_t device) {
   return d.line;
 }
 
+// The metric choice and d's config image.  The choice is made once per chip: a device of a chip
+// already set up takes its set, checked by its own config image (one host object instead of
+// one per candidate tried -- a dozen, each loading the chip's metric tables, on the worker);
+// should that set not fit this device's counter availability, it chooses on its own.  `call`:
+// the call a failure is named after.  No metric chosen (d.names empty) is CUPTI_SUCCESS.  (A
+// CUptiResult as int: the header stays CUPTI-free.)
+int CounterSampler::configure(Device& d, const char** call) {
+  auto set_names = [&d](const std::vector<Role>& roles, const std::vector<std::string>& names) {
+    d.roles = roles;
+    d.names = names;
+    d.c_names.clear();
+    for (const std::string& n : d.names) d.c_names.push_back(n.c_str());
+  };
+  size_t passes = 0;
+  for (const auto& other : devices_) {
+    if (other.get() == &d || other->chip != d.chip || other->state != CounterState::kActive) {
+      continue;
+    }
+    set_names(other->roles, other->names);
+    if (make_config(api_, d.chip.c_str(), d.counter_availability, d.c_names, &d.host, &d.config,
+                    &passes) == CUPTI_SUCCESS &&
+        passes == 1) {
+      return CUPTI_SUCCESS;
+    }
+    drop_host(api_, &d.host);
+    break;
+  }
+  std::vector<Role> roles;
+  std::vector<std::string> names;
+  *call = "cuptiProfilerHostConfigAddMetrics";
+  const CUptiResult r = choose_metrics(api_, d.chip, d.counter_availability, &roles, &names);
+  set_names(roles, names);
+  if (r != CUPTI_SUCCESS || d.names.empty()) return r;
+  *call = "cuptiProfilerHostGetConfigImage";
+  return make_config(api_, d.chip.c_str(), d.counter_availability, d.c_names, &d.host, &d.config,
+                     &passes);
+}
+
 // The set-up sequence of cupti_pmsampling.h / cupti_profiler_host.h; the refusal line, or
 // empty with d.state kActive.
 std::string CounterSampler::set_up(Device& d) {
@@ -362,21 +400,14 @@ std::string CounterSampler::set_up(Device& d) {
   }
   if (r != CUPTI_SUCCESS) return refuse(r, "cuptiPmSamplingGetCounterAvailability");
 
-  if (const CUptiResult cr =
-          choose_metrics(api_, d.chip, d.counter_availability, &d.roles, &d.names);
-      cr != CUPTI_SUCCESS) {
-    return refuse(cr, "cuptiProfilerHostConfigAddMetrics");
-  }
-  for (const std::string& n : d.names) d.c_names.push_back(n.c_str());
+  const char* call = "";
+  r = static_cast<CUptiResult>(configure(d, &call));
+  if (r != CUPTI_SUCCESS) return refuse(r, call);
   if (d.names.empty()) {
     d.state = CounterState::kUnsupported;
     return counter_refusal_line(d.state, d.index, d.chip,
                                 "the chip has none of the metrics gpuacct reads in one pass");
   }
-  size_t passes = 0;
-  r = make_config(api_, d.chip.c_str(), d.counter_availability, d.c_names, &d.host, &d.config,
-                  &passes);
-  if (r != CUPTI_SUCCESS) return refuse(r, "cuptiProfilerHostGetConfigImage");
 
   GPUACCT_PARAMS(CUpti_PmSampling_Enable_Params, en);
   en.deviceIndex = d.index;

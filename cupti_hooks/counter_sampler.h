@@ -106,6 +106,7 @@ class CounterSampler {
  private:
   struct Device;
   std::string set_up(Device& d);
+  int configure(Device& d, const char** call);
   void decode_device(Device& d, int64_t clock_offset_ns, std::vector<CounterSample>& out,
                      Stats& stats);
   // A failed cuptiPmSamplingDecodeData: given up (or drained, once stopped) when it persists.

@@ -33,6 +33,7 @@ struct Script {
   size_t image_room = 1000;
   uint8_t overflow = 0;
   int decodes = 0;
+  int host_objects = 0;  // cuptiProfilerHostInitialize calls
   uint64_t now = 0;
 };
 Script g;
@@ -65,6 +66,7 @@ CuptiApi scripted_api() {
         return failed("cuptiPmSamplingGetCounterAvailability");
       };
   api.cuptiProfilerHostInitialize = [](CUpti_Profiler_Host_Initialize_Params* p) {
+    ++g.host_objects;
     p->pHostObject = reinterpret_cast<CUpti_Profiler_Host_Object*>(new Host());
     return CUPTI_SUCCESS;
   };
@@ -221,6 +223,23 @@ TEST_F(CounterSamplerTest, FallsBackToTheDocumentedPmSamplingMetrics) {
       std::string("dram=") + dramc, std::string("compute_throughput=") + issue,
       std::string("memory_throughput=") + lts};
   EXPECT_EQ(sampler.status()[0].metrics, chosen);
+}
+
+// The choice is made once per chip: the second device of a chip takes the first one's set with
+// one host object; a set its counters do not allow makes it choose on its own.
+TEST_F(CounterSamplerTest, ChoosesOncePerChip) {
+  CounterSampler sampler(api, options);
+  ASSERT_EQ(sampler.enable(0), "");
+  const int first = g.host_objects;
+  EXPECT_GE(first, 6);  // a trial per role, then its config
+  ASSERT_EQ(sampler.enable(1), "");
+  EXPECT_EQ(g.host_objects, first + 1);
+  EXPECT_EQ(sampler.status()[1].metrics, sampler.status()[0].metrics);
+  g.known.erase(kMemThroughput);  // device 2 lacks a counter the set needs
+  ASSERT_EQ(sampler.enable(2), "");
+  EXPECT_GT(g.host_objects, first + 2);
+  EXPECT_EQ(sampler.status()[2].metrics.size(), 4u);
+  EXPECT_EQ(sampler.status()[0].metrics.size(), 5u);
 }
 
 TEST_F(CounterSamplerTest, DropsAMetricThatWouldNeedASecondPass) {
