@@ -19,7 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "analysis/accounting/flat_map.h"
+#include "analysis/model/flat_map.h"
 #include "analysis/model/events.h"
 
 namespace gpuacct::accounting {
