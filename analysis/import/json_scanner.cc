@@ -290,7 +290,7 @@ Status Stream::refill(bool* more) {
   return Status::Ok();
 }
 
-Status Stream::next_nonws(bool* at_end) {
+Status Stream::next_nonws_refill(bool* at_end) {
   *at_end = false;
   for (;;) {
     while (pos_ < len_ && is_ws(buf_[pos_])) ++pos_;

@@ -83,7 +83,25 @@ struct Cursor {
 };
 
 inline bool is_ws(char c) {
-  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+  // One compare and one bit test instead of four compares: ' ', '\t', '\n', '\r' are the bits
+  // 32, 9, 10 and 13 of the mask (every byte of a trace is tested at least once).
+  const auto u = static_cast<unsigned char>(c);
+  return u <= ' ' && ((0x100002600ull >> u) & 1u) != 0;
+}
+
+// Bytes that may appear in a JSON number's text (the grammar is checked after the scan).
+inline bool is_number_char(char c) {
+  struct Table {
+    bool v[256] = {};
+    constexpr Table() {
+      for (int d = '0'; d <= '9'; ++d) v[d] = true;
+      v[static_cast<unsigned char>('-')] = v[static_cast<unsigned char>('+')] = true;
+      v[static_cast<unsigned char>('.')] = true;
+      v[static_cast<unsigned char>('e')] = v[static_cast<unsigned char>('E')] = true;
+    }
+  };
+  static constexpr Table kTable{};
+  return kTable.v[static_cast<unsigned char>(c)];
 }
 
 inline Result skip_ws(Cursor& c) {
@@ -169,15 +187,7 @@ class Scanner {
   Result number(Cursor& c, std::string_view* out) {
     const char* s = c.p;
     const char* q = s;
-    while (q < c.end) {
-      char ch = *q;
-      if ((ch >= '0' && ch <= '9') || ch == '-' || ch == '+' || ch == '.' || ch == 'e' ||
-          ch == 'E') {
-        ++q;
-      } else {
-        break;
-      }
-    }
+    while (q < c.end && is_number_char(*q)) ++q;
     if (q == c.end) return Result::kNeedMore;  // the number may continue in the next chunk
     // Validate the JSON number grammar loosely (parse_scaled does the rest).
     if (q == s) return fail(s, "invalid value");
@@ -341,8 +351,16 @@ class Stream {
   uint64_t end_offset() const { return base_ + len_; }  // of the end of what was read
   uint64_t offset_of(const char* p) const { return base_ + static_cast<uint64_t>(p - buf_.data()); }
 
-  // Skips whitespace across chunks; *at_end when the input ends.
-  Status next_nonws(bool* at_end);
+  // Skips whitespace across chunks; *at_end when the input ends.  Inline for the common case
+  // (called twice per trace event): the next non-blank byte is already buffered.
+  Status next_nonws(bool* at_end) {
+    while (pos_ < len_ && is_ws(buf_[pos_])) ++pos_;
+    if (pos_ < len_) {
+      *at_end = false;
+      return Status::Ok();
+    }
+    return next_nonws_refill(at_end);
+  }
 
   // Runs `attempt(Cursor&)` on the buffered text from the next byte, reading more until it
   // completes; then consumes what it read.  `what` names the value for a truncation error.
@@ -373,6 +391,7 @@ class Stream {
  private:
   // Moves [pos_, len_) to the front and reads more; *more = false at the end of the input.
   Status refill(bool* more);
+  Status next_nonws_refill(bool* at_end);
 
   ByteSource& src_;
   StreamErrors& errors_;

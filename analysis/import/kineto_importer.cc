@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -47,12 +49,18 @@ struct RawEvent {
   Value ph, cat, name, ts, dur, pid, tid, id, bp;
   bool args_is_object = false;
   bool has_args = false;
+  bool comm_used = false;  // a slot of `comm` was written (it is all zero otherwise)
   Value device, stream, correlation, bytes, graph_id;
   KinetoCommValues comm;  // the collective args ("Collective name", "External id", ...)
-  // Every field back to "absent", for each event: one memset of the ~650 bytes (assigning a
-  // fresh RawEvent built a temporary and copied it, ~5 % of the import).  All-zero bytes are
-  // an empty RawEvent: ValueType::kNone is 0, an empty string_view is {0, nullptr}.
-  void clear() { std::memset(static_cast<void*>(this), 0, sizeof(*this)); }
+  // Every field back to "absent", for each event: a memset (assigning a fresh RawEvent built a
+  // temporary and copied it, ~5 % of the import).  All-zero bytes are an empty RawEvent:
+  // ValueType::kNone is 0, an empty string_view is {0, nullptr}.  `comm` (half of the bytes)
+  // is cleared only after an event that wrote one of its slots: most events have none.
+  void clear() {
+    const bool comm_dirty = comm_used;
+    std::memset(static_cast<void*>(this), 0, offsetof(RawEvent, comm));
+    if (comm_dirty) std::memset(static_cast<void*>(&comm), 0, sizeof(comm));
+  }
 };
 static_assert(std::is_trivially_copyable_v<RawEvent>);
 static_assert(static_cast<int>(ValueType::kNone) == 0);
@@ -194,6 +202,25 @@ class Importer final : json_scan::StreamErrors {
     ++it->second;
   }
   void flush_pending();
+  // names_.intern(text), exactly, through a small direct-mapped cache: the table hashes the
+  // whole name (kernel names run to hundreds of bytes) and compares it again, for every op,
+  // while a trace repeats a few hundred names.  A hit compares the full text with the table's
+  // own copy (stable: NameTable keeps its strings in a deque), so a collision is only a miss.
+  NameId intern(std::string_view text) {
+    uint64_t head = 0, tail = 0;
+    if (!text.empty()) std::memcpy(&head, text.data(), std::min<size_t>(text.size(), 8));
+    if (text.size() > 8) std::memcpy(&tail, text.data() + text.size() - 8, 8);
+    const uint64_t h = (head ^ (tail * 0x9E3779B97F4A7C15ull) ^ text.size()) * 0xFF51AFD7ED558CCDull;
+    CachedName& slot = name_cache_[static_cast<size_t>(h >> 56)];
+    if (slot.id != kNoName && slot.text == text) return slot.id;
+    const NameId id = names_.intern(text);
+    if (id != kNoName) slot = CachedName{names_.text(id), id};
+    return id;
+  }
+  struct CachedName {
+    std::string_view text;
+    NameId id = kNoName;
+  };
 
   ByteSource& src_;
   NameTable& names_;
@@ -220,6 +247,7 @@ class Importer final : json_scan::StreamErrors {
   std::unordered_map<FlowKey, Pending, FlowKeyHash> pending_;
   std::deque<FlowKey> pending_order_;
   std::unordered_map<std::string, int64_t> other_accelerator_;
+  std::array<CachedName, 256> name_cache_{};
 };
 
 Result Importer::parse_args(Cursor& c) {
@@ -244,7 +272,7 @@ Result Importer::parse_args(Cursor& c) {
       default:
         break;
     }
-    if (!dst) dst = ev_.comm.slot(key);
+    if (!dst && (dst = ev_.comm.slot(key)) != nullptr) ev_.comm_used = true;
     if (dst) return scan_.value(cc, dst);
     return scan_.skip_value(cc, 2);
   });
@@ -465,7 +493,7 @@ void Importer::map_gpu_op(CatKind kind, const XEvent& x) {
   op.bytes = static_cast<uint64_t>(bytes);
   op.stream = static_cast<uint32_t>(stream);
   op.graph_id = static_cast<uint32_t>(graph);
-  op.name = names_.intern(x.name);
+  op.name = intern(x.name);
   op.device = static_cast<uint16_t>(device);
   if (kind == CatKind::kKernel) {
     op.kind = GpuOpKind::kKernel;
@@ -502,7 +530,7 @@ void Importer::map_api_call(const XEvent& x) {
   call.end = x.end;
   call.correlation_id = corr >= 0 ? static_cast<uint64_t>(corr) : 0;
   call.thread = x.tid_ok ? static_cast<uint32_t>(static_cast<uint64_t>(x.tid)) : 0;
-  call.name = names_.intern(x.name);
+  call.name = intern(x.name);
   call.kind = classify_api(x.name);
   emit_api(call, FlowKey{x.pid, x.tid, x.ts}, corr < 0 && x.pid_ok && x.tid_ok);
 }
@@ -523,7 +551,7 @@ void Importer::map_range(CatKind kind, const XEvent& x) {
   r.start = x.ts;
   r.end = x.end;
   r.thread = x.tid_ok ? static_cast<uint32_t>(static_cast<uint64_t>(x.tid)) : 0;
-  r.name = names_.intern(x.name);
+  r.name = intern(x.name);
   sink_.on_range(r);
 }
 
@@ -550,7 +578,7 @@ void Importer::emit_cuda_sync(int64_t ts, int64_t end, std::string_view name, in
       num_i64(ev_.correlation, &corr) && corr > 0 ? static_cast<uint64_t>(corr) : 0;
   row.stream = static_cast<uint32_t>(stream);
   row.device = static_cast<uint16_t>(device);
-  row.name = names_.intern(name);
+  row.name = intern(name);
   opts_.on_cuda_sync(row);
 }
 
