@@ -48,6 +48,13 @@ class FlatMap64 {
   }
   const V* find(uint64_t key) const { return const_cast<FlatMap64*>(this)->find(key); }
 
+  // Removes every entry and gives the memory back.
+  void clear() {
+    std::vector<Slot>(16).swap(slots_);
+    std::vector<Slot>().swap(spare_);
+    size_ = 0;
+  }
+
   // Removes every entry for which pred(key, value) is true.  O(capacity).
   template <typename Pred>
   void erase_if(Pred pred) {
