@@ -104,7 +104,8 @@ inline bool is_number_char(char c) {
   return kTable.v[static_cast<unsigned char>(c)];
 }
 
-inline Result skip_ws(Cursor& c) {
+// Inlined everywhere: called for every key and value of every event.
+[[gnu::always_inline]] inline Result skip_ws(Cursor& c) {
   while (c.p < c.end && is_ws(*c.p)) ++c.p;
   return c.p < c.end ? Result::kOk : Result::kNeedMore;
 }
