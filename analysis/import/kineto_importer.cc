@@ -281,7 +281,7 @@ Result Importer::parse_args(Cursor& c) {
     }
     if (!dst && (dst = ev_.comm.slot(key)) != nullptr) ev_.comm_used = true;
     if (dst) return scan_.value(cc, dst);
-    return scan_.skip_value(cc, 2);
+    return scan_.skip_value_inline(cc, 2);
   });
 }
 
@@ -326,7 +326,7 @@ Result Importer::parse_event(Cursor& c) {
         break;
     }
     if (dst) return scan_.value(cc, dst);
-    return scan_.skip_value(cc, 1);
+    return scan_.skip_value_inline(cc, 1);
   });
 }
 
