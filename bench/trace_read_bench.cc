@@ -16,6 +16,8 @@
 //                 what `gpuacct analyze` runs before it writes its files;
 //   gpuacct analyze --no-files     the whole command, a child process (--gpuacct PATH, default
 //                                  the build's bin/gpuacct beside bench/; its peak RSS too).
+//                                  --gpuacct again adds another binary's row (before/after
+//                                  of a change in the same run).
 // Prints the median of each: seconds, MB/s of JSON, events/s (trace events when the trace was
 // generated here, else mapped events), its ratio to the fastest floor of the same run (the
 // fastest of the in-process and command-line decompressions), and a child's peak RSS; then the
@@ -143,15 +145,9 @@ double median(std::vector<double> v) {
 int run(int argc, char** argv) {
   uint64_t json_mb = 1024;
   int rounds = 3;
-  std::string keep, trace, gpuacct;
+  std::string keep, trace;
+  std::vector<std::string> gpuaccts;
   bool command = true;
-  {
-    // Default: the tool of the same build (build/bench/trace_read_bench -> build/bin/gpuacct).
-    const std::string self = argv[0];
-    const size_t slash = self.rfind('/');
-    gpuacct = (slash == std::string::npos ? std::string(".") : self.substr(0, slash)) +
-              "/../bin/gpuacct";
-  }
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -164,7 +160,7 @@ int run(int argc, char** argv) {
     } else if (a == "--trace" && has_value) {
       trace = argv[++i];
     } else if (a == "--gpuacct" && has_value) {
-      gpuacct = argv[++i];
+      gpuaccts.push_back(argv[++i]);
     } else if (a == "--no-command") {
       command = false;
     } else {
@@ -228,14 +224,26 @@ int run(int argc, char** argv) {
                     auto input = Input::open(path);
                     return input.ok() && account_input(input.value(), AccountingConfig{}, names).ok();
                   }, false, 0, {}});
-  if (command && ::access(gpuacct.c_str(), X_OK) == 0) {
+  if (command && gpuaccts.empty()) {
+    // Default: the tool of the same build (build/bench/trace_read_bench -> build/bin/gpuacct).
+    const std::string self = argv[0];
+    const size_t slash = self.rfind('/');
+    gpuaccts.push_back((slash == std::string::npos ? std::string(".") : self.substr(0, slash)) +
+                       "/../bin/gpuacct");
+  }
+  for (const std::string& gpuacct : command ? gpuaccts : std::vector<std::string>{}) {
+    if (::access(gpuacct.c_str(), X_OK) != 0) {
+      std::fprintf(stderr, "trace_read_bench: no %s (--gpuacct PATH): its row is left out\n",
+                   gpuacct.c_str());
+      continue;
+    }
     const size_t i = rows.size();
-    rows.push_back({"gpuacct analyze (command)", nullptr, false, 0, {}});
+    const std::string label = gpuaccts.size() == 1
+                                  ? std::string("gpuacct analyze (command)")
+                                  : "analyze: " + gpuacct.substr(gpuacct.rfind('/') + 1);
+    rows.push_back({label, nullptr, false, 0, {}});
     const std::vector<std::string> args = {gpuacct, "analyze", path, "--no-files"};
     rows[i].fn = [&rows, i, args] { return run_child(args, &rows[i].max_rss_kib); };
-  } else if (command) {
-    std::fprintf(stderr, "trace_read_bench: no %s (--gpuacct PATH): the command's row is left out\n",
-                 gpuacct.c_str());
   }
   bool ok = true;
   for (int r = 0; r < rounds; ++r) {
