@@ -39,7 +39,9 @@ class FlatMap64 {
     }
   }
 
+  // nullptr when absent (key 0 is never present).
   V* find(uint64_t key) {
+    if (key == 0) return nullptr;  // 0 marks an empty slot: it would "find" one
     size_t i = index_of(key);
     while (true) {
       Slot& s = slots_[i];
@@ -53,6 +55,7 @@ class FlatMap64 {
   // Removes `key`; false if it was absent.  The entries after it in its probe run move back
   // over the hole (backward shift), so lookups never meet a tombstone.
   bool erase(uint64_t key) {
+    if (key == 0) return false;
     size_t hole = index_of(key);
     for (;; hole = (hole + 1) & mask()) {
       if (slots_[hole].key == 0) return false;

@@ -48,6 +48,8 @@ TEST(FlatMap64, MatchesUnorderedMapUnderInsertEraseAndEraseIf) {
     EXPECT_EQ(ref.at(k), v);
   });
   EXPECT_EQ(seen, ref.size());
+  EXPECT_EQ(flat.find(0), nullptr);  // the empty-slot marker is never a key
+  EXPECT_FALSE(flat.erase(0));
   flat.clear();
   EXPECT_EQ(flat.size(), 0u);
   EXPECT_EQ(flat.find(ref.empty() ? 1 : ref.begin()->first), nullptr);
