@@ -186,19 +186,24 @@ int run(int argc, char** argv) {
   struct Row {
     std::string what;
     std::function<bool()> fn;
-    bool floor = false;  // a plain decompression: candidate for the floor
+    bool floor = false;    // a plain decompression: candidate for the floor
     long max_rss_kib = 0;  // a child's peak RSS (0: in this process)
     std::vector<double> times;
   };
   uint64_t json_bytes = 0, events = 0;
   std::string isal_name, zlib_name;
   std::vector<Row> rows;
-  rows.push_back({"inflate, fastest decoder", [&] {
-                    return (json_bytes = inflate_all(path, GzipDecoder::kFastest, &isal_name)) > 0;
-                  }, true, 0, {}});
-  rows.push_back({"inflate, zlib", [&] {
-                    return inflate_all(path, GzipDecoder::kZlib, &zlib_name) > 0;
-                  }, true, 0, {}});
+  rows.push_back(
+      {"inflate, fastest decoder",
+       [&] { return (json_bytes = inflate_all(path, GzipDecoder::kFastest, &isal_name)) > 0; },
+       true,
+       0,
+       {}});
+  rows.push_back({"inflate, zlib",
+                  [&] { return inflate_all(path, GzipDecoder::kZlib, &zlib_name) > 0; },
+                  true,
+                  0,
+                  {}});
   const std::vector<std::vector<std::string>> tools = {
       {"igzip", "-dc", path}, {"libdeflate-gunzip", "-c", path}, {"zcat", path}};
   for (const auto& tool : tools) {
@@ -211,19 +216,28 @@ int run(int argc, char** argv) {
     rows.push_back({tool[0] + " (command)", nullptr, true, 0, {}});
     rows[i].fn = [&rows, i, tool] { return run_child(tool, &rows[i].max_rss_kib); };
   }
-  rows.push_back({"import (importer only)", [&] {
+  rows.push_back({"import (importer only)",
+                  [&] {
                     NameTable names;
                     Stats stats;
                     CountingSink sink;
                     auto r = import_kineto_trace(path, names, sink, stats);
                     events = sink.n;
                     return r.ok();
-                  }, false, 0, {}});
-  rows.push_back({"front door (in process)", [&] {
+                  },
+                  false,
+                  0,
+                  {}});
+  rows.push_back({"front door (in process)",
+                  [&] {
                     NameTable names;
                     auto input = Input::open(path);
-                    return input.ok() && account_input(input.value(), AccountingConfig{}, names).ok();
-                  }, false, 0, {}});
+                    return input.ok() &&
+                           account_input(input.value(), AccountingConfig{}, names).ok();
+                  },
+                  false,
+                  0,
+                  {}});
   if (command && gpuaccts.empty()) {
     // Default: the tool of the same build (build/bench/trace_read_bench -> build/bin/gpuacct).
     const std::string self = argv[0];
@@ -262,24 +276,23 @@ int run(int argc, char** argv) {
       floor_name = row.what;
     }
   }
-  std::printf("trace: %.1f MB JSON, %llu trace events, %llu mapped; fastest decoder: %s; "
-              "median of %d rounds; floor: %s\n",
-              static_cast<double>(json_bytes) / 1e6,
-              static_cast<unsigned long long>(trace_events),
-              static_cast<unsigned long long>(events), isal_name.c_str(), rounds,
-              floor_name.c_str());
+  std::printf(
+      "trace: %.1f MB JSON, %llu trace events, %llu mapped; fastest decoder: %s; "
+      "median of %d rounds; floor: %s\n",
+      static_cast<double>(json_bytes) / 1e6, static_cast<unsigned long long>(trace_events),
+      static_cast<unsigned long long>(events), isal_name.c_str(), rounds, floor_name.c_str());
   // events/s of trace events when known (generated here), else of mapped events.
   const uint64_t counted = trace_events > 0 ? trace_events : events;
-  std::printf("%-28s %9s %10s %10s %10s %12s\n", "", "seconds", "JSON MB/s", "Mevents/s",
-              "x floor", "peak RSS MiB");
+  std::printf("%-28s %9s %10s %10s %10s %12s\n", "", "seconds", "JSON MB/s", "Mevents/s", "x floor",
+              "peak RSS MiB");
   for (const Row& row : rows) {
     const double t = median(row.times);
     char rss[32] = "-";
     if (row.max_rss_kib > 0)
       std::snprintf(rss, sizeof(rss), "%.1f", static_cast<double>(row.max_rss_kib) / 1024.0);
     std::printf("%-28s %9.3f %10.1f %10.2f %10.2f %12s\n", row.what.c_str(), t,
-                static_cast<double>(json_bytes) / 1e6 / t,
-                static_cast<double>(counted) / 1e6 / t, t / floor, rss);
+                static_cast<double>(json_bytes) / 1e6 / t, static_cast<double>(counted) / 1e6 / t,
+                t / floor, rss);
   }
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);

@@ -19,8 +19,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "analysis/model/flat_map.h"
 #include "analysis/model/events.h"
+#include "analysis/model/flat_map.h"
 
 namespace gpuacct::accounting {
 

@@ -184,8 +184,8 @@ class Scanner {
   }
 
   // string() found the closing quote or the first escape at `q`.
-  [[gnu::always_inline]] Result string_end(Cursor& c, std::string_view* out, bool decode, const char* start,
-                    const char* q) {
+  [[gnu::always_inline]] Result string_end(Cursor& c, std::string_view* out, bool decode,
+                                           const char* start, const char* q) {
     if (*q == '"') {
       if (out) *out = std::string_view(start, static_cast<size_t>(q - start));
       c.p = q + 1;

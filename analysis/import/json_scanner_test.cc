@@ -53,10 +53,26 @@ TEST(ParseScaled, IntegerRefusesFractions) {
 // parse_integer's fast path (plain digits) answers exactly what the general parser answers,
 // on the shapes it takes and on the ones it must leave to it.
 TEST(ParseScaled, IntegerFastPathAgreesWithTheGeneralParser) {
-  const char* cases[] = {"0",    "-0",   "7",   "-7",   "42",    "007",  "-007",
-                         "5.",   "1e3",  "1.0", "4.5",  "+5",    "-",    "",
-                         "12a",  "123456789012345678", "-123456789012345678",
-                         "1234567890123456789", "9223372036854775807", "9223372036854775808",
+  const char* cases[] = {"0",
+                         "-0",
+                         "7",
+                         "-7",
+                         "42",
+                         "007",
+                         "-007",
+                         "5.",
+                         "1e3",
+                         "1.0",
+                         "4.5",
+                         "+5",
+                         "-",
+                         "",
+                         "12a",
+                         "123456789012345678",
+                         "-123456789012345678",
+                         "1234567890123456789",
+                         "9223372036854775807",
+                         "9223372036854775808",
                          "-9223372036854775808"};
   for (const char* text : cases) {
     int64_t fast = 0, general = 0;

@@ -92,7 +92,7 @@ class KernelOrderIdentity final : public EventSink {
   KernelOrderCounts counts_;
   std::vector<GpuOp> held_;  // min-heap by (start, device, stream)
   std::unordered_map<StreamKey, Stream, StreamKeyHash> streams_;
-  FlatMap64<TimeNs> launch_start_;  // by correlation id (never 0)
+  FlatMap64<TimeNs> launch_start_;                     // by correlation id (never 0)
   std::deque<std::pair<TimeNs, uint64_t>> launches_;   // (end, correlation id), arrival order
 };
 

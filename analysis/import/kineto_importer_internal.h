@@ -214,7 +214,8 @@ class Importer final : json_scan::StreamErrors {
     uint64_t head = 0, tail = 0;
     if (!text.empty()) std::memcpy(&head, text.data(), std::min<size_t>(text.size(), 8));
     if (text.size() > 8) std::memcpy(&tail, text.data() + text.size() - 8, 8);
-    const uint64_t h = (head ^ (tail * 0x9E3779B97F4A7C15ull) ^ text.size()) * 0xFF51AFD7ED558CCDull;
+    const uint64_t h =
+        (head ^ (tail * 0x9E3779B97F4A7C15ull) ^ text.size()) * 0xFF51AFD7ED558CCDull;
     CachedName& slot = name_cache_[static_cast<size_t>(h >> 56)];
     if (slot.id != kNoName && slot.text == text) return slot.id;
     const NameId id = names_.intern(text);
