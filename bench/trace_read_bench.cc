@@ -1,20 +1,31 @@
 // Reading a gzip Kineto trace against the decompression floor (docs/kineto_import.md, *Speed*).
 //
 //   trace_read_bench [--json-mb 1024] [--rounds 3] [--keep PATH | --trace PATH]
+//                    [--gpuacct PATH | --no-command]
 //
 // Writes a synthetic trace (bench/kineto_trace_gen.h) of about --json-mb MB of JSON, gzip
 // level 6, to a temporary file (removed at exit; --keep keeps it at PATH, --trace reads an
 // existing .json.gz instead), then times, in alternating rounds on the same file:
 //   inflate-isal  / inflate-zlib   plain decompression of the file into a 1 MiB buffer, one
 //                                  thread (the floor: what any reader of the file must pay);
+//   igzip -dc, libdeflate-gunzip -c, zcat
+//                                  the same by the command-line tools, output to /dev/null
+//                                  (each one found on PATH; left out when not);
 //   import        the Kineto importer into a counting sink (decompression included);
 //   front door    account_input: importer, HTA totals, step detection, the accountant, i.e.
-//                 what `gpuacct analyze` runs before it writes its files.
+//                 what `gpuacct analyze` runs before it writes its files;
+//   gpuacct analyze --no-files     the whole command, a child process (--gpuacct PATH, default
+//                                  the build's bin/gpuacct beside bench/; its peak RSS too).
+//                                  --gpuacct again adds another binary's row (before/after
+//                                  of a change in the same run).
 // Prints the median of each: seconds, MB/s of JSON, events/s (trace events when the trace was
-// generated here, else mapped events), and its ratio to the fastest
-// floor of the same run; then the process's peak RSS.  The machine's other load moves all of
-// them alike: compare ratios, not seconds across runs.  Not run by CI (a benchmark).
+// generated here, else mapped events), its ratio to the fastest floor of the same run (the
+// fastest of the in-process and command-line decompressions), and a child's peak RSS; then the
+// process's own peak RSS.  The machine's other load moves all of them alike: compare ratios,
+// not seconds across runs.  Not run by CI (a benchmark).
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -81,6 +92,45 @@ uint64_t inflate_all(const std::string& path, GzipDecoder decoder, std::string* 
   }
 }
 
+// Runs `args` (found on PATH when the name has no '/') with stdout and stderr to /dev/null;
+// true when it exits 0.  *max_rss_kib: its peak resident set.
+bool run_child(const std::vector<std::string>& args, long* max_rss_kib) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    const int null_fd = ::open("/dev/null", O_WRONLY);
+    if (null_fd >= 0) {
+      ::dup2(null_fd, STDOUT_FILENO);
+      ::dup2(null_fd, STDERR_FILENO);
+    }
+    ::execvp(argv[0], argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  rusage ru{};
+  if (::wait4(pid, &status, 0, &ru) != pid) return false;
+  *max_rss_kib = ru.ru_maxrss;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// True if `name` is an executable file on PATH.
+bool on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "";
+  size_t begin = 0;
+  while (begin <= dirs.size()) {
+    size_t end = dirs.find(':', begin);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string candidate = dirs.substr(begin, end - begin) + "/" + name;
+    if (end > begin && ::access(candidate.c_str(), X_OK) == 0) return true;
+    begin = end + 1;
+  }
+  return false;
+}
+
 double seconds(const std::function<bool()>& fn, bool* ok) {
   const auto t0 = std::chrono::steady_clock::now();
   *ok = fn() && *ok;
@@ -96,6 +146,8 @@ int run(int argc, char** argv) {
   uint64_t json_mb = 1024;
   int rounds = 3;
   std::string keep, trace;
+  std::vector<std::string> gpuaccts;
+  bool command = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -107,10 +159,14 @@ int run(int argc, char** argv) {
       keep = argv[++i];
     } else if (a == "--trace" && has_value) {
       trace = argv[++i];
+    } else if (a == "--gpuacct" && has_value) {
+      gpuaccts.push_back(argv[++i]);
+    } else if (a == "--no-command") {
+      command = false;
     } else {
       std::fprintf(stderr,
                    "usage: trace_read_bench [--json-mb N] [--rounds N] [--keep PATH | --trace "
-                   "PATH]\n");
+                   "PATH] [--gpuacct PATH | --no-command]\n");
       return 2;
     }
   }
@@ -128,33 +184,81 @@ int run(int argc, char** argv) {
     }
   }
   struct Row {
-    const char* what;
+    std::string what;
     std::function<bool()> fn;
+    bool floor = false;    // a plain decompression: candidate for the floor
+    long max_rss_kib = 0;  // a child's peak RSS (0: in this process)
     std::vector<double> times;
   };
   uint64_t json_bytes = 0, events = 0;
   std::string isal_name, zlib_name;
-  std::vector<Row> rows = {
-      {"inflate, fastest decoder", [&] {
-         return (json_bytes = inflate_all(path, GzipDecoder::kFastest, &isal_name)) > 0;
-       }, {}},
-      {"inflate, zlib", [&] {
-         return inflate_all(path, GzipDecoder::kZlib, &zlib_name) > 0;
-       }, {}},
-      {"import (importer only)", [&] {
-         NameTable names;
-         Stats stats;
-         CountingSink sink;
-         auto r = import_kineto_trace(path, names, sink, stats);
-         events = sink.n;
-         return r.ok();
-       }, {}},
-      {"front door (analyze)", [&] {
-         NameTable names;
-         auto input = Input::open(path);
-         return input.ok() && account_input(input.value(), AccountingConfig{}, names).ok();
-       }, {}},
-  };
+  std::vector<Row> rows;
+  rows.push_back(
+      {"inflate, fastest decoder",
+       [&] { return (json_bytes = inflate_all(path, GzipDecoder::kFastest, &isal_name)) > 0; },
+       true,
+       0,
+       {}});
+  rows.push_back({"inflate, zlib",
+                  [&] { return inflate_all(path, GzipDecoder::kZlib, &zlib_name) > 0; },
+                  true,
+                  0,
+                  {}});
+  const std::vector<std::vector<std::string>> tools = {
+      {"igzip", "-dc", path}, {"libdeflate-gunzip", "-c", path}, {"zcat", path}};
+  for (const auto& tool : tools) {
+    if (!on_path(tool[0])) {
+      std::fprintf(stderr, "trace_read_bench: %s not on PATH: its row is left out\n",
+                   tool[0].c_str());
+      continue;
+    }
+    const size_t i = rows.size();  // by index: rows grows after this
+    rows.push_back({tool[0] + " (command)", nullptr, true, 0, {}});
+    rows[i].fn = [&rows, i, tool] { return run_child(tool, &rows[i].max_rss_kib); };
+  }
+  rows.push_back({"import (importer only)",
+                  [&] {
+                    NameTable names;
+                    Stats stats;
+                    CountingSink sink;
+                    auto r = import_kineto_trace(path, names, sink, stats);
+                    events = sink.n;
+                    return r.ok();
+                  },
+                  false,
+                  0,
+                  {}});
+  rows.push_back({"front door (in process)",
+                  [&] {
+                    NameTable names;
+                    auto input = Input::open(path);
+                    return input.ok() &&
+                           account_input(input.value(), AccountingConfig{}, names).ok();
+                  },
+                  false,
+                  0,
+                  {}});
+  if (command && gpuaccts.empty()) {
+    // Default: the tool of the same build (build/bench/trace_read_bench -> build/bin/gpuacct).
+    const std::string self = argv[0];
+    const size_t slash = self.rfind('/');
+    gpuaccts.push_back((slash == std::string::npos ? std::string(".") : self.substr(0, slash)) +
+                       "/../bin/gpuacct");
+  }
+  for (const std::string& gpuacct : command ? gpuaccts : std::vector<std::string>{}) {
+    if (::access(gpuacct.c_str(), X_OK) != 0) {
+      std::fprintf(stderr, "trace_read_bench: no %s (--gpuacct PATH): its row is left out\n",
+                   gpuacct.c_str());
+      continue;
+    }
+    const size_t i = rows.size();
+    const std::string label = gpuaccts.size() == 1
+                                  ? std::string("gpuacct analyze (command)")
+                                  : "analyze: " + gpuacct.substr(gpuacct.rfind('/') + 1);
+    rows.push_back({label, nullptr, false, 0, {}});
+    const std::vector<std::string> args = {gpuacct, "analyze", path, "--no-files"};
+    rows[i].fn = [&rows, i, args] { return run_child(args, &rows[i].max_rss_kib); };
+  }
   bool ok = true;
   for (int r = 0; r < rounds; ++r) {
     for (Row& row : rows) row.times.push_back(seconds(row.fn, &ok));
@@ -164,25 +268,36 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "trace_read_bench: a run failed\n");
     return 1;
   }
-  const double floor = std::min(median(rows[0].times), median(rows[1].times));
-  std::printf("trace: %.1f MB JSON, %llu trace events, %llu mapped; fastest decoder: %s; "
-              "median of %d rounds\n",
-              static_cast<double>(json_bytes) / 1e6,
-              static_cast<unsigned long long>(trace_events),
-              static_cast<unsigned long long>(events), isal_name.c_str(), rounds);
+  double floor = 0;
+  std::string floor_name;
+  for (const Row& row : rows) {
+    if (row.floor && (floor_name.empty() || median(row.times) < floor)) {
+      floor = median(row.times);
+      floor_name = row.what;
+    }
+  }
+  std::printf(
+      "trace: %.1f MB JSON, %llu trace events, %llu mapped; fastest decoder: %s; "
+      "median of %d rounds; floor: %s\n",
+      static_cast<double>(json_bytes) / 1e6, static_cast<unsigned long long>(trace_events),
+      static_cast<unsigned long long>(events), isal_name.c_str(), rounds, floor_name.c_str());
   // events/s of trace events when known (generated here), else of mapped events.
   const uint64_t counted = trace_events > 0 ? trace_events : events;
-  std::printf("%-26s %9s %10s %12s %14s\n", "", "seconds", "JSON MB/s", "Mevents/s",
-              "x fastest floor");
+  std::printf("%-28s %9s %10s %10s %10s %12s\n", "", "seconds", "JSON MB/s", "Mevents/s", "x floor",
+              "peak RSS MiB");
   for (const Row& row : rows) {
     const double t = median(row.times);
-    std::printf("%-26s %9.3f %10.1f %12.2f %14.2f\n", row.what, t,
+    char rss[32] = "-";
+    if (row.max_rss_kib > 0)
+      std::snprintf(rss, sizeof(rss), "%.1f", static_cast<double>(row.max_rss_kib) / 1024.0);
+    std::printf("%-28s %9.3f %10.1f %10.2f %10.2f %12s\n", row.what.c_str(), t,
                 static_cast<double>(json_bytes) / 1e6 / t, static_cast<double>(counted) / 1e6 / t,
-                t / floor);
+                t / floor, rss);
   }
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
-  std::printf("peak RSS: %.1f MiB\n", static_cast<double>(ru.ru_maxrss) / 1024.0);
+  std::printf("peak RSS of this process (the in-process rows): %.1f MiB\n",
+              static_cast<double>(ru.ru_maxrss) / 1024.0);
   return 0;
 }
 

@@ -19,27 +19,29 @@
 #include <unordered_map>
 #include <vector>
 
-#include "analysis/accounting/flat_map.h"
 #include "analysis/model/events.h"
+#include "analysis/model/flat_map.h"
 
 namespace gpuacct::accounting {
 
 inline constexpr TimeNs kMinTime = std::numeric_limits<TimeNs>::min();
 
 // What the accountant remembers per correlation id: the launch call (if seen) and whether at
-// least one GPU op for it has arrived.
+// least one GPU op for it has arrived.  The flags sit together at the end: 40 bytes, not 48
+// (one entry per launch of a whole trace when it has no watermarks).
 struct CorrEntry {
   TimeNs api_start = 0;
   TimeNs api_end = 0;
+  TimeNs op_end = 0;  // latest end among the ops seen for this id
   uint32_t thread = 0;
   NameId api_name = kNoName;
   bool has_api = false;
   bool has_op = false;
-  TimeNs op_end = 0;  // latest end among the ops seen for this id
   // An op of a CUDA graph came (GpuOp::graph_id): a graph launch has one op per kernel node,
   // all with this id, so more may still come after the first (docs/accounting.md).
   bool graph = false;
 };
+static_assert(sizeof(CorrEntry) == 40);
 
 struct ThreadHost {
   std::vector<HostApiCall> calls;  // sorted by start up to `calls_sorted`

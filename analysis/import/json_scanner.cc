@@ -120,6 +120,22 @@ bool parse_scaled_wide(std::string_view t, int scale, int max_digits, Int128* ou
 }
 
 bool parse_integer(std::string_view t, int64_t* out) {
+  // Fast path for what nearly every pid, tid, device, stream and correlation is: a JSON
+  // integer of at most 18 digits (no leading zero, no fraction), whose value is exact.
+  const bool negative = !t.empty() && t[0] == '-';
+  const std::string_view digits = t.substr(negative ? 1 : 0);
+  if (!digits.empty() && digits.size() <= 18 && (digits[0] != '0' || digits.size() == 1)) {
+    int64_t v = 0;
+    bool all_digits = true;
+    for (const char ch : digits) {
+      all_digits = all_digits && ch >= '0' && ch <= '9';
+      v = v * 10 + (ch - '0');
+    }
+    if (all_digits) {
+      *out = negative ? -v : v;
+      return true;
+    }
+  }
   bool exact = false;
   return parse_scaled(t, 0, out, &exact) && exact;
 }
@@ -290,7 +306,7 @@ Status Stream::refill(bool* more) {
   return Status::Ok();
 }
 
-Status Stream::next_nonws(bool* at_end) {
+Status Stream::next_nonws_refill(bool* at_end) {
   *at_end = false;
   for (;;) {
     while (pos_ < len_ && is_ws(buf_[pos_])) ++pos_;

@@ -83,10 +83,38 @@ struct Cursor {
 };
 
 inline bool is_ws(char c) {
-  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+  // One compare and one bit test instead of four compares: ' ', '\t', '\n', '\r' are the bits
+  // 32, 9, 10 and 13 of the mask (every byte of a trace is tested at least once).
+  const auto u = static_cast<unsigned char>(c);
+  return u <= ' ' && ((0x100002600ull >> u) & 1u) != 0;
 }
 
-inline Result skip_ws(Cursor& c) {
+// Bytes that may appear in a JSON number's text (the grammar is checked after the scan).
+inline bool is_number_char(char c) {
+  struct Table {
+    bool v[256] = {};
+    constexpr Table() {
+      for (int d = '0'; d <= '9'; ++d) v[d] = true;
+      v[static_cast<unsigned char>('-')] = v[static_cast<unsigned char>('+')] = true;
+      v[static_cast<unsigned char>('.')] = true;
+      v[static_cast<unsigned char>('e')] = v[static_cast<unsigned char>('E')] = true;
+    }
+  };
+  static constexpr Table kTable{};
+  return kTable.v[static_cast<unsigned char>(c)];
+}
+
+// Inlined everywhere: called for every key and value of every event.
+[[gnu::always_inline]] inline Result skip_ws(Cursor& c) {
+  // Kineto puts no blank or a single space between tokens: decided without the loop.  (A byte
+  // above ' ' is never blank.)
+  if (c.end - c.p >= 2) {
+    if (static_cast<unsigned char>(c.p[0]) > ' ') return Result::kOk;
+    if (c.p[0] == ' ' && static_cast<unsigned char>(c.p[1]) > ' ') {
+      ++c.p;
+      return Result::kOk;
+    }
+  }
   while (c.p < c.end && is_ws(*c.p)) ++c.p;
   return c.p < c.end ? Result::kOk : Result::kNeedMore;
 }
@@ -118,7 +146,7 @@ class Scanner {
   }
 
   // c.p at the opening quote.  `decode`: produce the text (else only skip).
-  Result string(Cursor& c, std::string_view* out, bool decode) {
+  [[gnu::always_inline]] Result string(Cursor& c, std::string_view* out, bool decode) {
     const char* start = c.p + 1;
     const char* q = start;
 #if defined(__SSE2__)
@@ -156,8 +184,8 @@ class Scanner {
   }
 
   // string() found the closing quote or the first escape at `q`.
-  Result string_end(Cursor& c, std::string_view* out, bool decode, const char* start,
-                    const char* q) {
+  [[gnu::always_inline]] Result string_end(Cursor& c, std::string_view* out, bool decode,
+                                           const char* start, const char* q) {
     if (*q == '"') {
       if (out) *out = std::string_view(start, static_cast<size_t>(q - start));
       c.p = q + 1;
@@ -166,18 +194,10 @@ class Scanner {
     return string_with_escapes(c, out, decode, start, q);
   }
 
-  Result number(Cursor& c, std::string_view* out) {
+  [[gnu::always_inline]] Result number(Cursor& c, std::string_view* out) {
     const char* s = c.p;
     const char* q = s;
-    while (q < c.end) {
-      char ch = *q;
-      if ((ch >= '0' && ch <= '9') || ch == '-' || ch == '+' || ch == '.' || ch == 'e' ||
-          ch == 'E') {
-        ++q;
-      } else {
-        break;
-      }
-    }
+    while (q < c.end && is_number_char(*q)) ++q;
     if (q == c.end) return Result::kNeedMore;  // the number may continue in the next chunk
     // Validate the JSON number grammar loosely (parse_scaled does the rest).
     if (q == s) return fail(s, "invalid value");
@@ -205,6 +225,14 @@ class Scanner {
     return fail(c.p, "invalid value");
   }
 
+  // skip_value() with its scalar cases inline (most skipped values are numbers or strings).
+  [[gnu::always_inline]] Result skip_value_inline(Cursor& c, int depth) {
+    const char ch = *c.p;
+    if (ch == '"') return string(c, nullptr, false);
+    if (ch == '-' || (ch >= '0' && ch <= '9')) return number(c, nullptr);
+    return skip_value(c, depth);
+  }
+
   // Any value; c.p at its first byte (not whitespace).
   Result skip_value(Cursor& c, int depth) {
     if (depth > kMaxDepth) return fail(c.p, "JSON nested too deeply");
@@ -228,7 +256,7 @@ class Scanner {
           ++c.p;
           if ((r = skip_ws(c)) != Result::kOk) return r;
         }
-        if ((r = skip_value(c, depth + 1)) != Result::kOk) return r;
+        if ((r = skip_value_inline(c, depth + 1)) != Result::kOk) return r;
         if ((r = skip_ws(c)) != Result::kOk) return r;
         if (*c.p == ',') {
           ++c.p;
@@ -341,8 +369,16 @@ class Stream {
   uint64_t end_offset() const { return base_ + len_; }  // of the end of what was read
   uint64_t offset_of(const char* p) const { return base_ + static_cast<uint64_t>(p - buf_.data()); }
 
-  // Skips whitespace across chunks; *at_end when the input ends.
-  Status next_nonws(bool* at_end);
+  // Skips whitespace across chunks; *at_end when the input ends.  Inline for the common case
+  // (called twice per trace event): the next non-blank byte is already buffered.
+  Status next_nonws(bool* at_end) {
+    while (pos_ < len_ && is_ws(buf_[pos_])) ++pos_;
+    if (pos_ < len_) {
+      *at_end = false;
+      return Status::Ok();
+    }
+    return next_nonws_refill(at_end);
+  }
 
   // Runs `attempt(Cursor&)` on the buffered text from the next byte, reading more until it
   // completes; then consumes what it read.  `what` names the value for a truncation error.
@@ -373,6 +409,7 @@ class Stream {
  private:
   // Moves [pos_, len_) to the front and reads more; *more = false at the end of the input.
   Status refill(bool* more);
+  Status next_nonws_refill(bool* at_end);
 
   ByteSource& src_;
   StreamErrors& errors_;

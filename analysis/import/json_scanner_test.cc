@@ -50,6 +50,41 @@ TEST(ParseScaled, IntegerRefusesFractions) {
   EXPECT_FALSE(parse_integer("4.5", &v));
 }
 
+// parse_integer's fast path (plain digits) answers exactly what the general parser answers,
+// on the shapes it takes and on the ones it must leave to it.
+TEST(ParseScaled, IntegerFastPathAgreesWithTheGeneralParser) {
+  const char* cases[] = {"0",
+                         "-0",
+                         "7",
+                         "-7",
+                         "42",
+                         "007",
+                         "-007",
+                         "5.",
+                         "1e3",
+                         "1.0",
+                         "4.5",
+                         "+5",
+                         "-",
+                         "",
+                         "12a",
+                         "123456789012345678",
+                         "-123456789012345678",
+                         "1234567890123456789",
+                         "9223372036854775807",
+                         "9223372036854775808",
+                         "-9223372036854775808"};
+  for (const char* text : cases) {
+    int64_t fast = 0, general = 0;
+    bool exact = false;
+    const bool general_ok = parse_scaled(text, 0, &general, &exact) && exact;
+    ASSERT_EQ(parse_integer(text, &fast), general_ok) << text;
+    if (general_ok) {
+      EXPECT_EQ(fast, general) << text;
+    }
+  }
+}
+
 // Scans one scalar or container of `text` with the cursor ending at `cut`.
 Result scan_prefix(const std::string& text, size_t cut, Value* v, Scanner& s) {
   Cursor c{text.data(), text.data() + cut};

@@ -93,9 +93,8 @@ void KernelOrderIdentity::release_one() {
   record.type = op.collective;
   record.source = CollectiveSource::kKernelOrder;
   if (op.correlation_id != 0) {
-    const auto launch = launch_start_.find(op.correlation_id);
-    if (launch != launch_start_.end()) {
-      record.host_enqueue = launch->second;
+    if (const TimeNs* launch = launch_start_.find(op.correlation_id)) {
+      record.host_enqueue = *launch;
       ++counts_.host_enqueue_known;
     }
   }

@@ -32,6 +32,7 @@
 
 #include "analysis/model/collective.h"
 #include "analysis/model/event_sink.h"
+#include "analysis/model/flat_map.h"
 
 namespace gpuacct {
 
@@ -91,7 +92,7 @@ class KernelOrderIdentity final : public EventSink {
   KernelOrderCounts counts_;
   std::vector<GpuOp> held_;  // min-heap by (start, device, stream)
   std::unordered_map<StreamKey, Stream, StreamKeyHash> streams_;
-  std::unordered_map<uint64_t, TimeNs> launch_start_;  // by correlation id
+  FlatMap64<TimeNs> launch_start_;                     // by correlation id (never 0)
   std::deque<std::pair<TimeNs, uint64_t>> launches_;   // (end, correlation id), arrival order
 };
 

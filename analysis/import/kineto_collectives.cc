@@ -223,8 +223,7 @@ void KinetoCollectives::finish(int own_rank) {
       continue;
     }
     if (host_enqueue == 0 && k.op.correlation_id != 0) {
-      const auto launch = launch_start_.find(k.op.correlation_id);
-      if (launch != launch_start_.end()) host_enqueue = launch->second;
+      if (const TimeNs* launch = launch_start_.find(k.op.correlation_id)) host_enqueue = *launch;
     }
     records.push_back(record_from(k, *args, host_enqueue, own_rank));
     has_seq.push_back(args->seq >= 0);

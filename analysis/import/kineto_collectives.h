@@ -37,6 +37,7 @@
 #include "analysis/import/json_scanner.h"
 #include "analysis/model/collective.h"
 #include "analysis/model/event_sink.h"
+#include "analysis/model/flat_map.h"
 
 namespace gpuacct {
 
@@ -98,7 +99,9 @@ class KinetoCollectives final : public EventSink {
   size_t kernel_limit_;
   std::vector<Kernel> kernels_;
   std::unordered_map<int64_t, ParamComms> param_comms_;  // by External id
-  std::unordered_map<uint64_t, TimeNs> launch_start_;    // by correlation id
+  // By correlation id (never 0: on_api_call skips it).  Flat: one entry per launch of the
+  // trace, the importer's largest table.
+  FlatMap64<TimeNs> launch_start_;
   int64_t records_ = 0;
   int64_t unidentified_ = 0;
   int64_t dropped_ = 0;

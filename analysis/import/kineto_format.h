@@ -1,7 +1,7 @@
 // Kineto's vocabulary: what the fields of a PyTorch-profiler (Kineto) trace event mean to
 // gpuacct -- the activity categories, the CUDA API names, the step and data range names, and
 // times in decimal microseconds.  The mapping table is in docs/kineto_import.md; the reader that
-// applies it is kineto_importer.cc.
+// applies it is kineto_events.cc (the Kineto importer's per-event stage).
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,11 @@
 // A small open-addressing hash map from non-zero uint64 keys to trivially copyable values.
 // Why not std::unordered_map: the accountant does one insert per event and one lookup per GPU
 // op on its hot path; node allocation dominated the profile.  Linear probing, power-of-two
-// capacity, backward-shift deletion (no tombstones), key 0 reserved as "empty".
+// capacity, backward-shift deletion (no tombstones), key 0 reserved as "empty".  Also the
+// importer's and the HTA totals' tables keyed by correlation id (one entry per launch).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 #include <utility>
@@ -37,7 +39,9 @@ class FlatMap64 {
     }
   }
 
+  // nullptr when absent (key 0 is never present).
   V* find(uint64_t key) {
+    if (key == 0) return nullptr;  // 0 marks an empty slot: it would "find" one
     size_t i = index_of(key);
     while (true) {
       Slot& s = slots_[i];
@@ -47,6 +51,36 @@ class FlatMap64 {
     }
   }
   const V* find(uint64_t key) const { return const_cast<FlatMap64*>(this)->find(key); }
+
+  // Removes `key`; false if it was absent.  The entries after it in its probe run move back
+  // over the hole (backward shift), so lookups never meet a tombstone.
+  bool erase(uint64_t key) {
+    if (key == 0) return false;
+    size_t hole = index_of(key);
+    for (;; hole = (hole + 1) & mask()) {
+      if (slots_[hole].key == 0) return false;
+      if (slots_[hole].key == key) break;
+    }
+    for (size_t j = (hole + 1) & mask(); slots_[j].key != 0; j = (j + 1) & mask()) {
+      // The entry at j may fill the hole when the hole lies on its probe path, i.e. between
+      // its home slot and j (cyclically).
+      const size_t home = index_of(slots_[j].key);
+      if (((j - home) & mask()) >= ((j - hole) & mask())) {
+        slots_[hole] = slots_[j];
+        hole = j;
+      }
+    }
+    slots_[hole] = Slot{};
+    --size_;
+    return true;
+  }
+
+  // Removes every entry and gives the memory back.
+  void clear() {
+    std::vector<Slot>(16).swap(slots_);
+    std::vector<Slot>().swap(spare_);
+    size_ = 0;
+  }
 
   // Removes every entry for which pred(key, value) is true.  O(capacity).
   template <typename Pred>
