@@ -193,6 +193,7 @@ struct StepAccountant::Impl {
       return;
     }
     host.thread_host(call.thread).calls.push_back(call);  // sorted lazily (sort_all)
+    host.note_call(call.thread, call.start);
     if (call.correlation_id != 0 &&
         (call.kind == HostApiKind::kLaunch || call.kind == HostApiKind::kCopy)) {
       CorrEntry& e = host.corr[call.correlation_id];

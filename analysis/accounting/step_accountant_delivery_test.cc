@@ -841,5 +841,31 @@ TEST(StepAccountant, LateFirstOpOfADeviceIsDroppedAndCounted) {
   EXPECT_EQ(acc.stats().get(Stat::late_gpu_ops_dropped), 1);
 }
 
+// A window that ends idle is read by the pauses between the step thread's CUDA calls once that
+// thread has made one, else by its length alone -- calls made before the gap's end, whatever
+// was delivered or pruned by then.  Step 0 (a host-only row: no device yet) ends with 50 us
+// after its data range, longer than the 30 us launch latency, shorter than the 100 us pause;
+// its thread makes its first call in step 1, so they are host_other.  Step 2 ends the same way
+// after that call: launch_gap.  Before: all at once the later call made step 0's 50 us
+// launch_gap; live, whether it had come decided (differential fuzzer seed 15237).
+TEST(StepAccountant, WindowEndingIdleIsReadByTheCallsMadeBeforeItsEnd) {
+  Trace t;
+  for (int k = 0; k < 3; ++k) {
+    t.step(us(1000.0 * k), us(1000.0 * k + 1000), k);
+    if (k != 1) t.data(us(1000.0 * k), us(1000.0 * k + 950));
+  }
+  t.kernel(us(1100), us(1105), us(1110), us(2000));
+  const std::vector<StepRow> rows = same_rows_in_every_delivery(t);
+  ASSERT_EQ(rows.size(), 3u);
+  for (const StepRow& r : rows) expect_exact(r);
+  EXPECT_EQ(rows[0].device, kHostOnlyDevice);
+  EXPECT_EQ(rows[0].cat.data_wait, us(950));
+  EXPECT_EQ(rows[0].cat.host_other, us(50)) << "no CUDA call of its thread yet";
+  EXPECT_EQ(rows[0].cat.launch_gap, 0);
+  EXPECT_EQ(rows[2].cat.data_wait, us(950));
+  EXPECT_EQ(rows[2].cat.host_other, 0);
+  EXPECT_EQ(rows[2].cat.launch_gap, us(50)) << "a short pause after its thread's calls";
+}
+
 }  // namespace
 }  // namespace gpuacct
