@@ -168,8 +168,8 @@ class HostState {
   uint32_t count_launches(TimeNs begin, TimeNs end, uint32_t* unmatched);
 
   // Drops every thread's calls and data ranges that ended before `cutoff`; a thread left with
-  // nothing is forgotten, so runs that start many short-lived threads keep neither memory nor
-  // per-step work for them.
+  // nothing is forgotten, so runs that start many short-lived threads keep no per-step work
+  // for them (only its first call time, a few dozen bytes: called_before).
   void prune_threads_before(TimeNs cutoff);
 
  private:
