@@ -17,12 +17,15 @@
 #include <deque>
 #include <limits>
 
+#include "analysis/accounting/accounting_config.h"
+
 namespace gpuacct::inject {
 
 class FlushWatermark {
  public:
   static constexpr int64_t kNone = std::numeric_limits<int64_t>::min();
-  static constexpr size_t kTicksBehind = 5;
+  // "A few flushes": the accountant's launch frontier trails by as many watermarks.
+  static constexpr size_t kTicksBehind = static_cast<size_t>(AccountingConfig::kLateFlushes);
 
   explicit FlushWatermark(int64_t flush_period_ns) : flush_period_ns_(flush_period_ns) {}
 

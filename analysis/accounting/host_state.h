@@ -109,6 +109,22 @@ class HostState {
     }
     return *last_thread_;
   }
+  // Whether thread `tid` made a CUDA call that began before `t`.  An idle gap with no launch
+  // call known is read by the pauses between the step thread's calls once it has made one,
+  // else by its length (window_sweep.cc): asked of the calls still held, the answer depended
+  // on delivery (a thread's first call not yet come) and on pruning (differential fuzzer seed
+  // 15237).  Kept per thread ever seen (a time each), not pruned with its calls.
+  bool called_before(uint32_t tid, TimeNs t) const {
+    const auto it = first_call_.find(tid);
+    return it != first_call_.end() && it->second < t;
+  }
+  void note_call(uint32_t tid, TimeNs start) {
+    if (last_first_ == nullptr || last_first_id_ != tid) {
+      last_first_ = &first_call_.emplace(tid, start).first->second;
+      last_first_id_ = tid;
+    }
+    *last_first_ = std::min(*last_first_, start);
+  }
   // The thread's state with its lists sorted, or null for a thread never seen.
   ThreadHost* sorted_thread(uint32_t tid) {
     auto it = threads.find(tid);
@@ -154,8 +170,8 @@ class HostState {
   uint32_t count_launches(TimeNs begin, TimeNs end, uint32_t* unmatched);
 
   // Drops every thread's calls and data ranges that ended before `cutoff`; a thread left with
-  // nothing is forgotten, so runs that start many short-lived threads keep neither memory nor
-  // per-step work for them.
+  // nothing is forgotten, so runs that start many short-lived threads keep no per-step work
+  // for them (only its first call time, a few dozen bytes: called_before).
   void prune_threads_before(TimeNs cutoff);
 
  private:
@@ -167,6 +183,9 @@ class HostState {
 
   ThreadHost* last_thread_ = nullptr;
   uint32_t last_thread_id_ = 0;
+  std::unordered_map<uint32_t, TimeNs> first_call_;  // see called_before
+  TimeNs* last_first_ = nullptr;                     // elements are stable in memory
+  uint32_t last_first_id_ = 0;
 };
 
 }  // namespace gpuacct::accounting

@@ -7,15 +7,22 @@
 // arrived" measures delivery, not the clock: the accountant gives an owed launch up only once
 // both the watermark and the frontier are the pending-launch timeout past it.  A graph launch
 // (one op per kernel node, their number unknown) stays owed after its first op until then too.
-#pragma once
+//
+// CUPTI may hand a completed record out a few flushes after records that completed with it or
+// later (AccountingConfig::kLateFlushes), so one batch moving the frontier past a launch does
+// not yet say its op is lost: the frontier that gives launches up is the one seen that many
+// watermarks earlier (a live source advances the watermark once per flush), by which time a
+// record held back with it has come.
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <iterator>
 #include <limits>
 #include <vector>
 
+#include "analysis/accounting/accounting_config.h"
 #include "analysis/model/events.h"
 
 namespace gpuacct::accounting {
@@ -40,6 +47,16 @@ class OwedLaunches {
     newest_ = std::max(newest_, launch_start);
   }
   TimeNs frontier() const { return frontier_; }
+  // At every watermark advance: remembers the frontier for settled_frontier().  O(1).
+  void on_watermark() {
+    seen_.push_back(frontier_);
+    if (seen_.size() > kLate + 1) seen_.pop_front();
+  }
+  // The frontier as it was kLateFlushes watermarks ago (the minimum before that many): the
+  // delivery progress that may give an owed launch up now.
+  TimeNs settled_frontier() const {
+    return seen_.size() > kLate ? seen_.front() : std::numeric_limits<TimeNs>::min();
+  }
   // The latest start of any launch call seen, its op come or owed: when the watermark runs far
   // past it, the job has stopped launching (a phase without GPU work) and nothing newer can
   // move the frontier.
@@ -77,7 +94,9 @@ class OwedLaunches {
   std::vector<Launch> q_;  // sorted by start in [head_, sorted_); before head_: settled
   size_t head_ = 0;
   size_t sorted_ = 0;
+  static constexpr size_t kLate = static_cast<size_t>(AccountingConfig::kLateFlushes);
   TimeNs frontier_ = std::numeric_limits<TimeNs>::min();
+  std::deque<TimeNs> seen_;  // the frontier at the last kLate + 1 watermark advances
   TimeNs newest_ = std::numeric_limits<TimeNs>::min();
 };
 

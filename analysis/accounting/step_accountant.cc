@@ -193,6 +193,7 @@ struct StepAccountant::Impl {
       return;
     }
     host.thread_host(call.thread).calls.push_back(call);  // sorted lazily (sort_all)
+    host.note_call(call.thread, call.start);
     if (call.correlation_id != 0 &&
         (call.kind == HostApiKind::kLaunch || call.kind == HostApiKind::kCopy)) {
       CorrEntry& e = host.corr[call.correlation_id];
@@ -435,11 +436,13 @@ struct StepAccountant::Impl {
   // An owed launch is given up on (its op presumed never to come: a failed launch, a record
   // CUPTI lost) once both the watermark and the delivered ops' launch frontier are the timeout
   // past it.  The frontier keeps late records owed: while every GPU record comes seconds late
-  // it trails the watermark by that lag, so the wait grows with the lag observed.
+  // it trails the watermark by that lag, so the wait grows with the lag observed.  It counts as
+  // it stood kLateFlushes watermarks ago: a record CUPTI held back a few flushes behind those of
+  // later launches still comes (owed_launches.h).
   bool gave_up(const OwedLaunches::Launch& p) const {
     const TimeNs at = sat_add(p.end, cfg.pending_launch_timeout_ns);
     if (watermark < at) return false;
-    if (owed.frontier() >= at) return true;
+    if (owed.settled_frontier() >= at) return true;
     // The job stopped launching (an eval or checkpoint phase without GPU work): nothing newer
     // can move the frontier, so the watermark alone decides, once it is past the newest launch
     // by the timeout plus max(4 x the timeout, 2 x the worst delivery lag seen): the op may
@@ -801,6 +804,7 @@ void StepAccountant::add_marker(const Marker& marker) {
 void StepAccountant::advance_watermark(TimeNs watermark) {
   if (impl_->finished || watermark <= impl_->watermark) return;
   impl_->watermark = watermark;
+  impl_->owed.on_watermark();
   impl_->convert_boundaries(false);
   impl_->check_held_events();
   impl_->try_finalize(false);

@@ -274,7 +274,7 @@ Category WindowSweep::classify_idle(TimeNs g0, TimeNs g1, const GpuOp* next) {
       split.launch += (g1 - call_start) - data_in(call_start, g1);
       if (split.context == kNoName) split.context = launch->api_name;
     }
-  } else if (th != nullptr && !th->calls.empty()) {
+  } else if (host_->called_before(tid, g1)) {  // not "calls held": that depends on delivery
     split_by_pauses(th, g0, g1, &split);
   } else {
     split_by_length(g1 - g0, &split);  // nothing known about the host: only the length speaks

@@ -85,7 +85,9 @@ Split idle(const ProgramLog& log, uint64_t g0, uint64_t g1, const Op* next, int 
     s.launch += (g1 - cs) - data_in(log, thread, cs, g1);
   } else {
     bool has_calls = false;
-    for (const Call& c : log.calls) has_calls = has_calls || (traced(c) && c.thread == thread);
+    // Calls that began before the gap's end: what the library can know when it reads the gap.
+    for (const Call& c : log.calls)
+      has_calls = has_calls || (traced(c) && c.thread == thread && c.start < g1);
     if (has_calls) {
       by_pauses(log, thread, g0, g1, t, &s);
     } else {
