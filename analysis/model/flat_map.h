@@ -3,8 +3,16 @@
 // op on its hot path; node allocation dominated the profile.  Linear probing, power-of-two
 // capacity, backward-shift deletion (no tombstones), key 0 reserved as "empty".  Also the
 // importer's and the HTA totals' tables keyed by correlation id (one entry per launch).
+//
+// Slots: a correlation id's own low bits while that keeps probe runs short (sequential ids
+// then sit in neighbouring slots: cache-friendly, the common case).  Sequential ids with a few
+// long-lived ones (launches whose records were dropped in bulk) can span more than the
+// capacity: each new id then lands in a run of old ones and probes to its end (a worker once
+// probed 53,000 slots per lookup).  An insert that probes more than kLongProbe slots switches
+// the map to mixed slots for good (until clear()): slower by cache misses, never quadratic.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -26,10 +34,15 @@ class FlatMap64 {
   V& operator[](uint64_t key) {
     if ((size_ + 1) * 4 > slots_.size() * 3) grow();
     size_t i = index_of(key);
-    while (true) {
+    for (size_t probes = 0;; ++probes) {
       Slot& s = slots_[i];
       if (s.key == key) return s.value;
       if (s.key == 0) {
+        if (probes > kLongProbe && !mixed_) {
+          mixed_ = true;
+          rehash(slots_.size());
+          return (*this)[key];
+        }
         s.key = key;
         s.value = V{};
         ++size_;
@@ -75,8 +88,22 @@ class FlatMap64 {
     return true;
   }
 
+  // Whether slots are mixed (see the top of this file); for tests and diagnostics.
+  bool mixed() const { return mixed_; }
+  // The most slots a lookup of a present key probes (its entry's distance from its home slot,
+  // plus one); O(capacity), for tests.
+  size_t longest_probe() const {
+    size_t longest = 0;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].key != 0)
+        longest = std::max(longest, ((i - index_of(slots_[i].key)) & mask()) + 1);
+    }
+    return longest;
+  }
+
   // Removes every entry and gives the memory back.
   void clear() {
+    mixed_ = false;
     std::vector<Slot>(16).swap(slots_);
     std::vector<Slot>().swap(spare_);
     size_ = 0;
@@ -110,16 +137,24 @@ class FlatMap64 {
     V value{};
   };
   size_t mask() const { return slots_.size() - 1; }
+  static constexpr size_t kLongProbe = 64;
+
   size_t index_of(uint64_t key) const {
+    if (mixed_) {
+      // Fibonacci hashing: the product's high bits, folded so any capacity up to 2^64 works.
+      const uint64_t h = key * 0x9E3779B97F4A7C15ull;
+      return static_cast<size_t>(h ^ (h >> 29) ^ (h >> 47)) & mask();
+    }
     // Correlation ids are handed out sequentially, so the low bits are already well spread and
     // ids that arrive together land in neighbouring slots (cache-friendly).  The high half is
     // folded in so ids with a per-process or per-thread prefix do not all collide.
     return static_cast<size_t>(key ^ (key >> 32)) & mask();
   }
-  void grow() {
+  void grow() { rehash(slots_.size() * 2); }
+  void rehash(size_t capacity) {
     std::vector<Slot> old;
     old.swap(slots_);
-    slots_.assign(old.size() * 2, Slot{});
+    slots_.assign(capacity, Slot{});
     size_ = 0;
     for (const Slot& s : old) {
       if (s.key != 0) (*this)[s.key] = s.value;
@@ -129,6 +164,7 @@ class FlatMap64 {
   std::vector<Slot> slots_;
   std::vector<Slot> spare_;
   size_t size_ = 0;
+  bool mixed_ = false;
 };
 
 }  // namespace gpuacct

@@ -56,5 +56,53 @@ TEST(FlatMap64, MatchesUnorderedMapUnderInsertEraseAndEraseIf) {
   EXPECT_FALSE(flat.erase(1));
 }
 
+// Sequential correlation ids, most settled (erased) soon after they come, every 16th kept long
+// (a launch whose records were dropped): the live ids span several capacities.  With slots
+// from the id's low bits alone each new id landed in the run of live ids one capacity below
+// it (runs of thousands of slots: e2e_pool_cap's worker stalled > 10 s at exit).  The map
+// switches to mixed slots and runs stay short; its contents stay right.
+TEST(FlatMap64, SequentialIdsWithLongLivedOnesKeepShortRuns) {
+  FlatMap64<uint64_t> m;
+  const uint64_t n = 300'000, window = 2'000;
+  size_t worst = 0;
+  for (uint64_t k = 1; k <= n; ++k) {
+    m[k] = k;
+    if (k % 8192 == 0) {
+      m.erase_if([&](uint64_t key, uint64_t) { return key + window < k && key % 16 != 0; });
+      worst = std::max(worst, m.longest_probe());
+    }
+  }
+  EXPECT_TRUE(m.mixed());
+  EXPECT_LT(worst, 200u);
+  const uint64_t last_sweep = n - n % 8192;
+  for (uint64_t k = 1; k <= n; ++k) {
+    const bool kept = k % 16 == 0 || k + window >= last_sweep;
+    const uint64_t* v = m.find(k);
+    if (kept) {
+      ASSERT_NE(v, nullptr) << k;
+      EXPECT_EQ(*v, k);
+    } else {
+      ASSERT_EQ(v, nullptr) << k;
+    }
+  }
+  EXPECT_EQ(m.find(n + 1), nullptr);
+  m.clear();
+  EXPECT_FALSE(m.mixed());
+}
+
+// The common case keeps the cache-friendly slots: sequential ids settled in order.
+TEST(FlatMap64, SequentialIdsSettledInOrderStayUnmixed) {
+  FlatMap64<uint64_t> m;
+  for (uint64_t k = 1; k <= 200'000; ++k) {
+    m[k] = k;
+    if (k > 1'000) {
+      ASSERT_TRUE(m.erase(k - 1'000));
+    }
+  }
+  EXPECT_FALSE(m.mixed());
+  EXPECT_EQ(m.size(), 1'000u);
+  EXPECT_EQ(m.longest_probe(), 1u);
+}
+
 }  // namespace
 }  // namespace gpuacct
