@@ -21,7 +21,6 @@ Cases:
   no_gpu_collection  CUPTI subscription refused: the counters section says why
   off                GPUACCT_COUNTERS unset: no counters anywhere
 """
-import argparse
 import glob
 import json
 import os
@@ -314,19 +313,5 @@ CASES = {
 }
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
-    ap.add_argument("case", choices=sorted(CASES))
-    a = ap.parse_args()
-    e2e.BUILD = os.path.abspath(a.build)
-    try:
-        CASES[a.case]()
-    except Fail as err:
-        print(f"FAIL {a.case}: {err}")
-        return 1
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(e2e.run_case_main(CASES))

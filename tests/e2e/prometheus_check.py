@@ -28,7 +28,6 @@ Needs prometheus_client (scripts/install_deps.sh); run under /usr/bin/python3 by
 
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import os
@@ -334,19 +333,5 @@ def case_dashboard() -> None:
 CASES = {"live": case_live, "job": case_job, "dashboard": case_dashboard}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
-    ap.add_argument("case", choices=sorted(CASES))
-    a = ap.parse_args()
-    run_e2e.BUILD = os.path.abspath(a.build)
-    try:
-        CASES[a.case]()
-    except Fail as e:
-        print(f"FAIL {a.case}: {e}")
-        return 1
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_e2e.run_case_main(CASES))

@@ -61,6 +61,23 @@ class Fail(Exception):
     pass
 
 
+def run_case_main(cases: dict) -> int:
+    """main() of a file of e2e cases run as `FILE --build DIR CASE`: sets BUILD, runs the case;
+    a failed check prints one `FAIL <case>: <why>` line and returns 1."""
+    global BUILD
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("case", choices=sorted(cases))
+    a = ap.parse_args()
+    BUILD = os.path.abspath(a.build)
+    try:
+        cases[a.case]()
+    except Fail as err:
+        print(f"FAIL {a.case}: {err}")
+        return 1
+    return 0
+
+
 def check(cond: bool, msg: str) -> None:
     if not cond:
         raise Fail(msg)
