@@ -207,11 +207,6 @@ void Collector::enable_callbacks() {
                      CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
   GPUACCT_CUPTI_CALL(api, cuptiEnableCallback, 1, m.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
                      CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020);
-  if (counters_.load(std::memory_order_relaxed) != nullptr) {
-    // Which devices the process uses, as soon as it does (counters start there).
-    GPUACCT_CUPTI_TRY(api, cuptiEnableCallback, 1, m.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
-                      CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
-  }
   GPUACCT_CUPTI_TRY(api, cuptiEnableCallback, 1, m.subscriber, CUPTI_CB_DOMAIN_STATE,
                     CUPTI_CBID_STATE_FATAL_ERROR);
   set_api_callbacks(1);
@@ -450,16 +445,6 @@ void Collector::on_callback(int domain, uint32_t cbid, const void* cbdata) {
       return;
     }
     case CUPTI_CB_DOMAIN_RESOURCE:
-      if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
-        const auto* r = static_cast<const CUpti_ResourceData*>(cbdata);
-        uint32_t device = 0;
-        if (r != nullptr &&
-            GPUACCT_CUPTI_TRY(m.api, cuptiGetDeviceId, r->context, &device) == CUPTI_SUCCESS &&
-            device < 64) {
-          new_devices_.fetch_or(uint64_t{1} << device, std::memory_order_acq_rel);
-        }
-        return;
-      }
       if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
         // Records of a context being destroyed must be delivered before it goes.
         m.api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);

@@ -132,9 +132,6 @@ class Collector {
   // to the worker (its calls are the worker's only).
   void configure_counters(const CounterOptions& options);
   CounterSampler* counters();
-  // Devices whose context was created since the last call (a bit per device index below 64),
-  // seen by the resource callback: sampling starts on them before their first record arrives.
-  uint64_t take_new_devices() { return new_devices_.exchange(0, std::memory_order_acq_rel); }
 
   // Counters since start (read and reset by take_*).
   int64_t take_records_dropped() { return records_dropped_.exchange(0); }
@@ -182,7 +179,6 @@ class Collector {
   std::atomic<CollectorState> state_{CollectorState::kNotStarted};
   std::atomic<bool> child_{false};
   std::atomic<bool> tracing_wanted_{true};
-  std::atomic<uint64_t> new_devices_{0};
   // Published by configure_counters (the thread that loads CUDA) for the worker, which may
   // already run (a step marked before cuInit).
   std::atomic<CounterSampler*> counters_{nullptr};

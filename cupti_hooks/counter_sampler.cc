@@ -162,7 +162,7 @@ std::string counter_refusal_line(CounterState state, uint16_t device, const std:
       cause =
           "CUPTI_ERROR_HARDWARE_BUSY: another client holds the performance counters (DCGM "
           "profiling, e.g. dcgm-exporter's DCP metrics, a profiler, or another process of "
-          "this job that also made a context on this GPU)";
+          "this job that also runs work on this GPU)";
       fix =
           "pause DCGM profiling while the job runs (dcgmi profile --pause / --resume); give "
           "each rank only its own GPU (CUDA_VISIBLE_DEVICES)";

@@ -6,7 +6,7 @@
 // Threading: every member is called by the worker thread (the pipeline's owner), never from a
 // CUPTI or launch callback: setting a device up, draining its hardware buffer
 // (cuptiPmSamplingDecodeData) and evaluating the samples (cuptiProfilerHostEvaluateToGpuValues)
-// cost milliseconds.  Devices are set up when the process is first seen using them.
+// cost milliseconds.  Devices are set up when the process is first seen running work there.
 //
 // Refusals: a device whose counters cannot be read (an unsupported GPU or CUPTI, the driver's
 // NVreg_RestrictProfilingToAdminUsers, counters held by DCGM profiling or another profiler)
@@ -81,7 +81,9 @@ class CounterSampler {
 
   // Sets `device` up and starts sampling, once per device.  The refusal line when it cannot
   // (to be said once); empty when sampling started or the device was tried before.  After
-  // stop() nothing is set up any more (a context made during the final drain is not sampled).
+  // stop() nothing is set up any more (a device first seen in the final drain is not sampled).
+  // The pipeline calls it for the devices the process runs work on (their first kernel /
+  // memcpy / memset record), not for a bare context (docs/counters.md, "Devices").
   std::string enable(uint16_t device);
   static constexpr int kDecodeFailuresToGiveUp = 10;
   // A first sample further than this from the set-up: its clock is not CUPTI's (said once).

@@ -175,16 +175,12 @@ void Pipeline::collect_counters() {
   cupti::CounterSampler* counters = collector.counters();
   if (counters == nullptr) return;
   if (collector.state() == cupti::CollectorState::kActive) {
-    // The devices whose contexts were created, and those records came from (a context created
-    // before the library subscribed).
-    uint64_t devices = collector.take_new_devices();
-    for (uint16_t d : parser_.totals().devices) {
-      if (d < 64) devices |= uint64_t{1} << d;
-    }
-    for (uint16_t d = 0; d < 64; ++d) {
-      if ((devices & (uint64_t{1} << d)) == 0) continue;
-      say_counter_refusal(counters->enable(d));
-    }
+    // Only the devices this process runs work on: those a kernel, memcpy or memset record came
+    // from (the parser's list), not those it merely made a context on.  A rank's stray context
+    // on another rank's GPU (everyone on GPU 0 at init) must not take that GPU's counters from
+    // the rank that uses it (the first to enable holds them; the other is refused as busy).
+    // The price: sampling starts a delivery after the device's first work (docs/counters.md).
+    for (uint16_t d : parser_.totals().devices) say_counter_refusal(counters->enable(d));
   }
   // Sample times move onto the host clock by the offset activity records move by (the same
   // CUPTI clock: docs/counters.md says what only a GPU can confirm).

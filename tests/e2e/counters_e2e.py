@@ -5,6 +5,11 @@ GPUACCT_COUNTERS=1 on the simulated device, whose fake CUPTI PM sampling reads c
 
 Usage: counters_e2e.py --build <build dir> <case>
 
+Sampling starts on a device once its first kernel / memcpy / memset records reach the library
+(docs/counters.md, "Devices"): the scenario runs step 0 first and waits for the set-up before
+step 1, so step 0 is not covered and every case expects full coverage from step 1
+(FIRST_COVERED_STEP).
+
 Cases:
   planted            one device: each step row's counters (and the summary's) against the
                      scenario's truth within 0.5 percentage points, every compute nanosecond
@@ -18,6 +23,9 @@ Cases:
   refuse_<cause>     unsupported / privileges / busy: one line naming cause and fix, a
                      complete report without counters that says why
   refuse_one_device  two devices, device 1's counters held (busy): device 0 keeps its counters
+  stray_context      a context on a second device that never gets work (another rank's GPU,
+                     whose counters another process holds): not sampled, not even tried -- no
+                     line, not listed in the report -- while device 0 is sampled
   no_gpu_collection  CUPTI subscription refused: the counters section says why
   off                GPUACCT_COUNTERS unset: no counters anywhere
 """
@@ -34,6 +42,8 @@ from run_e2e import Fail, check, one_report, stat  # noqa: E402
 TOL_PP = 0.5  # percentage points (issue 18)
 METRICS = ("sm_active", "tensor_active", "dram", "compute_sol", "memory_sol")
 STEPS = 10
+# Step 0 runs before sampling starts (the scenario waits for the set-up after it).
+FIRST_COVERED_STEP = 1
 
 
 def run_counters(out: str, expect_rc=0, **env):
@@ -64,12 +74,13 @@ def check_rows(rep: dict, truth: dict, devices: int, full_cover=True) -> int:
         compute = r["categories"]["compute"]
         check(compute == t["compute_ns"], f"row {key}: compute {compute} ns, planted {t['compute_ns']}")
         c = r.get("counters")
+        must_cover = full_cover and r["step_index"] >= FIRST_COVERED_STEP
         if c is None:
-            check(not full_cover, f"row {key} has no counters")
+            check(not must_cover, f"row {key} has no counters")
             continue
         for m in METRICS:
             covered = c[f"{m}_covered_ns"]
-            if full_cover:
+            if must_cover:
                 check(covered == compute, f"row {key}: {m} covered {covered} of {compute} ns")
             if covered == compute:
                 got, want = c[f"{m}_pct"], t["expected"][m]
@@ -80,9 +91,11 @@ def check_rows(rep: dict, truth: dict, devices: int, full_cover=True) -> int:
 
 
 def check_summary(rep: dict, truth: dict) -> None:
-    """The summary's compute-time means: the summary rows' planted values weighted by compute."""
+    """The summary's compute-time means: the summary rows' planted values weighted by compute
+    (the rows sampling covered: from FIRST_COVERED_STEP)."""
     s = rep["summary"]["counters"]["compute_time"]
-    steps = {r["step_index"] for r in rep["steps"] if not r.get("warmup")}
+    steps = {r["step_index"] for r in rep["steps"]
+             if not r.get("warmup") and r["step_index"] >= FIRST_COVERED_STEP}
     for m in METRICS:
         num = sum(t["expected"][m] * t["compute_ns"] for k, t in truth.items() if k[0] in steps)
         den = sum(t["compute_ns"] for k, t in truth.items() if k[0] in steps)
@@ -165,8 +178,9 @@ def case_two_devices_late() -> None:
               f"{stat(live, 'late_counter_samples_dropped')} late samples dropped")
         check(stat(live, "counter_samples_lost") == 0, "samples lost")
         # The devices were planted apart (tensor 80/10 vs 60/20): rows must not mix them.
-        d0 = [r["counters"]["tensor_active_pct"] for r in live["steps"] if r["device"] == 0]
-        d1 = [r["counters"]["tensor_active_pct"] for r in live["steps"] if r["device"] == 1]
+        sampled = [r for r in live["steps"] if r["step_index"] >= FIRST_COVERED_STEP]
+        d0 = [r["counters"]["tensor_active_pct"] for r in sampled if r["device"] == 0]
+        d1 = [r["counters"]["tensor_active_pct"] for r in sampled if r["device"] == 1]
         check(min(d0) > max(d1) + 1, f"devices mixed: {d0} {d1}")
         same_counters(live, analyze_recording(out))
         print(f"ok: two devices, late decode: {n} rows within {TOL_PP} pp, none dropped")
@@ -198,9 +212,10 @@ def case_overflow() -> None:
         check(lost > 0, "an overflowing buffer lost nothing")
         check(live["data_loss"] is True, "samples lost but data_loss false")
         decoded = live["collection"]["counters"]["devices"][0]["samples"]
-        # Every interval from the start to the stop is either decoded or counted lost.
-        span = max(r["window_end_ns"] for r in live["steps"]) - min(
-            r["window_begin_ns"] for r in live["steps"])
+        # Every interval from the start (after step 0) to the stop is either decoded or counted
+        # lost.
+        sampled = [r for r in live["steps"] if r["step_index"] >= FIRST_COVERED_STEP]
+        span = max(r["window_end_ns"] for r in sampled) - min(r["window_begin_ns"] for r in sampled)
         check(abs(decoded + lost - span / 1e6) <= 2,
               f"{decoded} decoded + {lost} lost samples of 1 ms over {span} ns")
         check_rows(live, truth_of(out), 1, full_cover=False)
@@ -271,13 +286,37 @@ def case_refuse_one_device() -> None:
         check(states == {0: "active", 1: "busy"}, f"device states {states}")
         truth = truth_of(out)
         check_rows(rep, truth, 2, full_cover=False)
-        check(all(("counters" in r) == (r["device"] == 0) for r in rep["steps"]),
+        check(all(("counters" in r) == (r["device"] == 0) for r in rep["steps"]
+                  if r["step_index"] >= FIRST_COVERED_STEP),
               "counters only on device 0's rows")
         for r in rep["steps"]:
-            if r["device"] == 0:
+            if r["device"] == 0 and r["step_index"] >= FIRST_COVERED_STEP:
                 check(r["counters"]["tensor_active_covered_ns"] == r["categories"]["compute"],
                       f"device 0 row {r['step_index']} not covered")
-        print(f"ok: one device refused (busy), the other's {STEPS} rows within {TOL_PP} pp")
+        print(f"ok: one device refused (busy), the other's rows from step {FIRST_COVERED_STEP} "
+              f"within {TOL_PP} pp")
+
+
+def case_stray_context() -> None:
+    # Device 1's counters are held by another process (busy): a library that set up every
+    # device with a context would be refused there (and, in the real job, take them from the
+    # rank that runs on it when it came first).
+    with tempfile.TemporaryDirectory(prefix="gpuacct_ctr_") as out:
+        res = run_counters(out, GPUACCT_SIM_SCENARIO_STRAY_CONTEXT="1",
+                           GPUACCT_SIM_PM_REFUSE="busy:1")
+        lines = [l for l in res.stderr.splitlines() if "hardware counters" in l]
+        check(not lines, f"lines about counters:\n{res.stderr}")
+        with open(os.path.join(out, "truth.json")) as f:
+            settled = json.load(f)["pm_settled"]
+        check(settled == [1, 0], f"PM sampling set up (started or refused) per device: {settled}")
+        rep = one_report(out, res)
+        active_section(rep, 1)  # device 0 only: the stray device is not listed
+        check(rep["collection"]["counters"]["devices"][0]["device"] == 0, "not device 0")
+        n = check_rows(rep, truth_of(out), 1)
+        check_summary(rep, truth_of(out))
+        check(stat(rep, "counter_samples_lost") == 0, "samples lost")
+        print(f"ok: stray context on device 1: not sampled, not listed; device 0's {n} rows "
+              f"within {TOL_PP} pp")
 
 
 def case_no_gpu_collection() -> None:
@@ -308,6 +347,7 @@ CASES = {
     "refuse_privileges": lambda: case_refuse("privileges"),
     "refuse_busy": lambda: case_refuse("busy"),
     "refuse_one_device": case_refuse_one_device,
+    "stray_context": case_stray_context,
     "no_gpu_collection": case_no_gpu_collection,
     "off": case_off,
 }

@@ -14,10 +14,16 @@
 //
 // Environment: GPUACCT_COUNTERS_INTERVAL_US (the grid; default 1000, as the library's),
 // GPUACCT_SIM_SCENARIO_DEVICES (1 or 2), GPUACCT_SIM_SCENARIO_PAUSE_MS (real-time sleep after
-// each step, so the library's worker ticks while the job runs; default 0), and
+// each step, so the library's worker ticks while the job runs; default 0),
 // GPUACCT_SIM_SCENARIO_START_MS (default 10000): with GPUACCT_COUNTERS=1, the most real time
-// to wait after cuInit for the library to start sampling (or be refused) on every device --
-// it does on a worker tick -- before step 0 (WaitForSampling).
+// to wait after step 0 for the library to start sampling (or be refused) on every device that
+// ran work -- it does on a worker tick once the device's first records came -- before step 1
+// (WaitForSampling; step 0 is run before sampling, as a real job's first step can be), and
+// GPUACCT_SIM_SCENARIO_STRAY_CONTEXT=1: one more device whose context is created (simInit) but
+// that never gets work, like a rank's stray context on another rank's GPU.
+//
+// The truth file also says, per device created, whether a client started PM sampling or was
+// refused there (`pm_settled`, the fake's simPmSamplingSettled at the end of the steps).
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -83,16 +89,23 @@ void Expected(const DeviceStep& s, uint64_t interval, double out[5]) {
   for (int m = 0; m < 5; ++m) out[m] = sum[m] / total;
 }
 
+using Settled = int (*)(int);
+
+// The fake CUPTI's simPmSamplingSettled (nullptr without CUPTI loaded).
+Settled SettledFn() {
+  void* cupti = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
+  return cupti != nullptr ? reinterpret_cast<Settled>(dlsym(cupti, "simPmSamplingSettled"))
+                          : nullptr;
+}
+
 // With GPUACCT_COUNTERS=1, waits (real time, at most GPUACCT_SIM_SCENARIO_START_MS, default
-// 10 s) until the library started sampling on every device, or was refused: the library sets
-// devices up on its worker's tick, which gpuacct_flush() brings forward.
+// 10 s) until the library started sampling on devices [0, devices), or was refused: the library
+// sets a device up on its worker's tick once records from it arrived, which gpuacct_flush()
+// brings forward.
 void WaitForSampling(int devices) {
   const char* on = std::getenv("GPUACCT_COUNTERS");
   if (on == nullptr || std::strcmp(on, "1") != 0) return;
-  using Settled = int (*)(int);
-  void* cupti = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
-  const auto settled =
-      cupti != nullptr ? reinterpret_cast<Settled>(dlsym(cupti, "simPmSamplingSettled")) : nullptr;
+  const Settled settled = SettledFn();
   const gpuacct_dyn_api* api = gpuacct_dyn();
   const uint64_t max_ms = EnvU64("GPUACCT_SIM_SCENARIO_START_MS", 10000);
   for (uint64_t waited = 0; waited < max_ms; waited += 5) {
@@ -112,9 +125,9 @@ int main(int argc, char** argv) {
   const uint64_t interval = EnvU64("GPUACCT_COUNTERS_INTERVAL_US", 1000) * kUs;
   const int devices = EnvU64("GPUACCT_SIM_SCENARIO_DEVICES", 1) >= 2 ? 2 : 1;
   const uint64_t pause_ms = EnvU64("GPUACCT_SIM_SCENARIO_PAUSE_MS", 0);
-  h.Init(devices, L, lat);
+  const int stray = EnvU64("GPUACCT_SIM_SCENARIO_STRAY_CONTEXT", 0) != 0 ? 1 : 0;
+  h.Init(devices + stray, L, lat);
   h.Param("interval_ns", interval);
-  WaitForSampling(devices);
   simStream_t streams[2] = {simStreamCreate(0), devices > 1 ? simStreamCreate(1) : nullptr};
   std::string truth = "{\"interval_ns\": " + std::to_string(interval) + ", \"steps\": [";
   for (int i = 0; i < h.steps(); ++i) {
@@ -155,8 +168,13 @@ int main(int argc, char** argv) {
                     steps[d].elementwise_end - steps[d].gemm_begin, x[0], x[1], x[2], x[3], x[4]);
       truth += line;
     }
+    if (i == 0) WaitForSampling(devices);
     if (pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
   }
+  truth += "], \"pm_settled\": [";
+  const Settled settled = SettledFn();
+  for (int d = 0; d < devices + stray; ++d)
+    truth += std::string(d == 0 ? "" : ", ") + (settled != nullptr && settled(d) != 0 ? "1" : "0");
   truth += "]}\n";
   if (const char* path = std::getenv("GPUACCT_SIM_COUNTERS_TRUTH"); path != nullptr && *path) {
     std::FILE* f = std::fopen(path, "w");
