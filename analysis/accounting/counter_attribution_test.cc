@@ -210,5 +210,25 @@ TEST(CounterAttribution, LateSamplesAreCountedAsDataLoss) {
   EXPECT_NEAR(acc.rows()[1].counters.mean(CounterMetric::kTensorActive), 40.0, 1e-9);
 }
 
+// Samples waiting for an unfinalised step are held events like its ops: they count toward the
+// pending-event bound and show in the delivery section's held_events_peak.
+TEST(CounterAttribution, SamplesHeldForAnOpenStepCountAsHeldEvents) {
+  StepAccountant acc(testing_util::no_warmup());
+  Trace t;
+  t.step(0, us(1000), 0);
+  t.kernel(us(1), us(2), 0, us(600));
+  t.step(us(1000), us(100000), 1);
+  t.kernel(us(1001), us(1002), us(1000), us(99000));
+  acc.add(t.b);
+  for (TimeNs a = us(1000); a < us(1500); a += us(1))
+    acc.add_counter_sample(sample(a, a + us(1), 30));
+  acc.advance_watermark(us(1500));  // step 0 is finalised, step 1 holds its 500 samples
+  ASSERT_EQ(acc.rows().size(), 1u);
+  EXPECT_GE(acc.delivery_lag().held_peak(), 500);
+  acc.finish();
+  ASSERT_EQ(acc.rows().size(), 2u);
+  EXPECT_NEAR(acc.rows()[1].counters.mean(CounterMetric::kTensorActive), 30.0, 1e-9);
+}
+
 }  // namespace
 }  // namespace gpuacct

@@ -469,9 +469,9 @@ struct StepAccountant::Impl {
   }
 
   // The events kept for unfinalised steps (what waiting for owed launches holds): pending GPU
-  // ops, host calls and ranges, steps.  O(devices + threads).
+  // ops, host calls and ranges, steps, counter samples.  O(devices + threads).
   int64_t held_events() const {
-    size_t n = steps.size() + boundaries.size();
+    size_t n = steps.size() + boundaries.size() + counters.size();
     for (const auto& [id, dev] : devices) n += dev.live() + dev.consumed_early.size();
     for (const auto& [tid, th] : host.threads)  // without the pruned prefix not yet erased
       n += th.calls.size() - th.calls_stale + th.data.size() - th.data_stale;
