@@ -17,6 +17,7 @@
 #include "analysis/import/recording.h"
 #include "analysis/model/json_text.h"
 #include "inject/pipeline.h"
+#include "inject/pipeline_test_events.h"
 
 namespace gpuacct::inject {
 namespace {
@@ -24,28 +25,15 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-class PipelineBytesTest : public ::testing::Test {
+class PipelineBytesTest : public PipelineOutputTest {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/gpuacct_pipeline_bytes_test_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    cfg_.output_dir = dir_;
-    cfg_.output_pattern = "run";
+    PipelineOutputTest::SetUp();
     cfg_.host = "host\xE9-\xC3";  // Latin-1 and a truncated sequence
-    cfg_.pid = 42;
-    cfg_.quiet = true;
     cfg_.warmup_steps = 0;
     cfg_.record = true;
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
-  std::string read(const std::string& name) const {
-    std::ifstream in(dir_ + "/" + name, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
   // Every line parsed by the strict parser (it rejects bytes that are not UTF-8).
   std::vector<json> stream_lines() const {
     std::vector<json> out;
@@ -92,9 +80,6 @@ class PipelineBytesTest : public ::testing::Test {
     }
     p.finish(GpuCollectionState{});
   }
-
-  std::string dir_;
-  Config cfg_;
 };
 
 // Before: the stream's header (the hostname) threw in the constructor; the report, the

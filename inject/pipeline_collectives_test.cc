@@ -17,6 +17,7 @@
 #include "analysis/import/kernel_order.h"
 #include "analysis/model/collective_rows.h"
 #include "inject/pipeline.h"
+#include "inject/pipeline_test_events.h"
 
 namespace gpuacct::inject {
 namespace {
@@ -28,31 +29,18 @@ constexpr TimeNs kStart = 1'000'000'000;
 constexpr uint32_t kThread = 1;
 constexpr uint64_t kComm = 0x9f2c0a11d2e4b7aaull;
 
-class PipelineCollectivesTest : public ::testing::Test {
+class PipelineCollectivesTest : public PipelineOutputTest {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/gpuacct_pipeline_coll_test_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    cfg_.output_dir = dir_;
-    cfg_.output_pattern = "run";
-    cfg_.host = "testhost";
-    cfg_.pid = 42;
+    PipelineOutputTest::SetUp();
     cfg_.rank = 3;
     cfg_.world_size = 8;
-    cfg_.quiet = true;
     cfg_.warmup_steps = 0;
   }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string rows_path() const { return dir_ + "/run.collectives.csv"; }
   nlohmann::json plugin_section() const {
-    std::ifstream in(dir_ + "/run.json");
-    const nlohmann::json report = nlohmann::json::parse(in);
-    return report["collection"].value("nccl_plugin", nlohmann::json());
+    return report()["collection"].value("nccl_plugin", nlohmann::json());
   }
-
-  std::string dir_;
-  Config cfg_;
 };
 
 HostApiCall launch_call(uint64_t correlation, TimeNs start) {
@@ -211,9 +199,8 @@ TEST_F(PipelineCollectivesTest, WithoutPluginRecordsKernelsAreNumberedByOrder) {
   const std::vector<CollectiveRecord> rows = read_rows(rows_path(), &contents);
   EXPECT_EQ(contents.header.identity, CollectiveSource::kKernelOrder);
   // Why, by what the plugin saw in this process (other tests here may have initialised it).
-  const std::string why = nccl_plugin_counters().communicators == 0
-                              ? "never initialised gpuacct"
-                              : "sent no collective event";
+  const std::string why = nccl_plugin_counters().communicators == 0 ? "never initialised gpuacct"
+                                                                    : "sent no collective event";
   EXPECT_NE(contents.header.identity_note.find(why), std::string::npos)
       << contents.header.identity_note;
   EXPECT_NE(contents.header.identity_note.find("numbered in order per stream"), std::string::npos);

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -26,34 +27,14 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-class PipelineTest : public ::testing::Test {
+class PipelineTest : public PipelineOutputTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/gpuacct_pipeline_test_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    cfg_.output_dir = dir_;
-    cfg_.output_pattern = "run";
-    cfg_.host = "testhost";
-    cfg_.pid = 42;
-    cfg_.quiet = true;
-    cfg_.warmup_steps = 1;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   std::vector<json> stream_lines() const {
     std::vector<json> out;
-    std::ifstream in(dir_ + "/run.steps.jsonl");
+    std::istringstream in(read("run.steps.jsonl"));
     for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
     return out;
   }
-  json report() const {
-    std::ifstream in(dir_ + "/run.json");
-    return json::parse(in);
-  }
-
-  std::string dir_;
-  Config cfg_;
 };
 
 using test_events::kStart;

@@ -1,8 +1,53 @@
-// Test events for the live pipeline's tests (pipeline_test, prom_output_test): a train of
-// steps whose rows and verdict are known.
+// What the live pipeline's tests share (pipeline_test, pipeline_bytes_test,
+// pipeline_collectives_test, prom_output_test): a fixture with an output directory and a
+// Config writing there, and a train of steps whose rows and verdict are known.
 #pragma once
 
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
 #include "inject/pipeline.h"
+
+namespace gpuacct::inject {
+
+// A fresh directory per test (removed after it) and a quiet Config writing "run.*" there;
+// tests adjust cfg_ in their own SetUp after calling this one.
+class PipelineOutputTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gpuacct_pipeline_test_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    cfg_.output_dir = dir_;
+    cfg_.output_pattern = "run";
+    cfg_.host = "testhost";
+    cfg_.pid = 42;
+    cfg_.quiet = true;
+    cfg_.warmup_steps = 1;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // The bytes of `name` in the output directory ("" when it is missing).
+  std::string read(const std::string& name) const {
+    std::ifstream in(dir_ + "/" + name, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  nlohmann::json report() const { return nlohmann::json::parse(read("run.json")); }
+
+  std::string dir_;
+  Config cfg_;
+};
+
+}  // namespace gpuacct::inject
 
 namespace gpuacct::inject::test_events {
 

@@ -71,45 +71,25 @@ TEST(PromConfig, DirAndPeriodFromTheEnvironment) {
   EXPECT_EQ(c.prom_period_ms, kDefaultPromPeriodMs);
 }
 
-class PromOutputTest : public ::testing::Test {
+class PromOutputTest : public PipelineOutputTest {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/gpuacct_prom_test_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    PipelineOutputTest::SetUp();
+    if (HasFatalFailure()) return;
     fs::create_directory(dir_ + "/prom");
-    cfg_.output_dir = dir_;
-    cfg_.output_pattern = "run";
-    cfg_.host = "testhost";
-    cfg_.pid = 42;
     cfg_.rank = 1;
     cfg_.job_id = "job9";
-    cfg_.quiet = true;
-    cfg_.warmup_steps = 1;
     cfg_.prom_dir = dir_ + "/prom";
     cfg_.prom_period_ms = 0;  // every tick (the configured minimum is 10 ms)
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   std::string prom_path() const { return dir_ + "/prom/gpuacct_job9_testhost_rank1.prom"; }
-  std::string prom_text() const {
-    std::ifstream in(prom_path());
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
+  std::string prom_text() const { return read("prom/gpuacct_job9_testhost_rank1.prom"); }
   std::vector<std::string> prom_dir_entries() const {
     std::vector<std::string> out;
     for (const auto& e : fs::directory_iterator(dir_ + "/prom")) out.push_back(e.path().filename());
     return out;
   }
-  json report() const {
-    std::ifstream in(dir_ + "/run.json");
-    return json::parse(in);
-  }
-
-  std::string dir_;
-  Config cfg_;
 };
 
 using test_events::kStart;
