@@ -3,8 +3,10 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "analysis/import/recording.h"
 #include "analysis/input/input_collectives.h"
 #include "analysis/model/file_io.h"
+#include "analysis/model/threaded_sink.h"
 #include "analysis/report/report.h"
 #include "analysis/report/trace_totals.h"
 
@@ -199,7 +202,7 @@ ResolvedConfig Input::resolve(AccountingConfig cfg, const std::set<std::string>&
 }
 
 StatusOr<RunMetadata> Input::import(NameTable& names, EventSink& sink, Stats& stats,
-                                    const InputOptions& opts, KinetoCollectives* collectives,
+                                    const InputOptions& opts, InputCollectives* collectives,
                                     InputContents* out) const {
   if (format_ == InputFormat::kStepStream) {
     return Status::Error(path_ +
@@ -212,26 +215,51 @@ StatusOr<RunMetadata> Input::import(NameTable& names, EventSink& sink, Stats& st
                          ": a gpuacct report holds accounted step rows, not the events this "
                          "needs (analyse the run's recording or trace instead)");
   }
+  // The accounting (`sink`) runs on its own thread while this one reads (ThreadedSink); what
+  // the reader feeds itself stays on this thread.  The reader counts into its own Stats: the
+  // accountant's are written on the other thread, and the counts are merged once it is done.
+  const bool threaded = opts.accounting_thread && std::thread::hardware_concurrency() != 1;
+  Stats reader_stats;
+  Stats& counts = threaded ? reader_stats : stats;
+  std::optional<ThreadedSink> worker;
+  auto done = [&] {  // every event delivered, then the counts: before anything reads them
+    if (!worker) return;
+    worker->finish();
+    stats.merge(reader_stats);
+  };
   if (format_ == InputFormat::kRecording) {
-    auto contents = bytes_ ? read_recording_buffer(*bytes_, path_, names, sink, stats)
-                           : read_recording(path_, names, sink, stats);
+    // A recording's collectives are numbered by kernel order as events come, and handed to
+    // the step assigner that the accountant's rows also feed: one thread for both.
+    TeeSink accounted(collectives ? std::vector<EventSink*>{&sink, collectives->events()}
+                                  : std::vector<EventSink*>{&sink});
+    if (threaded) worker.emplace(accounted);
+    EventSink& target = worker ? static_cast<EventSink&>(*worker) : accounted;
+    auto contents = bytes_ ? read_recording_buffer(*bytes_, path_, names, target, counts)
+                           : read_recording(path_, names, target, counts);
+    done();
     if (!contents.ok()) return contents.status();
     if (contents->cut) describe_cut(contents.value(), path_, out);
     RunMetadata meta = std::move(contents->metadata);
     if (meta.source.empty()) meta.source = to_string(format_);
     return meta;
   }
-  // One pass feeds the caller and HTA's whole-trace totals.
+  // One pass feeds the caller and HTA's whole-trace totals.  The totals and the trace's
+  // collectives (which the importer also feeds directly, and which emit only at finish) stay
+  // on the reading thread.
   TraceTotals totals(names);
-  TeeSink tee({&sink, &totals});
+  if (threaded) worker.emplace(sink);
+  std::vector<EventSink*> sinks = {worker ? static_cast<EventSink*>(&*worker) : &sink, &totals};
+  if (collectives) sinks.push_back(collectives->events());
+  TeeSink tee(std::move(sinks));
   KinetoImportOptions kopts;
   kopts.progress = opts.progress;
-  kopts.collectives = collectives;
+  kopts.collectives = collectives ? collectives->kineto() : nullptr;
   // cuda_sync rows count in HTA's temporal breakdown, GPU-side ProfilerSteps in its last-step
   // rule; neither is GPU work or a step for the accounting.
   totals.attach(&kopts);
-  auto imported = bytes_ ? import_kineto_buffer(*bytes_, names, tee, stats, kopts)
-                         : import_kineto_trace(path_, names, tee, stats, kopts);
+  auto imported = bytes_ ? import_kineto_buffer(*bytes_, names, tee, counts, kopts)
+                         : import_kineto_trace(path_, names, tee, counts, kopts);
+  done();
   if (!imported.ok()) return imported.status();
   RunMetadata meta = std::move(imported.value());
   meta.source = to_string(format_);
@@ -249,15 +277,13 @@ StatusOr<InputContents> Input::read(NameTable& names, EventSink& sink, Stats& st
   // A recording is the live library's view, which began with the process: its steps are
   // detected as they were live.  A profiler trace began when the profiler was switched on.
   detection.set_capture_began_at_first_event(format_ != InputFormat::kRecording);
-  std::vector<EventSink*> sinks = {&sink, &detection};
   std::unique_ptr<InputCollectives> collectives;
   if (opts.on_collective && format_ != InputFormat::kStepStream) {
     collectives = std::make_unique<InputCollectives>(format_ == InputFormat::kKinetoTrace,
                                                      opts.on_collective);
-    sinks.push_back(collectives->events());
   }
-  TeeSink tee(std::move(sinks));
-  auto meta = import(names, tee, stats, opts, collectives ? collectives->kineto() : nullptr, &out);
+  TeeSink tee({&sink, &detection});
+  auto meta = import(names, tee, stats, opts, collectives.get(), &out);
   if (!meta.ok()) return meta.status();
   out.metadata = std::move(meta.value());
   if (collectives) {

@@ -60,7 +60,7 @@
 
 namespace gpuacct {
 
-class KinetoCollectives;
+class InputCollectives;
 
 enum class InputFormat : uint8_t {
   kRecording,    // a gpuacct recording (*.gpuacct): the live library's or `gpuacct synth`'s
@@ -96,6 +96,10 @@ struct InputOptions {
   // collective kernels without args and a recording's by kernel order
   // (analysis/input/input_collectives.h).  InputContents::collective_identity says how.
   std::function<void(const CollectiveRecord&)> on_collective;
+  // The events are accounted on a thread of their own while the importer reads on (analysis/
+  // model/threaded_sink.h): the same calls in the same order, so the same output, in less
+  // time.  Off: one thread (tests compare the two).  Also one thread on a one-core machine.
+  bool accounting_thread = true;
 };
 
 // The config an input is accounted with (Input::resolve).
@@ -152,7 +156,8 @@ class Input {
 
   // Reads the whole input into `sink` (see the file comment).  Counters go to `stats` (the
   // accountant's).  On an error the sink may have seen events: discard them.  A step stream
-  // has no events: an error (report_input reads it).
+  // has no events: an error (report_input reads it).  `sink` may be called on another thread
+  // (InputOptions::accounting_thread), never after read() returns.
   StatusOr<InputContents> read(NameTable& names, EventSink& sink, Stats& stats,
                                const InputOptions& opts = {}) const;
   // A step stream's rows, header and counters (an error for other formats).
@@ -162,7 +167,7 @@ class Input {
   Input(InputFormat format, std::string path, std::optional<std::string_view> bytes)
       : format_(format), path_(std::move(path)), bytes_(bytes) {}
   StatusOr<RunMetadata> import(NameTable& names, EventSink& sink, Stats& stats,
-                               const InputOptions& opts, KinetoCollectives* collectives,
+                               const InputOptions& opts, InputCollectives* collectives,
                                InputContents* out) const;
 
   InputFormat format_;
