@@ -20,10 +20,11 @@
 #            get_idle_time_breakdown, i.e. all of what gpuacct's "hta_totals" section computes.
 #   gpuacct  `gpuacct analyze --no-files TRACE` (importer, accountant, step detection,
 #            hta_totals, the printed summary).
-# Wall seconds of each process (date +%s%N around it), peak RSS from /usr/bin/time (for HTA the
-# largest process: it parses in a forked pool worker).  Prints the medians, the speed and memory
-# ratios, the load average before and after (the machine is shared: compare ratios from one run,
-# not seconds across runs), and checks HTA's temporal breakdown against gpuacct's hta_totals
+# Wall seconds of each process (date +%s%N around it); CPU seconds (user + sys, children
+# included; 10 ms steps) and peak RSS from /usr/bin/time (for HTA the largest process: it parses
+# in a forked pool worker).  Prints the medians, the speed, CPU-time and memory ratios, the load
+# average before and after (the machine is shared: compare ratios from one run, not seconds
+# across runs), and checks HTA's temporal breakdown against gpuacct's hta_totals
 # (one untimed `--json` run).
 #
 # options: --hta-rounds N (3)  --gpuacct-rounds N (7)  --gpuacct PATH (default build/bin/gpuacct)
@@ -79,15 +80,15 @@ print("temporal", *(int(row[c]) for c in ("kernel_time(us)", "idle_time(us)", "c
 EOF
 
 now_ns() { date +%s%N; }
-# time_one NAME CMD...: appends "seconds kib" to $work/NAME.times; stdout to $work/NAME.out.
+# time_one NAME CMD...: appends "wall_ms peak_kib cpu_s" to $work/NAME.times; stdout to $work/NAME.out.
 time_one() {
   local name="$1"; shift
   local t0 t1
   t0=$(now_ns)
-  /usr/bin/time -f %M -o "$work/rss" "$@" >"$work/$name.out" 2>"$work/$name.err" ||
+  /usr/bin/time -f "%M %U %S" -o "$work/rss" "$@" >"$work/$name.out" 2>"$work/$name.err" ||
     { echo "hta_compare.sh: $name failed:" >&2; tail -5 "$work/$name.err" >&2; exit 1; }
   t1=$(now_ns)
-  echo "$(( (t1 - t0) / 1000000 )) $(tail -1 "$work/rss")" >>"$work/$name.times"
+  echo "$(( (t1 - t0) / 1000000 )) $(tail -1 "$work/rss" | awk '{print $1, $2 + $3}')" >>"$work/$name.times"
 }
 median_col() {  # median_col FILE COLUMN -> the middle value (upper middle for an even count)
   awk -v c="$2" '{print $c}' "$1" | sort -n | awk '{v[NR]=$1} END {print v[int(NR/2)+1]}'
@@ -97,7 +98,7 @@ json_bytes=$(case "$trace" in *.gz) gzip -dc "$trace" | wc -c ;; *) wc -c <"$tra
 events=$(case "$trace" in *.gz) gzip -dc "$trace" ;; *) cat "$trace" ;; esac | grep -o '"ph"' | wc -l)
 echo "trace: $trace  ($(wc -c <"$trace") bytes on disk, $json_bytes bytes of JSON, $events trace events)"
 echo "HTA $hta_version ($("$py" -c 'import pandas, numpy, sys; print(f"pandas {pandas.__version__}, numpy {numpy.__version__}, python {sys.version.split()[0]}")')); analyses: $([ $hta_all = 1 ] && echo 'temporal + comm/comp overlap + idle breakdown' || echo 'temporal breakdown')"
-echo "gpuacct: $gpuacct ($("$gpuacct" --version 2>&1 | head -1)); $(nproc) cores"
+echo "gpuacct: $gpuacct ($("$gpuacct" --version 2>&1 | tr '\n' ';' | sed 's/;$//')); $(nproc) cores"
 echo "load average before: $(uptime | sed 's/.*load average: //')"
 
 for ((r = 0; r < g_rounds; ++r)); do
@@ -111,14 +112,16 @@ echo "load average after:  $(uptime | sed 's/.*load average: //')"
 
 hta_ms=$(median_col "$work/hta.times" 1) hta_kib=$(median_col "$work/hta.times" 2)
 g_ms=$(median_col "$work/gpuacct.times" 1) g_kib=$(median_col "$work/gpuacct.times" 2)
+hta_cpu=$(median_col "$work/hta.times" 3) g_cpu=$(median_col "$work/gpuacct.times" 3)
 hta_max_kib=$(sort -n -k2 "$work/hta.times" | tail -1 | awk '{print $2}')
 g_max_kib=$(sort -n -k2 "$work/gpuacct.times" | tail -1 | awk '{print $2}')
-awk -v hm="$hta_ms" -v hk="$hta_kib" -v hx="$hta_max_kib" -v gm="$g_ms" -v gk="$g_kib" -v gx="$g_max_kib" \
+awk -v hc="$hta_cpu" -v gc="$g_cpu" -v hm="$hta_ms" -v hk="$hta_kib" -v hx="$hta_max_kib" -v gm="$g_ms" -v gk="$g_kib" -v gx="$g_max_kib" \
   -v hr="$(wc -l <"$work/hta.times")" -v gr="$(wc -l <"$work/gpuacct.times")" 'BEGIN {
-  printf "%-28s %6s %10s %18s %10s\n", "", "rounds", "median s", "median peak MiB", "max MiB"
-  printf "%-28s %6d %10.3f %18.1f %10.1f\n", "HTA load + analysis", hr, hm/1000, hk/1024, hx/1024
-  printf "%-28s %6d %10.3f %18.1f %10.1f\n", "gpuacct analyze --no-files", gr, gm/1000, gk/1024, gx/1024
-  printf "speed ratio (HTA / gpuacct, medians): %.0fx   memory ratio: %.1fx\n", hm/gm, hk/gk }'
+  printf "%-28s %6s %10s %14s %18s %10s\n", "", "rounds", "median s", "median CPU s", "median peak MiB", "max MiB"
+  printf "%-28s %6d %10.3f %14.2f %18.1f %10.1f\n", "HTA load + analysis", hr, hm/1000, hc, hk/1024, hx/1024
+  printf "%-28s %6d %10.3f %14.2f %18.1f %10.1f\n", "gpuacct analyze --no-files", gr, gm/1000, gc, gk/1024, gx/1024
+  printf "speed ratio (HTA / gpuacct, median wall): %.0fx   CPU-time ratio: %s   memory ratio: %.1fx\n",
+         hm/gm, (gc > 0 ? sprintf("%.0fx", hc/gc) : "n/a (under 10 ms)"), hk/gk }'
 echo "gpuacct wall samples (ms): $(awk '{print $1}' "$work/gpuacct.times" | tr '\n' ' ')"
 echo "HTA wall samples (ms):     $(awk '{print $1}' "$work/hta.times" | tr '\n' ' ')"
 
