@@ -259,12 +259,16 @@ StatusOr<RunMetadata> Input::import(NameTable& names, EventSink& sink, Stats& st
   totals.attach(&kopts);
   auto imported = bytes_ ? import_kineto_buffer(*bytes_, names, tee, counts, kopts)
                          : import_kineto_trace(path_, names, tee, counts, kopts);
-  done();
-  if (!imported.ok()) return imported.status();
+  if (!imported.ok()) {
+    done();
+    return imported.status();
+  }
   RunMetadata meta = std::move(imported.value());
   meta.source = to_string(format_);
+  // The totals are this thread's: computed while the accounting drains its last batches.
   totals.set_rank(meta.rank);
   out->sections["hta_totals"] = totals.to_json();
+  done();
   return meta;
 }
 
