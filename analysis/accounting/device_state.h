@@ -1,5 +1,5 @@
 // The GPU ops of one device that no finalised window has consumed yet, kept sorted by start.
-// Internal to the step accountant (step_accountant.cc).
+// Internal to the step accountant (step_accountant_impl.h).
 #pragma once
 
 #include <algorithm>

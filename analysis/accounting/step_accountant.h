@@ -12,11 +12,12 @@
 //
 // Threading: not thread-safe; one owner thread (the injected library's worker, or the CLI).
 //
-// Implementation: step_accountant.cc (intake, steps, when a step can be finalised, the ops it
-// owns), host_state.{h,cc} (launch calls by correlation id, per-thread calls and data ranges,
-// nested calls), device_state.h (each device's pending ops), window_sweep.{h,cc} (the sweep of
-// one window and its idle gaps), owed_launches.h (launches still waiting for their op, graph
-// launches included; delivery progress), delivery_lag.h (how late GPU records came).
+// Implementation: step_accountant.cc (intake), step_finalization.cc (steps, when a step can be
+// finalised, the ops it owns), step_accountant_impl.h (the state both share), host_state.{h,cc}
+// (launch calls by correlation id, per-thread calls and data ranges, nested calls), device_state.h
+// (each device's pending ops), window_sweep.{h,cc} (the sweep of one window and its idle gaps),
+// owed_launches.h (launches still waiting for their op, graph launches included; delivery
+// progress), delivery_lag.h (how late GPU records came).
 #pragma once
 
 #include <functional>
