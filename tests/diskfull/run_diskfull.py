@@ -31,6 +31,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+import e2e_harness  # noqa: E402  (BUILD, LIBRARY: the build every helper reads)
 import run_e2e  # noqa: E402  (helpers: paths, base_env, run, reports, stat, Fail, check)
 from run_e2e import Fail, check, stat  # noqa: E402
 
@@ -192,7 +193,7 @@ def case_library_metrics_full() -> None:
 
 
 def case_cli_outputs() -> None:
-    cli = os.path.join(run_e2e.BUILD, "bin", "gpuacct")
+    cli = os.path.join(e2e_harness.BUILD, "bin", "gpuacct")
     sample = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
                           "data", "sample.gpuacct")
     with tempfile.TemporaryDirectory(prefix="gpuacct_diskfull_") as out:
@@ -227,7 +228,7 @@ def main() -> int:
     ap.add_argument("--shim", required=True)
     ap.add_argument("case", choices=sorted(CASES))
     a = ap.parse_args()
-    run_e2e.BUILD = os.path.abspath(a.build)
+    e2e_harness.BUILD = os.path.abspath(a.build)
     SHIM = os.path.abspath(a.shim)
     try:
         CASES[a.case]()

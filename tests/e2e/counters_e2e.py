@@ -36,6 +36,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_harness  # noqa: E402  (BUILD, LIBRARY: the build every helper reads)
 import run_e2e as e2e  # noqa: E402  (the shared helpers: paths, env, run, report, stats)
 from run_e2e import Fail, check, one_report, stat  # noqa: E402
 
@@ -104,7 +105,7 @@ def check_summary(rep: dict, truth: dict) -> None:
 
 
 def analyze_recording(out: str) -> dict:
-    cli = os.path.join(e2e.BUILD, "bin", "gpuacct")
+    cli = os.path.join(e2e_harness.BUILD, "bin", "gpuacct")
     recs = glob.glob(os.path.join(out, "*.gpuacct"))
     check(len(recs) == 1, f"recording missing: {os.listdir(out)}")
     e2e.run([cli, "analyze", recs[0], "--out", os.path.join(out, "re")], dict(os.environ))

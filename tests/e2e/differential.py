@@ -34,6 +34,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_harness  # noqa: E402  (BUILD, LIBRARY: the build every helper reads)
 import run_e2e  # noqa: E402  (the e2e helpers: environment, comparison of the three pipelines)
 from run_e2e import Fail, check  # noqa: E402
 
@@ -389,10 +390,10 @@ def main() -> int:
         for d, (on, what) in DIMENSIONS.items():
             print(f"{'on ' if on else 'off'} {d:18} {what}")
         return 0
-    run_e2e.BUILD = os.path.abspath(a.build)
-    run_e2e.LIBRARY = os.path.abspath(a.library) if a.library else ""
-    cli = os.path.join(run_e2e.BUILD, "bin", "gpuacct")
-    sim_program = os.path.join(run_e2e.BUILD, "sim", "bin", "sim_program")
+    e2e_harness.BUILD = os.path.abspath(a.build)
+    e2e_harness.LIBRARY = os.path.abspath(a.library) if a.library else ""
+    cli = os.path.join(e2e_harness.BUILD, "bin", "gpuacct")
+    sim_program = os.path.join(e2e_harness.BUILD, "sim", "bin", "sim_program")
     try:
         run_e2e.paths()
         parse_dims(a.dims)

@@ -41,6 +41,7 @@ import time
 from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_harness  # noqa: E402  (BUILD, LIBRARY: the build every helper reads)
 import run_e2e  # noqa: E402  (the simulated-device helpers: paths, base_env, run)
 from run_e2e import Fail, check  # noqa: E402
 
@@ -234,7 +235,7 @@ def case_job() -> None:
     metrics directory, as the ranks of one node share node-exporter's: one file per rank, named
     by job, host and rank, each equal to that rank's report."""
     import simjob
-    simjob.configure(run_e2e.BUILD)
+    simjob.configure(e2e_harness.BUILD)
     with tempfile.TemporaryDirectory(prefix="gpuacct_prom_job_") as out:
         prom_dir = os.path.join(out, "prom")
         os.mkdir(prom_dir)

@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import types
 
 import e2e_harness
 from e2e_harness import (
@@ -74,19 +73,6 @@ __all__ = [
     "case_declared_work", "case_same_steps", "case_late_gpu_records", "case_late_graph_records",
     "case_sampled"
 ]
-
-
-class _BuildSettings(types.ModuleType):
-    """run_e2e.BUILD and run_e2e.LIBRARY are e2e_harness's, the one setting every helper reads:
-    other tests set them here (differential.py: `run_e2e.BUILD = ...`) or read them here after
-    run_case_main set them (prometheus_check.py)."""
-    BUILD = property(lambda _: e2e_harness.BUILD,
-                     lambda _, value: setattr(e2e_harness, "BUILD", value))
-    LIBRARY = property(lambda _: e2e_harness.LIBRARY,
-                       lambda _, value: setattr(e2e_harness, "LIBRARY", value))
-
-
-sys.modules[__name__].__class__ = _BuildSettings
 
 
 CASES = {
