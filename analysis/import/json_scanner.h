@@ -360,7 +360,7 @@ class Scanner {
   }
 
   // Reads a scalar into `v` (strings decoded, numbers as text); containers are skipped.
-  Result value(Cursor& c, Value* v) {
+  [[gnu::always_inline]] Result value(Cursor& c, Value* v) {
     char ch = *c.p;
     if (ch == '"') {
       v->type = ValueType::kString;
