@@ -413,6 +413,44 @@ TEST(VectorScan, SeparatorFastPathAndGeneralPathAgree) {
   }
 }
 
+// A recognised key (KeyPattern) leaves the cursor where the key scan and colon() would, with
+// the same key; near misses (another key, no blank, a blank after, an escape, the buffer
+// ending) are not recognised.
+TEST(VectorScan, KeyPatternMatchesOnlyWhatTheKeyScanReads) {
+  constexpr KeyPattern kPatterns[] = {KeyPattern("ph"), KeyPattern("name"),
+                                      KeyPattern("correlation")};
+  std::mt19937 rng(29);
+  const char noise[] = {'"', '\\', ':', ' ', '\n', 'h', 'p', 'n', 'e', 'X', ',', '\x80', '\x01'};
+  int recognised = 0;
+  for (const KeyPattern& k : kPatterns) {
+    const std::string exact = "\"" + std::string(k.key()) + "\": \"X\", \"next\": 1}";
+    for (int round = 0; round < 3000; ++round) {
+      std::string text = exact + std::string(20, ' ');
+      if (round % 4 != 0) text[rng() % (k.key().size() + 5)] = noise[rng() % sizeof(noise)];
+      for (size_t end = 0; end <= text.size(); ++end) {
+        Cursor fast{text.data(), text.data() + end};
+        if (!k.match(fast)) {
+          EXPECT_EQ(fast.p, text.data());
+          continue;
+        }
+        ++recognised;
+        Scanner s;
+        Cursor full{text.data(), text.data() + end};
+        std::string_view key;
+        ASSERT_EQ(s.string(full, &key, true), Result::kOk) << text;
+        ASSERT_EQ(s.colon(full), Result::kOk) << text;
+        EXPECT_EQ(key, k.key()) << text;
+        EXPECT_EQ(fast.p, full.p) << text;
+      }
+    }
+    // The exact shape with the whole load there is recognised.
+    Cursor c{exact.data(), exact.data() + exact.size()};
+    EXPECT_TRUE(k.match(c)) << exact;
+    EXPECT_EQ(*c.p, '"');
+  }
+  EXPECT_GT(recognised, 1000);
+}
+
 // A source that hands out at most `chunk` bytes per read.
 class TrickleSource : public ByteSource {
  public:
