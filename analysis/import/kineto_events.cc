@@ -29,6 +29,11 @@ constexpr json_scan::KeyPattern kEventKeys[] = {
     json_scan::KeyPattern("ph"),  json_scan::KeyPattern("cat"), json_scan::KeyPattern("name"),
     json_scan::KeyPattern("pid"), json_scan::KeyPattern("tid"), json_scan::KeyPattern("ts"),
     json_scan::KeyPattern("dur"), json_scan::KeyPattern("args")};
+// Where each of them goes (args: parsed or skipped by the member walk below).
+constexpr Value RawEvent::*kEventFields[] = {&RawEvent::ph,  &RawEvent::cat, &RawEvent::name,
+                                             &RawEvent::pid, &RawEvent::tid, &RawEvent::ts,
+                                             &RawEvent::dur, nullptr};
+static_assert(std::size(kEventFields) == std::size(kEventKeys));
 
 }  // namespace
 
@@ -62,14 +67,19 @@ Result Importer::parse_args(Cursor& c) {
 
 Result Importer::parse_event(Cursor& c) {
   ev_.clear();
-  size_t expect = 0;  // kEventKeys
-  auto guess = [&expect](Cursor& cc, std::string_view* key) {
+  size_t expect = 0;       // kEventKeys
+  Value* known = nullptr;  // the field of the key just recognised (the walk's dispatch skipped)
+  auto guess = [&](Cursor& cc, std::string_view* key) {
     if (expect == std::size(kEventKeys) || !kEventKeys[expect].match(cc)) return false;
-    *key = kEventKeys[expect++].key();
+    *key = kEventKeys[expect].key();
+    if (kEventFields[expect] != nullptr) known = &(ev_.*kEventFields[expect]);
+    ++expect;
     return true;
   };
   return scan_.object(c, guess, [&](std::string_view key, Cursor& cc) -> Result {
-    Value* dst = nullptr;
+    Value* dst = known;
+    known = nullptr;
+    if (dst) return scan_.value(cc, dst);
     switch (key.size()) {
       case 2:
         if (key_is(key, "ph"))
