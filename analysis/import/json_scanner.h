@@ -104,37 +104,6 @@ inline bool is_number_char(char c) {
   return kTable.v[static_cast<unsigned char>(c)];
 }
 
-// The first byte at or after `p` that is not a number byte (is_number_char), or `end`: the
-// bytewise reference (the tail of number_end, and what json_scanner_test compares it with).
-inline const char* number_end_bytewise(const char* p, const char* end) {
-  while (p < end && is_number_char(*p)) ++p;
-  return p;
-}
-
-// The same, sixteen bytes at a time where SSE2 is (x86-64 always): a timestamp is 17 bytes,
-// and the bytewise loop was ~6 % of `analyze`'s instructions.  The vector test knows digits
-// and '.' only (nearly every byte of a trace number); a sign or exponent byte stops it, and
-// the scan resumes after that byte, so the answer is the bytewise one.
-inline const char* number_end(const char* p, const char* end) {
-#if defined(__SSE2__)
-  const __m128i zero = _mm_set1_epi8('0'), nine = _mm_set1_epi8(9), dot = _mm_set1_epi8('.');
-  while (end - p >= 16) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const __m128i d = _mm_sub_epi8(v, zero);  // digits become 0..9 (unsigned)
-    const __m128i digit = _mm_cmpeq_epi8(_mm_min_epu8(d, nine), d);
-    const auto kept = static_cast<unsigned>(_mm_movemask_epi8(_mm_or_si128(digit, _mm_cmpeq_epi8(v, dot))));
-    if (kept == 0xFFFFu) {
-      p += 16;
-      continue;
-    }
-    p += __builtin_ctz(~kept);
-    if (!is_number_char(*p)) return p;
-    ++p;  // '-', '+', 'e' or 'E': still the number
-  }
-#endif
-  return number_end_bytewise(p, end);
-}
-
 // The first '"' or '\\' at or after `p`, or `end`: the bytewise reference of string_stop.
 inline const char* string_stop_bytewise(const char* p, const char* end) {
   while (p < end && *p != '"' && *p != '\\') ++p;
@@ -288,7 +257,11 @@ class Scanner {
 
   [[gnu::always_inline]] Result number(Cursor& c, std::string_view* out) {
     const char* s = c.p;
-    const char* q = number_end(s, c.end);
+    // Bytewise: a 16-byte SSE2 version took fewer instructions but more time (the position
+    // it computes feeds the next load, where this loop's branches are predicted past;
+    // docs/kineto_import.md, *Third pass*).
+    const char* q = s;
+    while (q < c.end && is_number_char(*q)) ++q;
     if (q == c.end) return Result::kNeedMore;  // the number may continue in the next chunk
     // Validate the JSON number grammar loosely (parse_scaled does the rest).
     if (q == s) return fail(s, "invalid value");
