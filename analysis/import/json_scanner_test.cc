@@ -253,7 +253,8 @@ TEST(VectorScan, StringStopIsTheFirstQuoteOrBackslashAtEveryOffset) {
       for (size_t i = 0; i < sizeof(a.bytes); ++i) a.bytes[i] = filler[(i * 7 + at) % 10];
       a.bytes[at] = stop;
       expect_same_at_every_offset_and_end(a, string_stop, string_stop_bytewise,
-                                          std::string("stop ") + stop + " at " + std::to_string(at));
+                                          std::string("stop ") + stop + " at " +
+                                              std::to_string(at));
       // The reference finds it where it was put (the test is not vacuous).
       ASSERT_EQ(string_stop_bytewise(a.bytes, a.bytes + 200), a.bytes + at);
     }
@@ -294,7 +295,8 @@ TEST(VectorScan, BackslashRunsBeforeAQuoteAtEveryOffset) {
       for (size_t cut = 1; cut <= close; ++cut) {
         Cursor part{a.bytes, a.bytes + cut};
         s.reset_scratch();
-        ASSERT_EQ(s.string(part, &out, true), Result::kNeedMore) << lead << " " << run << " " << cut;
+        ASSERT_EQ(s.string(part, &out, true), Result::kNeedMore)
+            << lead << " " << run << " " << cut;
       }
     }
   }
@@ -319,7 +321,9 @@ TEST(VectorScan, ControlAndNonUtf8BytesAreStringContent) {
 TEST(VectorScan, SkippedContainersIgnoreStructureInsideStrings) {
   for (size_t pad = 0; pad < 32; ++pad) {
     const std::string inner = std::string(pad, 'p') + R"(}{][,:\"}\\)";
-    const std::string text = R"({"a": ")" + inner + R"(", "grid": [64, 1, 1], "b": [1, {"c": "]}"}, []], "d": {}, "e": -1.5e3}, "next")";
+    const std::string text = R"({"a": ")" + inner +
+                             R"(", "grid": [64, 1, 1], "b": [1, {"c": "]}"}, []], )" +
+                             R"("d": {}, "e": -1.5e3}, "next")";
     const size_t close = text.size() - std::string(R"(, "next")").size();
     Scanner s;
     Cursor c{text.data(), text.data() + text.size()};
@@ -380,7 +384,8 @@ TEST(VectorScan, SeparatorFastPathAndGeneralPathAgree) {
     const std::string padded = b.text + "  ";
     Scanner s;
     Cursor c{padded.data(), padded.data() + padded.size()};
-    const Result r = s.object(c, [&](std::string_view, Cursor& cur) { return s.skip_value(cur, 2); });
+    const Result r =
+        s.object(c, [&](std::string_view, Cursor& cur) { return s.skip_value(cur, 2); });
     EXPECT_EQ(r, Result::kSyntax) << b.text;
     EXPECT_EQ(std::string(s.err.what), b.what) << b.text;
     EXPECT_EQ(s.err.at - padded.data(), static_cast<std::ptrdiff_t>(b.at)) << b.text;
@@ -494,7 +499,8 @@ TEST(Stream, ValuesAcrossTinyChunksReadTheSameAsOneChunk) {
 
 // Long strings (escapes and quotes at varied offsets), timestamps and skipped containers with
 // the buffer's end falling on every byte of them in turn: the stream reads until its 1 MiB
-// buffer is half full, so a filler string moves them across that boundary one byte at a time.  The same values as when nothing is cut.
+// buffer is half full, so a filler string moves them across that boundary one byte at a time.
+// The same values as when nothing is cut.
 TEST(Stream, VectorScansWithTheBufferEndAtEveryByte) {
   std::string tail;
   for (size_t k = 0; k < 3; ++k) {
