@@ -158,7 +158,10 @@ inline bool two_bytes_are(const char* p, char a, char b) {
 // a trace's members are the eight keys of an event).
 class KeyPattern {
  public:
-  explicit constexpr KeyPattern(std::string_view key) : key_(key) {
+  // At compile time only: a longer key (or one with '"' or '\\') does not compile.
+  explicit consteval KeyPattern(std::string_view key) : key_(key) {
+    if (key.size() > 11 || key.find_first_of("\"\\") != std::string_view::npos)
+      throw "KeyPattern: a key of at most 11 bytes, without '\"' or '\\'";
     bytes_[0] = '"';
     for (size_t i = 0; i < key.size(); ++i) bytes_[1 + i] = key[i];
     bytes_[key.size() + 1] = '"';
