@@ -104,6 +104,100 @@ inline bool is_number_char(char c) {
   return kTable.v[static_cast<unsigned char>(c)];
 }
 
+// The first '"' or '\\' at or after `p`, or `end`: the bytewise reference of string_stop.
+inline const char* string_stop_bytewise(const char* p, const char* end) {
+  while (p < end && *p != '"' && *p != '\\') ++p;
+  return p;
+}
+
+// The same, sixteen bytes at a time (SSE2), then eight (SWAR), then bytewise: the kernel names
+// of a trace are hundreds of bytes long.  Any other byte (control bytes, bytes that are not
+// UTF-8) is string content, as in the bytewise scan.
+[[gnu::always_inline]] inline const char* string_stop(const char* q, const char* end) {
+#if defined(__SSE2__)
+  const __m128i quote16 = _mm_set1_epi8('"'), slash16 = _mm_set1_epi8('\\');
+  while (end - q >= 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+    const int hit = _mm_movemask_epi8(
+        _mm_or_si128(_mm_cmpeq_epi8(v, quote16), _mm_cmpeq_epi8(v, slash16)));
+    if (hit != 0) return q + __builtin_ctz(static_cast<unsigned>(hit));
+    q += 16;
+  }
+#endif
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+  constexpr uint64_t kQuote = kOnes * '"', kSlash = kOnes * '\\';
+  while (end - q >= 8) {
+    uint64_t w;
+    std::memcpy(&w, q, 8);
+    const uint64_t a = w ^ kQuote, b = w ^ kSlash;
+    const uint64_t hit = ((a - kOnes) & ~a & kHigh) | ((b - kOnes) & ~b & kHigh);
+    if (hit) {
+      // The lowest flagged byte is the first match (borrows only run upwards); little-endian.
+      return q + __builtin_ctzll(hit) / 8;
+    }
+    q += 8;
+  }
+#endif
+  return string_stop_bytewise(q, end);
+}
+
+// Two bytes at `p` (the caller checked they are there) are `a` then `b`: one 16-bit compare
+// (the separators Kineto writes between tokens: ": ", ", ").
+inline bool two_bytes_are(const char* p, char a, char b) {
+  const char want[2] = {a, b};
+  uint16_t have, lit;
+  std::memcpy(&have, p, 2);
+  std::memcpy(&lit, want, 2);
+  return have == lit;
+}
+
+// A member key as Kineto writes it, with the separator after it: `"name": ` (the key at most
+// 11 bytes, without '"' or '\\'; the pattern at most 15).  match() recognises it in one
+// 16-byte compare (SSE2; a memcmp elsewhere) instead of the string scan and colon() (~40 % of
+// a trace's members are the eight keys of an event).
+class KeyPattern {
+ public:
+  // At compile time only: a longer key (or one with '"' or '\\') does not compile.
+  explicit consteval KeyPattern(std::string_view key) : key_(key) {
+    if (key.size() > 11 || key.find_first_of("\"\\") != std::string_view::npos)
+      throw "KeyPattern: a key of at most 11 bytes, without '\"' or '\\'";
+    bytes_[0] = '"';
+    for (size_t i = 0; i < key.size(); ++i) bytes_[1 + i] = key[i];
+    bytes_[key.size() + 1] = '"';
+    bytes_[key.size() + 2] = ':';
+    bytes_[key.size() + 3] = ' ';
+    len_ = static_cast<uint8_t>(key.size() + 4);
+    mask_ = static_cast<uint16_t>((1u << len_) - 1);
+  }
+
+  std::string_view key() const { return key_; }
+
+  // True, with c.p at the value, when the bytes at c.p are the pattern and then a byte that is
+  // not blank: where string() and colon() would have left c.p, with the same key.  False, c.p
+  // unmoved, otherwise (the caller reads the member in full).
+  [[gnu::always_inline]] bool match(Cursor& c) const {
+    if (c.end - c.p < 16) return false;  // one whole load, and the byte after the pattern
+#if defined(__SSE2__)
+    const __m128i have = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c.p));
+    const __m128i want = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes_));
+    const auto same = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(have, want)));
+    if ((same & mask_) != mask_) return false;
+#else
+    if (std::memcmp(c.p, bytes_, len_) != 0) return false;
+#endif
+    if (static_cast<unsigned char>(c.p[len_]) <= ' ') return false;
+    c.p += len_;
+    return true;
+  }
+
+ private:
+  char bytes_[16] = {};
+  std::string_view key_;
+  uint8_t len_ = 0;
+  uint16_t mask_ = 0;
+};
+
 // Inlined everywhere: called for every key and value of every event.
 [[gnu::always_inline]] inline Result skip_ws(Cursor& c) {
   // Kineto puts no blank or a single space between tokens: decided without the loop.  (A byte
@@ -148,37 +242,7 @@ class Scanner {
   // c.p at the opening quote.  `decode`: produce the text (else only skip).
   [[gnu::always_inline]] Result string(Cursor& c, std::string_view* out, bool decode) {
     const char* start = c.p + 1;
-    const char* q = start;
-#if defined(__SSE2__)
-    // Fastest path: sixteen bytes at a time (SSE2 is part of x86-64); the kernel names of a
-    // trace are hundreds of bytes long.
-    const __m128i quote16 = _mm_set1_epi8('"'), slash16 = _mm_set1_epi8('\\');
-    while (c.end - q >= 16) {
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
-      const int hit = _mm_movemask_epi8(
-          _mm_or_si128(_mm_cmpeq_epi8(v, quote16), _mm_cmpeq_epi8(v, slash16)));
-      if (hit != 0) {
-        q += __builtin_ctz(static_cast<unsigned>(hit));
-        return string_end(c, out, decode, start, q);
-      }
-      q += 16;
-    }
-#endif
-    // Fast path: find the first '"' or '\\' eight bytes at a time (SWAR).
-    constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
-    constexpr uint64_t kQuote = kOnes * '"', kSlash = kOnes * '\\';
-    while (c.end - q >= 8) {
-      uint64_t w;
-      std::memcpy(&w, q, 8);
-      const uint64_t a = w ^ kQuote, b = w ^ kSlash;
-      const uint64_t hit = ((a - kOnes) & ~a & kHigh) | ((b - kOnes) & ~b & kHigh);
-      if (hit) {
-        q += __builtin_ctzll(hit) / 8;
-        break;
-      }
-      q += 8;
-    }
-    while (q < c.end && *q != '"' && *q != '\\') ++q;
+    const char* q = string_stop(start, c.end);
     if (q >= c.end) return Result::kNeedMore;
     return string_end(c, out, decode, start, q);
   }
@@ -196,6 +260,9 @@ class Scanner {
 
   [[gnu::always_inline]] Result number(Cursor& c, std::string_view* out) {
     const char* s = c.p;
+    // Bytewise: a 16-byte SSE2 version took fewer instructions but more time (the position
+    // it computes feeds the next load, where this loop's branches are predicted past;
+    // docs/kineto_import.md, *Third pass*).
     const char* q = s;
     while (q < c.end && is_number_char(*q)) ++q;
     if (q == c.end) return Result::kNeedMore;  // the number may continue in the next chunk
@@ -251,12 +318,10 @@ class Scanner {
         if (close == '}') {
           if (*c.p != '"') return fail(c.p, "expected a string key");
           if ((r = string(c, nullptr, false)) != Result::kOk) return r;
-          if ((r = skip_ws(c)) != Result::kOk) return r;
-          if (*c.p != ':') return fail(c.p, "expected ':' after key");
-          ++c.p;
-          if ((r = skip_ws(c)) != Result::kOk) return r;
+          if ((r = colon(c)) != Result::kOk) return r;
         }
         if ((r = skip_value_inline(c, depth + 1)) != Result::kOk) return r;
+        if (close == '}' ? next_key(c) : next_element(c)) continue;
         if ((r = skip_ws(c)) != Result::kOk) return r;
         if (*c.p == ',') {
           ++c.p;
@@ -275,8 +340,46 @@ class Scanner {
     return literal(c);
   }
 
+  // After a key: the ':' and the blanks around it, c.p then at the value.  Kineto writes
+  // `"key": value`; that shape is one 16-bit compare and one byte test, and takes the same
+  // steps the general path below would.
+  [[gnu::always_inline]] Result colon(Cursor& c) {
+    if (c.end - c.p >= 3 && two_bytes_are(c.p, ':', ' ') &&
+        static_cast<unsigned char>(c.p[2]) > ' ') {
+      c.p += 2;
+      return Result::kOk;
+    }
+    Result r = skip_ws(c);
+    if (r != Result::kOk) return r;
+    if (*c.p != ':') return fail(c.p, "expected ':' after key");
+    ++c.p;
+    return skip_ws(c);
+  }
+
+  // After a member's value: true with c.p at the next key's quote when `, "` follows (what
+  // Kineto writes; the general path would end at the same byte); false, c.p unmoved, for
+  // anything else, which the caller's general path then reads.
+  [[gnu::always_inline]] static bool next_key(Cursor& c) {
+    if (c.end - c.p >= 3 && two_bytes_are(c.p, ',', ' ') && c.p[2] == '"') {
+      c.p += 2;
+      return true;
+    }
+    return false;
+  }
+
+  // The same between array elements: `, ` and a byte that is not blank.  The element itself
+  // is judged by the caller (skip_value_inline).
+  [[gnu::always_inline]] static bool next_element(Cursor& c) {
+    if (c.end - c.p >= 3 && two_bytes_are(c.p, ',', ' ') &&
+        static_cast<unsigned char>(c.p[2]) > ' ') {
+      c.p += 2;
+      return true;
+    }
+    return false;
+  }
+
   // Reads a scalar into `v` (strings decoded, numbers as text); containers are skipped.
-  Result value(Cursor& c, Value* v) {
+  [[gnu::always_inline]] Result value(Cursor& c, Value* v) {
     char ch = *c.p;
     if (ch == '"') {
       v->type = ValueType::kString;
@@ -293,6 +396,14 @@ class Scanner {
   // Iterates an object's members; `on_member(key, cur)` must consume the value.
   template <typename F>
   Result object(Cursor& c, F&& on_member) {
+    return object(c, [](Cursor&, std::string_view*) { return false; }, on_member);
+  }
+
+  // The same, asking `guess(cur, &key)` first at each member (cur.p at its opening quote): true
+  // when it recognised the key and its ':' (KeyPattern::match), cur.p then at the value; false
+  // to have the key read in full.
+  template <typename G, typename F>
+  Result object(Cursor& c, G&& guess, F&& on_member) {
     ++c.p;  // '{'
     Result r = skip_ws(c);
     if (r != Result::kOk) return r;
@@ -303,12 +414,12 @@ class Scanner {
     for (;;) {
       if (*c.p != '"') return fail(c.p, "expected a string key");
       std::string_view key;
-      if ((r = string(c, &key, true)) != Result::kOk) return r;
-      if ((r = skip_ws(c)) != Result::kOk) return r;
-      if (*c.p != ':') return fail(c.p, "expected ':' after key");
-      ++c.p;
-      if ((r = skip_ws(c)) != Result::kOk) return r;
+      if (!guess(c, &key)) {
+        if ((r = string(c, &key, true)) != Result::kOk) return r;
+        if ((r = colon(c)) != Result::kOk) return r;
+      }
       if ((r = on_member(key, c)) != Result::kOk) return r;
+      if (next_key(c)) continue;
       if ((r = skip_ws(c)) != Result::kOk) return r;
       if (*c.p == ',') {
         ++c.p;

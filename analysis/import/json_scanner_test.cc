@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
+#include <random>
 #include <string>
 
 namespace gpuacct::json_scan {
@@ -219,6 +221,215 @@ TEST(Scanner, ObjectWalkVisitsEveryMember) {
   EXPECT_EQ(*c.p, ' ');
 }
 
+// ---- the vector scans (string_stop, KeyPattern) against what the bytewise scan reads -------
+
+// Bytes laid out from a 16-byte-aligned base, so that "offset k" is k bytes into a vector block.
+struct alignas(16) Aligned {
+  char bytes[256];
+};
+
+// Every start offset 0..31 in a block and every end (the buffer boundary) up to 96 bytes on:
+// the vector, SWAR and bytewise steps all answer, each at the block edges.
+template <typename Fast, typename Slow>
+void expect_same_at_every_offset_and_end(const Aligned& a, Fast fast, Slow slow,
+                                         const std::string& what) {
+  for (size_t from = 0; from < 32; ++from) {
+    for (size_t end = from; end <= from + 96; ++end) {
+      const char* p = a.bytes + from;
+      const char* e = a.bytes + end;
+      ASSERT_EQ(fast(p, e) - a.bytes, slow(p, e) - a.bytes)
+          << what << " from " << from << " end " << end;
+    }
+  }
+}
+
+TEST(VectorScan, StringStopIsTheFirstQuoteOrBackslashAtEveryOffset) {
+  // One stop byte at each position 0..127 in otherwise plain text, the rest control bytes,
+  // bytes that are not UTF-8, and a quote-like 0xA2 (the quote with the high bit set).
+  const char filler[] = {'k', '\x01', '\x1f', '\x7f', '\x80', '\xff', '\xa2', '\xdc', ' ', '\''};
+  for (const char stop : {'"', '\\'}) {
+    for (size_t at = 0; at < 128; ++at) {
+      Aligned a;
+      for (size_t i = 0; i < sizeof(a.bytes); ++i) a.bytes[i] = filler[(i * 7 + at) % 10];
+      a.bytes[at] = stop;
+      expect_same_at_every_offset_and_end(a, string_stop, string_stop_bytewise,
+                                          std::string("stop ") + stop + " at " +
+                                              std::to_string(at));
+      // The reference finds it where it was put (the test is not vacuous).
+      ASSERT_EQ(string_stop_bytewise(a.bytes, a.bytes + 200), a.bytes + at);
+    }
+  }
+  // Random bytes, stops included at random.
+  std::mt19937 rng(17);
+  for (int round = 0; round < 200; ++round) {
+    Aligned a;
+    for (char& b : a.bytes) {
+      const uint32_t r = rng() % 64;
+      b = r == 0 ? '"' : r == 1 ? '\\' : static_cast<char>(rng());
+    }
+    expect_same_at_every_offset_and_end(a, string_stop, string_stop_bytewise,
+                                        "random round " + std::to_string(round));
+  }
+}
+
+// Escapes and quotes at every offset 0..31 of a block, the buffer ending at every byte: the
+// decoded text and the end are what JSON says, and a cut before the closing quote asks for more.
+TEST(VectorScan, BackslashRunsBeforeAQuoteAtEveryOffset) {
+  for (size_t lead = 0; lead < 32; ++lead) {
+    for (size_t run = 0; run <= 5; ++run) {
+      // run backslashes then a quote: an even run is escaped backslashes and the quote closes;
+      // an odd run escapes the quote, and the string goes on to the second quote.
+      const std::string body = std::string(lead, 'x') + std::string(run, '\\') + "\"tail\"";
+      Aligned a;
+      const std::string text = "\"" + body + ", ";
+      std::memcpy(a.bytes, text.data(), text.size());
+      const std::string want =
+          std::string(lead, 'x') + std::string(run / 2, '\\') + (run % 2 ? "\"tail" : "");
+      const size_t close = run % 2 ? text.size() - 3 : 1 + lead + run;  // the closing quote
+      Scanner s;
+      Cursor c{a.bytes, a.bytes + text.size()};
+      std::string_view out;
+      ASSERT_EQ(s.string(c, &out, true), Result::kOk) << lead << " " << run;
+      EXPECT_EQ(std::string(out), want) << lead << " " << run;
+      EXPECT_EQ(c.p, a.bytes + close + 1) << lead << " " << run;
+      for (size_t cut = 1; cut <= close; ++cut) {
+        Cursor part{a.bytes, a.bytes + cut};
+        s.reset_scratch();
+        ASSERT_EQ(s.string(part, &out, true), Result::kNeedMore)
+            << lead << " " << run << " " << cut;
+      }
+    }
+  }
+}
+
+TEST(VectorScan, ControlAndNonUtf8BytesAreStringContent) {
+  for (size_t lead = 0; lead < 32; ++lead) {
+    const std::string body = std::string(lead, 'n') + "\x01\x1f\x7f\x80\xc3(\xff\xfe" +
+                             std::string(20, '\t') + "end";
+    const std::string text = "\"" + body + "\"}";
+    Scanner s;
+    Cursor c{text.data(), text.data() + text.size()};
+    std::string_view out;
+    ASSERT_EQ(s.string(c, &out, true), Result::kOk) << lead;
+    EXPECT_EQ(std::string(out), body) << lead;
+    EXPECT_EQ(*c.p, '}');
+  }
+}
+
+// Braces, brackets, commas and colons inside strings (escaped quotes among them) are content:
+// a skipped container ends at its own closing brace, wherever the string bytes fall in a block.
+TEST(VectorScan, SkippedContainersIgnoreStructureInsideStrings) {
+  for (size_t pad = 0; pad < 32; ++pad) {
+    const std::string inner = std::string(pad, 'p') + R"(}{][,:\"}\\)";
+    const std::string text = R"({"a": ")" + inner +
+                             R"(", "grid": [64, 1, 1], "b": [1, {"c": "]}"}, []], )" +
+                             R"("d": {}, "e": -1.5e3}, "next")";
+    const size_t close = text.size() - std::string(R"(, "next")").size();
+    Scanner s;
+    Cursor c{text.data(), text.data() + text.size()};
+    ASSERT_EQ(s.skip_value(c, 1), Result::kOk) << pad;
+    EXPECT_EQ(c.p, text.data() + close) << pad;
+    for (size_t cut = 1; cut < close; ++cut) {
+      Cursor part{text.data(), text.data() + cut};
+      ASSERT_EQ(s.skip_value(part, 1), Result::kNeedMore) << pad << " cut " << cut;
+    }
+  }
+}
+
+// Kineto's separators (": ", ", ") take the one-compare path, any other spacing the general
+// one: the same members, and the same errors at the same bytes.
+TEST(VectorScan, SeparatorFastPathAndGeneralPathAgree) {
+  const std::string spacings[][2] = {{": ", ", "}, {":", ","},  {" : ", " , "},
+                                     {":\n", ",\n"}, {":  ", ",  "}, {": ", ",\t"}};
+  std::string first_walk;
+  for (const auto& sp : spacings) {
+    const std::string colon = sp[0], comma = sp[1];
+    const std::string text = "{\"ts\"" + colon + "12.5" + comma + "\"args\"" + colon + "{\"g\"" +
+                             colon + "[1" + comma + "2]" + comma + "\"s\"" + colon + "\"v\"}" +
+                             comma + "\"n\"" + colon + "null} ";
+    Scanner s;
+    Cursor c{text.data(), text.data() + text.size()};
+    std::string walk;
+    ASSERT_EQ(s.object(c,
+                       [&](std::string_view key, Cursor& cur) {
+                         const char* from = cur.p;
+                         const Result r = s.skip_value(cur, 2);
+                         walk += std::string(key) + "=" + std::string(from, cur.p) + ";";
+                         return r;
+                       }),
+              Result::kOk)
+        << text;
+    EXPECT_EQ(c.p, text.data() + text.size() - 1) << text;
+    if (first_walk.empty()) first_walk = walk;
+    // The values' own text differs with the spacing inside "args"; the keys and scalars do not.
+    EXPECT_EQ(walk.substr(0, 8), "ts=12.5;") << text;
+    EXPECT_NE(walk.find(";n=null;"), std::string::npos) << text;
+  }
+  // Errors right after a fast separator are the general path's errors, at the same byte.
+  struct Bad {
+    std::string text, what;
+    size_t at;
+  };
+  const Bad bad[] = {
+      {R"({"a": 1, })", "expected a string key", 9},
+      {R"({"a": 1, 2})", "expected a string key", 9},
+      {R"({"a": , "b": 1})", "invalid value", 6},
+      {R"({"a": [1, ]})", "invalid value", 10},
+      {R"({"a": [1, , 2]})", "invalid value", 10},
+      {R"({"a": {"b": 1, }})", "expected a string key", 15},
+      {R"({"a": {"b" 1}})", "expected ':' after key", 11},
+      {R"({"a": {"b": 1 "c": 2}})", "expected ',' or '}' in object", 14},
+  };
+  for (const Bad& b : bad) {
+    const std::string padded = b.text + "  ";
+    Scanner s;
+    Cursor c{padded.data(), padded.data() + padded.size()};
+    const Result r =
+        s.object(c, [&](std::string_view, Cursor& cur) { return s.skip_value(cur, 2); });
+    EXPECT_EQ(r, Result::kSyntax) << b.text;
+    EXPECT_EQ(std::string(s.err.what), b.what) << b.text;
+    EXPECT_EQ(s.err.at - padded.data(), static_cast<std::ptrdiff_t>(b.at)) << b.text;
+  }
+}
+
+// A recognised key (KeyPattern) leaves the cursor where the key scan and colon() would, with
+// the same key; near misses (another key, no blank, a blank after, an escape, the buffer
+// ending) are not recognised.
+TEST(VectorScan, KeyPatternMatchesOnlyWhatTheKeyScanReads) {
+  constexpr KeyPattern kPatterns[] = {KeyPattern("ph"), KeyPattern("name"),
+                                      KeyPattern("correlation")};
+  std::mt19937 rng(29);
+  const char noise[] = {'"', '\\', ':', ' ', '\n', 'h', 'p', 'n', 'e', 'X', ',', '\x80', '\x01'};
+  int recognised = 0;
+  for (const KeyPattern& k : kPatterns) {
+    const std::string exact = "\"" + std::string(k.key()) + "\": \"X\", \"next\": 1}";
+    for (int round = 0; round < 3000; ++round) {
+      std::string text = exact + std::string(20, ' ');
+      if (round % 4 != 0) text[rng() % (k.key().size() + 5)] = noise[rng() % sizeof(noise)];
+      for (size_t end = 0; end <= text.size(); ++end) {
+        Cursor fast{text.data(), text.data() + end};
+        if (!k.match(fast)) {
+          EXPECT_EQ(fast.p, text.data());
+          continue;
+        }
+        ++recognised;
+        Scanner s;
+        Cursor full{text.data(), text.data() + end};
+        std::string_view key;
+        ASSERT_EQ(s.string(full, &key, true), Result::kOk) << text;
+        ASSERT_EQ(s.colon(full), Result::kOk) << text;
+        EXPECT_EQ(key, k.key()) << text;
+        EXPECT_EQ(fast.p, full.p) << text;
+      }
+    }
+    // The exact shape with the whole load there is recognised.
+    Cursor c{exact.data(), exact.data() + exact.size()};
+    EXPECT_TRUE(k.match(c)) << exact;
+    EXPECT_EQ(*c.p, '"');
+  }
+  EXPECT_GT(recognised, 1000);
+}
+
 // A source that hands out at most `chunk` bytes per read.
 class TrickleSource : public ByteSource {
  public:
@@ -284,6 +495,34 @@ TEST(Stream, ValuesAcrossTinyChunksReadTheSameAsOneChunk) {
     EXPECT_EQ(*trickled, *whole) << "chunk " << chunk;
   }
   EXPECT_EQ(*whole, "alpha|12.5|b\xc3\xa9ta with a long tail of text||-3|");
+}
+
+// Long strings (escapes and quotes at varied offsets), timestamps and skipped containers with
+// the buffer's end falling on every byte of them in turn: the stream reads until its 1 MiB
+// buffer is half full, so a filler string moves them across that boundary one byte at a time.
+// The same values as when nothing is cut.
+TEST(Stream, VectorScansWithTheBufferEndAtEveryByte) {
+  std::string tail;
+  for (size_t k = 0; k < 3; ++k) {
+    tail += " \"" + std::string(k * 7, 'n') + "void at::native::kernel<4, \\\"f\\\\\\\"> (int)" +
+            std::string(20, 'm') + "\\u00e9\"";
+    tail += " 4458676522" + std::to_string(k) + ".655";
+    tail += " {\"grid\": [64, 1, 1], \"s\": \"}" + std::string(k, ']') + "\\\"\", \"x\": -1.5e" +
+            std::to_string(k) + "}";
+  }
+  tail += " ";
+  auto want = read_all(tail, 1 << 20, 1 << 20);
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  EXPECT_NE(want->find("void at::native::kernel<4, \"f\\\"> (int)"), std::string::npos);
+  EXPECT_NE(want->find("|4458676522" "2.655|"), std::string::npos);
+  constexpr size_t kHalfBuffer = size_t{1} << 19;  // where the first read stops (4 KiB reads)
+  for (size_t shift = 0; shift <= tail.size(); ++shift) {
+    // One long string first, so that the tail starts `shift` bytes before the buffer's end.
+    const std::string filler(kHalfBuffer - shift - 3, 'f');
+    auto got = read_all("\"" + filler + "\" " + tail, 4096, 1 << 20);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_EQ(*got, filler + "|" + *want) << "shift " << shift;
+  }
 }
 
 TEST(Stream, TruncationAndOversizeAreNamedErrors) {
