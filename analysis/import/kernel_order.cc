@@ -42,9 +42,14 @@ void KernelOrderIdentity::on_gpu_op(const GpuOp& op) {
 }
 
 void KernelOrderIdentity::on_api_call(const HostApiCall& call) {
-  if (call.kind != HostApiKind::kLaunch || call.correlation_id == 0) return;
-  launch_start_[call.correlation_id] = call.start;
-  launches_.emplace_back(call.end, call.correlation_id);
+  if (call.kind != HostApiKind::kLaunch) return;
+  add_launch(call.correlation_id, call.start, call.end);
+}
+
+void KernelOrderIdentity::add_launch(uint64_t correlation_id, TimeNs start, TimeNs end) {
+  if (correlation_id == 0) return;
+  launch_start_[correlation_id] = start;
+  launches_.emplace_back(end, correlation_id);
   while (launches_.size() > options_.launch_limit) {
     launch_start_.erase(launches_.front().second);
     launches_.pop_front();

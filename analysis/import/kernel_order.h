@@ -60,6 +60,10 @@ class KernelOrderIdentity final : public EventSink {
 
   void on_gpu_op(const GpuOp& op) override;
   void on_api_call(const HostApiCall& call) override;
+  // A launch (correlation id != 0) whose call started at `start`: what on_api_call keeps of a
+  // launch call, for a source that knows only that (a trace's unidentified kernels,
+  // analysis/input/input_collectives.cc).
+  void add_launch(uint64_t correlation_id, TimeNs start, TimeNs end = 0);
   void on_range(const HostRange&) override {}
   void on_marker(const Marker&) override {}
   void on_watermark(TimeNs watermark) override;

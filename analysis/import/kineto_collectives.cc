@@ -259,7 +259,8 @@ void KinetoCollectives::finish(int own_rank) {
   });
   for (const GpuOp& op : unidentified) {
     ++unidentified_;
-    if (unidentified_sink_) unidentified_sink_(op);
+    const TimeNs* launch = op.correlation_id != 0 ? launch_start_.find(op.correlation_id) : nullptr;
+    if (unidentified_sink_) unidentified_sink_(op, launch != nullptr ? *launch : 0);
   }
   kernels_.clear();
   param_comms_.clear();

@@ -18,8 +18,9 @@
 //   bytes     = nelems (in, for all-gather; out, for reduce-scatter; else the larger) × the
 //               size of dtype, when dtype is known.
 // Collective kernels with no args at all (older PyTorch, sampled traces) are handed to
-// `unidentified` instead, in start order: the front door numbers them by kernel order
-// (analysis/import/kernel_order.h).
+// `unidentified` instead, in start order, with the start of their launch call (0 if unknown):
+// the front door numbers them by kernel order (analysis/import/kernel_order.h), which needs
+// no launch table of its own for a trace.
 //
 // Fed by the Kineto importer (KinetoImportOptions::collectives) with each record_param_comms
 // op and each collective kernel, and as an EventSink (teed beside the accountant) with the
@@ -52,7 +53,7 @@ struct KinetoCommValues {
 class KinetoCollectives final : public EventSink {
  public:
   using Sink = std::function<void(const CollectiveRecord&)>;
-  using KernelSink = std::function<void(const GpuOp&)>;
+  using KernelSink = std::function<void(const GpuOp&, TimeNs host_enqueue)>;
   KinetoCollectives(Sink sink, KernelSink unidentified, size_t kernel_limit = size_t{1} << 22);
   ~KinetoCollectives() override;
 

@@ -4,20 +4,6 @@
 
 namespace gpuacct {
 
-// A trace's NCCL kernels reach the kernel order only through KinetoCollectives (those without
-// args); it needs the launch calls for their host enqueue, and nothing else of the events.
-class InputCollectives::LaunchCallsOnly final : public EventSink {
- public:
-  explicit LaunchCallsOnly(EventSink& target) : target_(target) {}
-  void on_gpu_op(const GpuOp&) override {}
-  void on_api_call(const HostApiCall& call) override { target_.on_api_call(call); }
-  void on_range(const HostRange&) override {}
-  void on_marker(const Marker&) override {}
-
- private:
-  EventSink& target_;
-};
-
 InputCollectives::InputCollectives(bool kineto_trace, Sink sink)
     : sink_(std::move(sink)), kernel_order_([this](const CollectiveRecord& r) {
         ++records_;
@@ -29,15 +15,18 @@ InputCollectives::InputCollectives(bool kineto_trace, Sink sink)
         ++records_;
         if (sink_) sink_(r);
       },
-      [this](const GpuOp& op) { kernel_order_.on_gpu_op(op); });
-  launches_ = std::make_unique<LaunchCallsOnly>(kernel_order_);
-  tee_ = std::make_unique<TeeSink>(std::vector<EventSink*>{kineto_.get(), launches_.get()});
+      // A trace's NCCL kernels without args reach the kernel order only from here, with their
+      // launch's start from the trace's one launch table (KinetoCollectives').
+      [this](const GpuOp& op, TimeNs host_enqueue) {
+        if (host_enqueue != 0) kernel_order_.add_launch(op.correlation_id, host_enqueue);
+        kernel_order_.on_gpu_op(op);
+      });
 }
 
 InputCollectives::~InputCollectives() = default;
 
 EventSink* InputCollectives::events() {
-  if (tee_) return tee_.get();
+  if (kineto_) return kineto_.get();  // the launch calls, for the host enqueue
   return &kernel_order_;
 }
 

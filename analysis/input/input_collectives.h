@@ -41,13 +41,10 @@ class InputCollectives {
   CollectiveIdentity finish(int own_rank);
 
  private:
-  class LaunchCallsOnly;
   Sink sink_;
   int64_t records_ = 0;
   KernelOrderIdentity kernel_order_;
   std::unique_ptr<KinetoCollectives> kineto_;
-  std::unique_ptr<LaunchCallsOnly> launches_;
-  std::unique_ptr<TeeSink> tee_;
 };
 
 }  // namespace gpuacct
