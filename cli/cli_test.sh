@@ -257,5 +257,33 @@ else
   fails=$((fails + 1))
 fi
 
+# Several inputs read at once (--jobs) print and write what one at a time does, in the order
+# given: two ranks (collectives by kernel order), a trace with collective args, a recording, a
+# broken input between them, and two inputs with the same file name.
+mkdir -p "$tmp/jobs1" "$tmp/jobs3" "$tmp/same"
+cp "$root/examples/data/sample.gpuacct" "$tmp/same/sample.gpuacct"
+printf '{"traceEvents": [' >"$tmp/jobs_broken.json"
+abs_bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
+abs_root="$(cd "$root" && pwd)"
+jobs_inputs=("$abs_root/tests/data/kineto/sampled_rank-0.json.gz"
+  "$abs_root/tests/data/kineto/nccl_data.json.gz" "$tmp/jobs_broken.json"
+  "$abs_root/examples/data/sample.gpuacct" "$tmp/same/sample.gpuacct"
+  "$abs_root/tests/data/kineto/sampled_rank-1.json.gz")
+for j in 1 3; do
+  (cd "$tmp/jobs$j" && "$abs_bin" analyze --jobs "$j" -o out "${jobs_inputs[@]}" >stdout 2>stderr
+   echo $? >rc)
+done
+if [ "$(cat "$tmp/jobs1/rc")" = 1 ] && [ -s "$tmp/jobs1/out/job.json" ] &&
+   [ -s "$tmp/jobs1/out/sample-2.report.json" ] &&
+   diff -r "$tmp/jobs1" "$tmp/jobs3" >"$tmp/jobs.diff"; then
+  pass=$((pass + 1))
+else
+  echo "FAIL: analyze --jobs 3 differs from --jobs 1 (or the run did not do what it should):"
+  cat "$tmp/jobs1/rc"; head -5 "$tmp/jobs1/stderr"; head -20 "$tmp/jobs.diff"
+  fails=$((fails + 1))
+fi
+expect 2 "--jobs wants a whole number from 1 to 256, not '0'" "$bin" analyze --jobs 0 x
+expect 2 "not '2x'" "$bin" analyze -j 2x x
+
 echo "$pass passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -1,11 +1,19 @@
 // gpuacct analyze: recording or trace -> accounting -> report files + terminal summary.
 #include <unistd.h>
 
+#include <algorithm>
+#include <charconv>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <mutex>
+#include <new>
+#include <optional>
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "analysis/input/input.h"
 #include "analysis/model/collective_rows.h"
@@ -36,7 +44,10 @@ std::string help_text() {
          "                            <name>.collectives.csv when the input has NCCL collectives\n"
          "                            (default: gpuacct-out)\n"
          "      --no-files            print only; write nothing\n"
-         "      --json                print the JSON report instead of the summary\n" +
+         "      --json                print the JSON report instead of the summary\n"
+         "  -j, --jobs N              inputs read at once (default: one per three cores, each\n"
+         "                            read takes up to three threads and its own memory); the\n"
+         "                            output is the same, in the order the inputs were given\n" +
          accounting_options_help() + cost_options_help() +
          "      --color               colour the summary\n"
          "  -h, --help                this text\n";
@@ -70,8 +81,16 @@ class OutputNames {
   std::set<std::string> used_;
 };
 
+// Each input's read takes up to three threads (inflate, read, account: docs/kineto_import.md),
+// so one input per three cores keeps them busy without oversubscribing.
+unsigned default_analyze_jobs() {
+  return std::max(1u, std::thread::hardware_concurrency() / 3);
+}
+constexpr unsigned kMaxAnalyzeJobs = 256;
+
 struct AnalyzeSettings {
   AccountingConfig cfg;
+  unsigned jobs = 1;  // inputs read at once
   std::set<std::string> given;  // the accounting options given
   bool write_files = true;
   bool json = false;
@@ -142,11 +161,86 @@ std::string collectives_beside(const std::string& input) {
   return std::filesystem::is_regular_file(rows, ec) ? rows.string() : std::string();
 }
 
+// Several inputs read at once (--jobs): `s.jobs` threads take the inputs in order; the caller
+// takes the results in order, so what is printed and written is what one thread gives.  A
+// thread starts an input only while it is fewer than 2 x jobs ahead of the caller: results wait
+// in memory (a report and its rows, not the events) and stay few whatever the input count.  No
+// progress line: several would interleave.
+class ParallelReads {
+ public:
+  ParallelReads(const std::vector<std::string>& inputs, const AnalyzeSettings& s)
+      : inputs_(inputs), settings_(s), results_(inputs.size()) {
+    const size_t threads = std::min<size_t>(s.jobs, inputs.size());
+    for (size_t t = 0; t < threads; ++t) threads_.emplace_back([this] { work(); });
+  }
+  ~ParallelReads() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+  ParallelReads(const ParallelReads&) = delete;
+  ParallelReads& operator=(const ParallelReads&) = delete;
+
+  // The result of input i (each i once, in increasing order).
+  StatusOr<AnalyzedInput> take(size_t i) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return results_[i].has_value(); });
+    StatusOr<AnalyzedInput> out = std::move(*results_[i]);
+    results_[i].reset();
+    taken_ = i + 1;
+    lock.unlock();
+    cv_.notify_all();
+    return out;
+  }
+
+ private:
+  void work() {
+    for (;;) {
+      size_t i = 0;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] {
+          return stop_ || next_ >= inputs_.size() || next_ < taken_ + 2 * settings_.jobs;
+        });
+        if (stop_ || next_ >= inputs_.size()) return;
+        i = next_++;
+      }
+      StatusOr<AnalyzedInput> result = read(inputs_[i]);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        results_[i].emplace(std::move(result));
+      }
+      cv_.notify_all();
+    }
+  }
+  // analysis/ reports errors as Status; only an allocation can throw, and it must not end the
+  // process from a thread: it is that input's error.
+  StatusOr<AnalyzedInput> read(const std::string& input) const {
+    try {
+      return analyze_input(input, settings_.cfg, /*progress=*/false, settings_.given);
+    } catch (const std::bad_alloc&) {
+      return Status::Error(input + ": out of memory (fewer --jobs may help)");
+    }
+  }
+
+  const std::vector<std::string>& inputs_;
+  const AnalyzeSettings& settings_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::optional<StatusOr<AnalyzedInput>>> results_;  // guarded by mu_
+  size_t next_ = 0;                                            // guarded by mu_
+  size_t taken_ = 0;                                           // guarded by mu_
+  bool stop_ = false;                                          // guarded by mu_
+  std::vector<std::thread> threads_;
+};
+
 // Analyses one input, writes and prints its report.  Returns the exit status (0 or 1) and
 // appends the rank for the job view.
 int analyze_one(const std::string& input, const std::string& stem, const AnalyzeSettings& s,
-                std::vector<JobRank>* ranks) {
-  auto analysed = analyze_input(input, s.cfg, /*progress=*/isatty(2) != 0, s.given);
+                StatusOr<AnalyzedInput> analysed, std::vector<JobRank>* ranks) {
   if (!analysed.ok()) {
     std::fprintf(stderr, "gpuacct analyze: %s\n", analysed.status().message().c_str());
     return 1;
@@ -253,7 +347,9 @@ int run_analyze(int argc, char** argv) {
   std::set<std::string> valued = accounting_option_names();
   valued.insert("out");
   for (const std::string& name : cost_option_names()) valued.insert(name);
-  Args args(valued, {"help", "json", "no-files", "color"}, {{'o', "out"}, {'h', "help"}});
+  valued.insert("jobs");
+  Args args(valued, {"help", "json", "no-files", "color"},
+            {{'o', "out"}, {'h', "help"}, {'j', "jobs"}});
   if (!args.parse(argc, argv)) {
     std::fprintf(stderr, "gpuacct analyze: %s\n(see gpuacct analyze --help)\n",
                  args.error().c_str());
@@ -273,6 +369,19 @@ int run_analyze(int argc, char** argv) {
     std::fprintf(stderr, "gpuacct analyze: %s\n", error.c_str());
     return 2;
   }
+  s.jobs = default_analyze_jobs();
+  if (args.has("jobs")) {
+    const std::string text = args.get("jobs", "");
+    unsigned long jobs = 0;
+    const auto parsed = std::from_chars(text.data(), text.data() + text.size(), jobs);
+    if (parsed.ec != std::errc() || parsed.ptr != text.data() + text.size() || jobs == 0 ||
+        jobs > kMaxAnalyzeJobs) {
+      std::fprintf(stderr, "gpuacct analyze: --jobs wants a whole number from 1 to %u, not '%s'\n",
+                   kMaxAnalyzeJobs, text.c_str());
+      return 2;
+    }
+    s.jobs = static_cast<unsigned>(jobs);
+  }
   s.write_files = !args.has("no-files");
   s.json = args.has("json");
   s.color = args.has("color");
@@ -286,11 +395,22 @@ int run_analyze(int argc, char** argv) {
       return 1;
     }
   }
+  const std::vector<std::string>& inputs = args.positional();
   OutputNames names;
+  std::vector<std::string> stems;
+  for (const std::string& input : inputs) stems.push_back(names.unique_stem(input));
   int rc = 0;
   std::vector<JobRank> ranks;  // for the job view of several inputs
-  for (const std::string& input : args.positional()) {
-    rc |= analyze_one(input, names.unique_stem(input), s, &ranks);
+  if (s.jobs <= 1 || inputs.size() <= 1) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      auto analysed = analyze_input(inputs[i], s.cfg, /*progress=*/isatty(2) != 0, s.given);
+      rc |= analyze_one(inputs[i], stems[i], s, std::move(analysed), &ranks);
+    }
+  } else {
+    ParallelReads reads(inputs, s);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      rc |= analyze_one(inputs[i], stems[i], s, reads.take(i), &ranks);
+    }
   }
   if (ranks.size() > 1) rc |= job_view_of(std::move(ranks), s);
   return rc;
