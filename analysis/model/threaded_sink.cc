@@ -1,5 +1,6 @@
 #include "analysis/model/threaded_sink.h"
 
+#include <type_traits>
 #include <utility>
 
 namespace gpuacct {
@@ -76,45 +77,30 @@ void ThreadedSink::run() {
   }
 }
 
+namespace {
+
+// The event a record holds, copied out (the record's bytes need not be aligned for it).
+template <typename Event>
+Event event_of(const unsigned char* bytes) {
+  static_assert(std::is_trivially_copyable_v<Event> && sizeof(Event) <= 64);
+  Event event;
+  std::memcpy(&event, bytes, sizeof event);
+  return event;
+}
+
+}  // namespace
+
 void ThreadedSink::deliver(const Batch& batch) {
   for (const Record& r : batch) {
     switch (r.kind) {
-      case Kind::kGpuOp: {
-        GpuOp op;
-        std::memcpy(&op, r.bytes, sizeof op);
-        target_.on_gpu_op(op);
+      case Kind::kGpuOp: target_.on_gpu_op(event_of<GpuOp>(r.bytes)); break;
+      case Kind::kApiCall: target_.on_api_call(event_of<HostApiCall>(r.bytes)); break;
+      case Kind::kRange: target_.on_range(event_of<HostRange>(r.bytes)); break;
+      case Kind::kMarker: target_.on_marker(event_of<Marker>(r.bytes)); break;
+      case Kind::kWatermark: target_.on_watermark(event_of<TimeNs>(r.bytes)); break;
+      case Kind::kCounterSample:
+        target_.on_counter_sample(event_of<CounterSample>(r.bytes));
         break;
-      }
-      case Kind::kApiCall: {
-        HostApiCall call;
-        std::memcpy(&call, r.bytes, sizeof call);
-        target_.on_api_call(call);
-        break;
-      }
-      case Kind::kRange: {
-        HostRange range;
-        std::memcpy(&range, r.bytes, sizeof range);
-        target_.on_range(range);
-        break;
-      }
-      case Kind::kMarker: {
-        Marker marker;
-        std::memcpy(&marker, r.bytes, sizeof marker);
-        target_.on_marker(marker);
-        break;
-      }
-      case Kind::kWatermark: {
-        TimeNs watermark;
-        std::memcpy(&watermark, r.bytes, sizeof watermark);
-        target_.on_watermark(watermark);
-        break;
-      }
-      case Kind::kCounterSample: {
-        CounterSample sample;
-        std::memcpy(&sample, r.bytes, sizeof sample);
-        target_.on_counter_sample(sample);
-        break;
-      }
     }
   }
 }
