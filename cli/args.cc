@@ -1,8 +1,12 @@
 #include "cli/args.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
+
+#include "analysis/model/ordered_parallel.h"
 
 namespace gpuacct::cli {
 
@@ -76,6 +80,31 @@ std::optional<double> Args::get_number(const std::string& name, double fallback,
     return std::nullopt;
   }
   return v;
+}
+
+bool parse_jobs(const Args& args, unsigned* jobs, std::string* error) {
+  *jobs = default_read_jobs();
+  if (!args.has("jobs")) return true;
+  const std::string text = args.get("jobs", "");
+  unsigned long n = 0;
+  const auto parsed = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (parsed.ec != std::errc() || parsed.ptr != text.data() + text.size() || n == 0 ||
+      n > kMaxReadJobs) {
+    *error = "--jobs wants a whole number from 1 to " + std::to_string(kMaxReadJobs) + ", not '" +
+             text + "'";
+    return false;
+  }
+  *jobs = static_cast<unsigned>(n);
+  return true;
+}
+
+std::string jobs_option_help(size_t column) {
+  const std::string flag = "  -j, --jobs N";
+  const std::string indent(std::max(column, flag.size() + 1), ' ');
+  return flag + indent.substr(flag.size()) +
+         "inputs read at once (default: half the cores, at least 2;\n" + indent +
+         "each read takes its own memory); the output is the same,\n" + indent +
+         "in the order the inputs were given\n";
 }
 
 }  // namespace gpuacct::cli

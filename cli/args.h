@@ -38,4 +38,11 @@ class Args {
   std::string error_;
 };
 
+// --jobs N / -j N: inputs read at once (analysis/model/ordered_parallel.h).  Sets *jobs to N,
+// or to default_read_jobs() when absent; false with *error set when N is not a whole number
+// from 1 to kMaxReadJobs.  Give the option "jobs" a value and the alias 'j' in Args.
+bool parse_jobs(const Args& args, unsigned* jobs, std::string* error);
+// Its lines for a command's --help, the text starting at `column` as the command's others do.
+std::string jobs_option_help(size_t column);
+
 }  // namespace gpuacct::cli

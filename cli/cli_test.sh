@@ -282,7 +282,21 @@ else
   cat "$tmp/jobs1/rc"; head -5 "$tmp/jobs1/stderr"; head -20 "$tmp/jobs.diff"
   fails=$((fails + 1))
 fi
+# The same for `gpuacct job` over a directory of traces, each rank through the front door.
+for j in 1 3; do
+  (cd "$tmp/jobs$j" && "$abs_bin" job --jobs "$j" -o jout "$abs_root/tests/data/kineto" \
+     >job_stdout 2>job_stderr; echo $? >job_rc)
+done
+if [ "$(cat "$tmp/jobs1/job_rc")" = 0 ] && [ -s "$tmp/jobs1/jout/job.json" ] &&
+   diff -r "$tmp/jobs1" "$tmp/jobs3" >"$tmp/jobs.diff"; then
+  pass=$((pass + 1))
+else
+  echo "FAIL: job --jobs 3 differs from --jobs 1 (or the run did not do what it should):"
+  cat "$tmp/jobs1/job_rc"; head -5 "$tmp/jobs1/job_stderr"; head -20 "$tmp/jobs.diff"
+  fails=$((fails + 1))
+fi
 expect 2 "--jobs wants a whole number from 1 to 256, not '0'" "$bin" analyze --jobs 0 x
+expect 2 "--jobs wants a whole number from 1 to 256, not '-1'" "$bin" job -j -1 x
 expect 2 "not '2x'" "$bin" analyze -j 2x x
 
 echo "$pass passed, $fails failed"

@@ -2,23 +2,19 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
-#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <mutex>
 #include <new>
-#include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "analysis/input/input.h"
 #include "analysis/model/collective_rows.h"
 #include "analysis/model/file_io.h"
 #include "analysis/model/json_text.h"
+#include "analysis/model/ordered_parallel.h"
 #include "analysis/report/cost.h"
 #include "analysis/job/rank_inputs.h"
 #include "analysis/report/report.h"
@@ -44,10 +40,8 @@ std::string help_text() {
          "                            <name>.collectives.csv when the input has NCCL collectives\n"
          "                            (default: gpuacct-out)\n"
          "      --no-files            print only; write nothing\n"
-         "      --json                print the JSON report instead of the summary\n"
-         "  -j, --jobs N              inputs read at once (default: half the cores, at least\n"
-         "                            2; each read takes its own memory); the output is the\n"
-         "                            same, in the order the inputs were given\n" +
+         "      --json                print the JSON report instead of the summary\n" +
+         jobs_option_help(28) +
          accounting_options_help() + cost_options_help() +
          "      --color               colour the summary\n"
          "  -h, --help                this text\n";
@@ -80,16 +74,6 @@ class OutputNames {
  private:
   std::set<std::string> used_;
 };
-
-// Each input's read takes up to three threads (inflate, read, account: docs/kineto_import.md)
-// but keeps them busy only part of the time (the accounting's finish and the report are
-// serial): four 85 MB traces on two cores took 0.34-0.44 s one at a time, 0.28-0.30 s two or
-// more at a time.  Half the cores (at least two) takes that, and bounds the memory: each read
-// holds its own input's events.
-unsigned default_analyze_jobs() {
-  return std::max(2u, std::thread::hardware_concurrency() / 2);
-}
-constexpr unsigned kMaxAnalyzeJobs = 256;
 
 struct AnalyzeSettings {
   AccountingConfig cfg;
@@ -163,82 +147,6 @@ std::string collectives_beside(const std::string& input) {
   std::error_code ec;
   return std::filesystem::is_regular_file(rows, ec) ? rows.string() : std::string();
 }
-
-// Several inputs read at once (--jobs): `s.jobs` threads take the inputs in order; the caller
-// takes the results in order, so what is printed and written is what one thread gives.  A
-// thread starts an input only while it is fewer than 2 x jobs ahead of the caller: results wait
-// in memory (a report and its rows, not the events) and stay few whatever the input count.  No
-// progress line: several would interleave.
-class ParallelReads {
- public:
-  ParallelReads(const std::vector<std::string>& inputs, const AnalyzeSettings& s)
-      : inputs_(inputs), settings_(s), results_(inputs.size()) {
-    const size_t threads = std::min<size_t>(s.jobs, inputs.size());
-    for (size_t t = 0; t < threads; ++t) threads_.emplace_back([this] { work(); });
-  }
-  ~ParallelReads() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    for (std::thread& t : threads_) t.join();
-  }
-  ParallelReads(const ParallelReads&) = delete;
-  ParallelReads& operator=(const ParallelReads&) = delete;
-
-  // The result of input i (each i once, in increasing order).
-  StatusOr<AnalyzedInput> take(size_t i) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return results_[i].has_value(); });
-    StatusOr<AnalyzedInput> out = std::move(*results_[i]);
-    results_[i].reset();
-    taken_ = i + 1;
-    lock.unlock();
-    cv_.notify_all();
-    return out;
-  }
-
- private:
-  void work() {
-    for (;;) {
-      size_t i = 0;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] {
-          return stop_ || next_ >= inputs_.size() || next_ < taken_ + 2 * settings_.jobs;
-        });
-        if (stop_ || next_ >= inputs_.size()) return;
-        i = next_++;
-      }
-      StatusOr<AnalyzedInput> result = read(inputs_[i]);
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        results_[i].emplace(std::move(result));
-      }
-      cv_.notify_all();
-    }
-  }
-  // analysis/ reports errors as Status; only an allocation can throw, and it must not end the
-  // process from a thread: it is that input's error.
-  StatusOr<AnalyzedInput> read(const std::string& input) const {
-    try {
-      return analyze_input(input, settings_.cfg, /*progress=*/false, settings_.given);
-    } catch (const std::bad_alloc&) {
-      return Status::Error(input + ": out of memory (fewer --jobs may help)");
-    }
-  }
-
-  const std::vector<std::string>& inputs_;
-  const AnalyzeSettings& settings_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::optional<StatusOr<AnalyzedInput>>> results_;  // guarded by mu_
-  size_t next_ = 0;                                            // guarded by mu_
-  size_t taken_ = 0;                                           // guarded by mu_
-  bool stop_ = false;                                          // guarded by mu_
-  std::vector<std::thread> threads_;
-};
 
 // Analyses one input, writes and prints its report.  Returns the exit status (0 or 1) and
 // appends the rank for the job view.
@@ -368,22 +276,10 @@ int run_analyze(int argc, char** argv) {
   }
   AnalyzeSettings s;
   if (std::string error; !parse_accounting_options(args, &s.cfg, &s.given, &error) ||
-                          !parse_cost_options(args, &s.cost, &error)) {
+                          !parse_cost_options(args, &s.cost, &error) ||
+                          !parse_jobs(args, &s.jobs, &error)) {
     std::fprintf(stderr, "gpuacct analyze: %s\n", error.c_str());
     return 2;
-  }
-  s.jobs = default_analyze_jobs();
-  if (args.has("jobs")) {
-    const std::string text = args.get("jobs", "");
-    unsigned long jobs = 0;
-    const auto parsed = std::from_chars(text.data(), text.data() + text.size(), jobs);
-    if (parsed.ec != std::errc() || parsed.ptr != text.data() + text.size() || jobs == 0 ||
-        jobs > kMaxAnalyzeJobs) {
-      std::fprintf(stderr, "gpuacct analyze: --jobs wants a whole number from 1 to %u, not '%s'\n",
-                   kMaxAnalyzeJobs, text.c_str());
-      return 2;
-    }
-    s.jobs = static_cast<unsigned>(jobs);
   }
   s.write_files = !args.has("no-files");
   s.json = args.has("json");
@@ -404,17 +300,22 @@ int run_analyze(int argc, char** argv) {
   for (const std::string& input : inputs) stems.push_back(names.unique_stem(input));
   int rc = 0;
   std::vector<JobRank> ranks;  // for the job view of several inputs
-  if (s.jobs <= 1 || inputs.size() <= 1) {
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      auto analysed = analyze_input(inputs[i], s.cfg, /*progress=*/isatty(2) != 0, s.given);
-      rc |= analyze_one(inputs[i], stems[i], s, std::move(analysed), &ranks);
-    }
-  } else {
-    ParallelReads reads(inputs, s);
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      rc |= analyze_one(inputs[i], stems[i], s, reads.take(i), &ranks);
-    }
-  }
+  // Several inputs are read at once (--jobs), their reports printed and written in the order
+  // given: the same bytes as one at a time.  A progress line only for one at a time (several
+  // would interleave).
+  const bool progress = isatty(2) != 0 && (s.jobs <= 1 || inputs.size() <= 1);
+  ordered_parallel<StatusOr<AnalyzedInput>>(
+      inputs.size(), s.jobs,
+      [&](size_t i) -> StatusOr<AnalyzedInput> {
+        try {  // analysis/ reports errors as Status; only an allocation throws
+          return analyze_input(inputs[i], s.cfg, progress, s.given);
+        } catch (const std::bad_alloc&) {
+          return Status::Error(inputs[i] + ": out of memory (fewer --jobs may help)");
+        }
+      },
+      [&](size_t i, StatusOr<AnalyzedInput>&& analysed) {
+        rc |= analyze_one(inputs[i], stems[i], s, std::move(analysed), &ranks);
+      });
   if (ranks.size() > 1) rc |= job_view_of(std::move(ranks), s);
   return rc;
 }

@@ -35,7 +35,8 @@ std::string help_text() {
          "      --link-peak-gbs X\n"
          "                     the link's peak bus bandwidth in GB/s (NVLink on H100/H200: 450\n"
          "                     per direction; InfiniBand NDR: 50 per port): each collective\n"
-         "                     type's bus bandwidth is shown as a share of it\n"
+         "                     type's bus bandwidth is shown as a share of it\n" +
+         jobs_option_help(21) +
          "  -h, --help         this text\n\n"
          "Exit status: 0 with a job view (problems with some ranks are listed, one line each),\n"
          "1 when no rank could be used, 2 on a usage error.\n";
@@ -103,7 +104,8 @@ int run_job_view(const JobInputs& inputs, const JobCliSettings& s) {
 }
 
 int run_job(int argc, char** argv) {
-  Args args({"out", "export", "window", "link-peak-gbs"}, {"help", "json", "no-files"}, {{'o', "out"}, {'h', "help"}});
+  Args args({"out", "export", "window", "link-peak-gbs", "jobs"}, {"help", "json", "no-files"},
+            {{'o', "out"}, {'h', "help"}, {'j', "jobs"}});
   if (!args.parse(argc, argv)) {
     std::fprintf(stderr, "gpuacct job: %s\n(see gpuacct job --help)\n", args.error().c_str());
     return 2;
@@ -139,7 +141,12 @@ int run_job(int argc, char** argv) {
     return 2;
   }
   s.link_peak_gbs = p;
-  return run_job_view(load_job_inputs(args.positional()), s);
+  unsigned jobs = 1;
+  if (std::string error; !parse_jobs(args, &jobs, &error)) {
+    std::fprintf(stderr, "gpuacct job: %s\n", error.c_str());
+    return 2;
+  }
+  return run_job_view(load_job_inputs(args.positional(), jobs), s);
 }
 
 }  // namespace gpuacct::cli

@@ -10,6 +10,7 @@
 
 #include "analysis/input/input.h"
 #include "analysis/input/step_stream_reader.h"
+#include "analysis/model/ordered_parallel.h"
 #include "analysis/model/collective_rows.h"
 
 namespace gpuacct {
@@ -608,19 +609,34 @@ void check_job_ranks(std::vector<JobRank> ranks, JobInputs* out) {
   }
 }
 
-JobInputs load_job_inputs(const std::vector<std::string>& paths) {
+JobInputs load_job_inputs(const std::vector<std::string>& paths, unsigned jobs) {
   JobInputs out;
   std::map<std::string, RankFiles> groups;
   for (const std::string& p : paths) expand(p, &groups, &out.problems);
+  std::vector<const RankFiles*> rank_files;
+  for (const auto& [key, files] : groups) rank_files.push_back(&files);
+  // A rank read from a trace or recording goes through the front door: those are read several
+  // at once, each with its own problem lines, kept in the ranks' order.
+  struct Loaded {
+    std::optional<JobRank> rank;
+    std::vector<std::string> problems;
+  };
   std::vector<JobRank> ranks;
-  for (const auto& [key, files] : groups) {
-    auto rank = load_rank(files, &out.problems);
-    if (rank) {
-      ranks.push_back(std::move(*rank));
-    } else {
-      out.problems.push_back(files.label + ": no usable rows: left out");
-    }
-  }
+  ordered_parallel<Loaded>(
+      rank_files.size(), jobs,
+      [&](size_t i) {
+        Loaded loaded;
+        loaded.rank = load_rank(*rank_files[i], &loaded.problems);
+        return loaded;
+      },
+      [&](size_t i, Loaded&& loaded) {
+        for (std::string& p : loaded.problems) out.problems.push_back(std::move(p));
+        if (loaded.rank) {
+          ranks.push_back(std::move(*loaded.rank));
+        } else {
+          out.problems.push_back(rank_files[i]->label + ": no usable rows: left out");
+        }
+      });
   check_job_ranks(std::move(ranks), &out);
   if (groups.empty()) out.problems.push_back("no rank outputs found in the inputs given");
   return out;

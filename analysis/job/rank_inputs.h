@@ -112,8 +112,10 @@ struct JobInputs {
 };
 
 // Group `paths` (files, directories: their files and their sub-folders' files, one level)
-// into ranks and load each.  No rank at all: `ranks` is empty (problems say why).
-JobInputs load_job_inputs(const std::vector<std::string>& paths);
+// into ranks and load each, `jobs` ranks at once (analysis/model/ordered_parallel.h: the result
+// and its problem lines are the same for any `jobs`).  No rank at all: `ranks` is empty
+// (problems say why).
+JobInputs load_job_inputs(const std::vector<std::string>& paths, unsigned jobs = 1);
 
 // Numbering, duplicates, job ids and missing ranks over loaded ranks: fills `out` (the
 // ranks kept, sorted by rank) and its problems.  Exposed for tests.
