@@ -1,13 +1,20 @@
 #include "analysis/model/threaded_sink.h"
 
+#include <system_error>
 #include <type_traits>
 #include <utility>
 
 namespace gpuacct {
 
-ThreadedSink::ThreadedSink(EventSink& target) : target_(target) {
+ThreadedSink::ThreadedSink(EventSink& target, Delivery delivery) : target_(target) {
   filling_.reserve(kBatchEvents);
-  worker_ = std::thread([this] { run(); });
+  synchronous_ = delivery == Delivery::kCallersThread;
+  if (synchronous_) return;
+  try {
+    worker_ = std::thread([this] { run(); });
+  } catch (const std::system_error&) {
+    synchronous_ = true;  // no thread: the caller's thread delivers (contract in the header)
+  }
 }
 
 ThreadedSink::~ThreadedSink() {
@@ -20,6 +27,11 @@ ThreadedSink::~ThreadedSink() {
 }
 
 void ThreadedSink::hand_off() {
+  if (synchronous_) {
+    deliver_here(filling_);
+    filling_.clear();  // keeps its capacity
+    return;
+  }
   Batch next;
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -41,6 +53,12 @@ void ThreadedSink::hand_off() {
 void ThreadedSink::finish() {
   if (finished_) return;
   finished_ = true;
+  if (synchronous_) {
+    deliver_here(filling_);
+    filling_.clear();
+    if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!filling_.empty()) full_.push_back(std::move(filling_));
@@ -74,6 +92,15 @@ void ThreadedSink::run() {
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (free_.size() < kBatchesInFlight) free_.push_back(std::move(batch));
+  }
+}
+
+void ThreadedSink::deliver_here(const Batch& batch) {
+  if (failure_) return;  // set only here in this mode, cleared only by finish()
+  try {
+    deliver(batch);
+  } catch (...) {
+    failure_ = std::current_exception();
   }
 }
 

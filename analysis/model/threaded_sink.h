@@ -18,6 +18,9 @@
 //   - An exception thrown by `target` (only std::bad_alloc in practice: analysis/ does not
 //     throw) stops delivery; finish() rethrows it on the caller's thread, where it would have
 //     surfaced without this sink.  Events pushed after it are dropped, as they would have been.
+//   - No thread to be had (std::thread fails: a pids or thread limit, many inputs read at once)
+//     is no error: the batches are then delivered on the caller's thread, with the same calls,
+//     order and failure semantics (analysis/import/prefetch_source.cc does the same).
 #pragma once
 
 #include <condition_variable>
@@ -41,7 +44,10 @@ class ThreadedSink final : public EventSink {
   static constexpr size_t kBatchEvents = 8192;
   static constexpr size_t kBatchesInFlight = 4;
 
-  explicit ThreadedSink(EventSink& target);
+  // kCallersThread: no worker; each full batch is delivered on the caller's thread (what a
+  // failed thread start falls back to; tests use it to check that fallback).
+  enum class Delivery : uint8_t { kOwnThread, kCallersThread };
+  explicit ThreadedSink(EventSink& target, Delivery delivery = Delivery::kOwnThread);
   ~ThreadedSink() override;
   ThreadedSink(const ThreadedSink&) = delete;
   ThreadedSink& operator=(const ThreadedSink&) = delete;
@@ -59,6 +65,8 @@ class ThreadedSink final : public EventSink {
 
   // See the contract above.  Idempotent.
   void finish();
+  // False when the batches are delivered on the caller's thread (no thread could be started).
+  bool on_own_thread() const { return !synchronous_; }
 
  private:
   enum class Kind : uint8_t { kGpuOp, kApiCall, kRange, kMarker, kWatermark, kCounterSample };
@@ -81,6 +89,8 @@ class ThreadedSink final : public EventSink {
   void hand_off();
   void run();
   void deliver(const Batch& batch);
+  // The caller's-thread delivery: a failure is kept for finish(), later events dropped.
+  void deliver_here(const Batch& batch);
 
   EventSink& target_;
   Batch filling_;  // the caller's thread only
@@ -90,8 +100,9 @@ class ThreadedSink final : public EventSink {
   std::deque<Batch> full_;   // guarded by mu_: waiting for the worker
   std::vector<Batch> free_;  // guarded by mu_: delivered, kept for reuse
   bool closing_ = false;     // guarded by mu_
-  std::exception_ptr failure_;  // written by the worker before it exits, read after join
+  std::exception_ptr failure_;  // the worker's before it exits (read after join), or deliver_here's
   bool finished_ = false;
+  bool synchronous_ = false;  // no worker: batches delivered by hand_off()/finish()
   std::thread worker_;
 };
 

@@ -155,6 +155,34 @@ TEST(ThreadedSink, TargetFailureComesBackAtFinishWithoutAHang) {
   EXPECT_NO_THROW(sink.finish());
 }
 
+// No thread to be had (std::thread fails: a pids limit, many inputs at once): the caller's
+// thread delivers, with the same calls in the same order and the failure still at finish().
+TEST(ThreadedSink, WithoutAThreadTheCallersThreadDeliversTheSame) {
+  const size_t count = ThreadedSink::kBatchEvents * 3 + 5;
+  CallLog direct;
+  feed(direct, count, 11);
+  CallLog through;
+  {
+    ThreadedSink sink(through, ThreadedSink::Delivery::kCallersThread);
+    EXPECT_FALSE(sink.on_own_thread());
+    feed(sink, count, 11);
+    sink.finish();
+  }
+  EXPECT_TRUE(through.calls == direct.calls);
+  EXPECT_EQ(through.thread, std::this_thread::get_id());
+
+  FailsAt target(100);
+  ThreadedSink failing(target, ThreadedSink::Delivery::kCallersThread);
+  for (size_t i = 0; i < ThreadedSink::kBatchEvents * 3; ++i) {
+    HostApiCall call;
+    call.start = static_cast<TimeNs>(i);
+    EXPECT_NO_THROW(failing.on_api_call(call));  // the failure waits for finish()
+  }
+  EXPECT_THROW(failing.finish(), std::bad_alloc);
+  EXPECT_EQ(target.seen, 100u);  // nothing after the failure
+  EXPECT_NO_THROW(failing.finish());
+}
+
 // The reader's contract with NameTable: the worker reads the text of ids interned on the
 // reader's thread while the reader goes on interning (segments of the table are allocated
 // meanwhile: 200 k names cross 12 segment boundaries).
