@@ -3,6 +3,8 @@
 // collectives and events, on every trace and recording it reads -- including the collectives,
 // whose parts run on both threads (input.cc says which).
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -43,11 +45,9 @@ class EventDigest final : public EventSink {
   std::vector<std::string>* out_;
 };
 
-Seen read_with(const std::string& path, bool thread) {
+// One read of `input`; its error, if it has one, in `error` (the events seen before it stay).
+Seen read_input(const Input& input, bool thread, std::string* error) {
   Seen seen;
-  auto input = Input::open(path);
-  EXPECT_TRUE(input.ok()) << input.status().message();
-  if (!input.ok()) return seen;
   NameTable names;
   InputOptions opts;
   opts.accounting_thread = thread;
@@ -57,11 +57,23 @@ Seen read_with(const std::string& path, bool thread) {
   observers.on_collective = [&](const CollectiveRecord& r) {
     seen.collectives += collective_row_csv(r);
   };
-  auto out = report_input(*input, AccountingConfig{}, names, opts, observers);
-  EXPECT_TRUE(out.ok()) << out.status().message();
-  if (!out.ok()) return seen;
+  auto out = report_input(input, AccountingConfig{}, names, opts, observers);
+  if (!out.ok()) {
+    *error = out.status().message();
+    return seen;
+  }
   seen.report = dump_json(out->report);
   seen.rows = step_rows_csv(out->rows);
+  return seen;
+}
+
+Seen read_with(const std::string& path, bool thread) {
+  auto input = Input::open(path);
+  EXPECT_TRUE(input.ok()) << input.status().message();
+  if (!input.ok()) return Seen{};
+  std::string error;
+  Seen seen = read_input(*input, thread, &error);
+  EXPECT_EQ(error, "") << path;
   return seen;
 }
 
@@ -113,11 +125,8 @@ class RecordingSink final : public EventSink {
   EventBatch batch_;
 };
 
-TEST(AccountingThread, RecordingGivesWhatOneThreadGives) {
-  // A comm-bound run delivered as CUPTI buffers would be (shuffled, with watermarks): its NCCL
-  // kernels are numbered by kernel order as the events come, on the accounting's thread.
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "gpuacct_accounting_thread.gpuacct").string();
+// A comm-bound run delivered as CUPTI buffers would be (shuffled, with watermarks).
+void write_comm_bound_recording(const std::string& path) {
   {
     auto spec = SyntheticSpec::preset("comm_bound");
     ASSERT_TRUE(spec.ok());
@@ -132,9 +141,51 @@ TEST(AccountingThread, RecordingGivesWhatOneThreadGives) {
     ASSERT_TRUE(writer.write_metadata(RunMetadata{}).ok());
     ASSERT_TRUE(writer.close().ok());
   }
+}
+
+TEST(AccountingThread, RecordingGivesWhatOneThreadGives) {
+  // Its NCCL kernels are numbered by kernel order as the events come, on the accounting's
+  // thread.
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "gpuacct_accounting_thread.gpuacct").string();
+  write_comm_bound_recording(path);
   expect_same_both_ways(path, 3 * ThreadedSink::kBatchEvents);
   EXPECT_FALSE(read_with(path, true).collectives.empty());
   std::filesystem::remove(path);
+}
+
+// An input that ends or fails midway, batches after the reader started: the same error, the
+// same events before it, the same report of what was read -- and no hang.
+TEST(AccountingThread, InputFailingMidwayGivesWhatOneThreadGives) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "gpuacct_accounting_thread_cut.gpuacct").string();
+  write_comm_bound_recording(path);
+  std::ifstream in(path, std::ios::binary);
+  const std::string whole((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::filesystem::remove(path);
+  ASSERT_GT(whole.size(), 1000u);
+  std::string corrupt = whole;
+  for (size_t i = 0; i < 8; ++i) corrupt[whole.size() / 2 + i] ^= '\x5a';  // a chunk's checksum
+  std::string cut = whole.substr(0, whole.size() * 2 / 3);  // a killed writer's file
+  for (const std::string* bytes : {&corrupt, &cut}) {
+    const Input input = Input::from_buffer(*bytes, "midway.gpuacct");
+    std::string error_one, error_two;
+    const Seen one = read_input(input, false, &error_one);
+    const Seen two = read_input(input, true, &error_two);
+    ASSERT_GE(one.events.size(), ThreadedSink::kBatchEvents);  // several batches before the end
+    EXPECT_EQ(error_one, error_two);
+    EXPECT_EQ(one.report, two.report);
+    EXPECT_EQ(one.rows, two.rows);
+    EXPECT_EQ(one.collectives, two.collectives);
+    EXPECT_TRUE(one.events == two.events);
+  }
+  // The corrupt one fails (its chunk fails its checksum), the cut one is read up to the cut.
+  std::string error;
+  read_input(Input::from_buffer(corrupt, "midway.gpuacct"), true, &error);
+  EXPECT_NE(error, "");
+  error.clear();
+  EXPECT_NE(read_input(Input::from_buffer(cut, "midway.gpuacct"), true, &error).report, "");
+  EXPECT_EQ(error, "");
 }
 
 }  // namespace

@@ -221,6 +221,9 @@ StatusOr<RunMetadata> Input::import(NameTable& names, EventSink& sink, Stats& st
   const bool threaded = opts.accounting_thread && std::thread::hardware_concurrency() != 1;
   Stats reader_stats;
   Stats& counts = threaded ? reader_stats : stats;
+  // A recording's sinks behind the worker.  Declared before it: on every way out, an exception
+  // from the reader included, the worker (whose destructor delivers what is queued) goes first.
+  std::optional<TeeSink> accounted;
   std::optional<ThreadedSink> worker;
   auto done = [&] {  // every event delivered, then the counts: before anything reads them
     if (!worker) return;
@@ -230,10 +233,10 @@ StatusOr<RunMetadata> Input::import(NameTable& names, EventSink& sink, Stats& st
   if (format_ == InputFormat::kRecording) {
     // A recording's collectives are numbered by kernel order as events come, and handed to
     // the step assigner that the accountant's rows also feed: one thread for both.
-    TeeSink accounted(collectives ? std::vector<EventSink*>{&sink, collectives->events()}
+    accounted.emplace(collectives ? std::vector<EventSink*>{&sink, collectives->events()}
                                   : std::vector<EventSink*>{&sink});
-    if (threaded) worker.emplace(accounted);
-    EventSink& target = worker ? static_cast<EventSink&>(*worker) : accounted;
+    if (threaded) worker.emplace(*accounted);
+    EventSink& target = worker ? static_cast<EventSink&>(*worker) : *accounted;
     auto contents = bytes_ ? read_recording_buffer(*bytes_, path_, names, target, counts)
                            : read_recording(path_, names, target, counts);
     done();
