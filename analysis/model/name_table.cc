@@ -1,6 +1,7 @@
 #include "analysis/model/name_table.h"
 
 #include <bit>
+#include <limits>
 
 #include "analysis/model/json_text.h"
 
@@ -23,8 +24,10 @@ NameId NameTable::intern(std::string_view text) {
   // names are rare, and keeping only safe keys keeps text() valid by construction.)
   if (!is_valid_utf8(text)) return intern(json_safe_utf8(text));
   const size_t id = size_.load(std::memory_order_relaxed);
+  // Every NameId taken (2^32 names: cannot happen in practice).  The id, not the segment, is
+  // the limit: the last segment reaches past 2^32, and a larger id would wrap onto id 0, 1, ...
+  if (id > std::numeric_limits<NameId>::max()) return kNoName;
   const Slot slot = slot_of(id);
-  if (slot.segment >= kSegments) return kNoName;  // 2^32 names: cannot happen (NameId)
   auto& segment = segments_[slot.segment];
   if (!segment) segment = std::make_unique<std::string[]>(kFirstSegment << slot.segment);
   std::string& stored = segment[slot.offset];

@@ -37,7 +37,7 @@ class NameTable {
   // Segment k holds ids [kFirstSegment * (2^k - 1), kFirstSegment * (2^(k+1) - 1)): fixed
   // arrays that never move, found without a lock (a std::deque's block map reallocates).
   static constexpr size_t kFirstSegment = 64;
-  static constexpr size_t kSegments = 27;  // 64 * (2^27 - 1) > 2^32 ids: every NameId
+  static constexpr size_t kSegments = 27;  // 64 * (2^27 - 1) >= 2^32 ids: every NameId
   struct Slot {
     size_t segment;
     size_t offset;
