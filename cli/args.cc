@@ -102,7 +102,7 @@ std::string jobs_option_help(size_t column) {
   const std::string flag = "  -j, --jobs N";
   const std::string indent(std::max(column, flag.size() + 1), ' ');
   return flag + indent.substr(flag.size()) +
-         "inputs read at once (default: half the cores, at least 2;\n" + indent +
+         "inputs read at once (default: half the cores, from 2 to 4;\n" + indent +
          "each read takes its own memory); the output is the same,\n" + indent +
          "in the order the inputs were given\n";
 }

@@ -295,6 +295,20 @@ else
   cat "$tmp/jobs1/job_rc"; head -5 "$tmp/jobs1/job_stderr"; head -20 "$tmp/jobs.diff"
   fails=$((fails + 1))
 fi
+# An input in the output directory may be an earlier input's output: read one at a time.
+(cd "$tmp/jobs1" && "$abs_bin" analyze --jobs 1 -o again "$abs_root/examples/data/sample.gpuacct" \
+   again/sample.report.json >again_stdout1 2>&1; echo $? >>again_stdout1
+ rm -rf again
+ "$abs_bin" analyze --jobs 4 -o again "$abs_root/examples/data/sample.gpuacct" \
+   again/sample.report.json >again_stdout4 2>&1; echo $? >>again_stdout4)
+if [ "$(tail -1 "$tmp/jobs1/again_stdout1")" = 0 ] &&
+   cmp -s "$tmp/jobs1/again_stdout1" "$tmp/jobs1/again_stdout4"; then
+  pass=$((pass + 1))
+else
+  echo "FAIL: analyze --jobs 4 of an input and its own report differs from --jobs 1:"
+  diff "$tmp/jobs1/again_stdout1" "$tmp/jobs1/again_stdout4" | head -10
+  fails=$((fails + 1))
+fi
 expect 2 "--jobs wants a whole number from 1 to 256, not '0'" "$bin" analyze --jobs 0 x
 expect 2 "--jobs wants a whole number from 1 to 256, not '-1'" "$bin" job -j -1 x
 expect 2 "not '2x'" "$bin" analyze -j 2x x

@@ -148,6 +148,20 @@ std::string collectives_beside(const std::string& input) {
   return std::filesystem::is_regular_file(rows, ec) ? rows.string() : std::string();
 }
 
+// True if one of `paths` is in `dir` or below it (paths as the file system resolves them).
+bool any_inside(const std::vector<std::string>& paths, const std::string& dir) {
+  std::error_code ec;
+  const std::filesystem::path root = std::filesystem::weakly_canonical(dir, ec);
+  if (ec) return true;  // cannot tell: one at a time is always right
+  for (const std::string& p : paths) {
+    const std::filesystem::path file = std::filesystem::weakly_canonical(p, ec);
+    if (ec) return true;
+    const auto [r, f] = std::mismatch(root.begin(), root.end(), file.begin(), file.end());
+    if (r == root.end()) return true;
+  }
+  return false;
+}
+
 // Analyses one input, writes and prints its report.  Returns the exit status (0 or 1) and
 // appends the rank for the job view.
 int analyze_one(const std::string& input, const std::string& stem, const AnalyzeSettings& s,
@@ -301,16 +315,22 @@ int run_analyze(int argc, char** argv) {
   int rc = 0;
   std::vector<JobRank> ranks;  // for the job view of several inputs
   // Several inputs are read at once (--jobs), their reports printed and written in the order
-  // given: the same bytes as one at a time.  A progress line only for one at a time (several
-  // would interleave).
+  // given: the same bytes as one at a time.  Not when an input lies in the output directory: it
+  // may be what an earlier input writes there.  A progress line only for one at a time
+  // (several would interleave).
+  if (s.write_files && any_inside(inputs, s.out_dir)) s.jobs = 1;
   const bool progress = isatty(2) != 0 && (s.jobs <= 1 || inputs.size() <= 1);
   ordered_parallel<StatusOr<AnalyzedInput>>(
       inputs.size(), s.jobs,
       [&](size_t i) -> StatusOr<AnalyzedInput> {
-        try {  // analysis/ reports errors as Status; only an allocation throws
+        // analysis/ reports errors as Status; what throws (an allocation) is this input's
+        // error, and the other inputs go on.
+        try {
           return analyze_input(inputs[i], s.cfg, progress, s.given);
         } catch (const std::bad_alloc&) {
           return Status::Error(inputs[i] + ": out of memory (fewer --jobs may help)");
+        } catch (const std::exception& e) {
+          return Status::Error(inputs[i] + ": " + e.what());
         }
       },
       [&](size_t i, StatusOr<AnalyzedInput>&& analysed) {

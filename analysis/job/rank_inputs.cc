@@ -626,7 +626,12 @@ JobInputs load_job_inputs(const std::vector<std::string>& paths, unsigned jobs) 
       rank_files.size(), jobs,
       [&](size_t i) {
         Loaded loaded;
-        loaded.rank = load_rank(*rank_files[i], &loaded.problems);
+        try {  // what throws (an allocation) is this rank's problem; the others go on
+          loaded.rank = load_rank(*rank_files[i], &loaded.problems);
+        } catch (const std::exception& e) {
+          loaded.rank.reset();
+          loaded.problems.push_back(rank_files[i]->label + ": " + e.what());
+        }
         return loaded;
       },
       [&](size_t i, Loaded&& loaded) {

@@ -5,7 +5,7 @@
 //     produce(i) -> R runs for each i in [0, count) on up to `threads` worker threads, taken in
 //     increasing i; consume(i, R&&) runs on the calling thread for i = 0, 1, ... in order, each
 //     as soon as its result is there.  A worker starts item i only while i < (items consumed) +
-//     2 x threads, so at most that many results wait in memory whatever `count` is.
+//     2 x (threads started), so at most that many results wait in memory whatever `count` is.
 //     threads <= 1 or count <= 1: everything on the calling thread, produce(i) then consume(i).
 //   An exception from produce(i) is rethrown by the call at item i, on the calling thread, after
 //   the workers are stopped (items already started finish first); one from consume likewise.
@@ -19,6 +19,9 @@
 #include <exception>
 #include <mutex>
 #include <optional>
+#ifdef __linux__
+#include <sched.h>
+#endif
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -29,10 +32,18 @@ namespace gpuacct {
 // Inputs read at once by default: each read takes up to three threads (inflate, read, account:
 // docs/kineto_import.md) but keeps them busy only part of the time (the accounting's finish and
 // the report are serial): four 85 MB traces on two cores took 0.34-0.44 s one at a time,
-// 0.28-0.30 s two or more at a time.  Half the cores (at least two) takes that and bounds the
-// memory: each read holds its own input's events.
+// 0.28-0.30 s two or more at a time.  Half the cores this process may run on, at least 2 and at
+// most 4: each read holds its own input's events (a 1 GB trace ~420 MB), so memory, not cores,
+// bounds how many a machine takes -- more only when asked (--jobs).
 inline unsigned default_read_jobs() {
-  return std::max(2u, std::thread::hardware_concurrency() / 2);
+  unsigned cpus = std::thread::hardware_concurrency();
+#ifdef __linux__
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) > 0)
+    cpus = static_cast<unsigned>(CPU_COUNT(&allowed));
+#endif
+  return std::clamp(cpus / 2, 2u, 4u);
 }
 inline constexpr unsigned kMaxReadJobs = 256;
 
@@ -53,17 +64,18 @@ void ordered_parallel(size_t count, unsigned threads, Produce produce, Consume c
     std::vector<Slot> slots;
     size_t next = 0;      // the next item a worker takes
     size_t consumed = 0;  // items the caller has taken
+    size_t ahead = 0;     // 2 x the threads started (0 until they are)
     bool stop = false;
   } shared;
   shared.slots.resize(count);
-  const size_t ahead = 2 * static_cast<size_t>(threads);
   auto work = [&] {
     for (;;) {
       size_t i = 0;
       {
         std::unique_lock<std::mutex> lock(shared.mu);
         shared.cv.wait(lock, [&] {
-          return shared.stop || shared.next >= count || shared.next < shared.consumed + ahead;
+          return shared.stop || shared.next >= count ||
+                 shared.next < shared.consumed + shared.ahead;
         });
         if (shared.stop || shared.next >= count) return;
         i = shared.next++;
@@ -109,6 +121,11 @@ void ordered_parallel(size_t count, unsigned threads, Produce produce, Consume c
     for (size_t i = 0; i < count; ++i) consume(i, produce(i));
     return;
   }
+  {
+    std::lock_guard<std::mutex> lock(shared.mu);
+    shared.ahead = 2 * workers.threads.size();
+  }
+  shared.cv.notify_all();
   for (size_t i = 0; i < count; ++i) {
     Slot slot;
     {
