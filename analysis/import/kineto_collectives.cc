@@ -164,7 +164,11 @@ void KinetoCollectives::on_collective_kernel(const GpuOp& op, const KinetoCommVa
 
 void KinetoCollectives::on_api_call(const HostApiCall& call) {
   if (call.kind != HostApiKind::kLaunch || call.correlation_id == 0) return;
-  if (launch_start_.size() < kernel_limit_) launch_start_[call.correlation_id] = call.start;
+  if (launch_start_.size() < kernel_limit_ || launch_start_.find(call.correlation_id)) {
+    launch_start_[call.correlation_id] = call.start;
+  } else {
+    ++launches_dropped_;  // counted: a kernel of it would have no host enqueue time
+  }
 }
 
 CollectiveRecord KinetoCollectives::record_from(const Kernel& k, const Args& args,

@@ -74,6 +74,7 @@ class KinetoCollectives final : public EventSink {
   int64_t records() const { return records_; }            // emitted with the trace's identity
   int64_t unidentified() const { return unidentified_; }  // handed to `unidentified`
   int64_t dropped() const { return dropped_; }            // over kernel_limit
+  int64_t launches_dropped() const { return launches_dropped_; }  // launch calls over it
 
  private:
   struct Args {
@@ -106,6 +107,7 @@ class KinetoCollectives final : public EventSink {
   int64_t records_ = 0;
   int64_t unidentified_ = 0;
   int64_t dropped_ = 0;
+  int64_t launches_dropped_ = 0;
 };
 
 // Bytes per element of a PyTorch dtype name as Kineto writes it ("Float", "BFloat16", "Half",

@@ -295,6 +295,9 @@ StatusOr<InputContents> Input::read(NameTable& names, EventSink& sink, Stats& st
   out.metadata = std::move(meta.value());
   if (collectives) {
     const CollectiveIdentity identity = collectives->finish(out.metadata.rank);
+    if (const int64_t over = collectives->over_limit(); over > 0) {
+      stats.add(Stat::trace_collectives_over_limit, over);
+    }
     out.collective_identity = identity.source;
     out.collective_identity_note = identity.note;
     out.collectives = identity.records;

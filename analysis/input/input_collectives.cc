@@ -30,6 +30,10 @@ EventSink* InputCollectives::events() {
   return &kernel_order_;
 }
 
+int64_t InputCollectives::over_limit() const {
+  return kineto_ ? kineto_->dropped() + kineto_->launches_dropped() : 0;
+}
+
 CollectiveIdentity InputCollectives::finish(int own_rank) {
   if (kineto_) kineto_->finish(own_rank);
   kernel_order_.finish();

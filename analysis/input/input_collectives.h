@@ -39,6 +39,9 @@ class InputCollectives {
   KinetoCollectives* kineto() { return kineto_.get(); }
   // Emits every record still held.  `own_rank`: the run's rank (RunMetadata::rank).
   CollectiveIdentity finish(int own_rank);
+  // A trace's collective kernels and launch calls past KinetoCollectives' limit
+  // (Stat::trace_collectives_over_limit); 0 for a recording.
+  int64_t over_limit() const;
 
  private:
   Sink sink_;

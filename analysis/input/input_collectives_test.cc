@@ -233,3 +233,39 @@ TEST(InputCollectives, DtypeSizesAsPyTorchNamesThem) {
 
 }  // namespace
 }  // namespace gpuacct
+
+namespace gpuacct {
+namespace {
+
+// Past KinetoCollectives' limit, kernels and launch calls are counted, never dropped silently
+// (Stat::trace_collectives_over_limit through InputCollectives::over_limit).
+TEST(KinetoCollectivesLimit, KernelsAndLaunchesPastTheLimitAreCounted) {
+  KinetoCollectives c([](const CollectiveRecord&) {}, [](const GpuOp&, TimeNs) {},
+                      /*kernel_limit=*/2);
+  for (uint64_t id = 1; id <= 3; ++id) {
+    HostApiCall call;
+    call.kind = HostApiKind::kLaunch;
+    call.correlation_id = id;
+    call.start = static_cast<TimeNs>(100 * id);
+    c.on_api_call(call);
+  }
+  HostApiCall again;  // an id already held is updated, not counted
+  again.kind = HostApiKind::kLaunch;
+  again.correlation_id = 2;
+  again.start = 250;
+  c.on_api_call(again);
+  EXPECT_EQ(c.launches_dropped(), 1);
+  KinetoCommValues none;
+  for (uint64_t id = 1; id <= 3; ++id) {
+    GpuOp op;
+    op.collective = CollectiveType::kAllReduce;
+    op.correlation_id = id;
+    op.start = static_cast<TimeNs>(1000 * id);
+    op.end = op.start + 10;
+    c.on_collective_kernel(op, none);
+  }
+  EXPECT_EQ(c.dropped(), 1);
+}
+
+}  // namespace
+}  // namespace gpuacct

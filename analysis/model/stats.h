@@ -91,7 +91,10 @@ enum class StatOrigin : uint8_t { kCollection, kAccounting, kOutput };
     "hardware counter samples that arrived after their step was finalised")                    \
   X(counter_samples_lost, kDataLoss, kCollection,                                              \
     "hardware counter samples lost: the PM sampling buffer overflowed (a gap in the sample "   \
-    "times) or a sample could not be decoded")
+    "times) or a sample could not be decoded")                                                 \
+  X(trace_collectives_over_limit, kDataLoss, kAccounting,                                      \
+    "a trace's collective kernels or launch calls past the importer's limit (4 M of each): "   \
+    "those kernels have no collectives row, or no host enqueue time")
 
 enum class Stat : uint16_t {
 #define GPUACCT_STAT_ENUM(name, sev, origin, desc) name,
