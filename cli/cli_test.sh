@@ -269,32 +269,29 @@ jobs_inputs=("$abs_root/tests/data/kineto/sampled_rank-0.json.gz"
   "$abs_root/tests/data/kineto/nccl_data.json.gz" "$tmp/jobs_broken.json"
   "$abs_root/examples/data/sample.gpuacct" "$tmp/same/sample.gpuacct"
   "$abs_root/tests/data/kineto/sampled_rank-1.json.gz")
-for j in 1 3; do
-  (cd "$tmp/jobs$j" && "$abs_bin" analyze --jobs "$j" -o out "${jobs_inputs[@]}" >stdout 2>stderr
-   echo $? >rc)
-done
-if [ "$(cat "$tmp/jobs1/rc")" = 1 ] && [ -s "$tmp/jobs1/out/job.json" ] &&
-   [ -s "$tmp/jobs1/out/sample-2.report.json" ] &&
-   diff -r "$tmp/jobs1" "$tmp/jobs3" >"$tmp/jobs.diff"; then
-  pass=$((pass + 1))
-else
-  echo "FAIL: analyze --jobs 3 differs from --jobs 1 (or the run did not do what it should):"
-  cat "$tmp/jobs1/rc"; head -5 "$tmp/jobs1/stderr"; head -20 "$tmp/jobs.diff"
-  fails=$((fails + 1))
-fi
+# Runs `gpuacct COMMAND --jobs J ARGS...` for J = 1 and 3, each in its own folder, into files
+# named PREFIX*; passes if the exit status is WANT_RC, FILE (under jobs1) exists and is not
+# empty, and both folders are identical.
+same_at_jobs_1_and_3() {
+  local prefix="$1" want_rc="$2" file="$3" command="$4"
+  shift 4
+  for j in 1 3; do
+    (cd "$tmp/jobs$j" && "$abs_bin" "$command" --jobs "$j" "$@" >"${prefix}stdout" \
+       2>"${prefix}stderr"; echo $? >"${prefix}rc")
+  done
+  if [ "$(cat "$tmp/jobs1/${prefix}rc")" = "$want_rc" ] && [ -s "$tmp/jobs1/$file" ] &&
+     diff -r "$tmp/jobs1" "$tmp/jobs3" >"$tmp/jobs.diff"; then
+    pass=$((pass + 1))
+  else
+    echo "FAIL: $command --jobs 3 differs from --jobs 1 (or the run did not do what it should):"
+    cat "$tmp/jobs1/${prefix}rc"; head -5 "$tmp/jobs1/${prefix}stderr"; head -20 "$tmp/jobs.diff"
+    fails=$((fails + 1))
+  fi
+}
+same_at_jobs_1_and_3 "" 1 out/sample-2.report.json analyze -o out "${jobs_inputs[@]}"
+[ -s "$tmp/jobs1/out/job.json" ] || { echo "FAIL: analyze of several ranks wrote no job.json"; fails=$((fails + 1)); }
 # The same for `gpuacct job` over a directory of traces, each rank through the front door.
-for j in 1 3; do
-  (cd "$tmp/jobs$j" && "$abs_bin" job --jobs "$j" -o jout "$abs_root/tests/data/kineto" \
-     >job_stdout 2>job_stderr; echo $? >job_rc)
-done
-if [ "$(cat "$tmp/jobs1/job_rc")" = 0 ] && [ -s "$tmp/jobs1/jout/job.json" ] &&
-   diff -r "$tmp/jobs1" "$tmp/jobs3" >"$tmp/jobs.diff"; then
-  pass=$((pass + 1))
-else
-  echo "FAIL: job --jobs 3 differs from --jobs 1 (or the run did not do what it should):"
-  cat "$tmp/jobs1/job_rc"; head -5 "$tmp/jobs1/job_stderr"; head -20 "$tmp/jobs.diff"
-  fails=$((fails + 1))
-fi
+same_at_jobs_1_and_3 job_ 0 jout/job.json job -o jout "$abs_root/tests/data/kineto"
 # An input in the output directory may be an earlier input's output: read one at a time.
 (cd "$tmp/jobs1" && "$abs_bin" analyze --jobs 1 -o again "$abs_root/examples/data/sample.gpuacct" \
    again/sample.report.json >again_stdout1 2>&1; echo $? >>again_stdout1
