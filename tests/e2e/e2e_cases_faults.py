@@ -35,14 +35,22 @@ def host_only_report(rep: dict, steps: int) -> None:
     check("no GPU activity" in rep["collection"].get("note", ""), str(rep["collection"]))
 
 
-def case_subscribe_refused() -> None:
+def gpu_stepped_aside(env: dict, line: str, gpu_state: str) -> dict:
+    """Runs the scenario with `env`: GPU collection must step aside with one line holding
+    `line`, the report's collection.gpu be `gpu_state`, and the rows be host-only."""
     with tempfile.TemporaryDirectory() as out:
-        res = scenario_with(out, GPUACCT_SIM_FAULTS="subscribe_refused")
-        gpu_off_line(res.stderr, "another CUPTI client")
+        res = scenario_with(out, **env)
+        gpu_off_line(res.stderr, line)
         rep = one_report(out)
-        check(rep["collection"]["gpu"] == "other_subscriber", str(rep["collection"]))
+        check(rep["collection"]["gpu"] == gpu_state, str(rep["collection"]))
         host_only_report(rep, 20)
-        print("ok: stepped aside, host ranges kept")
+        return rep
+
+
+def case_subscribe_refused() -> None:
+    gpu_stepped_aside({"GPUACCT_SIM_FAULTS": "subscribe_refused"}, "another CUPTI client",
+                      "other_subscriber")
+    print("ok: stepped aside, host ranges kept")
 
 
 def case_drop() -> None:
@@ -244,26 +252,18 @@ def case_bad_env() -> None:
 
 
 def case_no_cupti() -> None:
-    with tempfile.TemporaryDirectory() as out:
-        res = scenario_with(out, GPUACCT_CUPTI_LIBRARY="/nonexistent/libcupti.so.13")
-        gpu_off_line(res.stderr, "CUPTI not found (")
-        rep = one_report(out)
-        check(rep["collection"]["gpu"] == "no_cupti", str(rep["collection"]))
-        host_only_report(rep, 20)
-        print("ok: CUPTI missing -> one line, host-only report")
+    gpu_stepped_aside({"GPUACCT_CUPTI_LIBRARY": "/nonexistent/libcupti.so.13"},
+                      "CUPTI not found (", "no_cupti")
+    print("ok: CUPTI missing -> one line, host-only report")
 
 
 def case_real_cupti() -> None:
     real = "/usr/local/cuda/lib64/libcupti.so.13"
     check(os.path.exists(real), f"{real} missing")
-    with tempfile.TemporaryDirectory() as out:
-        res = scenario_with(out, GPUACCT_CUPTI_LIBRARY=real)
-        gpu_off_line(res.stderr, "cuptiSubscribe failed")
-        rep = one_report(out)
-        check(rep["collection"]["gpu"] == "cupti_failed", str(rep["collection"]))
-        check(rep["collection"]["cupti_version"] >= 130000, str(rep["collection"]))
-        host_only_report(rep, 20)
-        print("ok: real CUPTI without a driver -> stepped aside, host-only report")
+    rep = gpu_stepped_aside({"GPUACCT_CUPTI_LIBRARY": real}, "cuptiSubscribe failed",
+                            "cupti_failed")
+    check(rep["collection"]["cupti_version"] >= 130000, str(rep["collection"]))
+    print("ok: real CUPTI without a driver -> stepped aside, host-only report")
 
 
 def case_nocuda() -> None:

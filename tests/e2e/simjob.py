@@ -13,6 +13,8 @@ import random
 import subprocess
 import time
 
+from e2e_harness import Fail, check  # noqa: F401  (re-exported: run_job, job_view_checks)
+
 BUILD = ""  # configure()
 LIBRARY = ""
 RANK_TIMEOUT_S = 120
@@ -28,10 +30,6 @@ EVENT_ORDER = "launch_first"
 CALL_COST_NS = None
 
 
-class Fail(Exception):
-    pass
-
-
 def configure(build: str, library: str = "", event_order: str = "launch_first",
               call_cost_ns=None) -> None:
     """The build directory (and optionally another libgpuacct.so) the jobs use, the fake
@@ -40,11 +38,6 @@ def configure(build: str, library: str = "", event_order: str = "launch_first",
     check(event_order in ("launch_first", "events_first"), f"event order {event_order!r}")
     BUILD, LIBRARY, EVENT_ORDER = os.path.abspath(build), library, event_order
     CALL_COST_NS = call_cost_ns
-
-
-def check(cond: bool, msg: str) -> None:
-    if not cond:
-        raise Fail(msg)
 
 
 def paths():
