@@ -6,7 +6,6 @@
 #include <optional>
 #include <set>
 #include <sstream>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -15,6 +14,7 @@
 #include "analysis/import/recording.h"
 #include "analysis/input/input_collectives.h"
 #include "analysis/model/file_io.h"
+#include "analysis/model/ordered_parallel.h"
 #include "analysis/model/threaded_sink.h"
 #include "analysis/report/report.h"
 #include "analysis/report/trace_totals.h"
@@ -218,7 +218,7 @@ StatusOr<RunMetadata> Input::import(NameTable& names, EventSink& sink, Stats& st
   // The accounting (`sink`) runs on its own thread while this one reads (ThreadedSink); what
   // the reader feeds itself stays on this thread.  The reader counts into its own Stats: the
   // accountant's are written on the other thread, and the counts are merged once it is done.
-  const bool threaded = opts.accounting_thread && std::thread::hardware_concurrency() != 1;
+  const bool threaded = opts.accounting_thread && usable_cpus() != 1;
   Stats reader_stats;
   Stats& counts = threaded ? reader_stats : stats;
   // A recording's sinks behind the worker.  Declared before it: on every way out, an exception

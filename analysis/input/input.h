@@ -98,7 +98,8 @@ struct InputOptions {
   std::function<void(const CollectiveRecord&)> on_collective;
   // The events are accounted on a thread of their own while the importer reads on (analysis/
   // model/threaded_sink.h): the same calls in the same order, so the same output, in less
-  // time.  Off: one thread (tests compare the two).  Also one thread on a one-core machine.
+  // time.  Off: one thread (tests compare the two).  Also one thread where the process may use
+  // one CPU only (usable_cpus, analysis/model/ordered_parallel.h).
   bool accounting_thread = true;
 };
 

@@ -35,15 +35,20 @@ namespace gpuacct {
 // 0.28-0.30 s two or more at a time.  Half the cores this process may run on, at least 2 and at
 // most 4: each read holds its own input's events (a 1 GB trace ~420 MB), so memory, not cores,
 // bounds how many a machine takes -- more only when asked (--jobs).
-inline unsigned default_read_jobs() {
-  unsigned cpus = std::thread::hardware_concurrency();
+// The CPUs this process may run on (its affinity: a container's or taskset's cpuset), else the
+// machine's; 0 when unknown.
+inline unsigned usable_cpus() {
 #ifdef __linux__
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) > 0)
-    cpus = static_cast<unsigned>(CPU_COUNT(&allowed));
+    return static_cast<unsigned>(CPU_COUNT(&allowed));
 #endif
-  return std::clamp(cpus / 2, 2u, 4u);
+  return std::thread::hardware_concurrency();
+}
+
+inline unsigned default_read_jobs() {
+  return std::clamp(usable_cpus() / 2, 2u, 4u);
 }
 inline constexpr unsigned kMaxReadJobs = 256;
 
