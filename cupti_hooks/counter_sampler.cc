@@ -224,6 +224,14 @@ namespace {
   std::memset(&name, 0, sizeof name); \
   name.structSize = type##_STRUCT_SIZE
 
+void drop_host(CuptiApi& api, CUpti_Profiler_Host_Object** host) {
+  if (*host == nullptr) return;
+  GPUACCT_PARAMS(CUpti_Profiler_Host_Deinitialize_Params, fin);
+  fin.pHostObject = *host;
+  api.cuptiProfilerHostDeinitialize(&fin);
+  *host = nullptr;
+}
+
 // A host object with `names` added and its config image; the CUPTI error when it fails, and
 // the passes the set needs.
 CUptiResult make_config(CuptiApi& api, const char* chip, const std::vector<uint8_t>& availability,
@@ -261,21 +269,8 @@ CUptiResult make_config(CuptiApi& api, const char* chip, const std::vector<uint8
       *passes = np.numOfPasses;
     }
   }
-  if (r != CUPTI_SUCCESS) {
-    GPUACCT_PARAMS(CUpti_Profiler_Host_Deinitialize_Params, fin);
-    fin.pHostObject = *host;
-    api.cuptiProfilerHostDeinitialize(&fin);
-    *host = nullptr;
-  }
+  if (r != CUPTI_SUCCESS) drop_host(api, host);
   return r;
-}
-
-void drop_host(CuptiApi& api, CUpti_Profiler_Host_Object** host) {
-  if (*host == nullptr) return;
-  GPUACCT_PARAMS(CUpti_Profiler_Host_Deinitialize_Params, fin);
-  fin.pHostObject = *host;
-  api.cuptiProfilerHostDeinitialize(&fin);
-  *host = nullptr;
 }
 
 // Greedy: each role's first candidate that keeps the set valid and one pass.  CUPTI_SUCCESS
@@ -545,11 +540,9 @@ void CounterSampler::decode_device(Device& d, int64_t clock_offset_ns,
     dec.pPmSamplingObject = d.sampler;
     dec.pCounterDataImage = d.image.data();
     dec.counterDataImageSize = d.image.size();
-    const CUptiResult r = api_.cuptiPmSamplingDecodeData(&dec);
+    // CUPTI_ERROR_OUT_OF_MEMORY: the hardware buffer overflowed (KEEP_OLDEST semantics).
+    const CUptiResult r = GPUACCT_CUPTI_CALL(api_, cuptiPmSamplingDecodeData, &dec);
     if (r != CUPTI_SUCCESS) {
-      // CUPTI_ERROR_OUT_OF_MEMORY: the hardware buffer overflowed (KEEP_OLDEST semantics).
-      static std::atomic<bool> logged{false};
-      if (!logged.exchange(true)) log_cupti_failure(api_, "cuptiPmSamplingDecodeData", r);
       decode_failed(
           d, std::string(api_.result_string(r)) + " (" + std::to_string(static_cast<int>(r)) + ")",
           stats);

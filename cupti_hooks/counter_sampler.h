@@ -103,7 +103,6 @@ class CounterSampler {
   int64_t decoded_until(int64_t clock_offset_ns) const;
   bool any_active() const;
   std::vector<CounterDeviceStatus> status() const;
-  const CounterOptions& options() const { return options_; }
 
  private:
   struct Device;

@@ -240,7 +240,8 @@ void Runtime::attach_cupti() {
   // while CUPTI is still intact.  on_exit is idempotent.
   std::atexit(on_exit_trampoline);
   if (m.cfg.counters) {
-    // Before start(): the collector then watches for the devices the process uses.
+    // The sampler starts on a device at its first GPU record (the pipeline offers the devices
+    // the parser has seen, each tick: inject/pipeline.cc).
     cupti::CounterOptions counters;
     counters.interval_us = static_cast<uint32_t>(m.cfg.counters_interval_us);
     counters.decode_period_ms = static_cast<uint32_t>(m.cfg.flush_ms);
