@@ -29,6 +29,7 @@ class FlatMap64 {
   FlatMap64() { slots_.resize(16); }
 
   size_t size() const { return size_; }
+  size_t capacity() const { return slots_.size(); }
 
   // Returns the value for key, inserting a default one if absent.  key must be non-zero.
   V& operator[](uint64_t key) {
@@ -101,6 +102,15 @@ class FlatMap64 {
     return longest;
   }
 
+  // How many slots a lookup of key probes (1: it sits in its home slot; 0: absent); for tests.
+  size_t probe_length(uint64_t key) const {
+    if (key == 0) return 0;
+    for (size_t i = index_of(key), n = 1;; i = (i + 1) & mask(), ++n) {
+      if (slots_[i].key == key) return n;
+      if (slots_[i].key == 0) return 0;
+    }
+  }
+
   // Removes every entry and gives the memory back.
   void clear() {
     mixed_ = false;
@@ -109,19 +119,32 @@ class FlatMap64 {
     size_ = 0;
   }
 
-  // Removes every entry for which pred(key, value) is true.  O(capacity).
+  // Removes every entry for which pred(key, value) is true, calling pred once per entry.
+  // O(capacity), in place: no allocation unless the map ends up sparse (below), so pruning a
+  // table of a whole trace's launches neither doubles its memory nor touches fresh pages.
+  //
+  // How: the scan starts after an empty slot, so no probe run crosses its start.  Each entry is
+  // taken out of its slot and, when kept, put back by probing from its home.  The slots from
+  // its home to its old slot were all scanned already and its old slot is free, so it lands at
+  // or before where it was, and the entries after it find their path the same way.
   template <typename Pred>
   void erase_if(Pred pred) {
-    spare_.swap(slots_);  // reuse the previous table's memory: no allocation once warmed up
-    size_t cap = 16;
-    size_t keep = 0;
-    for (const Slot& s : spare_) keep += (s.key != 0 && !pred(s.key, s.value)) ? 1u : 0u;
-    while (keep * 2 > cap) cap *= 2;
-    slots_.assign(cap, Slot{});
-    size_ = 0;
-    for (const Slot& s : spare_) {
-      if (s.key != 0 && !pred(s.key, s.value)) (*this)[s.key] = s.value;
+    size_t start = 0;
+    while (slots_[start].key != 0) ++start;  // load <= 3/4: an empty slot exists
+    for (size_t n = 1; n <= slots_.size(); ++n) {
+      const size_t at = (start + n) & mask();
+      const Slot s = slots_[at];
+      if (s.key == 0) continue;
+      slots_[at] = Slot{};
+      if (pred(s.key, s.value)) {
+        --size_;
+        continue;
+      }
+      size_t i = index_of(s.key);
+      while (slots_[i].key != 0) i = (i + 1) & mask();
+      slots_[i] = s;
     }
+    shrink_if_sparse();
   }
 
   template <typename Fn>
@@ -151,6 +174,19 @@ class FlatMap64 {
     return static_cast<size_t>(key ^ (key >> 32)) & mask();
   }
   void grow() { rehash(slots_.size() * 2); }
+  // A map that emptied (a live source's settled launches) moves to a table at most half full,
+  // in the memory of the one it had before that (spare_): no allocation once warmed up.
+  void shrink_if_sparse() {
+    size_t cap = 16;
+    while (size_ * 2 > cap) cap *= 2;
+    if (cap * 4 > slots_.size()) return;
+    spare_.swap(slots_);
+    slots_.assign(cap, Slot{});
+    size_ = 0;
+    for (const Slot& s : spare_) {
+      if (s.key != 0) (*this)[s.key] = s.value;
+    }
+  }
   void rehash(size_t capacity) {
     std::vector<Slot> old;
     old.swap(slots_);

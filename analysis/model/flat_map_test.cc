@@ -90,6 +90,66 @@ TEST(FlatMap64, SequentialIdsWithLongLivedOnesKeepShortRuns) {
   EXPECT_FALSE(m.mixed());
 }
 
+// erase_if in place, on maps whose probe runs are long and wrap around the table's end (keys
+// from a narrow range, some near the top of the table): the kept entries are exactly the
+// reference's, pred runs once per entry, no kept entry probes further than it did before, and
+// the table keeps its size unless it ends up sparse.
+TEST(FlatMap64, EraseIfInPlaceKeepsEntriesFindableAndRunsNoLonger) {
+  std::mt19937_64 rng(11);
+  for (int round = 0; round < 300; ++round) {
+    FlatMap64<uint64_t> m;
+    std::unordered_map<uint64_t, uint64_t> ref;
+    const size_t n = 1 + rng() % 3000;
+    const uint64_t span = 1 + rng() % (2 * n);
+    const uint64_t base = rng() % 2 ? 1 : (uint64_t{1} << 40) - span / 2;  // runs may wrap
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t key = base + rng() % span;
+      m[key] = i;
+      ref[key] = i;
+    }
+    std::unordered_map<uint64_t, size_t> probe_before;
+    for (const auto& [k, v] : ref) probe_before[k] = m.probe_length(k);
+    const size_t capacity_before = m.capacity();
+    const uint64_t modulus = 1 + rng() % 5;
+    size_t calls = 0;
+    m.erase_if([&](uint64_t k, uint64_t v) {
+      ++calls;
+      EXPECT_EQ(ref.at(k), v);
+      return k % modulus == 0;
+    });
+    EXPECT_EQ(calls, probe_before.size());
+    for (auto it = ref.begin(); it != ref.end();) it = it->first % modulus == 0 ? ref.erase(it) : ++it;
+    ASSERT_EQ(m.size(), ref.size());
+    for (const auto& [k, v] : probe_before) {
+      const uint64_t* got = m.find(k);
+      ASSERT_EQ(got != nullptr, ref.count(k) == 1) << k;
+      if (got == nullptr) continue;
+      EXPECT_EQ(*got, ref.at(k));
+      if (m.capacity() == capacity_before) {
+        EXPECT_LE(m.probe_length(k), v) << k;
+      }
+    }
+    if (m.size() * 8 > capacity_before) {
+      EXPECT_EQ(m.capacity(), capacity_before);
+    }
+    if (m.capacity() != capacity_before) {
+      EXPECT_LE(m.size() * 2, m.capacity());  // shrunk: at most half full
+    }
+  }
+}
+
+// A map emptied by erase_if shrinks, and a second shrink reuses the first table's memory.
+TEST(FlatMap64, EraseIfShrinksASparseMap) {
+  FlatMap64<uint64_t> m;
+  for (uint64_t k = 1; k <= 100'000; ++k) m[k] = k;
+  const size_t big = m.capacity();
+  m.erase_if([](uint64_t k, uint64_t) { return k > 10; });
+  EXPECT_EQ(m.size(), 10u);
+  EXPECT_LT(m.capacity(), big / 4);
+  for (uint64_t k = 1; k <= 10; ++k) ASSERT_NE(m.find(k), nullptr);
+  EXPECT_EQ(m.find(11), nullptr);
+}
+
 // The common case keeps the cache-friendly slots: sequential ids settled in order.
 TEST(FlatMap64, SequentialIdsSettledInOrderStayUnmixed) {
   FlatMap64<uint64_t> m;
