@@ -31,6 +31,21 @@ class ByteSource {
   virtual bool compressed() const { return false; }
   // What inflates the bytes: "isa-l", "zlib", or "none" (plain input).
   virtual const char* decoder() const { return "none"; }
+
+  // Reading in place (optional): a source that lends its own memory returns how many bytes
+  // are writable just before every span lend() gives (0: it does not lend; use read()).
+  virtual size_t lend_headroom() const { return 0; }
+  // The next bytes, in place: *data points at *len bytes (0 at the end of data, or with an
+  // error), preceded by lend_headroom() writable bytes into which `carry` has been copied, so
+  // [*data - carry.size(), *data + *len) is contiguous.  carry.size() <= lend_headroom(); it
+  // may lie in the span lent before, which stays valid until this call returns.  A span stays
+  // valid until the next lend() or read().  Reads and lends may alternate.
+  virtual Status lend(std::string_view carry, char** data, size_t* len) {
+    (void)carry;
+    *data = nullptr;
+    *len = 0;
+    return Status::Error("this byte source does not lend its memory");
+  }
 };
 
 enum class GzipDecoder : uint8_t {

@@ -49,6 +49,41 @@ ReadAll read_all(ByteSource& src) {
   }
 }
 
+// Reads as json_scan::Stream does from a source that lends its memory: mostly lend(), with a
+// carry taken from the end of the span lent before (it may lie in the block being given back)
+// and now and then a read() in between.  Each span's carry must sit right before it, intact.
+ReadAll lend_all(ByteSource& src, std::string* carry_errors) {
+  ReadAll r;
+  std::mt19937_64 rng(3);
+  const size_t headroom = src.lend_headroom();
+  std::string_view last;  // the span lent before, with its carry
+  std::vector<char> buf(4097);
+  for (size_t i = 0;; ++i) {
+    size_t got = 0;
+    if (headroom == 0 || i % 5 == 4) {
+      Status st = src.read(buf.data(), buf.size(), &got);
+      if (!st.ok()) r.error = st.message();
+      if (!st.ok() || got == 0) return r;
+      r.bytes.append(buf.data(), got);
+      last = {};
+      continue;
+    }
+    const size_t carry_bytes = std::min<size_t>(last.size(), rng() % (headroom + 1));
+    const std::string_view carry = last.substr(last.size() - carry_bytes);
+    const std::string expected(carry);
+    char* data = nullptr;
+    Status st = src.lend(carry, &data, &got);
+    if (!st.ok()) r.error = st.message();
+    if (!st.ok() || got == 0) return r;
+    if (std::string_view(data - carry_bytes, carry_bytes) != expected) {
+      *carry_errors += "carry of " + std::to_string(carry_bytes) + " bytes changed at span " +
+                       std::to_string(i) + "\n";
+    }
+    r.bytes.append(data, got);
+    last = std::string_view(data - carry_bytes, carry_bytes + got);
+  }
+}
+
 struct Variant {
   const char* name;
   ByteSourceOptions opts;
@@ -81,6 +116,14 @@ TEST(ByteSource, DecodersAndThreadGiveTheSameBytes) {
     EXPECT_EQ(r.error, "") << v.name;
     EXPECT_TRUE(r.bytes == text) << v.name << ": " << r.bytes.size() << " bytes";
     EXPECT_EQ(src->raw_consumed(), z.size()) << v.name;  // progress reaches 100%
+    // Read in place (the thread lends its blocks; one thread has nothing to lend).
+    auto lender = memory_byte_source(z, v.opts);
+    EXPECT_EQ(lender->lend_headroom() > 0, v.opts.background_min_bytes == 0) << v.name;
+    std::string carry_errors;
+    const ReadAll lent = lend_all(*lender, &carry_errors);
+    EXPECT_EQ(lent.error, "") << v.name;
+    EXPECT_EQ(carry_errors, "") << v.name;
+    EXPECT_TRUE(lent.bytes == text) << v.name << ": " << lent.bytes.size() << " bytes";
   }
 }
 
@@ -111,6 +154,13 @@ TEST(ByteSource, TruncationIsTheSameErrorEverywhere) {
       // Everything before the cut that the decoder could produce came through first.
       EXPECT_LE(r.bytes.size(), text.size()) << v.name;
       EXPECT_TRUE(text.compare(0, r.bytes.size(), r.bytes) == 0) << v.name;
+      // In place: the same bytes, then the same error.
+      auto lender = memory_byte_source(std::string_view(z).substr(0, cut), v.opts);
+      std::string carry_errors;
+      const ReadAll lent = lend_all(*lender, &carry_errors);
+      EXPECT_EQ(lent.error, r.error) << v.name << " cut " << cut;
+      EXPECT_EQ(carry_errors, "") << v.name;
+      EXPECT_TRUE(lent.bytes == r.bytes) << v.name << " cut " << cut;
     }
   }
 }
@@ -133,6 +183,16 @@ TEST(ByteSource, CorruptionIsTheSameErrorEverywhere) {
       size_t got = 1;
       Status again = src->read(buf, sizeof(buf), &got);
       EXPECT_EQ(again.message(), r.error) << v.name;
+      EXPECT_EQ(got, 0u) << v.name;
+      // In place: the same bytes and error, and the error again after it.
+      auto lender = memory_byte_source(z, v.opts);
+      std::string carry_errors;
+      const ReadAll lent = lend_all(*lender, &carry_errors);
+      EXPECT_EQ(lent.error, r.error) << v.name;
+      EXPECT_EQ(carry_errors, "") << v.name;
+      EXPECT_TRUE(lent.bytes == r.bytes) << v.name;
+      char* data = buf;
+      EXPECT_EQ(lender->lend({}, &data, &got).message(), r.error) << v.name;
       EXPECT_EQ(got, 0u) << v.name;
     }
   }

@@ -265,32 +265,56 @@ Result Scanner::string_with_escapes(Cursor& c, std::string_view* out, bool decod
 // ---- the stream -----------------------------------------------------------------------------
 
 Stream::Stream(ByteSource& src, StreamErrors& errors, size_t max_value_bytes)
-    : src_(src), errors_(errors), max_value_bytes_(max_value_bytes) {
+    : src_(src),
+      errors_(errors),
+      max_value_bytes_(max_value_bytes),
+      lend_headroom_(src.lend_headroom()) {
   // Small inputs (tests, the fuzzer) get a small buffer; it grows on demand.
   constexpr size_t kChunkBytes = size_t{1} << 20;  // read granularity
-  size_t initial = kChunkBytes;
+  initial_bytes_ = kChunkBytes;
   const uint64_t total = src_.raw_total();
   if (total > 0 && total < kChunkBytes) {
-    initial = std::max<size_t>(4096, static_cast<size_t>(total) * (src_.compressed() ? 4 : 2));
-    initial = std::min(initial, kChunkBytes);
+    initial_bytes_ = std::max<size_t>(4096, static_cast<size_t>(total) * (src_.compressed() ? 4 : 2));
+    initial_bytes_ = std::min(initial_bytes_, kChunkBytes);
   }
-  buf_.resize(initial);
 }
 
 Status Stream::refill(bool* more) {
   *more = false;
-  if (pos_ > 0) {
-    std::memmove(buf_.data(), buf_.data() + pos_, len_ - pos_);
-    base_ += pos_;
-    len_ -= pos_;
-    pos_ = 0;
-  }
+  base_ += pos_;  // what was read is forgotten; the kept bytes start data_
+  data_ += pos_;
+  len_ -= pos_;
+  pos_ = 0;
   if (eof_) return Status::Ok();
+  // In place while the kept bytes fit the headroom and stay clear of the value size limit
+  // (a value is never refused for its size on this path, so small limits take the other).
+  if (lend_headroom_ > 0 && len_ <= lend_headroom_ && len_ < max_value_bytes_ / 2) {
+    char* lent = nullptr;
+    size_t got = 0;
+    GPUACCT_RETURN_IF_ERROR(src_.lend(std::string_view(data_, len_), &lent, &got));
+    if (got == 0) {
+      eof_ = true;  // data_ (the span lent before) stays valid
+    } else {
+      data_ = lent - len_;
+      in_buf_ = false;
+      len_ += got;
+      *more = true;
+    }
+    if (on_read_) on_read_();
+    return Status::Ok();
+  }
+  // The kept bytes go to the front of buf_ before it may be reallocated (a lent span stays
+  // valid until the next read).
+  if (in_buf_) std::memmove(buf_.data(), data_, len_);
+  if (buf_.size() < initial_bytes_) buf_.resize(initial_bytes_);
   if (len_ >= buf_.size() / 2) {
     // The value being parsed fills half the buffer: grow (a single huge value).
     if (buf_.size() >= max_value_bytes_) return errors_.oversize(base_, max_value_bytes_);
     buf_.resize(std::min(buf_.size() * 2, max_value_bytes_));
   }
+  if (!in_buf_) std::memcpy(buf_.data(), data_, len_);
+  data_ = buf_.data();
+  in_buf_ = true;
   while (len_ < buf_.size()) {
     size_t got = 0;
     GPUACCT_RETURN_IF_ERROR(src_.read(buf_.data() + len_, buf_.size() - len_, &got));
@@ -309,7 +333,7 @@ Status Stream::refill(bool* more) {
 Status Stream::next_nonws_refill(bool* at_end) {
   *at_end = false;
   for (;;) {
-    while (pos_ < len_ && is_ws(buf_[pos_])) ++pos_;
+    while (pos_ < len_ && is_ws(data_[pos_])) ++pos_;
     if (pos_ < len_) return Status::Ok();
     bool more = false;
     GPUACCT_RETURN_IF_ERROR(refill(&more));
@@ -323,10 +347,10 @@ Status Stream::next_nonws_refill(bool* at_end) {
 Status Stream::read_raw_value(const char* what, std::string_view* bytes) {
   size_t start = 0;
   GPUACCT_RETURN_IF_ERROR(with_refill(what, [&](Cursor& c) {
-    start = static_cast<size_t>(c.p - buf_.data());
+    start = static_cast<size_t>(c.p - data_);
     return scan_.skip_value(c, 1);
   }));
-  *bytes = std::string_view(buf_.data() + start, pos_ - start);
+  *bytes = std::string_view(data_ + start, pos_ - start);
   return Status::Ok();
 }
 

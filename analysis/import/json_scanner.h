@@ -470,20 +470,20 @@ class Stream {
   void on_read(std::function<void()> hook) { on_read_ = std::move(hook); }
 
   // The next byte (valid after next_nonws() found one) and the byte offsets of the input.
-  char peek() const { return buf_[pos_]; }
+  char peek() const { return data_[pos_]; }
   void advance(size_t n = 1) { pos_ += n; }
   bool starts_with(std::string_view bytes) const {
     return len_ - pos_ >= bytes.size() &&
-           std::memcmp(buf_.data() + pos_, bytes.data(), bytes.size()) == 0;
+           std::memcmp(data_ + pos_, bytes.data(), bytes.size()) == 0;
   }
   uint64_t offset() const { return base_ + pos_; }      // of the next byte
   uint64_t end_offset() const { return base_ + len_; }  // of the end of what was read
-  uint64_t offset_of(const char* p) const { return base_ + static_cast<uint64_t>(p - buf_.data()); }
+  uint64_t offset_of(const char* p) const { return base_ + static_cast<uint64_t>(p - data_); }
 
   // Skips whitespace across chunks; *at_end when the input ends.  Inline for the common case
   // (called twice per trace event): the next non-blank byte is already buffered.
   Status next_nonws(bool* at_end) {
-    while (pos_ < len_ && is_ws(buf_[pos_])) ++pos_;
+    while (pos_ < len_ && is_ws(data_[pos_])) ++pos_;
     if (pos_ < len_) {
       *at_end = false;
       return Status::Ok();
@@ -496,11 +496,11 @@ class Stream {
   template <typename F>
   Status with_refill(const char* what, F&& attempt) {
     for (;;) {
-      Cursor c{buf_.data() + pos_, buf_.data() + len_};
+      Cursor c{data_ + pos_, data_ + len_};
       scan_.reset_scratch();
       Result r = c.p < c.end ? attempt(c) : Result::kNeedMore;
       if (r == Result::kOk) {
-        pos_ = static_cast<size_t>(c.p - buf_.data());
+        pos_ = static_cast<size_t>(c.p - data_);
         return Status::Ok();
       }
       if (r == Result::kSyntax) return errors_.syntax(offset_of(scan_.err.at), scan_.err.what);
@@ -518,7 +518,11 @@ class Stream {
   Status syntax_error_here(const char* what) { return errors_.syntax(offset(), what); }
 
  private:
-  // Moves [pos_, len_) to the front and reads more; *more = false at the end of the input.
+  // Keeps [pos_, len_) (the value being read) and reads more after it; *more = false at the
+  // end of the input.  From a source that lends its memory (a prefetched gzip input) the bytes
+  // are read in place: the kept bytes go into the headroom before the next block.  Otherwise,
+  // or when the kept bytes are too many for the headroom, they move to the front of buf_ and
+  // the source copies into buf_ after them.
   Status refill(bool* more);
   Status next_nonws_refill(bool* at_end);
 
@@ -527,9 +531,13 @@ class Stream {
   size_t max_value_bytes_;
   std::function<void()> on_read_;
   Scanner scan_;
-  std::vector<char> buf_;
+  size_t lend_headroom_;   // src_.lend_headroom(): 0 when it does not lend
+  size_t initial_bytes_;   // buf_'s size once it is first needed (it grows from there)
+  std::vector<char> buf_;  // the bytes, unless they are read in place (see refill)
+  const char* data_ = "";  // the bytes being read: in buf_ or in the source's memory
+  bool in_buf_ = false;    // data_ points into buf_
   size_t pos_ = 0, len_ = 0;
-  uint64_t base_ = 0;  // input offset of buf_[0]
+  uint64_t base_ = 0;  // input offset of data_[0]
   bool eof_ = false;
 };
 

@@ -464,9 +464,55 @@ class Words : public StreamErrors {
   }
 };
 
+// A source that lends its memory (as the inflating thread does) in blocks of `block` bytes,
+// from two buffers in turn.  The buffer lent before is scribbled over as soon as the carry was
+// copied out of it, as the thread refilling it would: a stream that kept a pointer into an
+// older span reads '#'.
+class LendingSource : public ByteSource {
+ public:
+  LendingSource(std::string data, size_t block, size_t headroom)
+      : data_(std::move(data)), block_(block), headroom_(headroom) {
+    for (auto& b : buffers_) b.resize(headroom_ + block_);
+  }
+  Status read(char* dst, size_t n, size_t* got) override {
+    const size_t k = std::min({n, block_, data_.size() - at_});
+    std::memcpy(dst, data_.data() + at_, k);
+    at_ += k;
+    *got = k;
+    ++reads_;
+    return Status::Ok();
+  }
+  size_t lend_headroom() const override { return headroom_; }
+  Status lend(std::string_view carry, char** data, size_t* len) override {
+    *len = std::min(block_, data_.size() - at_);
+    if (carry.size() > headroom_) return Status::Error("carry larger than the headroom");
+    if (*len == 0) return Status::Ok();  // the end: the span lent before stays as it is
+    std::vector<char>& next = buffers_[++turn_ % 2];
+    *data = next.data() + headroom_;
+    std::memmove(*data - carry.size(), carry.data(), carry.size());
+    std::memcpy(*data, data_.data() + at_, *len);
+    at_ += *len;
+    std::vector<char>& before = buffers_[(turn_ + 1) % 2];
+    std::fill(before.begin(), before.end(), '#');
+    ++lends_;
+    return Status::Ok();
+  }
+  uint64_t raw_consumed() const override { return at_; }
+  uint64_t raw_total() const override { return 0; }
+  size_t reads() const { return reads_; }
+  size_t lends() const { return lends_; }
+
+ private:
+  std::string data_;
+  size_t block_, headroom_;
+  size_t at_ = 0;
+  std::vector<char> buffers_[2];
+  size_t turn_ = 0;
+  size_t reads_ = 0, lends_ = 0;
+};
+
 // Reads whitespace-separated scalars through the stream; returns them joined by '|'.
-StatusOr<std::string> read_all(const std::string& text, size_t chunk, size_t max_value) {
-  TrickleSource src(text, chunk);
+StatusOr<std::string> read_all(ByteSource& src, size_t max_value) {
   Words words;
   Stream st(src, words, max_value);
   std::string out;
@@ -483,6 +529,10 @@ StatusOr<std::string> read_all(const std::string& text, size_t chunk, size_t max
     }));
     out += one + "|";
   }
+}
+StatusOr<std::string> read_all(const std::string& text, size_t chunk, size_t max_value) {
+  TrickleSource src(text, chunk);
+  return read_all(src, max_value);
 }
 
 TEST(Stream, ValuesAcrossTinyChunksReadTheSameAsOneChunk) {
@@ -522,6 +572,55 @@ TEST(Stream, VectorScansWithTheBufferEndAtEveryByte) {
     auto got = read_all("\"" + filler + "\" " + tail, 4096, 1 << 20);
     ASSERT_TRUE(got.ok()) << got.status().message();
     EXPECT_EQ(*got, filler + "|" + *want) << "shift " << shift;
+  }
+}
+
+// Read in place from a lending source: the same values as copied reads, with blocks and
+// headroom small enough that values straddle blocks, carries fill the headroom exactly, and
+// values longer than the headroom are copied (the stream's own buffer) before it lends again.
+TEST(Stream, ReadingInPlaceGivesTheSameValues) {
+  std::string text;
+  for (int i = 0; i < 40; ++i) {
+    text += " \"" + std::string(static_cast<size_t>(i * 3), 's') + "\\\"q\" " +
+            std::to_string(i * 1000003) + ".5 [1, {\"k\": \"" + std::string(size_t(i % 7), ']') +
+            "\"}] ";
+    if (i % 9 == 0) text += "\"" + std::string(300, 'L') + "\" ";  // longer than the headroom
+  }
+  auto want = read_all(text, 1 << 20, 1 << 20);
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  for (size_t block : {size_t{1}, size_t{5}, size_t{16}, size_t{64}, size_t{1000}}) {
+    for (size_t headroom : {size_t{8}, size_t{32}, size_t{200}}) {
+      LendingSource src(text, block, headroom);
+      auto got = read_all(src, 1 << 20);
+      ASSERT_TRUE(got.ok()) << block << "/" << headroom << ": " << got.status().message();
+      EXPECT_EQ(*got, *want) << block << "/" << headroom;
+      EXPECT_GT(src.lends(), 0u) << block << "/" << headroom;
+      EXPECT_GT(src.reads(), 0u) << block << "/" << headroom;  // the 300-byte strings
+    }
+  }
+  // Nothing longer than the headroom: every byte is read in place.
+  LendingSource small("1 2 \"three\" [4] " + std::string(100, ' ') + " 5 ", 3, 64);
+  auto got = read_all(small, 1 << 20);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(*got, "1|2|three||5|");
+  EXPECT_EQ(small.reads(), 0u);
+}
+
+TEST(Stream, ReadingInPlaceEndsWithTheSameErrors) {
+  for (size_t block : {size_t{1}, size_t{4}, size_t{1000}}) {
+    LendingSource cut(R"( 1 "never closed )", block, 16);
+    auto want = read_all(R"( 1 "never closed )", 4, 1 << 20);
+    auto got = read_all(cut, 1 << 20);
+    ASSERT_FALSE(got.ok());
+    EXPECT_EQ(got.status().message(), want.status().message()) << block;
+    // The value limit is kept whatever the source: a 3 MiB string with a 2 MiB limit.
+    const std::string big = " 1 \"" + std::string(size_t{3} << 20, 'x') + "\" ";
+    LendingSource lender(big, block * 64, 1 << 16);
+    auto refused = read_all(lender, size_t{2} << 20);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().message(),
+              read_all(big, block * 64, size_t{2} << 20).status().message())
+        << block;
   }
 }
 
