@@ -38,6 +38,7 @@
 #include "analysis/import/kineto_importer.h"
 #include "analysis/model/event_sink.h"
 #include "analysis/model/events.h"
+#include "analysis/model/flat_map.h"
 #include "analysis/model/name_table.h"
 
 namespace gpuacct {
@@ -116,7 +117,9 @@ class TraceTotals final : public EventSink {
   HtaTotalsOptions opts_;
   int rank_ = -1;
   std::vector<Op> ops_;
-  std::vector<std::pair<uint64_t, TimeNs>> launches_;  // (correlation, call start)
+  // Correlation id -> the earliest start among the calls that carry it (never 0).  Kept as
+  // the calls come: a list of every call, turned into this map at the end, was two copies.
+  FlatMap64<TimeNs> launch_start_;
   std::vector<int8_t> class_cache_;                    // by NameId; -1 = not yet classified
   int64_t steps_ = 0;
   TimeNs last_step_start_ = 0;
