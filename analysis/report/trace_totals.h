@@ -40,6 +40,7 @@
 #include "analysis/model/events.h"
 #include "analysis/model/flat_map.h"
 #include "analysis/model/name_table.h"
+#include "analysis/model/segmented_vector.h"
 
 namespace gpuacct {
 
@@ -116,7 +117,7 @@ class TraceTotals final : public EventSink {
   const NameTable& names_;
   HtaTotalsOptions opts_;
   int rank_ = -1;
-  std::vector<Op> ops_;
+  SegmentedVector<Op> ops_;  // every GPU op of the trace: appended, never moved
   // Correlation id -> the earliest start among the calls that carry it (never 0).  Kept as
   // the calls come: a list of every call, turned into this map at the end, was two copies.
   FlatMap64<TimeNs> launch_start_;
