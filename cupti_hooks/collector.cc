@@ -432,12 +432,13 @@ void Collector::on_callback(int domain, uint32_t cbid, const void* cbdata) {
           m.api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
         return;
       }
-      const TracedApi* api = find_traced_api(
-          domain == CUPTI_CB_DOMAIN_RUNTIME_API ? ApiDomain::kRuntime : ApiDomain::kDriver, cbid);
+      const ApiDomain api_domain =
+          domain == CUPTI_CB_DOMAIN_RUNTIME_API ? ApiDomain::kRuntime : ApiDomain::kDriver;
+      const TracedApi* api = find_traced_api(api_domain, cbid);
       if (api == nullptr) return;
       if (d->callbackSite == CUPTI_API_ENTER) {
         if (m.options.hooks.api_enter != nullptr)
-          m.options.hooks.api_enter(api->kind, d->correlationData);
+          m.options.hooks.api_enter(api->kind, api_domain, d->correlationData);
       } else {
         if (m.options.hooks.api_exit != nullptr)
           m.options.hooks.api_exit(api->kind, d->correlationData);

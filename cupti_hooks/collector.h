@@ -28,6 +28,7 @@
 #include "analysis/model/events.h"
 #include "analysis/model/stats.h"
 #include "analysis/model/status.h"
+#include "cupti_hooks/api_table.h"
 #include "cupti_hooks/counter_sampler.h"
 
 namespace gpuacct::cupti {
@@ -36,9 +37,9 @@ class ActivityParser;
 
 // Called synchronously from CUPTI API callbacks on the application thread.  Must be cheap.
 struct CollectorHooks {
-  // A traced launch / copy / sync call begins or ends.  `scratch` is per-call storage shared by
-  // the enter and exit callbacks of the same call.
-  void (*api_enter)(HostApiKind kind, uint64_t* scratch) = nullptr;
+  // A traced launch / copy / sync call begins (in `domain`) or ends.  `scratch` is per-call
+  // storage shared by the enter and exit callbacks of the same call.
+  void (*api_enter)(HostApiKind kind, ApiDomain domain, uint64_t* scratch) = nullptr;
   void (*api_exit)(HostApiKind kind, uint64_t* scratch) = nullptr;
   // CUPTI completed a buffer (wake the worker if it sleeps).  Any thread.
   void (*buffer_ready)() = nullptr;

@@ -143,12 +143,20 @@ void Pipeline::drain_rings() {
       }
       records_.push_back(tr);
     });
-    const uint64_t d = t->ring.dropped();
-    uint64_t& seen = dropped_seen_[t];
-    if (d > seen) {
-      acc_.mutable_stats().add(Stat::host_records_dropped, static_cast<int64_t>(d - seen));
-      seen = d;
-    }
+    CountsSeen& seen = seen_[t];
+    Stats& stats = acc_.mutable_stats();
+    auto add_new = [&](Stat stat, uint64_t now, uint64_t& before) {
+      if (now > before) stats.add(stat, static_cast<int64_t>(now - before));
+      before = now;
+    };
+    add_new(Stat::host_records_dropped, t->ring.dropped(), seen.dropped);
+    add_new(Stat::launch_callbacks_runtime,
+            t->runtime_launch_callbacks.load(std::memory_order_relaxed), seen.runtime_launches);
+    add_new(Stat::launch_callbacks_driver,
+            t->driver_launch_callbacks.load(std::memory_order_relaxed), seen.driver_launches);
+    add_new(Stat::launch_callbacks_driver_nested,
+            t->driver_launch_callbacks_nested.load(std::memory_order_relaxed),
+            seen.driver_launches_nested);
     if (orphan) {
       parser_.thread_ids().exited(t->pthread_low, t->tid,
                                   t->exit_ns.load(std::memory_order_relaxed));

@@ -168,7 +168,15 @@ class Pipeline {
   std::vector<TimedRecord> records_;
   std::vector<ThreadState*> threads_;
   std::vector<ThreadIdEvent> thread_events_;
-  std::unordered_map<ThreadState*, uint64_t> dropped_seen_;
+  // Per thread state: the ring's drops and its launch-callback counts already added to the
+  // stats (both keep counting while the state is in use: the stats take the differences).
+  struct CountsSeen {
+    uint64_t dropped = 0;
+    uint64_t runtime_launches = 0;
+    uint64_t driver_launches = 0;
+    uint64_t driver_launches_nested = 0;
+  };
+  std::unordered_map<ThreadState*, CountsSeen> seen_;
 
   // Step detection (when nothing marks steps).
   StepDetection detection_;

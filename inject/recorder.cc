@@ -187,7 +187,24 @@ void emit_stack(ThreadState* s, int64_t ts, StackKind kind, int64_t value) {
 
 }  // namespace
 
-void hook_api_enter(HostApiKind kind, uint64_t* scratch) {
+namespace {
+
+void bump(std::atomic<uint64_t>& counter) {
+  counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+void count_launch_callback(ThreadState& s, cupti::ApiDomain domain) {
+  if (domain == cupti::ApiDomain::kRuntime) {
+    bump(s.runtime_launch_callbacks);
+    return;
+  }
+  bump(s.driver_launch_callbacks);
+  if (s.api_depth > 0) bump(s.driver_launch_callbacks_nested);
+}
+
+}  // namespace
+
+void hook_api_enter(HostApiKind kind, cupti::ApiDomain domain, uint64_t* scratch) {
   if (g_mode.load(std::memory_order_relaxed) != kModeRecording) return;
   if (kind == HostApiKind::kCopy) {
     // Traced only so that the thread has a state, and its id is known, before CUPTI records
@@ -205,6 +222,7 @@ void hook_api_enter(HostApiKind kind, uint64_t* scratch) {
     s = current_thread();
     if (s == nullptr) return;
   }
+  if (kind == HostApiKind::kLaunch) count_launch_callback(*s, domain);
   if (s->api_depth++ != 0) return;  // a driver call inside a runtime call
   if (now == 0) now = now_ns();
   if (scratch != nullptr) *scratch = static_cast<uint64_t>(now);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "analysis/model/events.h"
+#include "cupti_hooks/api_table.h"
 #include "inject/config.h"
 #include "inject/host_ring.h"
 
@@ -23,6 +24,13 @@ struct ThreadState {
   int api_depth = 0;  // nesting of traced CUDA calls (runtime -> driver)
   int64_t last_api_exit = 0;
   int64_t last_stack_ts = 0;
+  // Launch callbacks seen while recording (issue 17 §2: does every runtime launch reach the
+  // driver-domain callbacks?  docs/overhead.md).  Only the thread using the state writes them
+  // (a relaxed load and store, no locked instruction); the worker reads them.  They keep
+  // counting across a recycled state's owners: the worker takes differences.
+  std::atomic<uint64_t> runtime_launch_callbacks{0};
+  std::atomic<uint64_t> driver_launch_callbacks{0};
+  std::atomic<uint64_t> driver_launch_callbacks_nested{0};  // inside a traced runtime call
   std::atomic<int64_t> exit_ns{0};    // when the thread exited (set before `orphaned`)
   std::atomic<bool> orphaned{false};  // the thread exited; the worker recycles after draining
 };
@@ -77,7 +85,7 @@ uint64_t next_range_id();
 
 // CUPTI API callback hooks (launch / sync calls; copies too without SYSTEM thread ids, only to
 // make the thread's state): see CollectorHooks.
-void hook_api_enter(HostApiKind kind, uint64_t* scratch);
+void hook_api_enter(HostApiKind kind, cupti::ApiDomain domain, uint64_t* scratch);
 void hook_api_exit(HostApiKind kind, uint64_t* scratch);
 
 // Registry, for the worker.

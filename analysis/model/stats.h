@@ -66,6 +66,13 @@ enum class StatOrigin : uint8_t { kCollection, kAccounting, kOutput };
   X(cupti_thread_ids_unknown, kDataLoss, kCollection,                                          \
     "CUDA API records whose CUPTI thread id (pthread_self(): SYSTEM thread ids refused) "      \
     "matched no thread the library knew: their thread's data ranges could not be told")        \
+  X(launch_callbacks_runtime, kInfo, kCollection,                                              \
+    "launch callbacks CUPTI delivered in the runtime domain (API callbacks on: docs/overhead.md)") \
+  X(launch_callbacks_driver, kInfo, kCollection,                                               \
+    "launch callbacks CUPTI delivered in the driver domain")                                    \
+  X(launch_callbacks_driver_nested, kInfo, kCollection,                                        \
+    "driver-domain launch callbacks inside a traced runtime call (equal to "                   \
+    "launch_callbacks_runtime when every runtime launch reached the driver's callbacks)")      \
   X(native_sites_dropped, kInfo, kCollection,                                                  \
     "native call-site samples left out (the site table was full)")                             \
   X(nccl_profiler_events_dropped, kDataLoss, kCollection,                                      \

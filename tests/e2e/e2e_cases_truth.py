@@ -18,6 +18,30 @@ from e2e_oracle import TOL, expected_verdict, planted_work, expected_work
 from e2e_compare import check_stream_summaries, compare_pipelines, check_settings_override
 
 
+def check_launch_callbacks(name: str, rep: dict, truth: dict, env: dict) -> None:
+    """The launch callbacks counted per CUPTI domain (docs/overhead.md, "Fewer callbacks"): the
+    sim's launches are runtime calls; in nested_launch each makes its driver call inside it, so
+    every runtime launch callback has its nested driver one, as a GPU is to be checked for.
+    Without stacks and with SYSTEM thread ids there are no API callbacks: nothing counted."""
+    runtime = stat(rep, "launch_callbacks_runtime")
+    driver = stat(rep, "launch_callbacks_driver")
+    nested = stat(rep, "launch_callbacks_driver_nested")
+    if env.get("GPUACCT_STACKS") == "0" and "cuptiSetThreadIdType" not in env.get(
+            "GPUACCT_SIM_FAULTS", ""):
+        check(runtime == driver == nested == 0,
+              f"launch callbacks counted with API callbacks off: {runtime}, {driver}, {nested}")
+        return
+    in_steps = sum(ts.get("launches", 0) for ts in truth["steps"])
+    check(runtime >= in_steps > 0 or "launches" not in truth["steps"][0],
+          f"{runtime} runtime launch callbacks, the steps made {in_steps} launches")
+    if name == "nested_launch":
+        check(runtime > 0 and nested == runtime and driver == runtime,
+              f"launch callbacks: runtime {runtime}, driver {driver}, nested {nested}: each "
+              "runtime launch makes one driver launch inside it")
+    else:
+        check(nested == 0, f"{nested} nested driver launch callbacks in a program without any")
+
+
 def case_scenario(name: str, marks: str, extra_env: dict) -> None:
     lib, _, sim_bin, _ = paths()
     with tempfile.TemporaryDirectory(prefix="gpuacct_e2e_") as out:
@@ -71,6 +95,7 @@ def case_scenario(name: str, marks: str, extra_env: dict) -> None:
         check(rep["verdict"]["bound"] == want,
               f"verdict {rep['verdict']['bound']!r}, the truth implies {want!r}")
         check(not rep["data_loss"], f"data loss reported: {rep['stats']}")
+        check_launch_callbacks(name, rep, truth, env)
         check(stat(rep, "unmatched_launches") == 0,
               f"{stat(rep, 'unmatched_launches')} unmatched launches: every launch got its op")
         devs = rep["run"]["devices"]
