@@ -2,7 +2,9 @@
 # GPU check of libgpuacct.so on a machine with an NVIDIA GPU (Hopper: sm_90 build).
 #
 #  1. builds libgpuacct.so (Release), the CUDA examples and the bare CUPTI tracer;
-#  2. runs every example under the library (C API marks and no marks), checks each verdict;
+#  2. runs every example under the library (C API marks and no marks), checks each verdict,
+#     and prints its launch callbacks per CUPTI domain (2a: do runtime launches reach the
+#     driver's callbacks?);
 #  3. measures overhead on the launch-bound example: time per step with the library divided by
 #     time without it, and divided by the bare CUPTI-only tracer (the floor any tracer pays);
 #  3b. runs examples/nccl_allreduce under the library as NCCL's profiler plugin (one GPU: a
@@ -96,6 +98,28 @@ for marks in capi none; do
     row "comm_bound --marks=$marks" communication "-" "skipped: needs >= 2 GPUs"
   fi
 done
+
+# ---- 2a. launch callbacks per CUPTI domain (docs/overhead.md, "Fewer callbacks") -------------
+# Does every runtime launch reach the driver-domain launch callbacks?  If the nested count equals
+# the runtime count on every example (and train.py), the runtime launch callbacks could go.
+# Information, not a pass/fail: nothing decides the answer before a GPU has given it.
+callbacks_of() {  # report dir -> "runtime driver nested"
+  python3 - "$1" <<'PY'
+import glob, json, sys
+files = sorted(glob.glob(sys.argv[1] + "/gpuacct_*.json"))
+if not files:
+    print("- - -"); sys.exit()
+stats = {s["name"]: s["value"] for s in json.load(open(files[-1]))["stats"]}
+print(*(stats.get("launch_callbacks_" + k, "-") for k in ("runtime", "driver", "driver_nested")))
+PY
+}
+callbacks_row() {  # label report-dir
+  read -r rt drv nested < <(callbacks_of "$2")
+  local all=no
+  [ "$rt" != "-" ] && [ "$rt" -gt 0 ] && [ "$nested" = "$rt" ] && all=yes
+  row "callbacks: $1" "-" "rt $rt drv $drv" "nested $nested; every runtime launch reached the driver: $all"
+}
+for name in data_bound launch_bound compute_bound; do callbacks_row "$name" "$OUT/${name}_capi"; done
 
 # ---- 2b. NCCL profiler plugin (one GPU, single-rank communicator) -----------------------------
 # NCCL gives a single-rank all-reduce no task, so no profiler event (examples/nccl_allreduce.cu):
@@ -237,6 +261,7 @@ if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
     status=ok
     if [ $rc -ne 0 ] || [ "$got" != "$wall" ]; then status="FAIL(rc=$rc)"; FAILS=$((FAILS + 1)); fi
     row "train.py --wall $wall" "$wall" "$got" "$status, $steps steps"
+    callbacks_row "train.py --wall $wall" "$dir"
   done
 else
   row "train.py" "-" "-" "skipped: torch with CUDA not importable"
