@@ -41,20 +41,21 @@ struct Iv {
   int64_t s, e;
 };
 
-std::vector<Iv> merge(std::vector<Iv> v) {
+// Turns `v` into its union: sorted, disjoint intervals, in place (no second list).
+void merge(std::vector<Iv>& v) {
   // The union does not depend on the order of equal starts.  Ops mostly come in start order
   // (one stream, or streams that do not overlap): then there is nothing to sort.
   const auto by_start = [](const Iv& a, const Iv& b) { return a.s < b.s; };
   if (!std::is_sorted(v.begin(), v.end(), by_start)) std::sort(v.begin(), v.end(), by_start);
-  std::vector<Iv> out;
+  size_t kept = 0;
   for (const Iv& x : v) {
-    if (!out.empty() && x.s <= out.back().e) {
-      out.back().e = std::max(out.back().e, x.e);
+    if (kept > 0 && x.s <= v[kept - 1].e) {
+      v[kept - 1].e = std::max(v[kept - 1].e, x.e);
     } else {
-      out.push_back(x);
+      v[kept++] = x;
     }
   }
-  return out;
+  v.resize(kept);
 }
 
 int64_t length(const std::vector<Iv>& v) {
@@ -251,14 +252,15 @@ HtaTotals TraceTotals::compute() const {
 
   std::vector<Iv> all, comp, comm;
   all.reserve(kept.size());
+  comp.reserve(kept.size());  // most ops are computation
   for (const KeptOp& k : kept) {
     all.push_back(k.iv);
     if (k.cls & 1) comm.push_back(k.iv);
     if (k.cls & 2) comp.push_back(k.iv);
   }
-  all = merge(std::move(all));
-  comp = merge(std::move(comp));
-  comm = merge(std::move(comm));
+  merge(all);
+  merge(comp);
+  merge(comm);
   t.kernel_time_us = all.back().e - all.front().s;
   t.idle_us = t.kernel_time_us - length(all);
   t.compute_us = length(comp);
