@@ -274,8 +274,8 @@ Stream::Stream(ByteSource& src, StreamErrors& errors, size_t max_value_bytes)
   initial_bytes_ = kChunkBytes;
   const uint64_t total = src_.raw_total();
   if (total > 0 && total < kChunkBytes) {
-    initial_bytes_ = std::max<size_t>(4096, static_cast<size_t>(total) * (src_.compressed() ? 4 : 2));
-    initial_bytes_ = std::min(initial_bytes_, kChunkBytes);
+    const size_t expected = static_cast<size_t>(total) * (src_.compressed() ? 4 : 2);
+    initial_bytes_ = std::min(std::max<size_t>(4096, expected), kChunkBytes);
   }
 }
 
@@ -305,7 +305,7 @@ Status Stream::refill(bool* more) {
   }
   // The kept bytes go to the front of buf_ before it may be reallocated (a lent span stays
   // valid until the next read).
-  if (in_buf_) std::memmove(buf_.data(), data_, len_);
+  if (in_buf_ && data_ != buf_.data()) std::memmove(buf_.data(), data_, len_);
   if (buf_.size() < initial_bytes_) buf_.resize(initial_bytes_);
   if (len_ >= buf_.size() / 2) {
     // The value being parsed fills half the buffer: grow (a single huge value).
