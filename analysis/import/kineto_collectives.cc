@@ -164,11 +164,40 @@ void KinetoCollectives::on_collective_kernel(const GpuOp& op, const KinetoCommVa
 
 void KinetoCollectives::on_api_call(const HostApiCall& call) {
   if (call.kind != HostApiKind::kLaunch || call.correlation_id == 0) return;
-  if (launch_start_.size() < kernel_limit_ || launch_start_.find(call.correlation_id)) {
-    launch_start_[call.correlation_id] = call.start;
+  if (!launch_table_mode_) {
+    if (launch_list_.size() < kernel_limit_) {
+      launch_list_.push_back(Launch{call.correlation_id, call.start});
+      return;
+    }
+    // As many calls as the limit: the table from here on (the list's last call of an id wins,
+    // as the table's updates do).
+    for (const Launch& l : launch_list_) launch_table_[l.correlation] = l.start;
+    launch_list_.clear();
+    launch_table_mode_ = true;
+  }
+  if (launch_table_.size() < kernel_limit_ || launch_table_.find(call.correlation_id)) {
+    launch_table_[call.correlation_id] = call.start;
   } else {
     ++launches_dropped_;  // counted: a kernel of it would have no host enqueue time
   }
+}
+
+namespace {
+constexpr TimeNs kUnseen = std::numeric_limits<TimeNs>::min();
+}  // namespace
+
+FlatMap64<TimeNs> KinetoCollectives::kernel_launch_starts() const {
+  FlatMap64<TimeNs> starts;
+  for (const Kernel& k : kernels_) {
+    if (k.op.correlation_id == 0) continue;
+    const TimeNs* t = launch_table_mode_ ? launch_table_.find(k.op.correlation_id) : nullptr;
+    starts[k.op.correlation_id] = t != nullptr ? *t : kUnseen;
+  }
+  if (launch_table_mode_ || starts.size() == 0) return starts;
+  for (const Launch& l : launch_list_) {
+    if (TimeNs* t = starts.find(l.correlation)) *t = l.start;  // the last call of an id wins
+  }
+  return starts;
 }
 
 CollectiveRecord KinetoCollectives::record_from(const Kernel& k, const Args& args,
@@ -211,6 +240,11 @@ CollectiveRecord KinetoCollectives::record_from(const Kernel& k, const Args& arg
 }
 
 void KinetoCollectives::finish(int own_rank) {
+  const FlatMap64<TimeNs> launch_starts = kernel_launch_starts();
+  auto launch_of = [&](uint64_t correlation) -> const TimeNs* {
+    const TimeNs* t = launch_starts.find(correlation);
+    return t != nullptr && *t != kUnseen ? t : nullptr;
+  };
   std::vector<CollectiveRecord> records;
   std::vector<bool> has_seq;
   std::vector<GpuOp> unidentified;
@@ -227,7 +261,7 @@ void KinetoCollectives::finish(int own_rank) {
       continue;
     }
     if (host_enqueue == 0 && k.op.correlation_id != 0) {
-      if (const TimeNs* launch = launch_start_.find(k.op.correlation_id)) host_enqueue = *launch;
+      if (const TimeNs* launch = launch_of(k.op.correlation_id)) host_enqueue = *launch;
     }
     records.push_back(record_from(k, *args, host_enqueue, own_rank));
     has_seq.push_back(args->seq >= 0);
@@ -263,12 +297,14 @@ void KinetoCollectives::finish(int own_rank) {
   });
   for (const GpuOp& op : unidentified) {
     ++unidentified_;
-    const TimeNs* launch = op.correlation_id != 0 ? launch_start_.find(op.correlation_id) : nullptr;
+    const TimeNs* launch = op.correlation_id != 0 ? launch_of(op.correlation_id) : nullptr;
     if (unidentified_sink_) unidentified_sink_(op, launch != nullptr ? *launch : 0);
   }
   kernels_.clear();
   param_comms_.clear();
-  launch_start_.clear();
+  launch_list_.clear();
+  launch_table_.clear();
+  launch_table_mode_ = false;
 }
 
 }  // namespace gpuacct

@@ -39,6 +39,7 @@
 #include "analysis/model/collective.h"
 #include "analysis/model/event_sink.h"
 #include "analysis/model/flat_map.h"
+#include "analysis/model/segmented_vector.h"
 
 namespace gpuacct {
 
@@ -101,9 +102,20 @@ class KinetoCollectives final : public EventSink {
   size_t kernel_limit_;
   std::vector<Kernel> kernels_;
   std::unordered_map<int64_t, ParamComms> param_comms_;  // by External id
-  // By correlation id (never 0: on_api_call skips it).  Flat: one entry per launch of the
-  // trace, the importer's largest table.
-  FlatMap64<TimeNs> launch_start_;
+  // The launch calls (correlation id, never 0: on_api_call skips it; start).  A list, as they
+  // come, while there are fewer than the limit: 16 bytes a call and no hashing (a table of
+  // every launch of a trace was a tenth of the reading thread's page faults, and a trace
+  // without collectives never looks one up); finish() looks up only its kernels' ids.  Past
+  // the limit, a table: an id already held is updated, a new one is counted as dropped.
+  struct Launch {
+    uint64_t correlation;
+    TimeNs start;
+  };
+  SegmentedVector<Launch> launch_list_;
+  FlatMap64<TimeNs> launch_table_;
+  bool launch_table_mode_ = false;
+  // The launch start of each kernel id finish() looks up (kUnseen: no launch call of it).
+  FlatMap64<TimeNs> kernel_launch_starts() const;
   int64_t records_ = 0;
   int64_t unidentified_ = 0;
   int64_t dropped_ = 0;

@@ -267,5 +267,40 @@ TEST(KinetoCollectivesLimit, KernelsAndLaunchesPastTheLimitAreCounted) {
   EXPECT_EQ(c.dropped(), 1);
 }
 
+// A kernel without collective args gets the start of the last launch call with its id: from
+// the list of calls below the limit, and from the table past it (ids held before the limit
+// are updated; a new one past it has none).
+TEST(KinetoCollectivesLimit, LaunchStartIsTheLastCallOfTheIdBelowAndPastTheLimit) {
+  for (const size_t limit : {size_t{100}, size_t{3}}) {
+    std::map<uint64_t, TimeNs> got;
+    KinetoCollectives c([](const CollectiveRecord&) {},
+                        [&](const GpuOp& op, TimeNs launch) { got[op.correlation_id] = launch; },
+                        limit);
+    const std::pair<uint64_t, TimeNs> calls[] = {{1, 100}, {2, 200}, {1, 150}, {4, 400}, {2, 250}};
+    for (const auto& [id, start] : calls) {
+      HostApiCall call;
+      call.kind = HostApiKind::kLaunch;
+      call.correlation_id = id;
+      call.start = start;
+      c.on_api_call(call);
+    }
+    KinetoCommValues none;
+    for (uint64_t id = 1; id <= 3; ++id) {  // id 3 was never launched
+      GpuOp op;
+      op.collective = CollectiveType::kAllReduce;
+      op.correlation_id = id;
+      op.start = static_cast<TimeNs>(1000 * id);
+      op.end = op.start + 10;
+      c.on_collective_kernel(op, none);
+    }
+    c.finish(-1);
+    EXPECT_EQ(got.at(1), 150) << limit;
+    EXPECT_EQ(got.at(2), 250) << limit;
+    EXPECT_EQ(got.at(3), 0) << limit;
+    // Past a limit of 3: the list held 1, 2, 1; id 4 was a new id with 2 held (< 3): kept.
+    EXPECT_EQ(c.launches_dropped(), 0) << limit;
+  }
+}
+
 }  // namespace
 }  // namespace gpuacct
