@@ -470,8 +470,9 @@ class Words : public StreamErrors {
 // older span reads '#'.
 class LendingSource : public ByteSource {
  public:
-  LendingSource(std::string data, size_t block, size_t headroom)
-      : data_(std::move(data)), block_(block), headroom_(headroom) {
+  // `raw_total`: the size the source claims (the stream's first buffer is sized from it).
+  LendingSource(std::string data, size_t block, size_t headroom, uint64_t raw_total = 0)
+      : data_(std::move(data)), block_(block), headroom_(headroom), raw_total_(raw_total) {
     for (auto& b : buffers_) b.resize(headroom_ + block_);
   }
   Status read(char* dst, size_t n, size_t* got) override {
@@ -498,13 +499,14 @@ class LendingSource : public ByteSource {
     return Status::Ok();
   }
   uint64_t raw_consumed() const override { return at_; }
-  uint64_t raw_total() const override { return 0; }
+  uint64_t raw_total() const override { return raw_total_; }
   size_t reads() const { return reads_; }
   size_t lends() const { return lends_; }
 
  private:
   std::string data_;
   size_t block_, headroom_;
+  uint64_t raw_total_;
   size_t at_ = 0;
   std::vector<char> buffers_[2];
   size_t turn_ = 0;
@@ -604,6 +606,25 @@ TEST(Stream, ReadingInPlaceGivesTheSameValues) {
   ASSERT_TRUE(got.ok()) << got.status().message();
   EXPECT_EQ(*got, "1|2|three||5|");
   EXPECT_EQ(small.reads(), 0u);
+}
+
+// Leaving a lent span for the stream's own buffer with more bytes kept than that buffer holds
+// (a block larger than the first buffer, the source claiming a small size): the buffer grows
+// to hold them, the value reads whole, and a value over the limit is refused as too large, not
+// called truncated.  (Found by review: the bytes were copied past the buffer's end.)
+TEST(Stream, ReadingInPlaceKeepsMoreThanTheFirstBuffer) {
+  const size_t block = 8192;
+  std::string text(block - 1000, ' ');  // the long string starts 1000 bytes before a block end
+  text += "\"" + std::string(20000, 's') + "\" 7 ";
+  LendingSource src(text, block, 1024, /*raw_total=*/1000);  // first buffer: 4096 bytes
+  auto got = read_all(src, 1 << 20);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(*got, std::string(20000, 's') + "|7|");
+  LendingSource limited(text, block, 1024, 1000);
+  auto refused = read_all(limited, 12000);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("oversize"), std::string::npos)
+      << refused.status().message();
 }
 
 TEST(Stream, ReadingInPlaceEndsWithTheSameErrors) {

@@ -55,8 +55,8 @@ class PrefetchSource final : public ByteSource {
   Status read(char* dst, size_t n, size_t* got) override {
     if (synchronous_) return inner_->read(dst, n, got);
     *got = 0;
-    lent_ = false;  // a span lent before is no longer the reader's
     if (n == 0 && !finished_) return Status::Ok();
+    lent_ = false;  // a span lent before is no longer the reader's
     Block* b = unread_block(/*hold=*/false);
     if (b == nullptr) return final_status_;  // the end, or the inner source's error, again
     const size_t k = std::min(n, b->len - head_pos_);
