@@ -239,6 +239,43 @@ TEST(HostRing, FifoDropWhenFullAndWrap) {
 // A thread's CUPTI identity is logged at its first call (before CUPTI can record one of its
 // calls); when a gone thread's pthread id comes back, its exit is logged before the new
 // thread's start, so the worker never maps the old thread's late records to the new one.
+// Launch callbacks counted per domain (issue 17 §2, docs/overhead.md): a driver launch counts
+// as nested only inside a traced runtime call, whatever that call is; not alone, not inside a
+// driver call.  Copies are not launches.
+TEST(Recorder, LaunchCallbacksCountedPerDomainAndNestedOnlyInARuntimeCall) {
+  using cupti::ApiDomain;
+  // On this thread (a thread that exits would log its exit into the Registry test's events);
+  // the counts are differences, as the worker takes them.
+  const int mode_before = g_mode.exchange(kModeRecording);
+  const bool stacks_before = g_hot.stacks;
+  g_hot.stacks = false;
+  ThreadState* s = current_thread();
+  ASSERT_NE(s, nullptr);
+  const uint64_t runtime0 = s->runtime_launch_callbacks.load();
+  const uint64_t driver0 = s->driver_launch_callbacks.load();
+  const uint64_t nested0 = s->driver_launch_callbacks_nested.load();
+  uint64_t scratch = 0;
+  auto call = [&](HostApiKind kind, ApiDomain domain, auto&& inside) {
+    hook_api_enter(kind, domain, &scratch);
+    inside();
+    hook_api_exit(kind, &scratch);
+  };
+  auto nothing = [] {};
+  auto driver_launch = [&] { call(HostApiKind::kLaunch, ApiDomain::kDriver, nothing); };
+  call(HostApiKind::kLaunch, ApiDomain::kRuntime, driver_launch);  // cudaLaunchKernel
+  call(HostApiKind::kLaunch, ApiDomain::kRuntime, nothing);        // without its driver call
+  driver_launch();                                                   // Triton, NCCL
+  call(HostApiKind::kSync, ApiDomain::kDriver, driver_launch);      // inside a driver call
+  call(HostApiKind::kSync, ApiDomain::kRuntime, driver_launch);     // inside a runtime call
+  call(HostApiKind::kCopy, ApiDomain::kRuntime, nothing);           // not a launch
+  g_hot.stacks = stacks_before;
+  g_mode.store(mode_before);
+  EXPECT_EQ(s->runtime_launch_callbacks.load() - runtime0, 2u);
+  EXPECT_EQ(s->driver_launch_callbacks.load() - driver0, 4u);
+  EXPECT_EQ(s->driver_launch_callbacks_nested.load() - nested0, 2u);
+  EXPECT_EQ(s->api_depth, 0);
+}
+
 TEST(Registry, LogsEachThreadsStartAndAReusedIdsExitInOrder) {
   std::vector<ThreadIdEvent> events;
   Registry::get().take_thread_events(events);  // whatever earlier tests left

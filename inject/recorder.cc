@@ -199,7 +199,7 @@ void count_launch_callback(ThreadState& s, cupti::ApiDomain domain) {
     return;
   }
   bump(s.driver_launch_callbacks);
-  if (s.api_depth > 0) bump(s.driver_launch_callbacks_nested);
+  if (s.api_depth > 0 && s.outer_call_runtime) bump(s.driver_launch_callbacks_nested);
 }
 
 }  // namespace
@@ -224,6 +224,7 @@ void hook_api_enter(HostApiKind kind, cupti::ApiDomain domain, uint64_t* scratch
   }
   if (kind == HostApiKind::kLaunch) count_launch_callback(*s, domain);
   if (s->api_depth++ != 0) return;  // a driver call inside a runtime call
+  s->outer_call_runtime = domain == cupti::ApiDomain::kRuntime;
   if (now == 0) now = now_ns();
   if (scratch != nullptr) *scratch = static_cast<uint64_t>(now);
   if (kind == HostApiKind::kLaunch && g_hot.stacks && s->last_api_exit != 0 &&

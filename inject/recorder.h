@@ -22,6 +22,7 @@ struct ThreadState {
   uint32_t index = 0;        // registry slot
   uint64_t range_counter = 0;
   int api_depth = 0;  // nesting of traced CUDA calls (runtime -> driver)
+  bool outer_call_runtime = false;  // the outermost traced call open is a runtime call
   int64_t last_api_exit = 0;
   int64_t last_stack_ts = 0;
   // Launch callbacks seen while recording (issue 17 §2: does every runtime launch reach the
