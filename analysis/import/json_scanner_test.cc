@@ -490,7 +490,7 @@ class LendingSource : public ByteSource {
     if (*len == 0) return Status::Ok();  // the end: the span lent before stays as it is
     std::vector<char>& next = buffers_[++turn_ % 2];
     *data = next.data() + headroom_;
-    std::memmove(*data - carry.size(), carry.data(), carry.size());
+    if (!carry.empty()) std::memmove(*data - carry.size(), carry.data(), carry.size());
     std::memcpy(*data, data_.data() + at_, *len);
     at_ += *len;
     std::vector<char>& before = buffers_[(turn_ + 1) % 2];

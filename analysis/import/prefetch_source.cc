@@ -79,7 +79,7 @@ class PrefetchSource final : public ByteSource {
     Block* b = unread_block(/*hold=*/lent_);
     if (b == nullptr) return final_status_;  // the span lent before stays valid
     char* at = b->data() + head_pos_;
-    std::memmove(at - carry.size(), carry.data(), carry.size());
+    if (!carry.empty()) std::memmove(at - carry.size(), carry.data(), carry.size());
     *data = at;
     *len = b->len - head_pos_;
     head_pos_ = b->len;
