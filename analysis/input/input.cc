@@ -1,11 +1,15 @@
 #include "analysis/input/input.h"
 
 #include <cstring>
+#include <exception>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -41,6 +45,57 @@ int default_warmup_steps(InputFormat format) {
 }
 
 namespace {
+
+// Whether reading may use a second thread (InputOptions::accounting_thread, and more than one
+// CPU to run it on).
+bool second_thread(const InputOptions& opts) {
+  return opts.accounting_thread && usable_cpus() != 1;
+}
+
+// A JSON value made on a thread of its own while the caller goes on (when `own_thread` and a
+// thread can be had; else by get(), on the caller's thread).  get() returns it, rethrowing what
+// making it threw; the destructor waits for the thread.
+class JsonBeside {
+ public:
+  JsonBeside(std::function<nlohmann::json()> make, bool own_thread) : make_(std::move(make)) {
+    if (!own_thread) return;
+    try {
+      thread_ = std::thread([this] { run(); });
+    } catch (const std::system_error&) {
+      // No thread: get() makes it (the same value).
+    }
+  }
+  ~JsonBeside() {
+    if (thread_.joinable()) thread_.join();
+  }
+  JsonBeside(const JsonBeside&) = delete;
+  JsonBeside& operator=(const JsonBeside&) = delete;
+
+  nlohmann::json get() {
+    if (thread_.joinable()) {
+      thread_.join();
+    } else if (!ran_) {
+      run();
+    }
+    if (failure_) std::rethrow_exception(failure_);
+    return std::move(value_);
+  }
+
+ private:
+  void run() {
+    ran_ = true;
+    try {
+      value_ = make_();
+    } catch (...) {
+      failure_ = std::current_exception();
+    }
+  }
+  std::function<nlohmann::json()> make_;
+  std::thread thread_;
+  bool ran_ = false;
+  nlohmann::json value_;
+  std::exception_ptr failure_;
+};
 
 // Every AccountingConfig field a run's recording carries, by name (the report's "config" keys).
 struct SettingField {
@@ -203,7 +258,7 @@ ResolvedConfig Input::resolve(AccountingConfig cfg, const std::set<std::string>&
 
 StatusOr<RunMetadata> Input::import(NameTable& names, EventSink& sink, Stats& stats,
                                     const InputOptions& opts, InputCollectives* collectives,
-                                    InputContents* out) const {
+                                    TraceTotals& totals, InputContents* out) const {
   if (format_ == InputFormat::kStepStream) {
     return Status::Error(path_ +
                          ": a step stream holds accounted step rows, not the events this needs "
@@ -218,7 +273,7 @@ StatusOr<RunMetadata> Input::import(NameTable& names, EventSink& sink, Stats& st
   // The accounting (`sink`) runs on its own thread while this one reads (ThreadedSink); what
   // the reader feeds itself stays on this thread.  The reader counts into its own Stats: the
   // accountant's are written on the other thread, and the counts are merged once it is done.
-  const bool threaded = opts.accounting_thread && usable_cpus() != 1;
+  const bool threaded = second_thread(opts);
   Stats reader_stats;
   Stats& counts = threaded ? reader_stats : stats;
   // A recording's sinks behind the worker.  Declared before it: on every way out, an exception
@@ -249,7 +304,6 @@ StatusOr<RunMetadata> Input::import(NameTable& names, EventSink& sink, Stats& st
   // One pass feeds the caller and HTA's whole-trace totals.  The totals and the trace's
   // collectives (which the importer also feeds directly, and which emit only at finish) stay
   // on the reading thread.
-  TraceTotals totals(names);
   if (threaded) worker.emplace(sink);
   std::vector<EventSink*> sinks = {worker ? static_cast<EventSink*>(&*worker) : &sink, &totals};
   if (collectives) sinks.push_back(collectives->events());
@@ -268,9 +322,7 @@ StatusOr<RunMetadata> Input::import(NameTable& names, EventSink& sink, Stats& st
   }
   RunMetadata meta = std::move(imported.value());
   meta.source = to_string(format_);
-  // The totals are this thread's: computed while the accounting drains its last batches.
-  totals.set_rank(meta.rank);
-  out->sections["hta_totals"] = totals.to_json();
+  totals.set_rank(meta.rank);  // computed by read(), beside the accounting's end
   done();
   return meta;
 }
@@ -290,8 +342,16 @@ StatusOr<InputContents> Input::read(NameTable& names, EventSink& sink, Stats& st
                                                      opts.on_collective);
   }
   TeeSink tee({&sink, &detection});
-  auto meta = import(names, tee, stats, opts, collectives.get(), &out);
+  TraceTotals totals(names);  // a trace's (HTA's whole-trace numbers); fed by import()
+  auto meta = import(names, tee, stats, opts, collectives.get(), totals, &out);
   if (!meta.ok()) return meta.status();
+  // HTA's totals are computed beside what is left on this thread: the collectives, the step
+  // detection and the accounting's own end (InputOptions::finish_accounting).  Only `totals`
+  // is touched there, and nothing here touches it any more.
+  std::optional<JsonBeside> hta;
+  if (format_ == InputFormat::kKinetoTrace) {
+    hta.emplace([&totals] { return totals.to_json(); }, second_thread(opts));
+  }
   out.metadata = std::move(meta.value());
   if (collectives) {
     const CollectiveIdentity identity = collectives->finish(out.metadata.rank);
@@ -332,6 +392,8 @@ StatusOr<InputContents> Input::read(NameTable& names, EventSink& sink, Stats& st
     }
     out.sections["step_detection"] = std::move(section);
   }
+  if (opts.finish_accounting && out.cut_off.empty()) opts.finish_accounting();
+  if (hta) out.sections["hta_totals"] = hta->get();
   return out;
 }
 
@@ -370,6 +432,10 @@ StatusOr<AccountedInput> account_input(const Input& input, const AccountingConfi
   std::vector<EventSink*> sinks = {&acc};
   if (observers.events != nullptr) sinks.push_back(observers.events);
   TeeSink tee(std::move(sinks));
+  // read() finishes the accountant when the input is complete (not cut off by its writer's
+  // death: the steps still open there were not finished, and finish() would invent their
+  // ends), while a trace's HTA totals are computed beside it.
+  read_opts.finish_accounting = [&acc] { acc.finish(); };
   auto contents = input.read(names, tee, acc.mutable_stats(), read_opts);
   if (!contents.ok()) return contents.status();
   out.contents = std::move(contents.value());
@@ -377,9 +443,6 @@ StatusOr<AccountedInput> account_input(const Input& input, const AccountingConfi
     out.contents.settings_note = std::move(resolved.note);
     out.contents.sections["accounting_settings"] = std::move(resolved.section);
   }
-  // A cut input stops at its last watermark: the steps still open there were not finished
-  // before the writer died, and finish() would invent their ends.
-  if (out.contents.cut_off.empty()) acc.finish();
   if (steps) {
     steps->finish();
     out.contents.collective_steps = steps->counts();

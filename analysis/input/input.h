@@ -61,6 +61,7 @@
 namespace gpuacct {
 
 class InputCollectives;
+class TraceTotals;
 
 enum class InputFormat : uint8_t {
   kRecording,    // a gpuacct recording (*.gpuacct): the live library's or `gpuacct synth`'s
@@ -101,6 +102,12 @@ struct InputOptions {
   // time.  Off: one thread (tests compare the two).  Also one thread where the process may use
   // one CPU only (usable_cpus, analysis/model/ordered_parallel.h).
   bool accounting_thread = true;
+  // Optional: the accounting's own end (account_input: the accountant's finish()), which read()
+  // runs on its caller's thread once every event of a complete input has reached the sink and
+  // the input's own step detection and collectives are done -- while a second thread computes
+  // a trace's HTA totals.  Not run for an input cut off by its writer's death (finishing would
+  // invent the ends of the steps still open) nor when read() fails.
+  std::function<void()> finish_accounting;
 };
 
 // The config an input is accounted with (Input::resolve).
@@ -169,7 +176,7 @@ class Input {
       : format_(format), path_(std::move(path)), bytes_(bytes) {}
   StatusOr<RunMetadata> import(NameTable& names, EventSink& sink, Stats& stats,
                                const InputOptions& opts, InputCollectives* collectives,
-                               InputContents* out) const;
+                               TraceTotals& totals, InputContents* out) const;
 
   InputFormat format_;
   std::string path_;
