@@ -118,9 +118,14 @@ class TraceTotals final : public EventSink {
   HtaTotalsOptions opts_;
   int rank_ = -1;
   SegmentedVector<Op> ops_;  // every GPU op of the trace: appended, never moved
-  // Correlation id -> the earliest start among the calls that carry it (never 0).  Kept as
-  // the calls come: a list of every call, turned into this map at the end, was two copies.
-  FlatMap64<TimeNs> launch_start_;
+  // Every host call with a correlation id (never 0), as it came: appended on the reading
+  // thread (no hashing there); compute() -- on a second thread in Input::read -- looks up
+  // only its ops' ids, the earliest call of each.
+  struct Call {
+    uint64_t correlation;
+    TimeNs start;
+  };
+  SegmentedVector<Call> calls_;
   std::vector<int8_t> class_cache_;                    // by NameId; -1 = not yet classified
   int64_t steps_ = 0;
   TimeNs last_step_start_ = 0;
