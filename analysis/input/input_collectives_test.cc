@@ -237,33 +237,33 @@ TEST(InputCollectives, DtypeSizesAsPyTorchNamesThem) {
 namespace gpuacct {
 namespace {
 
+// A launch call with correlation id `id` at `start`, and an all-reduce kernel of id `id`
+// without collective args (at 1000 ns x id), into `c`.
+void launch(KinetoCollectives& c, uint64_t id, TimeNs start) {
+  HostApiCall call;
+  call.kind = HostApiKind::kLaunch;
+  call.correlation_id = id;
+  call.start = start;
+  c.on_api_call(call);
+}
+void allreduce_kernel(KinetoCollectives& c, uint64_t id) {
+  GpuOp op;
+  op.collective = CollectiveType::kAllReduce;
+  op.correlation_id = id;
+  op.start = static_cast<TimeNs>(1000 * id);
+  op.end = op.start + 10;
+  c.on_collective_kernel(op, KinetoCommValues{});
+}
+
 // Past KinetoCollectives' limit, kernels and launch calls are counted, never dropped silently
 // (Stat::trace_collectives_over_limit through InputCollectives::over_limit).
 TEST(KinetoCollectivesLimit, KernelsAndLaunchesPastTheLimitAreCounted) {
   KinetoCollectives c([](const CollectiveRecord&) {}, [](const GpuOp&, TimeNs) {},
                       /*kernel_limit=*/2);
-  for (uint64_t id = 1; id <= 3; ++id) {
-    HostApiCall call;
-    call.kind = HostApiKind::kLaunch;
-    call.correlation_id = id;
-    call.start = static_cast<TimeNs>(100 * id);
-    c.on_api_call(call);
-  }
-  HostApiCall again;  // an id already held is updated, not counted
-  again.kind = HostApiKind::kLaunch;
-  again.correlation_id = 2;
-  again.start = 250;
-  c.on_api_call(again);
+  for (uint64_t id = 1; id <= 3; ++id) launch(c, id, static_cast<TimeNs>(100 * id));
+  launch(c, 2, 250);  // an id already held is updated, not counted
   EXPECT_EQ(c.launches_dropped(), 1);
-  KinetoCommValues none;
-  for (uint64_t id = 1; id <= 3; ++id) {
-    GpuOp op;
-    op.collective = CollectiveType::kAllReduce;
-    op.correlation_id = id;
-    op.start = static_cast<TimeNs>(1000 * id);
-    op.end = op.start + 10;
-    c.on_collective_kernel(op, none);
-  }
+  for (uint64_t id = 1; id <= 3; ++id) allreduce_kernel(c, id);
   EXPECT_EQ(c.dropped(), 1);
 }
 
@@ -277,22 +277,8 @@ TEST(KinetoCollectivesLimit, LaunchStartIsTheLastCallOfTheIdBelowAndPastTheLimit
                         [&](const GpuOp& op, TimeNs launch) { got[op.correlation_id] = launch; },
                         limit);
     const std::pair<uint64_t, TimeNs> calls[] = {{1, 100}, {2, 200}, {1, 150}, {4, 400}, {2, 250}};
-    for (const auto& [id, start] : calls) {
-      HostApiCall call;
-      call.kind = HostApiKind::kLaunch;
-      call.correlation_id = id;
-      call.start = start;
-      c.on_api_call(call);
-    }
-    KinetoCommValues none;
-    for (uint64_t id = 1; id <= 3; ++id) {  // id 3 was never launched
-      GpuOp op;
-      op.collective = CollectiveType::kAllReduce;
-      op.correlation_id = id;
-      op.start = static_cast<TimeNs>(1000 * id);
-      op.end = op.start + 10;
-      c.on_collective_kernel(op, none);
-    }
+    for (const auto& [id, start] : calls) launch(c, id, start);
+    for (uint64_t id = 1; id <= 3; ++id) allreduce_kernel(c, id);  // id 3 was never launched
     c.finish(-1);
     EXPECT_EQ(got.at(1), 150) << limit;
     EXPECT_EQ(got.at(2), 250) << limit;
