@@ -33,7 +33,7 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 import e2e_harness  # noqa: E402  (BUILD, LIBRARY: the build every helper reads)
 import run_e2e  # noqa: E402  (helpers: paths, base_env, run, reports, stat, Fail, check)
-from run_e2e import Fail, check, stat  # noqa: E402
+from run_e2e import check, stat  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -230,12 +230,7 @@ def main() -> int:
     a = ap.parse_args()
     e2e_harness.BUILD = os.path.abspath(a.build)
     SHIM = os.path.abspath(a.shim)
-    try:
-        CASES[a.case]()
-    except Fail as e:
-        print(f"FAIL {a.case}: {e}")
-        return 1
-    return 0
+    return e2e_harness.run_case(a.case, CASES[a.case])
 
 
 if __name__ == "__main__":

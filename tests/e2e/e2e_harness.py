@@ -38,10 +38,15 @@ def run_case_main(cases: dict) -> int:
     ap.add_argument("case", choices=sorted(cases))
     a = ap.parse_args()
     BUILD = os.path.abspath(a.build)
+    return run_case(a.case, cases[a.case])
+
+
+def run_case(name: str, case) -> int:
+    """Runs one case: a failed check prints one `FAIL <name>: <why>` line and returns 1."""
     try:
-        cases[a.case]()
+        case()
     except Fail as err:
-        print(f"FAIL {a.case}: {err}")
+        print(f"FAIL {name}: {err}")
         return 1
     return 0
 

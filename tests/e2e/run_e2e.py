@@ -109,17 +109,13 @@ def main() -> int:
     # The library records its own path only when absolute.
     e2e_harness.BUILD = os.path.abspath(a.build)
     e2e_harness.LIBRARY = os.path.abspath(a.library) if a.library else ""
-    try:
-        if a.case.startswith("scenario:"):
-            _, name, marks, *rest = a.case.split(":", 3)
-            extra = dict(kv.split("=", 1) for kv in rest[0].split(",")) if rest else {}
-            case_scenario(name, marks, extra)
-        else:
-            CASES[a.case]()
-    except Fail as e:
-        print(f"FAIL {a.case}: {e}")
-        return 1
-    return 0
+    if a.case.startswith("scenario:"):
+        _, name, marks, *rest = a.case.split(":", 3)
+        extra = dict(kv.split("=", 1) for kv in rest[0].split(",")) if rest else {}
+        return e2e_harness.run_case(a.case, lambda: case_scenario(name, marks, extra))
+    if a.case not in CASES:
+        ap.error(f"unknown case {a.case!r}")
+    return e2e_harness.run_case(a.case, CASES[a.case])
 
 
 if __name__ == "__main__":
