@@ -38,7 +38,6 @@
 #include "analysis/import/kineto_importer.h"
 #include "analysis/model/event_sink.h"
 #include "analysis/model/events.h"
-#include "analysis/model/flat_map.h"
 #include "analysis/model/name_table.h"
 #include "analysis/model/segmented_vector.h"
 
