@@ -306,24 +306,15 @@ Status Stream::refill(bool* more) {
   // The kept bytes go to the front of buf_ before it may be reallocated (a lent span stays
   // valid until the next read).
   if (in_buf_ && data_ != buf_.data()) std::memmove(buf_.data(), data_, len_);
-  if (buf_.size() < initial_bytes_) buf_.resize(initial_bytes_);
-  if (in_buf_) {
-    if (len_ >= buf_.size() / 2) {
-      // The value being parsed fills half the buffer: grow (a single huge value).
-      if (buf_.size() >= max_value_bytes_) return errors_.oversize(base_, max_value_bytes_);
-      buf_.resize(std::min(buf_.size() * 2, max_value_bytes_));
-    }
-  } else {
-    // From a lent span the kept bytes may be up to a block and its headroom: grow until they
-    // fill less than half, by the same rule.
-    size_t want = buf_.size();
-    while (len_ >= want / 2) {
-      if (want >= max_value_bytes_) return errors_.oversize(base_, max_value_bytes_);
-      want = std::min(want * 2, max_value_bytes_);
-    }
-    if (want != buf_.size()) buf_.resize(want);
-    std::memcpy(buf_.data(), data_, len_);
+  // The value being parsed fills half the buffer or more (a single huge value; or, from a
+  // lent span, up to a block and its headroom): grow until it fills less than half.
+  size_t want = std::max(buf_.size(), initial_bytes_);
+  while (len_ >= want / 2) {
+    if (want >= max_value_bytes_) return errors_.oversize(base_, max_value_bytes_);
+    want = std::min(want * 2, max_value_bytes_);
   }
+  if (want != buf_.size()) buf_.resize(want);
+  if (!in_buf_) std::memcpy(buf_.data(), data_, len_);
   data_ = buf_.data();
   in_buf_ = true;
   while (len_ < buf_.size()) {
