@@ -199,63 +199,9 @@ std::vector<HtaStreamIdle> idle_by_stream(const std::vector<KeptOp>& kept,
   return out;
 }
 
-}  // namespace
-
-HtaTotals TraceTotals::compute() const {
-  HtaTotals t;
-  t.gpu_ops = static_cast<int64_t>(ops_.size());
-  for (const Op& op : ops_) t.cuda_sync_rows += (op.cls & 4) ? 1 : 0;
-  t.profiler_steps = steps_;
-
-  // Correlation -> launch call start (µs, rounded up like every HTA start; the earliest call
-  // when several share an id: rounding up keeps the order, so the earliest call's start is
-  // rounded).  A flat map of the ops' ids, filled by one pass over the calls: one lookup per
-  // op (sorting the launches and searching them was a tenth of `gpuacct analyze` on a large
-  // trace).
-  constexpr TimeNs kNoCall = std::numeric_limits<TimeNs>::max();
-  FlatMap64<TimeNs> launch;
-  for (const Op& op : ops_) {
-    if (op.correlation != 0) launch[op.correlation] = kNoCall;
-  }
-  for (const Call& call : calls_) {
-    if (TimeNs* start = launch.find(call.correlation)) *start = std::min(*start, call.start);
-  }
-  auto launch_of = [&](uint64_t corr, int64_t* ts_us) {
-    const TimeNs* start = launch.find(corr);
-    if (start == nullptr || *start == kNoCall) return false;
-    *ts_us = ceil_us(*start);
-    return true;
-  };
-
-  t.gpu_step_annotations = gpu_steps_;
-  const bool filter = !opts_.include_last_profiler_step && steps_ >= 2;
-  t.last_step_dropped = filter;
-  // HTA: the latest ProfilerStep of its CPU rows, the GPU-side annotations included.
-  const TimeNs last_start =
-      gpu_steps_ > 0 ? std::max(last_step_start_, last_gpu_step_start_) : last_step_start_;
-  const int64_t last_step_us = ceil_us(last_start);
-
-  std::vector<KeptOp> kept;
-  kept.reserve(ops_.size());
-  for (const Op& op : ops_) {
-    int64_t lts = std::numeric_limits<int64_t>::min();
-    const bool has_launch = op.correlation != 0 && launch_of(op.correlation, &lts);
-    Iv iv{ceil_us(op.start), floor_end_us(op.start, op.end)};
-    if (filter) {
-      // A row with a correlation id is one of HTA's GPU rows: kept when its launching call
-      // is; one without is one of its CPU rows: kept when it starts before the last step.
-      const bool in_traced_steps =
-          op.correlation != 0 ? has_launch && lts < last_step_us : iv.s < last_step_us;
-      if (!in_traced_steps) continue;
-    }
-    // A sub-µs op can end before it starts after rounding (ts 100.5, dur 0.4: [101, 100]);
-    // HTA keeps that negative length in its unions and gaps, and so do we.
-    kept.push_back(KeptOp{iv, has_launch ? lts : std::numeric_limits<int64_t>::min(), op.stream,
-                     op.device, op.cls});
-  }
-  t.gpu_ops_kept = static_cast<int64_t>(kept.size());
-  if (kept.empty()) return t;
-
+// The unions of HTA's temporal breakdown and comm/compute overlap over the kept ops.  Their
+// lists are freed on return, before the idle breakdown.
+void add_union_totals(const std::vector<KeptOp>& kept, HtaTotals* t) {
   std::vector<Iv> all, comp, comm;
   all.reserve(kept.size());
   comp.reserve(kept.size());  // most ops are computation
@@ -267,15 +213,80 @@ HtaTotals TraceTotals::compute() const {
   merge(all);
   merge(comp);
   merge(comm);
-  t.kernel_time_us = all.back().e - all.front().s;
-  t.idle_us = t.kernel_time_us - length(all);
-  t.compute_us = length(comp);
-  t.non_compute_us = t.kernel_time_us - t.compute_us - t.idle_us;
-  t.comm_us = length(comm);
-  t.comm_overlap_us = intersection(comm, comp);
-  t.comm_comp_overlap_pct = t.comm_us > 0 ? 100.0 * static_cast<double>(t.comm_overlap_us) /
-                                                static_cast<double>(t.comm_us)
-                                          : 0.0;
+  t->kernel_time_us = all.back().e - all.front().s;
+  t->idle_us = t->kernel_time_us - length(all);
+  t->compute_us = length(comp);
+  t->non_compute_us = t->kernel_time_us - t->compute_us - t->idle_us;
+  t->comm_us = length(comm);
+  t->comm_overlap_us = intersection(comm, comp);
+  t->comm_comp_overlap_pct = t->comm_us > 0 ? 100.0 * static_cast<double>(t->comm_overlap_us) /
+                                                  static_cast<double>(t->comm_us)
+                                            : 0.0;
+}
+
+}  // namespace
+
+HtaTotals TraceTotals::compute() const {
+  HtaTotals t;
+  t.gpu_ops = static_cast<int64_t>(ops_.size());
+  for (const Op& op : ops_) t.cuda_sync_rows += (op.cls & 4) ? 1 : 0;
+  t.profiler_steps = steps_;
+
+  t.gpu_step_annotations = gpu_steps_;
+  const bool filter = !opts_.include_last_profiler_step && steps_ >= 2;
+  t.last_step_dropped = filter;
+  // HTA: the latest ProfilerStep of its CPU rows, the GPU-side annotations included.
+  const TimeNs last_start =
+      gpu_steps_ > 0 ? std::max(last_step_start_, last_gpu_step_start_) : last_step_start_;
+  const int64_t last_step_us = ceil_us(last_start);
+
+  // The scratch is freed as soon as it is done with (the launch table once the kept ops are
+  // chosen, the unions' lists before the idle breakdown): this runs beside the accountant's
+  // end, at the peak of a large trace's memory.
+  std::vector<KeptOp> kept;
+  {
+    // Correlation -> launch call start (µs, rounded up like every HTA start; the earliest call
+    // when several share an id: rounding up keeps the order, so the earliest call's start is
+    // rounded).  A flat map of the ops' ids, filled by one pass over the calls: one lookup per
+    // op (sorting the launches and searching them was a tenth of `gpuacct analyze` on a large
+    // trace).
+    constexpr TimeNs kNoCall = std::numeric_limits<TimeNs>::max();
+    FlatMap64<TimeNs> launch;
+    for (const Op& op : ops_) {
+      if (op.correlation != 0) launch[op.correlation] = kNoCall;
+    }
+    for (const Call& call : calls_) {
+      if (TimeNs* start = launch.find(call.correlation)) *start = std::min(*start, call.start);
+    }
+    auto launch_of = [&](uint64_t corr, int64_t* ts_us) {
+      const TimeNs* start = launch.find(corr);
+      if (start == nullptr || *start == kNoCall) return false;
+      *ts_us = ceil_us(*start);
+      return true;
+    };
+
+    kept.reserve(ops_.size());
+    for (const Op& op : ops_) {
+      int64_t lts = std::numeric_limits<int64_t>::min();
+      const bool has_launch = op.correlation != 0 && launch_of(op.correlation, &lts);
+      Iv iv{ceil_us(op.start), floor_end_us(op.start, op.end)};
+      if (filter) {
+        // A row with a correlation id is one of HTA's GPU rows: kept when its launching call
+        // is; one without is one of its CPU rows: kept when it starts before the last step.
+        const bool in_traced_steps =
+            op.correlation != 0 ? has_launch && lts < last_step_us : iv.s < last_step_us;
+        if (!in_traced_steps) continue;
+      }
+      // A sub-µs op can end before it starts after rounding (ts 100.5, dur 0.4: [101, 100]);
+      // HTA keeps that negative length in its unions and gaps, and so do we.
+      kept.push_back(KeptOp{iv, has_launch ? lts : std::numeric_limits<int64_t>::min(), op.stream,
+                            op.device, op.cls});
+    }
+  }  // the launch table
+  t.gpu_ops_kept = static_cast<int64_t>(kept.size());
+  if (kept.empty()) return t;
+
+  add_union_totals(kept, &t);
 
   t.idle_by_stream = idle_by_stream(kept, opts_.consecutive_kernel_delay_us);
   return t;
