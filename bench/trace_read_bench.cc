@@ -12,6 +12,15 @@
 //                                  the same by the command-line tools, output to /dev/null
 //                                  (each one found on PATH; left out when not);
 //   import        the Kineto importer into a counting sink (decompression included);
+//   import, in memory
+//                 the same on the decompressed bytes held in memory, one thread: the walk
+//                 alone, what the importer would cost if inflating were free;
+//   simdjson DOM / simdjson on-demand   (only when built with simdjson: bench/CMakeLists.txt)
+//                 a general JSON parser on the same bytes in memory, one thread: the DOM parse
+//                 (validates every byte, as the importer does) walking each event's "ph", and
+//                 the on-demand API reading the fields the importer reads (ph, cat, name, pid,
+//                 tid, ts, dur, id and args' correlation, device, stream); a reference for how
+//                 fast a parser with SIMD stages reads these bytes on this machine;
 //   front door    account_input: importer, HTA totals, step detection, the accountant, i.e.
 //                 what `gpuacct analyze` runs before it writes its files;
 //   gpuacct analyze --no-files     the whole command, a child process (--gpuacct PATH, default
@@ -42,6 +51,10 @@
 #include "analysis/import/kineto_importer.h"
 #include "analysis/input/input.h"
 #include "bench/kineto_trace_gen.h"
+
+#if defined(GPUACCT_BENCH_SIMDJSON)
+#include <simdjson.h>
+#endif
 
 namespace gpuacct {
 namespace {
@@ -94,7 +107,10 @@ uint64_t inflate_all(const std::string& path, GzipDecoder decoder, std::string* 
 
 // Runs `args` (found on PATH when the name has no '/') with stdout and stderr to /dev/null;
 // true when it exits 0.  *max_rss_kib: its peak resident set.
-bool run_child(const std::vector<std::string>& args, long* max_rss_kib) {
+// Runs `args` with stdout and stderr to /dev/null; true if it exited 0.  *max_rss_kib: its peak
+// RSS.  A forked child's peak RSS counts the pages it inherited, so the commands are forked from
+// a small process started before this one holds anything (Spawner), not from this one.
+bool run_child_here(const std::vector<std::string>& args, long* max_rss_kib) {
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -115,6 +131,81 @@ bool run_child(const std::vector<std::string>& args, long* max_rss_kib) {
   *max_rss_kib = ru.ru_maxrss;
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
+
+// The small process that runs the command rows: requests are NUL-separated arguments ended by
+// an empty one, over a pipe; the answer is (ok, peak RSS).  Without it (fork failed) the
+// commands run from this process.
+class Spawner {
+ public:
+  Spawner() {
+    int req[2], ans[2];
+    if (::pipe(req) != 0) return;
+    if (::pipe(ans) != 0) {
+      ::close(req[0]);
+      ::close(req[1]);
+      return;
+    }
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(req[1]);
+      ::close(ans[0]);
+      serve(req[0], ans[1]);
+      ::_exit(0);
+    }
+    ::close(req[0]);
+    ::close(ans[1]);
+    if (pid_ < 0) {
+      ::close(req[1]);
+      ::close(ans[0]);
+      return;
+    }
+    to_ = ::fdopen(req[1], "w");
+    from_ = ans[0];
+  }
+  ~Spawner() {
+    if (to_ != nullptr) std::fclose(to_);  // the server sees the end and exits
+    if (from_ >= 0) ::close(from_);
+    if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
+  }
+  bool run(const std::vector<std::string>& args, long* max_rss_kib) {
+    if (to_ == nullptr) return run_child_here(args, max_rss_kib);
+    for (const std::string& a : args) std::fwrite(a.c_str(), 1, a.size() + 1, to_);
+    std::fputc('\0', to_);
+    std::fflush(to_);
+    Answer r{};
+    if (::read(from_, &r, sizeof r) != static_cast<ssize_t>(sizeof r)) return false;
+    *max_rss_kib = r.max_rss_kib;
+    return r.ok != 0;
+  }
+
+ private:
+  struct Answer {
+    long max_rss_kib;
+    int ok;
+  };
+  static void serve(int in_fd, int out_fd) {
+    FILE* in = ::fdopen(in_fd, "r");
+    if (in == nullptr) return;
+    std::vector<std::string> args;
+    std::string cur;
+    for (int c; (c = std::fgetc(in)) != EOF;) {
+      if (c != '\0') {
+        cur.push_back(static_cast<char>(c));
+      } else if (!cur.empty()) {
+        args.push_back(cur);
+        cur.clear();
+      } else {
+        Answer r{};
+        r.ok = run_child_here(args, &r.max_rss_kib) ? 1 : 0;
+        if (::write(out_fd, &r, sizeof r) != static_cast<ssize_t>(sizeof r)) return;
+        args.clear();
+      }
+    }
+  }
+  pid_t pid_ = -1;
+  FILE* to_ = nullptr;
+  int from_ = -1;
+};
 
 // True if `name` is an executable file on PATH.
 bool on_path(const std::string& name) {
@@ -142,7 +233,83 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// The whole decompressed trace, for the in-memory rows ("" when it cannot be read).
+std::string inflate_to_memory(const std::string& path) {
+  auto src = open_byte_source(path);
+  if (!src.ok()) return {};
+  std::string out;
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    size_t got = 0;
+    if (!src.value()->read(buf.data(), buf.size(), &got).ok()) return {};
+    if (got == 0) return out;
+    out.append(buf.data(), got);
+  }
+}
+
+#if defined(GPUACCT_BENCH_SIMDJSON)
+// DOM: the whole document parsed and validated, then each event's "ph" read.
+bool simdjson_dom(simdjson::dom::parser& parser, const simdjson::padded_string& json,
+                  uint64_t* events) {
+  simdjson::dom::element doc;
+  if (parser.parse(json).get(doc) != simdjson::SUCCESS) return false;
+  simdjson::dom::array evs;
+  if (doc["traceEvents"].get(evs) != simdjson::SUCCESS) return false;
+  uint64_t n = 0;
+  for (simdjson::dom::element e : evs) {
+    std::string_view ph;
+    if (e["ph"].get(ph) == simdjson::SUCCESS) ++n;
+  }
+  *events = n;
+  return true;
+}
+
+// On demand: the fields the importer reads, every other value skipped.
+bool simdjson_fields(simdjson::ondemand::parser& parser, const simdjson::padded_string& json,
+                     uint64_t* events) {
+  using namespace simdjson;
+  ondemand::document doc;
+  if (parser.iterate(json).get(doc) != SUCCESS) return false;
+  ondemand::array evs;
+  if (doc["traceEvents"].get_array().get(evs) != SUCCESS) return false;
+  uint64_t n = 0, sum = 0;
+  for (auto item : evs) {
+    ondemand::object e;
+    if (item.get_object().get(e) != SUCCESS) return false;
+    for (auto field : e) {
+      std::string_view k;
+      if (field.unescaped_key().get(k) != SUCCESS) return false;
+      ondemand::value v = field.value();
+      std::string_view s;
+      double d = 0;
+      int64_t i = 0;
+      if (k == "ph" || k == "cat" || k == "name") {
+        if (v.get_string().get(s) == SUCCESS) sum += s.size();
+      } else if (k == "ts" || k == "dur") {
+        if (v.get_double().get(d) == SUCCESS) sum += static_cast<uint64_t>(d);
+      } else if (k == "pid" || k == "tid" || k == "id") {
+        if (v.get_int64().get(i) == SUCCESS) sum += static_cast<uint64_t>(i);
+      } else if (k == "args") {
+        ondemand::object a;
+        if (v.get_object().get(a) != SUCCESS) continue;
+        for (auto af : a) {
+          std::string_view ak;
+          if (af.unescaped_key().get(ak) != SUCCESS) return false;
+          if (ak == "correlation" || ak == "device" || ak == "stream") {
+            if (af.value().get_int64().get(i) == SUCCESS) sum += static_cast<uint64_t>(i);
+          }
+        }
+      }
+    }
+    ++n;
+  }
+  *events = n + (sum & 0);  // sum only keeps the reads from being optimised away
+  return true;
+}
+#endif
+
 int run(int argc, char** argv) {
+  Spawner spawner;  // first, while this process holds nothing
   uint64_t json_mb = 1024;
   int rounds = 3;
   std::string keep, trace;
@@ -189,6 +356,7 @@ int run(int argc, char** argv) {
     bool floor = false;    // a plain decompression: candidate for the floor
     long max_rss_kib = 0;  // a child's peak RSS (0: in this process)
     std::vector<double> times;
+    bool in_memory = false;  // reads InMemory: timed after the other rows of a round
   };
   uint64_t json_bytes = 0, events = 0;
   std::string isal_name, zlib_name;
@@ -214,7 +382,7 @@ int run(int argc, char** argv) {
     }
     const size_t i = rows.size();  // by index: rows grows after this
     rows.push_back({tool[0] + " (command)", nullptr, true, 0, {}});
-    rows[i].fn = [&rows, i, tool] { return run_child(tool, &rows[i].max_rss_kib); };
+    rows[i].fn = [&rows, i, tool, &spawner] { return spawner.run(tool, &rows[i].max_rss_kib); };
   }
   rows.push_back({"import (importer only)",
                   [&] {
@@ -228,6 +396,44 @@ int run(int argc, char** argv) {
                   false,
                   0,
                   {}});
+  // The in-memory rows read the decompressed bytes, inflated before them in each round (not
+  // timed) and freed after them, so that a command row's child does not start with them (a
+  // forked child's peak RSS counts what it inherited).
+  struct InMemory {
+    std::string plain;
+#if defined(GPUACCT_BENCH_SIMDJSON)
+    simdjson::padded_string padded;
+#endif
+  } mem;
+  rows.push_back({"import, in memory (one thread)",
+                  [&] {
+                    NameTable names;
+                    Stats stats;
+                    CountingSink sink;
+                    return import_kineto_buffer(mem.plain, names, sink, stats).ok();
+                  },
+                  false,
+                  0,
+                  {},
+                  true});
+#if defined(GPUACCT_BENCH_SIMDJSON)
+  simdjson::dom::parser dom_parser;
+  simdjson::ondemand::parser od_parser;
+  uint64_t sj_events = 0;
+  rows.push_back({std::string("simdjson DOM, in memory (") +
+                      std::string(simdjson::get_active_implementation()->name()) + ")",
+                  [&] { return simdjson_dom(dom_parser, mem.padded, &sj_events); },
+                  false,
+                  0,
+                  {},
+                  true});
+  rows.push_back({"simdjson on-demand, in memory",
+                  [&] { return simdjson_fields(od_parser, mem.padded, &sj_events); },
+                  false,
+                  0,
+                  {},
+                  true});
+#endif
   rows.push_back({"front door (in process)",
                   [&] {
                     NameTable names;
@@ -257,11 +463,28 @@ int run(int argc, char** argv) {
                                   : "analyze: " + gpuacct.substr(gpuacct.rfind('/') + 1);
     rows.push_back({label, nullptr, false, 0, {}});
     const std::vector<std::string> args = {gpuacct, "analyze", path, "--no-files"};
-    rows[i].fn = [&rows, i, args] { return run_child(args, &rows[i].max_rss_kib); };
+    rows[i].fn = [&rows, i, args, &spawner] { return spawner.run(args, &rows[i].max_rss_kib); };
   }
   bool ok = true;
   for (int r = 0; r < rounds; ++r) {
-    for (Row& row : rows) row.times.push_back(seconds(row.fn, &ok));
+    for (Row& row : rows) {
+      if (!row.in_memory) row.times.push_back(seconds(row.fn, &ok));
+    }
+    mem.plain = inflate_to_memory(path);
+    if (mem.plain.empty()) {
+      std::fprintf(stderr, "trace_read_bench: cannot inflate %s into memory\n", path.c_str());
+      return 1;
+    }
+#if defined(GPUACCT_BENCH_SIMDJSON)
+    mem.padded = simdjson::padded_string(mem.plain);
+#endif
+    for (Row& row : rows) {
+      if (row.in_memory) row.times.push_back(seconds(row.fn, &ok));
+    }
+    std::string().swap(mem.plain);
+#if defined(GPUACCT_BENCH_SIMDJSON)
+    mem.padded = simdjson::padded_string();
+#endif
   }
   if (trace.empty() && keep.empty()) std::remove(path.c_str());
   if (!ok) {
@@ -283,14 +506,14 @@ int run(int argc, char** argv) {
       static_cast<unsigned long long>(events), isal_name.c_str(), rounds, floor_name.c_str());
   // events/s of trace events when known (generated here), else of mapped events.
   const uint64_t counted = trace_events > 0 ? trace_events : events;
-  std::printf("%-28s %9s %10s %10s %10s %12s\n", "", "seconds", "JSON MB/s", "Mevents/s", "x floor",
+  std::printf("%-36s %9s %10s %10s %10s %12s\n", "", "seconds", "JSON MB/s", "Mevents/s", "x floor",
               "peak RSS MiB");
   for (const Row& row : rows) {
     const double t = median(row.times);
     char rss[32] = "-";
     if (row.max_rss_kib > 0)
       std::snprintf(rss, sizeof(rss), "%.1f", static_cast<double>(row.max_rss_kib) / 1024.0);
-    std::printf("%-28s %9.3f %10.1f %10.2f %10.2f %12s\n", row.what.c_str(), t,
+    std::printf("%-36s %9.3f %10.1f %10.2f %10.2f %12s\n", row.what.c_str(), t,
                 static_cast<double>(json_bytes) / 1e6 / t, static_cast<double>(counted) / 1e6 / t,
                 t / floor, rss);
   }
