@@ -65,7 +65,7 @@ struct Collector::Impl {
     uint8_t* buffer;
     int64_t since;
   };
-  std::vector<Lent> lent;  // at most buffer_count; capacity reserved by start()
+  std::vector<Lent> lent;  // at most buffer_count
   struct Completed {
     uint8_t* buffer;
     size_t valid;
@@ -143,10 +143,6 @@ Status Collector::start(const CollectorOptions& options) {
   CuptiApi& api = m.api;
   m.options = options;
   api.warn = options.hooks.warn;
-  {
-    std::lock_guard<std::mutex> pool_lock(m.mu);
-    m.lent.reserve(static_cast<size_t>(std::max(options.buffer_count, 1)));
-  }
   if (!loaded_) {
     state_.store(CollectorState::kNoCupti);
     return Status::Error("CUPTI is not loaded");
@@ -406,7 +402,7 @@ void Collector::on_buffer_requested(uint8_t** buffer, size_t* size, size_t* max_
       m.options.host_clock != nullptr ? static_cast<int64_t>(m.options.host_clock()) : 0;
   {
     std::lock_guard<std::mutex> lock(m.mu);
-    if (m.lent.size() < m.lent.capacity()) m.lent.push_back({buf, since});  // never allocates
+    m.lent.push_back({buf, since});  // as often as a buffer is allocated, at most
   }
   *buffer = buf;
   *size = m.options.buffer_bytes;
@@ -578,6 +574,10 @@ CounterSampler* Collector::counters() {
 
 void Collector::set_hooks_for_testing(const CollectorHooks& hooks) {
   impl_->options.hooks = hooks;
+}
+
+void Collector::set_host_clock_for_testing(uint64_t (*host_clock)()) {
+  impl_->options.host_clock = host_clock;
 }
 
 void Collector::invoke_api_callback_for_testing(bool runtime_domain, uint32_t cbid, bool enter,

@@ -157,6 +157,7 @@ class Collector {
   // Benchmarks / tests: install hooks without starting CUPTI, and drive one API callback the
   // way CUPTI would (a CUpti_CallbackData is built on the stack).
   void set_hooks_for_testing(const CollectorHooks& hooks);
+  void set_host_clock_for_testing(uint64_t (*host_clock)());
   void invoke_api_callback_for_testing(bool runtime_domain, uint32_t cbid, bool enter,
                                        uint64_t* scratch, uint32_t correlation_id);
   // Tests: the record functions CUPTI would lend (cuptiActivityGetNextRecord,
