@@ -178,7 +178,8 @@ void LendHeldBuffers(uint64_t owner) {
     request = s.request;
     const auto it = s.owner_pending.find(owner);
     const uint64_t n = it == s.owner_pending.end() ? 0 : it->second;
-    needed = s.hold_buffer_records == 0 ? 0 : (n + s.hold_buffer_records - 1) / s.hold_buffer_records;
+    needed =
+        s.hold_buffer_records == 0 ? 0 : (n + s.hold_buffer_records - 1) / s.hold_buffer_records;
   }
   if (request == nullptr) return;
   std::deque<ClientBuffer>& lent = s.held_buffers[owner];
@@ -190,6 +191,18 @@ void LendHeldBuffers(uint64_t owner) {
     s.current = saved;
     if (!got) return;  // refused: its records go to the current buffer when ready
   }
+}
+
+// Every owner with records pending gets the buffers they need (fill_mu held, mu not held).
+void LendToWaitingOwners(State& s) {
+  std::vector<uint64_t> owners;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    for (const auto& [owner, n] : s.owner_pending) {
+      if (n > 0) owners.push_back(owner);
+    }
+  }
+  for (uint64_t owner : owners) LendHeldBuffers(owner);
 }
 
 void QueueHeldBuffers(State& s, bool even_empty) {
@@ -289,16 +302,7 @@ void Place(PlaceMode mode) {
   if (mode == PlaceMode::kFlush || mode == PlaceMode::kForced) QueueCurrent(s, false);
   // A held buffer that got records got all it will: it goes back now.
   QueueHeldBuffers(s, false);
-  if (s.hold_buffer_records != 0) {
-    std::vector<uint64_t> owners;
-    {
-      std::lock_guard<std::mutex> lock(s.mu);
-      for (const auto& [owner, n] : s.owner_pending) {
-        if (n > 0) owners.push_back(owner);
-      }
-    }
-    for (uint64_t owner : owners) LendHeldBuffers(owner);
-  }
+  if (s.hold_buffer_records != 0) LendToWaitingOwners(s);
   fill.unlock();
   if (mode == PlaceMode::kThreshold) {
     // Full buffers go back from CUPTI's own thread, as with the real library.

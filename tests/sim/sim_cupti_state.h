@@ -160,7 +160,7 @@ struct State {
   uint64_t gpu_records = 0;  // GPU-op records made (the untimed_every fault counts them)
   uint64_t dropped = 0;
   int64_t buffer_requests = 0;
-  ClientBuffer current;        // guarded by fill_mu
+  ClientBuffer current;  // guarded by fill_mu
   // GPUACCT_SIM_HOLD_BUFFERS: per owner (host lane), the buffers lent to hold its records, one
   // per hold_buffer_records of them, oldest first: asked for as soon as the owner has a record
   // with no room (as real CUPTI asks when a thread needs room), filled and handed back once
