@@ -105,6 +105,14 @@ void ActivityParser::note_device(uint32_t device) {
   totals_.devices.push_back(static_cast<uint16_t>(device));
 }
 
+void ActivityParser::push_timed(const GpuOp& op, EventBatch& out, Stats& stats) const {
+  if (op.start == 0 || op.end == 0) {
+    stats.add(closing_flush_ ? Stat::cupti_records_incomplete : Stat::cupti_records_untimed);
+    return;
+  }
+  out.gpu_ops.push_back(op);
+}
+
 void ActivityParser::parse_record(const void* record, EventBatch& out, Stats& stats) {
   const auto* base = static_cast<const CUpti_Activity*>(record);
   switch (base->kind) {
@@ -114,7 +122,7 @@ void ActivityParser::parse_record(const void* record, EventBatch& out, Stats& st
       GpuOp op = op_from(k, GpuOpKind::kKernel, clock_offset_);
       op.name = kernel_name(k->name, &op.collective);
       note_device(k->deviceId);
-      out.gpu_ops.push_back(op);
+      push_timed(op, out, stats);
       ++totals_.kernels;
       return;
     }
@@ -129,7 +137,7 @@ void ActivityParser::parse_record(const void* record, EventBatch& out, Stats& st
         op.flags |= kGpuOpPageable;
       }
       note_device(m->deviceId);
-      out.gpu_ops.push_back(op);
+      push_timed(op, out, stats);
       ++totals_.memcpys;
       return;
     }
@@ -140,7 +148,7 @@ void ActivityParser::parse_record(const void* record, EventBatch& out, Stats& st
       op.copy_dir = CopyDir::kP2P;
       op.name = copy_names_[static_cast<size_t>(CopyDir::kP2P)];
       note_device(m->deviceId);
-      out.gpu_ops.push_back(op);
+      push_timed(op, out, stats);
       ++totals_.memcpys;
       return;
     }
@@ -150,7 +158,7 @@ void ActivityParser::parse_record(const void* record, EventBatch& out, Stats& st
       op.bytes = m->bytes;
       op.name = memset_name_;
       note_device(m->deviceId);
-      out.gpu_ops.push_back(op);
+      push_timed(op, out, stats);
       ++totals_.memsets;
       return;
     }

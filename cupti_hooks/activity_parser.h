@@ -92,6 +92,16 @@ class ActivityParser {
   // clock itself.  A 0 timestamp (unknown, or an unfinished op of a forced flush) stays 0.
   void set_clock_offset(int64_t cupti_minus_host_ns) { clock_offset_ = cupti_minus_host_ns; }
 
+  // Whether the buffers parsed next came from the library's closing forced flush
+  // (Collector::stop).  A GPU record CUPTI hands out with a zero start or end (CUPTI_TIMESTAMP_
+  // UNKNOWN) is never turned into an op; it is counted by where it came from:
+  //  - the closing flush: work still running at exit (Stat::cupti_records_incomplete);
+  //  - anywhere else: work that ran but whose time is unknown -- "no timing information could
+  //    be collected for lack of device memory" (cupti_activity.h, cuptiActivityGetNextRecord),
+  //    or a forced flush mid-run (a context being destroyed, cudaDeviceReset) -- so its GPU time
+  //    is missing from the rows (Stat::cupti_records_untimed, data loss).
+  void set_closing_flush(bool closing) { closing_flush_ = closing; }
+
   const ParseTotals& totals() const { return totals_; }
   ParseTotals& mutable_totals() { return totals_; }
   NameTable& names() { return names_; }
@@ -106,6 +116,8 @@ class ActivityParser {
  private:
   NameId kernel_name(const char* name, CollectiveType* collective);
   void note_device(uint32_t device);
+  // Appends `op` unless CUPTI gave it no start or end (counted: set_closing_flush).
+  void push_timed(const GpuOp& op, EventBatch& out, Stats& stats) const;
 
   NameTable& names_;
   struct CacheEntry {
@@ -121,6 +133,7 @@ class ActivityParser {
   ThreadIds thread_ids_;
   uint64_t devices_seen_mask_ = 0;
   int64_t clock_offset_ = 0;
+  bool closing_flush_ = false;
   ParseTotals totals_;
 };
 

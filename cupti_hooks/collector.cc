@@ -1,5 +1,6 @@
 #include "cupti_hooks/collector.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -59,9 +60,16 @@ struct Collector::Impl {
   std::mutex mu;  // guards the fields below; never held across a CUPTI call
   std::vector<uint8_t*> free_buffers;
   int64_t allocated = 0;
+  // The buffers CUPTI holds, with when it asked for each (host clock): oldest_lent_ns().
+  struct Lent {
+    uint8_t* buffer;
+    int64_t since;
+  };
+  std::vector<Lent> lent;  // at most buffer_count
   struct Completed {
     uint8_t* buffer;
     size_t valid;
+    bool closing;  // handed back by stop()'s forced flush (ActivityParser::set_closing_flush)
   };
   std::deque<Completed> completed;
   std::mutex stop_mu;  // serialises start/stop
@@ -390,8 +398,21 @@ void Collector::on_buffer_requested(uint8_t** buffer, size_t* size, size_t* max_
     *size = 0;
     return;
   }
+  const int64_t since =
+      m.options.host_clock != nullptr ? static_cast<int64_t>(m.options.host_clock()) : 0;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.lent.push_back({buf, since});  // as often as a buffer is allocated, at most
+  }
   *buffer = buf;
   *size = m.options.buffer_bytes;
+}
+
+int64_t Collector::oldest_lent_ns() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  int64_t oldest = kNoBufferLent;
+  for (const Impl::Lent& l : impl_->lent) oldest = std::min(oldest, l.since);
+  return oldest;
 }
 
 void Collector::on_buffer_completed(void* context, uint32_t stream_id, uint8_t* buffer,
@@ -402,8 +423,14 @@ void Collector::on_buffer_completed(void* context, uint32_t stream_id, uint8_t* 
   if (child_.load(std::memory_order_relaxed)) return;
   if (buffer != nullptr) {
     std::lock_guard<std::mutex> lock(m.mu);
+    for (size_t i = 0; i < m.lent.size(); ++i) {
+      if (m.lent[i].buffer != buffer) continue;
+      m.lent[i] = m.lent.back();
+      m.lent.pop_back();
+      break;
+    }
     if (valid > 0) {
-      m.completed.push_back({buffer, valid});
+      m.completed.push_back({buffer, valid, closing_flush_.load(std::memory_order_relaxed)});
     } else {
       m.free_buffers.push_back(buffer);
     }
@@ -498,6 +525,7 @@ size_t Collector::consume(ActivityParser& parser, EventBatch& out, Stats& stats)
       m.completed.pop_front();
     }
     // Parsing calls cuptiActivityGetNextRecord: outside our lock.
+    parser.set_closing_flush(c.closing);
     records += parser.parse_buffer(reinterpret_cast<void*>(m.api.cuptiActivityGetNextRecord),
                                    c.buffer, c.valid, out, stats);
     std::lock_guard<std::mutex> lock(m.mu);
@@ -514,6 +542,9 @@ void Collector::stop() {
   if (child_.load()) return;
   Impl& m = *impl_;
   for (CUpti_ActivityKind k : m.enabled_kinds) m.api.cuptiActivityDisable(k);
+  // What this flush hands out unfinished was still running at exit; a forced flush earlier
+  // (a context destroyed, a device reset) cuts off work of the run: that is data loss.
+  closing_flush_.store(true, std::memory_order_relaxed);
   m.api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   size_t dropped = 0;
   if (m.api.cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) == CUPTI_SUCCESS &&
@@ -543,6 +574,10 @@ CounterSampler* Collector::counters() {
 
 void Collector::set_hooks_for_testing(const CollectorHooks& hooks) {
   impl_->options.hooks = hooks;
+}
+
+void Collector::set_host_clock_for_testing(uint64_t (*host_clock)()) {
+  impl_->options.host_clock = host_clock;
 }
 
 void Collector::invoke_api_callback_for_testing(bool runtime_domain, uint32_t cbid, bool enter,

@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -134,6 +135,14 @@ class Collector {
   void configure_counters(const CounterOptions& options);
   CounterSampler* counters();
 
+  // When CUPTI asked for the oldest buffer it still holds (host clock), or kNoBufferLent.
+  // CUPTI hands a buffer back only once every record in it is complete (cuptiActivityFlushAll
+  // with flag 0, the periodic flush: cupti_activity.h), so a record it has put in a buffer it
+  // still holds -- made after that buffer was asked for -- is still to come, however long ago
+  // it completed (inject/watermark.h, FlushWatermark::held_by_buffers).
+  static constexpr int64_t kNoBufferLent = std::numeric_limits<int64_t>::max();
+  int64_t oldest_lent_ns() const;
+
   // Counters since start (read and reset by take_*).
   int64_t take_records_dropped() { return records_dropped_.exchange(0); }
   int64_t take_buffers_refused() { return buffers_refused_.exchange(0); }
@@ -148,6 +157,7 @@ class Collector {
   // Benchmarks / tests: install hooks without starting CUPTI, and drive one API callback the
   // way CUPTI would (a CUpti_CallbackData is built on the stack).
   void set_hooks_for_testing(const CollectorHooks& hooks);
+  void set_host_clock_for_testing(uint64_t (*host_clock)());
   void invoke_api_callback_for_testing(bool runtime_domain, uint32_t cbid, bool enter,
                                        uint64_t* scratch, uint32_t correlation_id);
   // Tests: the record functions CUPTI would lend (cuptiActivityGetNextRecord,
@@ -179,6 +189,7 @@ class Collector {
   std::atomic<int64_t> clock_offset_uncertainty_ns_{0};
   std::atomic<CollectorState> state_{CollectorState::kNotStarted};
   std::atomic<bool> child_{false};
+  std::atomic<bool> closing_flush_{false};  // stop()'s forced flush has begun
   std::atomic<bool> tracing_wanted_{true};
   // Published by configure_counters (the thread that loads CUDA) for the worker, which may
   // already run (a step marked before cuInit).

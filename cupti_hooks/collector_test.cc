@@ -84,5 +84,41 @@ TEST(Collector, RecordsWaitForThePublishedClock) {
   }
 }
 
+uint64_t g_clock = 0;
+uint64_t test_clock() {
+  return g_clock;
+}
+
+// The buffers CUPTI holds and since when (the watermark stays before the oldest:
+// inject/watermark.h): a buffer counts from its request until CUPTI hands it back, filled or
+// empty, in any order.
+TEST(Collector, OldestLentBufferIsTheEarliestRequestNotYetHandedBack) {
+  Collector& c = Collector::instance();
+  c.set_host_clock_for_testing(&test_clock);
+  c.set_record_functions_for_testing(reinterpret_cast<void*>(&next_record),
+                                     reinterpret_cast<void*>(&no_drops));
+  EXPECT_EQ(c.oldest_lent_ns(), Collector::kNoBufferLent);
+  uint8_t* a = nullptr;
+  uint8_t* b = nullptr;
+  size_t size = 0;
+  size_t max_records = 0;
+  g_clock = 100;
+  c.on_buffer_requested(&a, &size, &max_records);
+  g_clock = 200;
+  c.on_buffer_requested(&b, &size, &max_records);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(c.oldest_lent_ns(), 100);
+  c.on_buffer_completed(nullptr, 0, b, size, 0);  // the later one first, empty
+  EXPECT_EQ(c.oldest_lent_ns(), 100);
+  c.on_buffer_completed(nullptr, 0, a, size, 0);
+  EXPECT_EQ(c.oldest_lent_ns(), Collector::kNoBufferLent);
+  g_clock = 300;
+  c.on_buffer_requested(&a, &size, &max_records);
+  EXPECT_EQ(c.oldest_lent_ns(), 300);
+  c.on_buffer_completed(nullptr, 0, a, size, 0);
+  EXPECT_EQ(c.oldest_lent_ns(), Collector::kNoBufferLent);
+}
+
 }  // namespace
 }  // namespace gpuacct::cupti

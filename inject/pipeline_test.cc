@@ -199,5 +199,18 @@ TEST(FlushWatermark, PromisesTheClockSeenFiveTicksEarlierAtMostTwoPeriodsBack) {
   EXPECT_EQ(last, 90 - 2000);
 }
 
+// A buffer CUPTI still holds after the flush holds the watermark before the time CUPTI asked
+// for it (its records are still to come, API records too), by a margin; never more than
+// kMaxBufferWaitNs behind.
+TEST(FlushWatermark, StaysBeforeTheOldestBufferCuptiHolds) {
+  const int64_t w = 50'000'000'000;
+  const int64_t margin = FlushWatermark::kBufferMarginNs;
+  EXPECT_EQ(FlushWatermark::held_by_buffers(w, FlushWatermark::kNoBufferLent), w);
+  EXPECT_EQ(FlushWatermark::held_by_buffers(w, w + 5 * margin), w) << "lent after it: no effect";
+  EXPECT_EQ(FlushWatermark::held_by_buffers(w, w - 3'000'000'000), w - 3'000'000'000 - margin);
+  EXPECT_EQ(FlushWatermark::held_by_buffers(w, 0), w - FlushWatermark::kMaxBufferWaitNs);
+  EXPECT_EQ(FlushWatermark::held_by_buffers(FlushWatermark::kNone, 0), FlushWatermark::kNone);
+}
+
 }  // namespace
 }  // namespace gpuacct::inject

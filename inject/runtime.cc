@@ -355,8 +355,11 @@ void Runtime::Impl::watchdog_main() {
 // everything in.
 void Runtime::Impl::tick(FlushWatermark& watermark) {
   const int64_t w = watermark.on_tick(now_ns());
-  cupti::Collector::instance().flush(false);
-  pipeline->tick(w);
+  auto& collector = cupti::Collector::instance();
+  collector.flush(false);
+  // What the buffers CUPTI still holds after this flush hold back (inject/watermark.h).
+  static_assert(FlushWatermark::kNoBufferLent == cupti::Collector::kNoBufferLent);
+  pipeline->tick(FlushWatermark::held_by_buffers(w, collector.oldest_lent_ns()));
 }
 
 void Runtime::Impl::finalize() {

@@ -90,6 +90,10 @@ DIMENSIONS = {
                        "(GPUACCT_SIM_GPU_DELIVERY_LAG_NS; issue 14 item 4, fixed)"),
     "graph_lag": (True, "long_lag in programs with graphs (a graph launch stays owed after its "
                         "first kernel; issue 14, fixed)"),
+    "held_buffers": (True, "GPUACCT_SIM_HOLD_BUFFERS: per-thread buffers handed back only once "
+                           "every record in them is complete, as real CUPTI's flush does (a "
+                           "queued kernel holds back its thread's API records too; fixed: the "
+                           "watermark stays before the oldest buffer CUPTI holds)"),
 }
 
 # The default dimensions when the seeds below were found (a program depends on the seed and

@@ -71,6 +71,36 @@ def case_buffer_refused() -> None:
         print(f"ok: {stat(rep, 'cupti_records_dropped')} records lost to refused buffers counted")
 
 
+def case_untimed_records() -> None:
+    # Real CUPTI may deliver a finished kernel's record with 0 timestamps mid-run ("no timing
+    # information could be collected for lack of device memory": cupti_activity.h,
+    # cuptiActivityGetNextRecord).  That kernel's time is missing from its step: data loss,
+    # not a skipped bad record (the library before counted it as cupti_records_incomplete,
+    # severity error, and the report claimed no data loss).
+    every = 7
+    with tempfile.TemporaryDirectory() as out:
+        truth_path = os.path.join(out, "truth.json")
+        scenario_with(out, GPUACCT_SIM_FAULTS=f"untimed_every={every}",
+                      GPUACCT_SIM_TRUTH=truth_path)
+        rep = one_report(out)
+        with open(truth_path) as f:
+            truth = json.load(f)
+        untimed = truth["kernels_total"] // every  # data_bound: kernels are its only GPU ops
+        check(rep["data_loss"] is True, f"data_loss must be set: {rep['stats']}")
+        check(stat(rep, "cupti_records_untimed") == untimed,
+              f"{stat(rep, 'cupti_records_untimed')} untimed records counted, {untimed} made")
+        check(stat(rep, "cupti_records_incomplete") == 0, str(rep["stats"]))
+        # Each untimed kernel (1 ms in data_bound) is compute missing from the rows, no more.
+        kernel_ns = truth["params"]["kernel_ns"]
+        rows = rep["steps"]
+        check(len(rows) == truth["num_steps"], f"{len(rows)} rows")
+        got = sum(r["categories"]["compute"] for r in rows)
+        want = sum(t["expected_ns"]["compute"] for t in truth["steps"]) - untimed * kernel_ns
+        check(got == want, f"compute {got} ns, expected {want} ns")
+        print(f"ok: {untimed} untimed kernel records counted as data loss; compute short by "
+              f"exactly their {untimed * kernel_ns} ns")
+
+
 def case_pool_cap() -> None:
     # Our own cap: 2 buffers of 1 MiB for a million kernels produced in no real time.
     with tempfile.TemporaryDirectory() as out:

@@ -51,12 +51,12 @@ from e2e_oracle import TOL, BANDS, expected_verdict, planted_work, expected_work
 from e2e_compare import check_stream_summaries, row_key, compare_pipelines, check_settings_override
 from e2e_cases_faults import (
     gpu_off_line, host_only_report, case_subscribe_refused, case_drop, case_buffer_refused,
-    case_pool_cap, case_fork, case_sigterm, case_sigkill, case_planted_links, case_busy,
-    case_bad_env, case_no_cupti, case_real_cupti, case_nocuda, case_enable_off, case_record,
-    case_latin1_names)
+    case_untimed_records, case_pool_cap, case_fork, case_sigterm, case_sigkill,
+    case_planted_links, case_busy, case_bad_env, case_no_cupti, case_real_cupti, case_nocuda,
+    case_enable_off, case_record, case_latin1_names)
 from e2e_cases_truth import (
     case_scenario, case_thread_ids, case_first_mark, case_declared_work, case_same_steps,
-    case_late_gpu_records, case_late_graph_records, case_sampled)
+    case_late_gpu_records, case_late_graph_records, case_held_buffers, case_sampled)
 
 # Every name this file had before its helpers and cases moved out: other tests use them
 # (run_e2e.base_env, run_e2e.compare_pipelines, from run_e2e import Fail, check, ...).
@@ -66,18 +66,20 @@ __all__ = [
     "wait_for", "jsonl_rows", "long_loop", "read_utf8_json_lines", "TOL", "BANDS",
     "expected_verdict", "planted_work", "expected_work", "check_stream_summaries", "row_key",
     "compare_pipelines", "check_settings_override", "gpu_off_line", "host_only_report",
-    "case_subscribe_refused", "case_drop", "case_buffer_refused", "case_pool_cap", "case_fork",
+    "case_subscribe_refused", "case_drop", "case_buffer_refused", "case_untimed_records",
+    "case_pool_cap", "case_fork",
     "case_sigterm", "case_sigkill", "case_planted_links", "case_busy", "case_bad_env",
     "case_no_cupti", "case_real_cupti", "case_nocuda", "case_enable_off", "case_record",
     "case_latin1_names", "case_scenario", "case_thread_ids", "case_first_mark",
     "case_declared_work", "case_same_steps", "case_late_gpu_records", "case_late_graph_records",
-    "case_sampled"
+    "case_held_buffers", "case_sampled"
 ]
 
 
 CASES = {
     "subscribe_refused": case_subscribe_refused, "drop": case_drop,
-    "buffer_refused": case_buffer_refused, "pool_cap": case_pool_cap, "fork": case_fork,
+    "buffer_refused": case_buffer_refused, "untimed_records": case_untimed_records,
+    "pool_cap": case_pool_cap, "fork": case_fork,
     "sigterm": case_sigterm, "sigkill": case_sigkill, "busy": case_busy, "bad_env": case_bad_env,
     "no_cupti": case_no_cupti, "real_cupti": case_real_cupti, "nocuda": case_nocuda,
     "planted_links": case_planted_links,
@@ -85,6 +87,7 @@ CASES = {
     "declared_work": case_declared_work,
     "late_gpu_records": case_late_gpu_records,
     "late_graph_records": case_late_graph_records,
+    "held_buffers": case_held_buffers,
     "first_mark": case_first_mark,
     # The recording carries the thread ids the live run resolved.
     "same_steps_pthread_ids": lambda: case_same_steps(

@@ -5,6 +5,8 @@
 #  2. runs every example under the library (C API marks and no marks), checks each verdict,
 #     and prints its launch callbacks per CUPTI domain (2a: do runtime launches reach the
 #     driver's callbacks?);
+#  2a'. runs examples/queued_ahead (no synchronize between steps): nothing dropped as late while
+#      CUPTI holds a buffer with a kernel still queued (docs/injection.md, "What CUPTI may do");
 #  3. measures overhead on the launch-bound example: time per step with the library divided by
 #     time without it, and divided by the bare CUPTI-only tracer (the floor any tracer pays);
 #  3b. runs examples/nccl_allreduce under the library as NCCL's profiler plugin (one GPU: a
@@ -120,6 +122,37 @@ callbacks_row() {  # label report-dir
   row "callbacks: $1" "-" "rt $rt drv $drv" "nested $nested; every runtime launch reached the driver: $all"
 }
 for name in data_bound launch_bound compute_bound; do callbacks_row "$name" "$OUT/${name}_capi"; done
+
+# ---- 2a'. held buffers (docs/injection.md, "What CUPTI may do", items 1 and 2) -----------------
+# A loop that never lets the GPU queue drain between synchronizes: does CUPTI hold its records
+# (API records too) until a buffer fills or the queue drains, and does the watermark wait for
+# them?  Pass: verdict compute, nothing dropped as late.  Information: how late records came
+# (the report's delivery section) and GPU records CUPTI could not time (cupti_records_untimed).
+held_of() {  # report dir -> "bound late_ops late_host untimed lag_max_ms held_peak"
+  python3 - "$1" <<'PY'
+import glob, json, sys
+files = sorted(glob.glob(sys.argv[1] + "/gpuacct_*.json"))
+if not files:
+    print("no-report - - - - -"); sys.exit()
+r = json.load(open(files[-1]))
+st = {s["name"]: s["value"] for s in r["stats"]}
+d = r.get("delivery", {})
+print(r["verdict"]["bound"], st.get("late_gpu_ops_dropped", "-"), st.get("late_host_events_dropped", "-"),
+      st.get("cupti_records_untimed", "-"), round(d.get("lag_max_ns", 0) / 1e6, 1), d.get("held_events_peak", "-"))
+PY
+}
+HELD_DIR="$OUT/queued_ahead_capi"
+rm -rf "$HELD_DIR"; mkdir -p "$HELD_DIR"
+CUDA_INJECTION64_PATH="$LIB" GPUACCT_OUTPUT_DIR="$HELD_DIR" GPUACCT_QUIET=1 GPUACCT_FLUSH_MS=20 \
+  timeout 120 "$B/examples/queued_ahead" --marks=capi >"$HELD_DIR/stdout" 2>"$HELD_DIR/stderr"
+HELD_RC=$?
+read -r hbound hlate_ops hlate_host huntimed hlag hpeak < <(held_of "$HELD_DIR")
+hstatus=ok
+if [ $HELD_RC -ne 0 ] || [ "$hbound" != compute ] || [ "$hlate_ops" != 0 ] || [ "$hlate_host" != 0 ]; then
+  hstatus="FAIL(rc=$HELD_RC)"; FAILS=$((FAILS + 1))
+fi
+row "held buffers: queued_ahead" "compute, 0 late" "$hbound, $hlate_ops/$hlate_host late" \
+  "$hstatus; records up to ${hlag} ms behind the watermark, ${hpeak} events held, untimed $huntimed"
 
 # ---- 2b. NCCL profiler plugin (one GPU, single-rank communicator) -----------------------------
 # NCCL gives a single-rank all-reduce no task, so no profiler event (examples/nccl_allreduce.cu):

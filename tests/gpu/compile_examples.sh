@@ -9,7 +9,8 @@ mkdir -p "$OUT"
 # The NCCL examples only where the toolkit has NCCL (CUDA 13 ships nccl.h and libnccl.so).
 NCCL_H="$(dirname "$(command -v "$NVCC")")/../include/nccl.h"
 [ -f "$NCCL_H" ] || NCCL_H=/usr/include/nccl.h
-for ex in data_bound launch_bound compute_bound comm_bound nccl_allreduce tensor_matmul elementwise; do
+for ex in data_bound launch_bound compute_bound comm_bound nccl_allreduce tensor_matmul elementwise \
+  queued_ahead; do
   extra=()
   case "$ex" in comm_bound | nccl_allreduce) extra=(-lnccl) ;; esac
   if [ ${#extra[@]} -gt 0 ] && [ ! -f "$NCCL_H" ]; then

@@ -300,6 +300,7 @@ CUPTI_EXPORT CUptiResult cuptiFinalize(void) {
   {
     std::lock_guard<std::recursive_mutex> fill(s.fill_mu);
     QueueCurrent(s, true);
+    QueueHeldBuffers(s, true);
   }
   Deliver();
   std::lock_guard<std::recursive_mutex> fill(s.fill_mu);

@@ -3,6 +3,7 @@
 // flush, the periodic flush and at exit; and the library's load / exit hooks.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -40,6 +41,48 @@ bool RequestBuffer(State& s, CUpti_BuffersCallbackRequestFunc request) {
   }
   s.current = ClientBuffer{buf, size, pad, 0, max_records};
   return true;
+}
+
+// GPUACCT_SIM_HOLD_BUFFERS: which per-thread buffers still wait.  Real CUPTI puts a record in
+// a buffer when it is made (a kernel's at its launch, on the launching thread's buffer with
+// CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, default 1) and hands a buffer back only once
+// every record in it is complete: cuptiActivityFlushAll(0) "doesn't return buffers which have
+// one or more incomplete records", the periodic flush returns only full, complete buffers
+// (cupti_activity.h, cuptiActivityFlushAll / cuptiActivityFlushPeriod).  So one kernel still
+// queued holds back every record its thread made since its buffer began -- API records too.
+// Each owner's pending records, in production order, fill buffers of `size` records; the
+// last one is partly filled.
+struct HeldBuffers {
+  uint64_t size = 0;  // 0: records go one by one (the default)
+  // Per owner, per buffer: 1 when it must wait (a record not ready, or, on a periodic or
+  // threshold pass, not full).
+  std::unordered_map<uint64_t, std::vector<uint8_t>> wait;
+  bool waits(uint64_t owner, uint64_t nth) const {
+    const auto it = wait.find(owner);
+    const uint64_t b = nth / size;
+    return it != wait.end() && b < it->second.size() && it->second[b] != 0;
+  }
+};
+
+template <typename CompleteNow>
+HeldBuffers HoldBuffers(const State& s, PlaceMode mode, CompleteNow&& complete_now) {
+  HeldBuffers h;
+  if (s.hold_buffer_records == 0 || mode == PlaceMode::kForced) return h;
+  h.size = s.hold_buffer_records;
+  std::unordered_map<uint64_t, uint64_t> count;
+  for (const Pending& p : s.pending) {
+    const uint64_t b = count[p.owner]++ / h.size;
+    std::vector<uint8_t>& w = h.wait[p.owner];
+    if (w.size() <= b) w.resize(b + 1, 0);
+    if (!complete_now(p) || p.delay != 0) w[b] = 1;
+  }
+  // Only FlushAll(0) hands back a partly filled buffer.
+  if (mode != PlaceMode::kFlush) {
+    for (auto& [owner, w] : h.wait) {
+      if (count[owner] % h.size != 0) w.back() = 1;
+    }
+  }
+  return h;
 }
 
 // Orders a batch the way a real trace arrives: per-lane order kept (a stream's or a thread's
@@ -105,6 +148,78 @@ void WorkerMain() {
 
 }  // namespace
 
+void ClearGpuTimes(AnyRecord& r) {
+  switch (r.base.kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      r.kernel.start = r.kernel.end = r.kernel.completed = 0;
+      break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+      r.memcpy.start = r.memcpy.end = 0;
+      break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY2:
+      r.p2p.start = r.p2p.end = 0;
+      break;
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+      r.memset.start = r.memset.end = 0;
+      break;
+    default:
+      break;
+  }
+}
+
+void LendHeldBuffers(uint64_t owner) {
+  State& s = S();
+  std::lock_guard<std::recursive_mutex> fill(s.fill_mu);
+  CUpti_BuffersCallbackRequestFunc request;
+  uint64_t needed;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    request = s.request;
+    const auto it = s.owner_pending.find(owner);
+    const uint64_t n = it == s.owner_pending.end() ? 0 : it->second;
+    needed =
+        s.hold_buffer_records == 0 ? 0 : (n + s.hold_buffer_records - 1) / s.hold_buffer_records;
+  }
+  if (request == nullptr) return;
+  std::deque<ClientBuffer>& lent = s.held_buffers[owner];
+  while (lent.size() < needed) {
+    ClientBuffer saved = s.current;
+    s.current = ClientBuffer();
+    const bool got = RequestBuffer(s, request);
+    if (got) lent.push_back(s.current);
+    s.current = saved;
+    if (!got) return;  // refused: its records go to the current buffer when ready
+  }
+}
+
+// Every owner with records pending gets the buffers they need (fill_mu held, mu not held).
+void LendToWaitingOwners(State& s) {
+  std::vector<uint64_t> owners;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    for (const auto& [owner, n] : s.owner_pending) {
+      if (n > 0) owners.push_back(owner);
+    }
+  }
+  for (uint64_t owner : owners) LendHeldBuffers(owner);
+}
+
+void QueueHeldBuffers(State& s, bool even_empty) {
+  for (auto& [owner, lent] : s.held_buffers) {
+    for (auto it = lent.begin(); it != lent.end();) {
+      if (it->count == 0 && !even_empty) {
+        ++it;
+        continue;
+      }
+      std::swap(s.current, *it);
+      QueueCurrent(s, true);
+      std::swap(s.current, *it);
+      it = lent.erase(it);
+    }
+  }
+}
+
 void QueueCurrent(State& s, bool even_empty) {
   if (s.current.buf == nullptr) return;
   if (s.current.count == 0 && !even_empty) return;
@@ -127,12 +242,24 @@ void Place(PlaceMode mode) {
     zero_incomplete = s.forced_zero_incomplete;
     now = simNow();
     const bool flush_point = mode != PlaceMode::kThreshold;
+    // A GPU record (not on a host lane) waits out the delivery lag once complete.
+    auto complete_now = [&](const Pending& p) {
+      const uint64_t lag = (p.lane & kHostLaneBit) != 0 ? 0 : s.gpu_delivery_lag_ns;
+      return p.complete_at + lag <= now;
+    };
+    const HeldBuffers held = HoldBuffers(s, mode, complete_now);
+    std::unordered_map<uint64_t, uint64_t> nth;  // per owner: records seen (held buffers)
     std::deque<Pending> keep;
     for (Pending& p : s.pending) {
-      // A GPU record (not on a host lane) waits out the delivery lag once complete.
-      const uint64_t lag = (p.lane & kHostLaneBit) != 0 ? 0 : s.gpu_delivery_lag_ns;
-      const bool complete = p.complete_at + lag <= now;
-      if (mode == PlaceMode::kForced || (complete && p.delay == 0)) {
+      const bool complete = complete_now(p);
+      const uint64_t nth_of_owner = nth[p.owner]++;
+      const bool in_held = held.size != 0 && held.waits(p.owner, nth_of_owner);
+      if (mode == PlaceMode::kForced || (complete && p.delay == 0 && !in_held)) {
+        if (s.hold_buffer_records != 0) {
+          p.held_index = nth_of_owner / s.hold_buffer_records;
+          auto owned = s.owner_pending.find(p.owner);
+          if (owned != s.owner_pending.end() && owned->second > 0) --owned->second;
+        }
         batch.push_back(p);
       } else {
         if (complete && flush_point && p.delay > 0) --p.delay;
@@ -145,25 +272,15 @@ void Place(PlaceMode mode) {
   }
   bool refused = false;
   for (Pending& p : batch) {
+    // The record goes into its owner's held buffer when it has one (the buffer swapped in as
+    // the current one for this record).
+    auto held = s.held_buffers.find(p.owner);
+    const bool into_held = held != s.held_buffers.end() && p.held_index < held->second.size();
+    ClientBuffer* target = into_held ? &held->second[p.held_index] : nullptr;
+    if (into_held) std::swap(s.current, *target);
     if (mode == PlaceMode::kForced && zero_incomplete && p.complete_at > now) {
       // Like real CUPTI: a forced flush hands out unfinished GPU records with 0 timestamps.
-      switch (p.rec.base.kind) {
-        case CUPTI_ACTIVITY_KIND_KERNEL:
-        case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-          p.rec.kernel.start = p.rec.kernel.end = p.rec.kernel.completed = 0;
-          break;
-        case CUPTI_ACTIVITY_KIND_MEMCPY:
-          p.rec.memcpy.start = p.rec.memcpy.end = 0;
-          break;
-        case CUPTI_ACTIVITY_KIND_MEMCPY2:
-          p.rec.p2p.start = p.rec.p2p.end = 0;
-          break;
-        case CUPTI_ACTIVITY_KIND_MEMSET:
-          p.rec.memset.start = p.rec.memset.end = 0;
-          break;
-        default:
-          break;
-      }
+      ClearGpuTimes(p.rec);
     }
     const size_t size = RecordSize(p.rec.base.kind);
     ClientBuffer& cur = s.current;
@@ -175,13 +292,17 @@ void Place(PlaceMode mode) {
     if (s.current.buf == nullptr || s.current.used + size > s.current.size) {
       std::lock_guard<std::mutex> lock(s.mu);
       ++s.dropped;  // no buffer (refused) or one too small for this record
-      continue;
+    } else {
+      std::memcpy(s.current.buf + s.current.used, &p.rec, size);
+      s.current.used += size;
+      ++s.current.count;
     }
-    std::memcpy(s.current.buf + s.current.used, &p.rec, size);
-    s.current.used += size;
-    ++s.current.count;
+    if (into_held) std::swap(s.current, *target);
   }
   if (mode == PlaceMode::kFlush || mode == PlaceMode::kForced) QueueCurrent(s, false);
+  // A held buffer that got records got all it will: it goes back now.
+  QueueHeldBuffers(s, false);
+  if (s.hold_buffer_records != 0) LendToWaitingOwners(s);
   fill.unlock();
   if (mode == PlaceMode::kThreshold) {
     // Full buffers go back from CUPTI's own thread, as with the real library.

@@ -10,7 +10,7 @@ namespace sim_cupti {
 namespace {
 
 // Adds one record (drop faults, delay draw).  Caller holds s.mu.
-void PushLocked(State& s, const AnyRecord& rec, uint64_t complete_at, uint64_t lane,
+void PushLocked(State& s, const AnyRecord& rec, uint64_t complete_at, uint64_t lane, uint64_t owner,
                 bool may_delay) {
   ++s.produced;
   if (s.produced <= s.faults.drop_first ||
@@ -22,12 +22,15 @@ void PushLocked(State& s, const AnyRecord& rec, uint64_t complete_at, uint64_t l
   Pending p;
   p.complete_at = complete_at;
   p.lane = lane;
+  p.owner = owner;
   p.delay = 0;
   if (may_delay && s.delay_pct != 0 && SplitMix(s.rng) % 100 < s.delay_pct) {
     p.delay = static_cast<uint8_t>(1 + SplitMix(s.rng) % 2);
   }
+  p.held_index = 0;
   p.rec = rec;
   s.pending.push_back(p);
+  if (s.hold_buffer_records != 0) ++s.owner_pending[owner];
 }
 
 bool KindOn(State& s, CUpti_ActivityKind k) {
@@ -111,7 +114,7 @@ void PushApiRecordsLocked(State& s, const SimApiCall* call, uint32_t tid, uint64
         r.ext.externalKind = static_cast<CUpti_ExternalCorrelationKind>(k);
         r.ext.externalId = t_external[k].back();
         r.ext.correlationId = call->correlation_id;
-        PushLocked(s, r, call->end, host_lane, false);
+        PushLocked(s, r, call->end, host_lane, host_lane, false);
       }
     }
     AnyRecord r{};
@@ -123,7 +126,7 @@ void PushApiRecordsLocked(State& s, const SimApiCall* call, uint32_t tid, uint64
     r.api.threadId = tid;
     r.api.correlationId = call->correlation_id;
     r.api.returnValue = static_cast<uint32_t>(*static_cast<int*>(call->return_value));
-    PushLocked(s, r, call->end, host_lane, true);
+    PushLocked(s, r, call->end, host_lane, host_lane, true);
   }
   if (call->sync_type != 0 && KindOn(s, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)) {
     AnyRecord r{};
@@ -136,7 +139,7 @@ void PushApiRecordsLocked(State& s, const SimApiCall* call, uint32_t tid, uint64
     r.sync.streamId = call->sync_stream_id;
     r.sync.cudaEventId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
     r.sync.cudaEventSyncId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
-    PushLocked(s, r, call->end, host_lane, true);
+    PushLocked(s, r, call->end, host_lane, host_lane, true);
   }
 }
 
@@ -238,10 +241,17 @@ void HookApiExit(SimApiCall* call, const SimGpuOp* ops, size_t num_ops) {
       const uint64_t lane = (static_cast<uint64_t>(op.device) << 32) | op.stream_id;
       AnyRecord r{};
       if (!FillOpRecord(s, op, runtime, shift, &r)) continue;
-      PushLocked(s, r, op.end, lane, true);
+      // Real CUPTI may deliver a complete GPU record with 0 timestamps: "no timing information
+      // could be collected for lack of device memory" (cupti_activity.h,
+      // cuptiActivityGetNextRecord).
+      if (s.faults.untimed_every != 0 && ++s.gpu_records % s.faults.untimed_every == 0) {
+        ClearGpuTimes(r);
+      }
+      PushLocked(s, r, op.end, lane, host_lane, true);
     }
     if (s.request != nullptr && s.pending.size() >= s.next_threshold) place = true;
   }
+  if (s.hold_buffer_records != 0) LendHeldBuffers(host_lane);
   if (place) Place(PlaceMode::kThreshold);
 }
 
@@ -265,6 +275,8 @@ void HookReset() {
   std::lock_guard<std::mutex> lock(s.mu);
   ResetLocked(s);
   s.current = ClientBuffer();
+  s.held_buffers.clear();  // abandoned with their client, as the current one
+  s.owner_pending.clear();
   s.Configure();
   ResetPmSampling();
 }

@@ -142,6 +142,8 @@ void Faults::Parse(const char* spec) {
       drop_first = std::strtoull(item.c_str() + 5, nullptr, 10);
     } else if (item.rfind("drop_every=", 0) == 0) {
       drop_every = std::strtoull(item.c_str() + 11, nullptr, 10);
+    } else if (item.rfind("untimed_every=", 0) == 0) {
+      untimed_every = std::strtoull(item.c_str() + 14, nullptr, 10);
     } else if (item == "buffer_refused") {
       buffer_refused = -1;
     } else if (item.rfind("buffer_refused=", 0) == 0) {
@@ -163,6 +165,7 @@ void State::Configure() {
   delay_pct = static_cast<uint32_t>(std::min<uint64_t>(100, EnvU64("GPUACCT_SIM_DELAY_PCT", 5)));
   shuffle = EnvU64("GPUACCT_SIM_SHUFFLE", 1) != 0;
   gpu_delivery_lag_ns = EnvU64("GPUACCT_SIM_GPU_DELIVERY_LAG_NS", 0);
+  hold_buffer_records = EnvU64("GPUACCT_SIM_HOLD_BUFFERS", 0);
   const char* inc = std::getenv("GPUACCT_SIM_FORCED_INCOMPLETE");
   forced_zero_incomplete = !(inc != nullptr && std::strcmp(inc, "keep") == 0);
   clock_shift.store(ParseCuptiClock(std::getenv("GPUACCT_SIM_CUPTI_CLOCK")));
@@ -226,6 +229,7 @@ void ResetLocked(State& s) {
   s.pending.clear();
   s.next_threshold = kThresholdStep;
   s.produced = 0;
+  s.gpu_records = 0;
   s.dropped = 0;
   s.buffer_requests = 0;
   s.done.clear();  // test helper: buffers of a previous client are abandoned, not returned

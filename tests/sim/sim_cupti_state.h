@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -58,11 +59,15 @@ union AnyRecord {
 
 // The size of one record of `kind` in a client buffer; 0 for a kind the sim does not produce.
 size_t RecordSize(CUpti_ActivityKind kind);
+// Sets a GPU record's timestamps (start, end, a kernel's completed) to CUPTI_TIMESTAMP_UNKNOWN.
+void ClearGpuTimes(AnyRecord& r);
 
 struct Pending {
   uint64_t complete_at;  // sim time at which the record is complete (GPU end / API end)
   uint64_t lane;         // delivery lane: one per host thread, one per (device, stream)
+  uint64_t owner;        // the host lane of the call that made it (GPUACCT_SIM_HOLD_BUFFERS)
   uint8_t delay;         // flushes to hold the record back once it is complete
+  uint64_t held_index;   // GPUACCT_SIM_HOLD_BUFFERS: its owner's buffer, set when placed
   AnyRecord rec;
 };
 
@@ -78,6 +83,7 @@ struct Faults {
   bool subscribe_refused = false;
   uint64_t drop_first = 0;                 // drop=N
   uint64_t drop_every = 0;                 // drop_every=K
+  uint64_t untimed_every = 0;              // untimed_every=K: every K-th GPU record, 0 times
   int64_t buffer_refused = 0;              // buffer_refused (-1: every request) / buffer_refused=N
   std::unordered_set<std::string> errors;  // error:FUNCTION
 
@@ -119,6 +125,10 @@ struct State {
   // GPUACCT_SIM_GPU_DELIVERY_LAG_NS: GPU records are held until the sim clock is this far past
   // their end (a deep queue, a busy CUPTI thread); host records are not.
   uint64_t gpu_delivery_lag_ns = 0;
+  // GPUACCT_SIM_HOLD_BUFFERS=N: records wait in a per-thread buffer of N records (the thread
+  // that made the call, its GPU ops' records included), handed back only once every record in
+  // it is complete (0: the default, record by record).
+  uint64_t hold_buffer_records = 0;
 
   // Subscriber (one per process, as with real CUPTI).
   bool subscribed = false;
@@ -147,9 +157,16 @@ struct State {
   std::deque<Pending> pending;
   size_t next_threshold = kThresholdStep;
   uint64_t produced = 0;
+  uint64_t gpu_records = 0;  // GPU-op records made (the untimed_every fault counts them)
   uint64_t dropped = 0;
   int64_t buffer_requests = 0;
-  ClientBuffer current;        // guarded by fill_mu
+  ClientBuffer current;  // guarded by fill_mu
+  // GPUACCT_SIM_HOLD_BUFFERS: per owner (host lane), the buffers lent to hold its records, one
+  // per hold_buffer_records of them, oldest first: asked for as soon as the owner has a record
+  // with no room (as real CUPTI asks when a thread needs room), filled and handed back once
+  // their records are all complete.  Guarded by fill_mu.
+  std::unordered_map<uint64_t, std::deque<ClientBuffer>> held_buffers;
+  std::unordered_map<uint64_t, uint64_t> owner_pending;  // records pending per owner (mu)
   std::deque<Completed> done;  // guarded by mu, delivered under deliver_mu
 
   // Worker thread: periodic flush + asynchronous delivery of full buffers.
@@ -207,6 +224,12 @@ void Place(PlaceMode mode);
 void Deliver();
 // Queues the current client buffer for delivery (fill_mu held).
 void QueueCurrent(State& s, bool even_empty);
+// GPUACCT_SIM_HOLD_BUFFERS: lends `owner` buffers until its pending records have room (mu not
+// held; takes fill_mu).
+void LendHeldBuffers(uint64_t owner);
+// Hands held buffers back: those holding records, empty ones too with `even_empty` (fill_mu
+// held).
+void QueueHeldBuffers(State& s, bool even_empty);
 
 }  // namespace sim_cupti
 

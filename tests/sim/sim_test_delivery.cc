@@ -69,6 +69,63 @@ TEST_F(SimTest, LateRecordsArriveWithinTwoFlushes) {
   EXPECT_EQ(Records(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL).size(), 10u);
 }
 
+// GPUACCT_SIM_HOLD_BUFFERS: a buffer goes back only once every record in it is complete, so a
+// kernel still queued holds back its thread's earlier records -- API records and finished
+// kernels alike -- as real CUPTI's per-thread buffers do (cuptiActivityFlushAll, flag 0).
+TEST_F(SimTest, HeldBuffersWaitForTheirLastRecord) {
+  setenv("GPUACCT_SIM_HOLD_BUFFERS", "1000", 1);
+  ResetAll();
+  Attach();
+  simStream_t a = simStreamCreate(0);
+  simStream_t b = simStreamCreate(0);
+  ASSERT_EQ(simLaunchKernel(a, "short", kUs), SIM_OK);
+  ASSERT_EQ(simLaunchKernel(b, "long", 10 * 1000 * kUs), SIM_OK);
+  simHostWork(100 * kUs);  // "short" is over, "long" is not
+  ASSERT_EQ(C().cuptiActivityFlushAll(0), CUPTI_SUCCESS);
+  EXPECT_EQ(Records().size(), 0u) << "the thread's buffer holds an unfinished kernel";
+  simHostWork(20 * 1000 * kUs);
+  ASSERT_EQ(C().cuptiActivityFlushAll(0), CUPTI_SUCCESS);
+  EXPECT_EQ(Records(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL).size(), 2u);
+  EXPECT_EQ(Records(CUPTI_ACTIVITY_KIND_RUNTIME).size(), 4u);
+
+  // Another thread's buffer does not wait for this one's kernel.
+  ASSERT_EQ(simLaunchKernel(b, "long2", 10 * 1000 * kUs), SIM_OK);
+  std::thread other([&] { ASSERT_EQ(simLaunchKernel(a, "other", kUs), SIM_OK); });
+  other.join();
+  simHostWork(100 * kUs);
+  ASSERT_EQ(C().cuptiActivityFlushAll(0), CUPTI_SUCCESS);
+  auto ks = Records(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  ASSERT_EQ(ks.size(), 3u);
+  EXPECT_STREQ(ks.back().as<CUpti_ActivityKernel10>().name, "other");
+}
+
+// GPUACCT_SIM_FAULTS=untimed_every=K: every K-th GPU record comes complete but with 0
+// timestamps ("no timing information could be collected for lack of device memory").
+TEST_F(SimTest, FaultUntimedEveryZeroesGpuTimestamps) {
+  setenv("GPUACCT_SIM_FAULTS", "untimed_every=3", 1);
+  ResetAll();
+  Attach();
+  simStream_t s = simStreamCreate(0);
+  for (int i = 0; i < 9; ++i) ASSERT_EQ(simLaunchKernel(s, "k", kUs), SIM_OK);
+  ASSERT_EQ(simStreamSynchronize(s), SIM_OK);
+  ASSERT_EQ(C().cuptiActivityFlushAll(0), CUPTI_SUCCESS);
+  auto ks = Records(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  ASSERT_EQ(ks.size(), 9u) << "delivered by a plain flush, not held back";
+  size_t untimed = 0;
+  for (auto& r : ks) {
+    const auto& k = r.as<CUpti_ActivityKernel10>();
+    if (k.start == 0) {
+      ++untimed;
+      EXPECT_EQ(k.end, 0u);
+      EXPECT_EQ(k.completed, 0u);
+    }
+  }
+  EXPECT_EQ(untimed, 3u);
+  for (auto& r : Records(CUPTI_ACTIVITY_KIND_RUNTIME)) {
+    EXPECT_NE(r.as<CUpti_ActivityAPI>().start, 0u) << "API records keep their times";
+  }
+}
+
 TEST_F(SimTest, BuffersRespectMaxNumRecordsAndFillUp) {
   {
     std::lock_guard<std::mutex> lock(g.mu);

@@ -44,7 +44,9 @@ const std::vector<std::string> kDims = {
     "delivery", "cupti_clock", "buffer_pressure", "record_loss", "live_ticks", "spill",
     "empty_steps", "threshold_edges", "measured_offset", "stacks_off",
     // the defects of issue 14 (items 1-4), each a switch
-    "byte_names", "thread_id_refused", "early_marks", "long_lag"};
+    "byte_names", "thread_id_refused", "early_marks", "long_lag",
+    // what real CUPTI may do that the fake did not (docs/injection.md, "What CUPTI may do")
+    "held_buffers"};
 
 struct Gen {
   Rng rng;
@@ -282,6 +284,11 @@ struct Gen {
         env("GPUACCT_CUPTI_LIBRARY", "/nonexistent/libcupti.so");
       }
     }
+    // Per-thread buffers handed back only once every record in them is complete (real CUPTI's
+    // flush rule): a queued kernel holds back its thread's records, API records too.  The
+    // records of a 4 MiB buffer (~16000), or fewer.
+    if (on("held_buffers") && rng.chance(50))
+      env("GPUACCT_SIM_HOLD_BUFFERS", rng.chance(50) ? "16000" : "1000");
     if (!faults.empty()) env("GPUACCT_SIM_FAULTS", faults);
   }
 
