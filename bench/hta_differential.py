@@ -678,7 +678,7 @@ def main():
                 n_known += 1
             shown = diffs if args.show_known else real
             if shown:
-                print(f"seed {seed}: [{' '.join(feat)}]")
+                print(f"{args.trace if args.trace else f'seed {seed}'}: [{' '.join(feat)}]")
                 for field, hv, gv, label in shown:
                     print(f"  {field}: HTA {hv} gpuacct {gv}{'  (' + label + ')' if label else ''}")
             if real and args.keep:
