@@ -95,6 +95,7 @@ MEMCPY_NAMES = ["Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinn
 MEMSET_NAMES = ["Memset (Device)"]
 
 
+STABLE = False  # --stable-sort
 WITH_CORR0 = False  # --with-corr0: some correlation ids 0 (gpuacct reads 0 as "none"; CUPTI never issues 0)
 
 
@@ -580,7 +581,7 @@ def compare(h, g):
             hv, hr = he.get(c, (0, 0.0))
             gv = ge.get(c, 0) if ge else None
             gr = ge.get(c + "_ratio", 0.0) if ge else None
-            known = "known: tied starts (HTA's unstable sort)" if tie else ""
+            known = "known: tied starts (HTA's unstable sort)" if tie and not STABLE else ""
             if stream in h.get("multi_device_streams", []):
                 known = "known: HTA merges the streams of one number on all devices"
             elif stream in h.get("orphan_streams", []):
@@ -606,11 +607,16 @@ def main():
     ap.add_argument("--with-corr0", action="store_true",
                     help="let some launches have correlation id 0 (off: CUPTI never issues 0, and "
                          "gpuacct's model reads 0 as none)")
+    ap.add_argument("--stable-sort", action="store_true",
+                    help="make HTA's sorts stable (pandas kind='stable'): tied starts then keep "
+                         "HTA's row order, which is file order when no step is dropped -- gpuacct's "
+                         "order; checks that what is labelled 'tied starts' is only that")
     ap.add_argument("--show-known", action="store_true", help="print the known differences too")
     args = ap.parse_args()
 
-    global WITH_CORR0
+    global WITH_CORR0, STABLE
     WITH_CORR0 = args.with_corr0
+    STABLE = args.stable_sort
     if args.write:
         text, feat = generate(args.seed)
         with open(args.write, "w") as f:
@@ -634,8 +640,18 @@ def main():
         return 2
     import importlib.metadata as md
     names_061 = None if args.hta_050_names else install_061_names()
+    if args.stable_sort:
+        import pandas as pd
+        unstable = pd.DataFrame.sort_values
+
+        def sort_values_stable(self, *a, **kw):
+            kw.setdefault("kind", "stable")
+            return unstable(self, *a, **kw)
+
+        pd.DataFrame.sort_values = sort_values_stable
     print(f"HTA {md.version('HolisticTraceAnalysis')} (kernel classes: "
-          f"{'0.5.0' if args.hta_050_names else '0.6.1, as gpuacct'}); gpuacct {args.gpuacct}")
+          f"{'0.5.0' if args.hta_050_names else '0.6.1, as gpuacct'}"
+          f"{'; stable sorts' if args.stable_sort else ''}); gpuacct {args.gpuacct}")
     work = tempfile.mkdtemp(prefix="hta_diff.")
     cases = ([("file", None)] if args.trace else
              [(s, None) for s in range(args.seed, args.seed + args.count)])
