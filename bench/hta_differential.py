@@ -388,9 +388,6 @@ def generate(seed):
 # ---------------------------------------------------------------------------------------------
 # HTA, in this process (its import takes seconds: once for all traces).
 
-KINDS_061 = None
-
-
 def install_061_names():
     """HTA 0.6.1's kernel classes (hta/common/types.py there) in place of 0.5.0's."""
     import hta.analyzers.breakdown_analysis as ba
@@ -418,8 +415,8 @@ def install_061_names():
 
 def run_hta(trace_dir, names_061):
     """HTA's numbers for the one trace in trace_dir, as hta_totals fields (floats as HTA gives
-    them; NaN kept), plus 'ties' (streams with tied op starts)."""
-    import numpy as np
+    them; NaN kept), plus what `compare` needs to label HTA's known quirks (streams with tied
+    starts, repeated rows, ops whose launch is missing, ...)."""
     from hta.trace_analysis import TraceAnalysis
     from hta.utils.utils import merge_kernel_intervals, get_kernel_type, KernelType
 
@@ -478,11 +475,10 @@ def run_hta(trace_dir, names_061):
         neg = set(rows.loc[rows["dur"] < 0, "ts"])
         return any(rows["ts"].eq(t).sum() > 1 for t in neg)
 
-    types_all = gpu["name"].apply(lambda n: kind_of(sym[n]))
     out["union_tie"] = {
         "all": order_dependent(gpu),
-        "compute": order_dependent(gpu[types_all.eq(KernelType.COMPUTATION.name)]),
-        "comm": order_dependent(gpu[types_all.eq(KernelType.COMMUNICATION.name)]),
+        "compute": order_dependent(gpu[types.eq(KernelType.COMPUTATION.name)]),
+        "comm": order_dependent(comm),
     }
     # HTA rounds only when pandas read `ts` as float64 (some ts not a JSON integer, or missing)
     with open(os.path.join(trace_dir, os.listdir(trace_dir)[0])) as f:
@@ -653,12 +649,11 @@ def main():
           f"{'0.5.0' if args.hta_050_names else '0.6.1, as gpuacct'}"
           f"{'; stable sorts' if args.stable_sort else ''}); gpuacct {args.gpuacct}")
     work = tempfile.mkdtemp(prefix="hta_diff.")
-    cases = ([("file", None)] if args.trace else
-             [(s, None) for s in range(args.seed, args.seed + args.count)])
+    cases = ["file"] if args.trace else list(range(args.seed, args.seed + args.count))
     n_bad = n_known = n_err = n_run = 0
     label_traces = {}  # label -> traces showing it
     try:
-        for seed, _ in cases:
+        for seed in cases:
             d = os.path.join(work, f"s{seed}")
             os.makedirs(d)
             path = os.path.join(d, "rank0.json")
