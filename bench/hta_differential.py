@@ -496,6 +496,13 @@ def run_hta(trace_dir, names_061):
                            "correlation" not in (e.get("args") or {}) and
                            (e.get("pid"), e.get("tid"), e.get("ts")) in flow_ends for e in evs)
     out["multi_device_streams"] = sorted(s for s, d in dev_of.items() if len(d) > 1)
+    # An "Event Sync" / "Context Sync" row is one of HTA's GPU rows by its name alone; with a
+    # stream and no correlation id (Kineto writes neither), its last-step filter matches it to
+    # every CPU row without a correlation id: kept whatever its start, once per such row.
+    out["named_sync_nocorr"] = any(
+        e.get("cat") == "cuda_sync" and e.get("name") in ("Event Sync", "Context Sync") and
+        isinstance((e.get("args") or {}).get("stream"), int) and e["args"]["stream"] >= 0 and
+        "correlation" not in e["args"] for e in evs)
     out["float_times"] = no_round and any(isinstance(e.get("dur"), float) and not e["dur"].is_integer()
                                           for e in evs)
     return out
@@ -535,6 +542,8 @@ def compare(h, g):
             return
         if (is_nan(hv) or (isinstance(hv, float) and math.isinf(hv))) and gv == 0:
             known = "same: HTA NaN or inf (x/0), gpuacct 0"
+        if h.get("named_sync_nocorr") and not known:
+            known = "known: an Event/Context Sync row with a stream and no correlation id (HTA keeps it)"
         if h.get("flow_only") and not known:
             known = "known: ops correlated by their ac2g flow only (gpuacct correlates them, HTA does not)"
         if h.get("float_times") and not known:
