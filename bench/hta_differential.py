@@ -226,6 +226,11 @@ class Gen:
             step_start = t + r.randrange(0, 20_000)
             gpu_first = max(free.values()) if free else step_start
             t = step_start + r.randrange(0, 5_000)
+            if k == n_steps - 1 and r.random() < 0.3:
+                # a launch at (or within a µs of) the last step's start: HTA keeps a launch only
+                # when its rounded-up ts is below the step's rounded-up ts
+                t = step_start + r.choice([0, 0, 400, 500, 999, 1000])
+                self.feat.add("launch-at-last-step")
             t = launches(t, r.randint(2, 20))
             step_end = t + r.randrange(0, 30_000)
             step_ranges.append((k, step_start, step_end, gpu_first))
@@ -496,6 +501,17 @@ def run_hta(trace_dir, names_061):
                            "correlation" not in (e.get("args") or {}) and
                            (e.get("pid"), e.get("tid"), e.get("ts")) in flow_ends for e in evs)
     out["multi_device_streams"] = sorted(s for s, d in dev_of.items() if len(d) > 1)
+    # A correlation id on several CPU rows: HTA takes the launch time of the last of them (its
+    # index_correlation is written once per match, the last write stays), gpuacct the earliest.
+    cpu_corr = {}
+    for e in evs:
+        c = (e.get("args") or {}).get("correlation")
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and isinstance(c, int) and "dur" in e:
+            cpu_corr[c] = cpu_corr.get(c, 0) + 1
+    out["shared_corr_streams"] = sorted({
+        (e.get("args") or {}).get("stream") for e in evs
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and
+        cpu_corr.get((e.get("args") or {}).get("correlation"), 0) > 1})
     # An "Event Sync" / "Context Sync" row is one of HTA's GPU rows by its name alone; with a
     # stream and no correlation id (Kineto writes neither), its last-step filter matches it to
     # every CPU row without a correlation id: kept whatever its start, once per such row.
@@ -591,8 +607,9 @@ def compare(h, g):
                 known = "known: HTA merges the streams of one number on all devices"
             elif stream in h.get("orphan_streams", []):
                 known = "known: HTA takes the first event's ts as the launch of an op whose launch is missing"
-            elif stream in h.get("dup_streams", []):
-                known = "known: HTA repeats a GPU row per CPU row sharing its correlation id"
+            elif stream in h.get("dup_streams", []) or stream in h.get("shared_corr_streams", []):
+                known = ("known: a correlation id on several CPU rows (HTA repeats the GPU row per "
+                         "CPU row, and times its launch by the last)")
             add(f"idle[{stream}].{c}_us", hv if not is_nan(hv) else 0, gv, known)
             if ge and ge["n"] == 1:
                 add(f"idle[{stream}].{c}_ratio", hr, gr, known)

@@ -232,8 +232,7 @@ void add_union_totals(const std::vector<KeptOp>& kept, HtaTotals* t) {
   t->non_compute_us = t->kernel_time_us - t->compute_us - t->idle_us;
   t->comm_us = length(comm);
   t->comm_overlap_us = intersection(comm, comp);
-  // HTA: 100 * (overlap / comm), in that order (the product rounds differently from
-  // 100 * overlap / comm at the last bit, which its round(2) can see).
+  // HTA: 100 * (overlap / comm), in that order, as its round(2) sees it.
   t->comm_comp_overlap_pct = 100.0 * ratio_as_hta(t->comm_overlap_us, t->comm_us);
 }
 
