@@ -79,8 +79,19 @@ int64_t intersection(const std::vector<Iv>& a, const std::vector<Iv>& b) {
   return t;
 }
 
-double round2(double x) {
-  return std::round(x * 100.0) / 100.0;
+// HTA's rounding of its percentages and ratios: pandas' round(2), i.e. numpy's -- scale by 100,
+// round half to even (rint), scale back.  std::round (half away from zero) gave 0.13 where HTA
+// gives 0.12 for a ratio of 1/8 (hta_differential.py).
+double round2_as_numpy(double x) {
+  return std::nearbyint(x * 100.0) / 100.0;
+}
+
+// HTA's ratio v / total as pandas divides (float64), for any non-zero total: the gaps of a
+// stream whose ops overlap can sum to a negative total, and HTA divides by it all the same
+// (host_wait -4 of a total -4 is a ratio of 1).  A zero total is NaN or +-inf there, which JSON
+// cannot hold: 0 here.
+double ratio_as_hta(int64_t v, int64_t total) {
+  return total != 0 ? static_cast<double>(v) / static_cast<double>(total) : 0.0;
 }
 
 }  // namespace
@@ -148,6 +159,8 @@ void TraceTotals::on_api_call(const HostApiCall& call) {
 
 void TraceTotals::on_range(const HostRange& range) {
   if (range.kind != RangeKind::kStep) return;
+  if (steps_ == 0) first_step_name_ = range.name;
+  if (range.name != first_step_name_) two_step_names_ = true;
   if (steps_ == 0 || range.start > last_step_start_) last_step_start_ = range.start;
   ++steps_;
 }
@@ -219,9 +232,8 @@ void add_union_totals(const std::vector<KeptOp>& kept, HtaTotals* t) {
   t->non_compute_us = t->kernel_time_us - t->compute_us - t->idle_us;
   t->comm_us = length(comm);
   t->comm_overlap_us = intersection(comm, comp);
-  t->comm_comp_overlap_pct = t->comm_us > 0 ? 100.0 * static_cast<double>(t->comm_overlap_us) /
-                                                  static_cast<double>(t->comm_us)
-                                            : 0.0;
+  // HTA: 100 * (overlap / comm), in that order, as its round(2) sees it.
+  t->comm_comp_overlap_pct = 100.0 * ratio_as_hta(t->comm_overlap_us, t->comm_us);
 }
 
 }  // namespace
@@ -233,7 +245,11 @@ HtaTotals TraceTotals::compute() const {
   t.profiler_steps = steps_;
 
   t.gpu_step_annotations = gpu_steps_;
-  const bool filter = !opts_.include_last_profiler_step && steps_ >= 2;
+  // HTA drops the last step when its symbol table holds >= 2 names containing "ProfilerStep"
+  // (Trace._filter_irrelevant_gpu_kernels): names, not events -- one name written twice (two
+  // threads, or a cpu_op and a user_annotation) is one step, and nothing is dropped.  The
+  // GPU-side copies carry the CPU-side names.
+  const bool filter = !opts_.include_last_profiler_step && two_step_names_;
   t.last_step_dropped = filter;
   // HTA: the latest ProfilerStep of its CPU rows, the GPU-side annotations included.
   const TimeNs last_start =
@@ -294,17 +310,12 @@ HtaTotals TraceTotals::compute() const {
 
 nlohmann::json TraceTotals::to_json() const {
   const HtaTotals t = compute();
-  auto pct = [&](int64_t v) {
-    return t.kernel_time_us > 0
-               ? round2(100.0 * static_cast<double>(v) / static_cast<double>(t.kernel_time_us))
-               : 0.0;
-  };
+  // HTA: round(100 * (v / kernel_time), 2).
+  auto pct = [&](int64_t v) { return round2_as_numpy(100.0 * ratio_as_hta(v, t.kernel_time_us)); };
   nlohmann::json streams = nlohmann::json::array();
   for (const auto& s : t.idle_by_stream) {
     const int64_t sum = s.host_wait_us + s.kernel_wait_us + s.other_us;
-    auto ratio = [&](int64_t v) {
-      return sum > 0 ? round2(static_cast<double>(v) / static_cast<double>(sum)) : 0.0;
-    };
+    auto ratio = [&](int64_t v) { return round2_as_numpy(ratio_as_hta(v, sum)); };
     streams.push_back({{"device", s.device},
                        {"stream", s.stream},
                        {"host_wait_us", s.host_wait_us},
@@ -335,7 +346,7 @@ nlohmann::json TraceTotals::to_json() const {
       {"non_compute_pct", pct(t.non_compute_us)},
       {"comm_us", t.comm_us},
       {"comm_compute_overlap_us", t.comm_overlap_us},
-      {"comm_compute_overlap_pct", round2(t.comm_comp_overlap_pct)},
+      {"comm_compute_overlap_pct", round2_as_numpy(t.comm_comp_overlap_pct)},
       {"consecutive_kernel_delay_us", opts_.consecutive_kernel_delay_us},
       {"idle_by_stream", streams},
   };

@@ -15,11 +15,16 @@
 //     host_wait   if the op's launch call started after the previous op ended,
 //     kernel_wait else if the gap is < consecutive_kernel_delay (30 µs) -- negative gaps too,
 //     other       else.
+//   percentages (of kernel_time, of comm) and per-stream ratios (of the stream's summed gaps):
+//     v / total in float64, then pandas' round(2) -- numpy's: x * 100, half to even, / 100
+//     (a ratio of 1/8 is 0.12); a total that is negative (overlapping ops) divides all the
+//     same; a zero total (NaN or inf in HTA) gives 0.
 //
 // HTA specifics reproduced: times are rounded to whole microseconds as pandas does it -- the
 // decimal ts and dur parsed to float64, start = ceil(ts), end = floor(ts + dur) in float64;
-// unless include_last_profiler_step, when there are >= 2 ProfilerSteps, GPU rows whose
-// launching CPU call (matched by correlation id) started at or after the last step's start --
+// unless include_last_profiler_step, when there are >= 2 ProfilerSteps (HTA counts step
+// *names*: a name written twice is one step), GPU rows whose launching CPU call (matched by
+// correlation id) started at or after the last step's start --
 // or that have no launching call in the trace -- are dropped, while a row with no correlation
 // id at all is one of HTA's CPU rows and is kept when it starts before the last step.  The
 // last step's start is that of the latest ProfilerStep among HTA's CPU rows (stream -1): the
@@ -67,7 +72,7 @@ struct HtaTotals {
   int64_t gpu_ops = 0;         // received (GPU ops and cuda_sync rows)
   int64_t gpu_ops_kept = 0;    // after HTA's last-step filter
   int64_t cuda_sync_rows = 0;  // cuda_sync rows received (part of gpu_ops)
-  int64_t profiler_steps = 0;
+  int64_t profiler_steps = 0;  // ProfilerStep ranges received
   int64_t gpu_step_annotations = 0;  // ProfilerStep#N on the GPU timeline (on_gpu_step_annotation)
   bool last_step_dropped = false;
   std::vector<HtaStreamIdle> idle_by_stream;  // sorted by (device, stream)
@@ -127,6 +132,10 @@ class TraceTotals final : public EventSink {
   SegmentedVector<Call> calls_;
   std::vector<int8_t> class_cache_;                    // by NameId; -1 = not yet classified
   int64_t steps_ = 0;
+  // HTA counts ProfilerStep names, and drops the last step from two on: the first name seen,
+  // and whether another followed.
+  NameId first_step_name_ = 0;
+  bool two_step_names_ = false;
   TimeNs last_step_start_ = 0;
   int64_t gpu_steps_ = 0;
   TimeNs last_gpu_step_start_ = 0;

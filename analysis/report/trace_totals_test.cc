@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
 
 namespace gpuacct {
 namespace {
@@ -32,9 +33,12 @@ class TraceTotalsTest : public ::testing::Test {
     c.end = us(at + 1);
     target().on_api_call(c);
   }
-  void step(double at) {
+  // ProfilerStep#<at / 100>: HTA counts step names, one per step.
+  void step(double at, const char* name = nullptr) {
     HostRange r;
     r.kind = RangeKind::kStep;
+    r.name = names.intern(name ? std::string(name)
+                               : "ProfilerStep#" + std::to_string(static_cast<int>(at / 100)));
     r.start = us(at);
     r.end = us(at + 100);
     target().on_range(r);
@@ -95,6 +99,26 @@ TEST_F(TraceTotalsTest, IncludeLastStepKeepsEverything) {
   EXPECT_FALSE(t.last_step_dropped);
   EXPECT_EQ(t.gpu_ops_kept, 7);
   EXPECT_EQ(t.kernel_time_us, 401 - 11);
+}
+
+// HTA drops the last step when it has >= 2 ProfilerStep *names*: the same name written twice
+// (two threads, or a cpu_op and a user_annotation) is one step, and nothing is dropped.
+TEST_F(TraceTotalsTest, OneStepNameWrittenTwiceDropsNothing) {
+  step(0, "ProfilerStep#1");
+  step(50, "ProfilerStep#1");
+  op("void gemm(float)", 10, 20, 1, 7);
+  op("void late(float)", 60, 70, 2, 7);  // launched after the second copy began
+  launch(1, 5);
+  launch(2, 55);
+  HtaTotals t = totals.compute();
+  EXPECT_EQ(t.profiler_steps, 2);
+  EXPECT_FALSE(t.last_step_dropped);
+  EXPECT_EQ(t.gpu_ops_kept, 2);
+  EXPECT_EQ(t.kernel_time_us, 60);
+  step(100, "ProfilerStep#2");  // a second name: the last step (at 100) is dropped from now on
+  t = totals.compute();
+  EXPECT_TRUE(t.last_step_dropped);
+  EXPECT_EQ(t.gpu_ops_kept, 2);  // both launched before 100
 }
 
 TEST(TraceTotals, FewerThanTwoStepsDropsNothing) {

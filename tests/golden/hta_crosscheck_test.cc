@@ -4,13 +4,16 @@
 //  - the three real traces: HTA 0.6.1's published temporal breakdown and overlap; the idle
 //    breakdown per stream as HTA 0.5.0 (PyPI) computes it -- its temporal numbers on these
 //    traces are 0.6.1's to the microsecond;
-//  - two small hand-made traces with what real ones rarely show side by side: cuda_sync rows
-//    (Stream Sync, Stream Wait Event, Context Sync) and ops of one stream that overlap.  Their
+//  - small hand-made traces with what real ones rarely show side by side: cuda_sync rows
+//    (Stream Sync, Stream Wait Event, Context Sync), ops of one stream that overlap, GPU-side
+//    step annotations; and two from bench/hta_differential.py's findings (ratios HTA rounds
+//    half to even and divides by a negative total; one step name written twice).  Their
 //    expected values are computed by hand below, with the arithmetic; HTA 0.5.0 gives the same.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
+#include <iterator>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -90,6 +93,26 @@ struct Expected {
 //   -> host 2141, kernel 0, other 50.
 // With the CPU steps alone (the last step at 3000: K3, K4 dropped): kernel_time 1159, idle
 //   950, compute 199, non_compute 10, host 900 / kernel 0 / other 50.
+//
+// handmade_idle_ratios.json (one ProfilerStep: nothing dropped; all times whole µs):
+//   s7: K1 [100, 200] launch 90; K2 [201, 210] launch 200.5 -> 201 > 200: host wait 1;
+//       K3 [217, 230] launch 205 < 210, gap 7: kernel wait 7.  Ratios 1/8 and 7/8: HTA rounds
+//       them as numpy does, half to even: 0.12 and 0.88 (std::round gave 0.13).
+//   s9: A [300, 400] launch 290; B [350, 360] launch 295: gap -50, kernel wait; C [364, 370]
+//       launch 362 > 360: host wait 4.  The gaps sum to -46, and HTA divides by it: host
+//       4 / -46 = -0.09, kernel -50 / -46 = 1.09 (a total <= 0 gave 0 before).
+//   s13: nccl [1000, 1800] launch 990;  s11: gemm [1799, 1850] launch 1700.
+// Temporal: union = 100 + 9 + 13 + 100 + [1000, 1850] 850 = 1072; kernel_time = 1850 - 100 =
+//   1750; idle = 678; compute = 100 + 9 + 13 + 100 + 51 = 273; non_compute = 799.
+//   Overlap = |[1000, 1800] ∩ [1799, 1850]| / 800 = 1 / 800 = 0.125 % -> 0.12 (half to even).
+//
+// handmade_repeated_step_name.json: ProfilerStep#1 twice (a user_annotation at 1000 on
+// thread 1, a cpu_op at 1400 on thread 2).  HTA counts step *names*: one, so nothing is
+// dropped (gpuacct counted two ranges and dropped what was launched from 1400 on).
+//   K1 [1020, 1100] launch 1010; K2 [1510, 1600] launch 1500; K3 [2110, 2200] launch 2100.
+// Temporal: kernel_time = 2200 - 1020 = 1180; union = 80 + 90 + 90 = 260; idle = 920;
+//   compute = 260; non_compute = 0.  Idle, s7: K2 host 410, K3 host 510 -> host 920.
+//   (Before: kernel_time 80, idle 0, compute 80.)
 const std::vector<Expected>& expected() {
   static const std::vector<Expected> kExpected = {
       {"nccl_data.json.gz",
@@ -154,6 +177,16 @@ const std::vector<Expected>& expected() {
        0.0,
        {{7, 2141, 0, 50}},
        0},
+      {"handmade_idle_ratios.json",
+       0,
+       678,
+       273,
+       799,
+       1750,
+       0.12,
+       {{7, 1, 7, 0}, {9, 4, -50, 0}, {11, 0, 0, 0}, {13, 0, 0, 0}},
+       0},
+      {"handmade_repeated_step_name.json", 0, 920, 260, 0, 1180, 0.0, {{7, 920, 0, 0}}, 0},
   };
   return kExpected;
 }
@@ -229,6 +262,35 @@ INSTANTIATE_TEST_SUITE_P(KinetoTraces, HtaCrossCheck, ::testing::ValuesIn(expect
                            return n;
                          });
 
+// The report's percentages and per-stream ratios as HTA 0.5.0 prints them on
+// handmade_idle_ratios.json (get_temporal_breakdown's *_pctg, get_idle_time_breakdown's
+// idle_time_ratio; arithmetic above).  HTA's NaN (a stream whose gaps sum to 0: streams 11 and
+// 13, one op each) is 0 in the report.
+TEST(HtaCrossCheckRatios, RoundedAndDividedAsHtaDoes) {
+  NameTable names;
+  Stats stats;
+  TraceTotals totals(names);
+  ASSERT_TRUE(import_for_totals(trace_path("handmade_idle_ratios.json"), names, totals, stats).ok());
+  const nlohmann::json j = totals.to_json();
+  EXPECT_DOUBLE_EQ(j["idle_pct"].get<double>(), 38.74);
+  EXPECT_DOUBLE_EQ(j["compute_pct"].get<double>(), 15.6);
+  EXPECT_DOUBLE_EQ(j["non_compute_pct"].get<double>(), 45.66);
+  EXPECT_DOUBLE_EQ(j["comm_compute_overlap_pct"].get<double>(), 0.12);
+  struct Ratios {
+    uint32_t stream;
+    double host, kernel, other;
+  };
+  const Ratios want[] = {{7, 0.12, 0.88, 0.0}, {9, -0.09, 1.09, 0.0}, {11, 0, 0, 0}, {13, 0, 0, 0}};
+  ASSERT_EQ(j["idle_by_stream"].size(), std::size(want));
+  for (size_t i = 0; i < std::size(want); ++i) {
+    const nlohmann::json& s = j["idle_by_stream"][i];
+    EXPECT_EQ(s["stream"].get<uint32_t>(), want[i].stream);
+    EXPECT_DOUBLE_EQ(s["host_wait_ratio"].get<double>(), want[i].host) << want[i].stream;
+    EXPECT_DOUBLE_EQ(s["kernel_wait_ratio"].get<double>(), want[i].kernel) << want[i].stream;
+    EXPECT_DOUBLE_EQ(s["other_ratio"].get<double>(), want[i].other) << want[i].stream;
+  }
+}
+
 // cuda_sync rows are HTA's, not GPU work: the step accounting never sees them.
 TEST(HtaCrossCheckSync, CudaSyncRowsOnlyReachTheTotals) {
   const std::string path = trace_path("handmade_cuda_sync.json");
@@ -273,7 +335,7 @@ TEST(HtaCrossCheckAll, EveryTraceInTheDirectoryImports) {
     EXPECT_GT(totals.compute().kernel_time_us, 0) << p;
     ++n;
   }
-  EXPECT_GE(n, 6);
+  EXPECT_GE(n, 8);
 }
 
 }  // namespace
