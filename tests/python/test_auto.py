@@ -71,9 +71,12 @@ def test_steps_and_data_waits(fake_lib: str, tmp_path: Path, import_first: bool)
     assert kinds.count("data_push") == kinds.count("data_pop") == 7
     names = {a for _, c, a in calls if c == "data_push"}
     assert names == {"DataLoader"}
-    # Each batch is 2 samples x 20 ms of planted sleep.
+    # Each batch is 2 samples x 20 ms of planted sleep.  The first fetch also builds the loader's
+    # iterator and runs its first-use imports: on a loaded machine that took 0.8 s once, and it
+    # is time the loop did wait for data, so only its lower bound is checked tightly.
     waits_s = _data_ranges(calls)[:6]
-    for w in waits_s:
+    assert 0.035 <= waits_s[0] <= 10.0, waits_s
+    for w in waits_s[1:]:
         assert 0.035 <= w <= 0.5, waits_s
     # Data ranges lie inside steps: every push follows a step_begin (no push before the first).
     assert kinds.index("data_push") > kinds.index("step_begin")
