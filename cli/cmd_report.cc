@@ -11,6 +11,7 @@
 
 #include "analysis/input/input.h"
 #include "analysis/model/file_io.h"
+#include "analysis/model/json_text.h"
 #include "analysis/report/cost.h"
 #include "analysis/report/report.h"
 #include "cli/accounting_options.h"
@@ -73,18 +74,11 @@ int run_report(int argc, char** argv) {
   std::stringstream buf;
   buf << in.rdbuf();
   const std::string text = buf.str();
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  size_t error_byte = 0;
+  nlohmann::json j = parse_json(text, &error_byte);
   if (j.is_discarded()) {
-    // Find the offset for a useful message.
-    try {
-      const auto unused = nlohmann::json::parse(text);
-      (void)unused;
-    } catch (const nlohmann::json::parse_error& e) {
-      std::fprintf(stderr, "gpuacct report: %s is not valid JSON (byte %zu)\n", path.c_str(),
-                   e.byte);
-      return 1;
-    }
-    std::fprintf(stderr, "gpuacct report: %s is not valid JSON\n", path.c_str());
+    std::fprintf(stderr, "gpuacct report: %s is not valid JSON (byte %zu)\n", path.c_str(),
+                 error_byte);
     return 1;
   }
   // Cost options given here replace the ones the report was written with (if any).

@@ -13,6 +13,7 @@
 #include "analysis/import/byte_source.h"
 #include "analysis/import/json_scanner.h"
 #include "analysis/import/kineto_importer_internal.h"
+#include "analysis/model/json_text.h"
 
 namespace gpuacct {
 namespace kineto_import {
@@ -96,7 +97,7 @@ void Importer::flush_pending() {
 Status Importer::parse_small_json(const char* what, nlohmann::json* out) {
   std::string_view bytes;
   GPUACCT_RETURN_IF_ERROR(in_.read_raw_value(what, &bytes));
-  *out = nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, false);
+  *out = parse_json(bytes);
   return Status::Ok();
 }
 

@@ -486,7 +486,7 @@ Status RecordingReader::decode_names() {
 }
 
 Status RecordingReader::decode_json(json& out, const char* what) {
-  out = json::parse(payload_.begin(), payload_.end(), nullptr, /*allow_exceptions=*/false);
+  out = parse_json(std::string_view(payload_.data(), payload_.size()));
   if (!out.is_object()) return error(std::string("malformed ") + what);
   return Status::Ok();
 }

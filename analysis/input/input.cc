@@ -18,6 +18,7 @@
 #include "analysis/import/recording.h"
 #include "analysis/input/input_collectives.h"
 #include "analysis/model/file_io.h"
+#include "analysis/model/json_text.h"
 #include "analysis/model/ordered_parallel.h"
 #include "analysis/model/threaded_sink.h"
 #include "analysis/report/report.h"
@@ -373,8 +374,7 @@ StatusOr<InputContents> Input::read(NameTable& names, EventSink& sink, Stats& st
     // the section that describes them.
     // A checksum proves the bytes, not their types: every field read here is checked, and a
     // wrong one is a named error (analysis/ never throws).
-    auto section = nlohmann::json::parse(out.metadata.step_detection, nullptr,
-                                         /*allow_exceptions=*/false);
+    auto section = parse_json(out.metadata.step_detection);
     if (!section.is_object()) {
       return Status::Error(path_ + ": metadata field 'step_detection' is not an object");
     }
@@ -518,7 +518,7 @@ StatusOr<InputReport> report_saved_report(const Input& input, const AccountingCo
     text = all.str();
   }
   InputReport out;
-  out.report = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  out.report = parse_json(text);
   if (!out.report.is_object()) {
     return Status::Error(input.path() +
                          ": a gpuacct report that does not parse (cut off while it was "

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <limits>
 
+#include "analysis/model/json_text.h"
 #include "analysis/report/counter_columns.h"
 
 namespace gpuacct {
@@ -14,7 +15,7 @@ using nlohmann::json;
 bool looks_like_step_stream(std::string_view first_line) {
   const size_t eol = first_line.find('\n');
   if (eol != std::string_view::npos) first_line = first_line.substr(0, eol);
-  const json header = json::parse(first_line, nullptr, /*allow_exceptions=*/false);
+  const json header = parse_json(first_line);
   if (!header.is_object()) return false;
   const auto schema = header.find("schema");
   return schema != header.end() && schema->is_string() &&
@@ -158,7 +159,7 @@ StatusOr<StepStreamContents> read_step_stream(std::istream& in, const std::strin
     ++line_number;
     const bool has_newline = !in.eof();
     out.bytes += text.size() + (has_newline ? 1 : 0);
-    const json line = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    const json line = parse_json(text);
     const std::string where = label + ": line " + std::to_string(line_number);
     if (line_number == 1) {
       if (!line.is_object() || !looks_like_step_stream(text)) {

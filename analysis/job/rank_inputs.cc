@@ -10,6 +10,7 @@
 
 #include "analysis/input/input.h"
 #include "analysis/input/step_stream_reader.h"
+#include "analysis/model/json_text.h"
 #include "analysis/model/ordered_parallel.h"
 #include "analysis/model/collective_rows.h"
 
@@ -45,7 +46,7 @@ class StepStreamPull : public StepRowPull {
     while (std::getline(in_, text)) {
       ++line_;
       const bool has_newline = !in_.eof();
-      const json line = json::parse(text, nullptr, /*allow_exceptions=*/false);
+      const json line = parse_json(text);
       if (!line.is_object()) {
         if (!text.empty()) ++(has_newline ? bad_lines_ : cut_lines_);
         continue;
@@ -463,7 +464,7 @@ std::optional<JobRank> load_rank(const RankFiles& files, std::vector<std::string
       std::getline(in, header);
       if (looks_like_step_stream(header)) {
         rank = JobRank();
-        take_identity(json::parse(header, nullptr, false), &*rank);
+        take_identity(parse_json(header), &*rank);
         rank->step_source = "step_stream";
         rank->has_collectives = rows_file;
         rank->open = opener(nullptr, *path, collectives);

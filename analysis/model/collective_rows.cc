@@ -333,7 +333,7 @@ class RowsParser {
     if (!whole) return Status::Error(label_ + ": cut off inside its header line");
     const std::string_view object =
         space == std::string_view::npos ? std::string_view() : text.substr(space + 1);
-    const json j = json::parse(object.begin(), object.end(), nullptr, false);
+    const json j = parse_json(object);
     if (!j.is_object())
       return Status::Error(label_ + ": the header of a collectives rows file is not a JSON object");
     RunMetadata& m = out_.header.metadata;
@@ -360,7 +360,7 @@ class RowsParser {
 
   bool trailer(std::string_view text) {
     const std::string_view object = text.substr(kTrailerPrefix.size());
-    const json j = json::parse(object.begin(), object.end(), nullptr, false);
+    const json j = parse_json(object);
     if (!j.is_object()) return false;
     json_int(j, "rows_lost", &out_.rows_lost);
     ended_ = true;

@@ -192,4 +192,20 @@ std::string dump_json(const nlohmann::json& j, int indent) {
   return safe.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+nlohmann::json parse_json(std::string_view text, size_t* error_byte) {
+  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr,
+                                           /*allow_exceptions=*/false);
+  if (j.is_discarded() && error_byte != nullptr) {
+    // Only the throwing parse says where it stopped; caught here, never passed on.
+    try {
+      const nlohmann::json unused = nlohmann::json::parse(text.begin(), text.end());
+      (void)unused;
+    } catch (const nlohmann::json::parse_error& e) {
+      *error_byte = e.byte;
+    } catch (...) {
+    }
+  }
+  return j;
+}
+
 }  // namespace gpuacct

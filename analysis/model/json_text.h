@@ -14,7 +14,7 @@
 //   - every nlohmann::json is serialised by dump_json(), the last line of defence: a string
 //     that still holds invalid UTF-8 (a CUPTI or dlopen message, a native symbol or module
 //     name, an input path in job.json) is made safe there, so no path from a name to dump()
-//     can throw (ctest json_dump_only_through_dump_json, model/check_json_dump.cmake: no other
+//     can throw (ctest json_only_through_json_text, model/check_json_text.cmake: no other
 //     `.dump(` in the sources);
 //   - the timeline writer, which writes JSON by hand, uses append_json_string();
 //   - the terminal summary shows strings through terminal_text().
@@ -65,5 +65,12 @@ std::string terminal_text(std::string_view text);
 // Never throws on string contents: strings (and keys) holding invalid UTF-8 are made safe
 // with json_safe_utf8 first.  Other failures (out of memory) still throw.
 std::string dump_json(const nlohmann::json& j, int indent = -1);
+
+// The only parse of JSON text into nlohmann::json outside the tests (the Kineto importer reads
+// traces with its own scanner): one value, no exception -- a discarded value (is_discarded())
+// when `text` is not one JSON value.  With `error_byte`, where the parse stopped (nlohmann's
+// byte count) when it failed.  One instantiation of nlohmann's parser for the whole tool, not
+// one per file: each cost seconds of compile time.
+nlohmann::json parse_json(std::string_view text, size_t* error_byte = nullptr);
 
 }  // namespace gpuacct

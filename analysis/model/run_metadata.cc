@@ -36,7 +36,7 @@ json run_metadata_to_json(const RunMetadata& m) {
   }
   if (!m.step_detection.empty()) {
     // Text this library wrote from a json (dump_json): it parses; anything else is left out.
-    json section = json::parse(m.step_detection, nullptr, /*allow_exceptions=*/false);
+    json section = parse_json(m.step_detection);
     if (section.is_object()) out["step_detection"] = section;
   }
   return out;
