@@ -1,6 +1,8 @@
 // The live pipeline without CUPTI: events go in through ingest_events() (the path a buffer
 // wake-up takes) and the host rings; rows, summary lines and the report come out.
 #include "inject/pipeline.h"
+
+#include "cupti_hooks/collector.h"
 #include "inject/pipeline_test_events.h"
 
 #include <gtest/gtest.h>
@@ -205,7 +207,7 @@ TEST(FlushWatermark, PromisesTheClockSeenFiveTicksEarlierAtMostTwoPeriodsBack) {
 TEST(FlushWatermark, StaysBeforeTheOldestBufferCuptiHolds) {
   const int64_t w = 50'000'000'000;
   const int64_t margin = FlushWatermark::kBufferMarginNs;
-  EXPECT_EQ(FlushWatermark::held_by_buffers(w, FlushWatermark::kNoBufferLent), w);
+  EXPECT_EQ(FlushWatermark::held_by_buffers(w, cupti::Collector::kNoBufferLent), w);
   EXPECT_EQ(FlushWatermark::held_by_buffers(w, w + 5 * margin), w) << "lent after it: no effect";
   EXPECT_EQ(FlushWatermark::held_by_buffers(w, w - 3'000'000'000), w - 3'000'000'000 - margin);
   EXPECT_EQ(FlushWatermark::held_by_buffers(w, 0), w - FlushWatermark::kMaxBufferWaitNs);

@@ -358,7 +358,6 @@ void Runtime::Impl::tick(FlushWatermark& watermark) {
   auto& collector = cupti::Collector::instance();
   collector.flush(false);
   // What the buffers CUPTI still holds after this flush hold back (inject/watermark.h).
-  static_assert(FlushWatermark::kNoBufferLent == cupti::Collector::kNoBufferLent);
   pipeline->tick(FlushWatermark::held_by_buffers(w, collector.oldest_lent_ns()));
 }
 

@@ -41,15 +41,14 @@ class FlushWatermark {
   // written after it returned): the watermark stays this far before the buffer's time.
   static constexpr int64_t kBufferMarginNs = 1'000'000;
   static constexpr int64_t kMaxBufferWaitNs = 10'000'000'000;
-  static constexpr int64_t kNoBufferLent = std::numeric_limits<int64_t>::max();
 
   explicit FlushWatermark(int64_t flush_period_ns) : flush_period_ns_(flush_period_ns) {}
 
   // `watermark` (from on_tick), kept before `oldest_lent_ns`: when CUPTI asked for the oldest
-  // buffer it still holds after the tick's flush (cupti::Collector::oldest_lent_ns), or
-  // kNoBufferLent.
+  // buffer it still holds after the tick's flush (cupti::Collector::oldest_lent_ns).  A time
+  // past the watermark changes nothing -- Collector::kNoBufferLent (none held) is the largest.
   static int64_t held_by_buffers(int64_t watermark, int64_t oldest_lent_ns) {
-    if (watermark == kNone || oldest_lent_ns == kNoBufferLent) return watermark;
+    if (watermark == kNone || oldest_lent_ns - kBufferMarginNs >= watermark) return watermark;
     const int64_t floor = watermark - kMaxBufferWaitNs;
     return std::max(std::min(watermark, oldest_lent_ns - kBufferMarginNs), floor);
   }
