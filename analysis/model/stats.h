@@ -57,11 +57,12 @@ enum class StatOrigin : uint8_t { kCollection, kAccounting, kOutput };
   X(cupti_records_unparsed, kDataLoss, kCollection,                                            \
     "activity records of an unexpected kind or version")                                       \
   X(cupti_records_incomplete, kError, kCollection,                                             \
-    "GPU activity records the closing forced flush handed out unfinished (zero timestamps), "      \
-    "skipped: work still running at exit")                                                         \
+    "GPU activity records the closing forced flush handed out unfinished (zero "               \
+    "timestamps), skipped: work still running at exit")                                        \
   X(cupti_records_untimed, kDataLoss, kCollection,                                             \
-    "GPU activity records CUPTI delivered without timestamps during the run (no device "           \
-    "memory to time them, or a forced flush mid-run): their GPU time is missing from the rows")    \
+    "GPU activity records CUPTI delivered without timestamps during the run (no device "       \
+    "memory to time them, or a forced flush mid-run): their GPU time is missing from the "     \
+    "rows")                                                                                    \
   X(host_records_dropped, kDataLoss, kCollection,                                              \
     "host ranges/markers dropped (per-thread ring full)")                                      \
   X(host_ranges_dropped, kDataLoss, kCollection,                                               \
