@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "analysis/model/optimizer_names.h"
+
 namespace gpuacct {
 
 void DetectorFeeder::add_api_call(const HostApiCall& c) {
@@ -29,6 +31,14 @@ void DetectorFeeder::add_api_call(const HostApiCall& c) {
   }
 }
 
+bool DetectorFeeder::is_optimizer(NameId name) {
+  if (names_ == nullptr || name == kNoName || !names_->contains(name)) return false;
+  if (name >= optimizer_name_.size()) optimizer_name_.resize(static_cast<size_t>(name) + 1, -1);
+  int8_t& known = optimizer_name_[name];
+  if (known < 0) known = is_optimizer_kernel_name(names_->text(name)) ? 1 : 0;
+  return known == 1;
+}
+
 void DetectorFeeder::add_gpu_op(const GpuOp& op) {
   DetectorToken t;
   auto it = op.correlation_id != 0 ? launch_times_.find(op.correlation_id) : launch_times_.end();
@@ -42,6 +52,8 @@ void DetectorFeeder::add_gpu_op(const GpuOp& op) {
   }
   t.order = op.correlation_id;
   t.name = op.name;
+  t.is_copy = op.kind != GpuOpKind::kKernel;
+  t.is_optimizer = !t.is_copy && is_optimizer(op.name);
   detector_.add(t);
 }
 
@@ -55,6 +67,7 @@ void StepRangeMaker::add(const std::vector<Marker>& boundaries, std::vector<Host
       r.thread = b.thread;
       r.name = step_name_;
       r.kind = RangeKind::kStep;
+      mark_step_detected(r);
       out->push_back(r);
     }
     last_ = b;
@@ -62,8 +75,9 @@ void StepRangeMaker::add(const std::vector<Marker>& boundaries, std::vector<Host
   }
 }
 
-StepDetection::StepDetection(NameId step_name, StepDetectorOptions options, size_t max_launches)
-    : detector_(options), feeder_(detector_, max_launches), ranges_(step_name) {}
+StepDetection::StepDetection(NameId step_name, const NameTable* names,
+                             StepDetectorOptions options, size_t max_launches)
+    : detector_(options), feeder_(detector_, max_launches, names), ranges_(step_name) {}
 
 void StepDetection::add_api_call(const HostApiCall& call) {
   if (call.kind == HostApiKind::kOther) return;
@@ -112,6 +126,9 @@ StepDetectionSummary StepDetection::summary() const {
   s.period_ops = detector_.period_tokens();
   s.step_end = detector_.step_end_name();
   s.step_end_is_sync = detector_.step_end_is_sync();
+  s.rule = detector_.step_end_rule();
+  s.match_share = detector_.match_share();
+  s.explained_share = detector_.explained_share();
   s.boundaries = ranges_.boundaries();
   s.steps = ranges_.steps();
   s.leading_partial = detector_.leading_partial_step();
@@ -119,8 +136,9 @@ StepDetectionSummary StepDetection::summary() const {
   return s;
 }
 
-OfflineStepDetection::OfflineStepDetection(NameId step_name, StepDetectorOptions options)
-    : detection_(step_name, options, /*max_launches=*/0) {}
+OfflineStepDetection::OfflineStepDetection(NameId step_name, const NameTable* names,
+                                           StepDetectorOptions options)
+    : detection_(step_name, names, options, /*max_launches=*/0) {}
 
 void OfflineStepDetection::on_gpu_op(const GpuOp& op) {
   if (explicit_steps_) return;

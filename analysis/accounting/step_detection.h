@@ -34,6 +34,7 @@
 
 #include "analysis/accounting/step_detector.h"
 #include "analysis/model/event_sink.h"
+#include "analysis/model/name_table.h"
 #include "analysis/model/stats.h"
 
 namespace gpuacct {
@@ -46,15 +47,22 @@ namespace gpuacct {
 class DetectorFeeder {
  public:
   // Remembers at most `max_launches` launch calls (oldest forgotten first); 0 = no limit.
-  explicit DetectorFeeder(StepDetector& detector, size_t max_launches = size_t{1} << 20)
-      : detector_(detector), max_launches_(max_launches) {}
+  // `names` (optional) tells optimizer kernels by name (DetectorToken::is_optimizer); without
+  // it no token is one.
+  explicit DetectorFeeder(StepDetector& detector, size_t max_launches = size_t{1} << 20,
+                          const NameTable* names = nullptr)
+      : detector_(detector), max_launches_(max_launches), names_(names) {}
 
   void add_api_call(const HostApiCall& call);
   void add_gpu_op(const GpuOp& op);
 
  private:
+  bool is_optimizer(NameId name);
+
   StepDetector& detector_;
   size_t max_launches_;
+  const NameTable* names_;
+  std::vector<int8_t> optimizer_name_;  // by NameId: -1 not looked up yet, 0 no, 1 yes
   struct Launch {
     TimeNs start;
     TimeNs end;
@@ -69,11 +77,19 @@ inline constexpr std::string_view kDetectedStepName = "step (detected)";
 
 // What step detection found: the report's "step_detection" section
 // (report/report.h add_step_detection_section) is made from it.
+// The detector's version in the report's step_detection section and a recording's metadata:
+// a recording whose detected steps an older detector made has them detected again
+// (analysis/input/input.cc).  2: periods need a kernel, steps end after the optimizer's run.
+inline constexpr int kStepDetectorVersion = 2;
+
 struct StepDetectionSummary {
   bool locked = false;
   size_t period_ops = 0;      // tokens (GPU ops and syncs) per step
   NameId step_end = kNoName;  // the token that ends each step
   bool step_end_is_sync = false;
+  StepEndRule rule = StepEndRule::kNone;
+  double match_share = 0;      // StepDetector::match_share
+  double explained_share = 0;  // StepDetector::explained_share
   size_t boundaries = 0;          // boundaries found so far
   size_t steps = 0;               // step ranges made so far (boundaries - 1, or 0)
   bool leading_partial = false;   // the capture began inside a step: its work is in no step
@@ -104,7 +120,9 @@ class StepDetection {
  public:
   // `max_launches`: launch calls remembered for the join (DetectorFeeder); 0 = no limit (a
   // whole file, whose calls all come first).
-  explicit StepDetection(NameId step_name, StepDetectorOptions options = {},
+  // `names`: the table the events' names are in (optimizer kernels are told by name).
+  explicit StepDetection(NameId step_name, const NameTable* names = nullptr,
+                         StepDetectorOptions options = {},
                          size_t max_launches = size_t{1} << 20);
   StepDetection(const StepDetection&) = delete;
   StepDetection& operator=(const StepDetection&) = delete;
@@ -144,7 +162,8 @@ class StepDetection {
 
 class OfflineStepDetection final : public EventSink {
  public:
-  explicit OfflineStepDetection(NameId step_name = kNoName, StepDetectorOptions options = {});
+  explicit OfflineStepDetection(NameId step_name = kNoName, const NameTable* names = nullptr,
+                                StepDetectorOptions options = {});
 
   // Whether the capture began with the input's first event (default): a profiler trace, whose
   // capture was switched on mid-run -- the first detected step never begins before the first

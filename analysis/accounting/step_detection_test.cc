@@ -321,7 +321,7 @@ TEST(StepDetection, LiveTicksAndWholeFileGiveTheSameSteps) {
   const NameId name = loop.names.intern(kDetectedStepName);
   const TimeNs input_start = loop.calls.front().start;
 
-  StepDetection offline(name, {}, /*max_launches=*/0);
+  StepDetection offline(name, nullptr, {}, /*max_launches=*/0);
   for (const HostApiCall& c : loop.calls) offline.add_api_call(c);
   for (const GpuOp& op : loop.ops) offline.add_gpu_op(op);
   offline.note_input_start(input_start);

@@ -58,6 +58,20 @@ void sort_launch_order(std::vector<DetectorToken>& v) {
 
 }  // namespace
 
+const char* to_string(StepEndRule rule) {
+  switch (rule) {
+    case StepEndRule::kOptimizer:
+      return "optimizer";
+    case StepEndRule::kSync:
+      return "sync";
+    case StepEndRule::kToken:
+      return "token";
+    case StepEndRule::kNone:
+      break;
+  }
+  return "none";
+}
+
 bool StepDetector::after_last_end(const DetectorToken& t) const {
   if (!have_last_end_) return true;
   if (t.order != 0 && last_order_ != 0) return t.order > last_order_;
@@ -75,7 +89,11 @@ StepDetector::StepDetector(StepDetectorOptions options) : opt_(options) {}
 void StepDetector::add(const DetectorToken& token) {
   if (gave_up_) return;
   if (locked_) {
-    if (token.name != end_name_ || token.is_sync != end_is_sync_) return;
+    // Ending steps at optimizer runs needs every token (a run ends at the next token that is
+    // not an optimizer kernel); the other rules only the step-ending token.
+    if (rule_ != StepEndRule::kOptimizer &&
+        (token.name != end_name_ || token.is_sync != end_is_sync_))
+      return;
     if (!after_last_end(token)) return;
   }
   tokens_.push_back(token);
@@ -95,7 +113,12 @@ void StepDetector::emit(TimeNs ts, uint32_t thread, std::vector<Marker>& out) {
 
 std::vector<Marker> StepDetector::poll(TimeNs watermark, bool final) {
   std::vector<Marker> out;
-  if (gave_up_ || tokens_.empty()) return out;
+  if (gave_up_) return out;
+  if (tokens_.empty()) {
+    // The input ended on an optimizer run: it ends the last step.
+    if (final && locked_ && rule_ == StepEndRule::kOptimizer) scan_optimizer_runs({}, true, out);
+    return out;
+  }
   // Split into ready (ended before the watermark) and the rest.
   std::vector<DetectorToken> ready;
   std::vector<DetectorToken> later;
@@ -117,13 +140,18 @@ std::vector<Marker> StepDetector::poll(TimeNs watermark, bool final) {
       }
       return out;
     }
-    // Locked: keep only future step-ending tokens.
+    // Locked: keep only the future tokens the rule still needs.
     tokens_.clear();
     for (const DetectorToken& t : later) {
-      if (t.name == end_name_ && t.is_sync == end_is_sync_ && after_last_end(t)) {
+      if (!after_last_end(t)) continue;
+      if (rule_ == StepEndRule::kOptimizer || (t.name == end_name_ && t.is_sync == end_is_sync_))
         tokens_.push_back(t);
-      }
     }
+    return out;
+  }
+  if (rule_ == StepEndRule::kOptimizer) {
+    scan_optimizer_runs(ready, final, out);
+    tokens_ = std::move(later);
     return out;
   }
   for (const DetectorToken& t : ready) {
@@ -133,6 +161,29 @@ std::vector<Marker> StepDetector::poll(TimeNs watermark, bool final) {
   }
   tokens_ = std::move(later);
   return out;
+}
+
+// A run of optimizer kernels ends at the first later token that is not one (a copy, a sync,
+// the next iteration's first kernel); a run at least min_run_ long ends a step there.  State
+// (the run in progress) carries over between polls, so tokens delivered in any chunks give the
+// same boundaries; at the end a run still open ends the last step.
+void StepDetector::scan_optimizer_runs(const std::vector<DetectorToken>& ready, bool final,
+                                       std::vector<Marker>& out) {
+  for (const DetectorToken& t : ready) {
+    if (!after_last_end(t)) continue;
+    if (t.is_optimizer) {
+      ++run_len_;
+      run_last_ = t;
+    } else {
+      if (run_len_ >= min_run_) emit(run_last_.end, run_last_.thread, out);
+      run_len_ = 0;
+    }
+    consumed_end(t);
+  }
+  if (final && run_len_ >= min_run_) {
+    emit(run_last_.end, run_last_.thread, out);
+    run_len_ = 0;
+  }
 }
 
 namespace {
@@ -164,6 +215,8 @@ struct Anchor {
   uint64_t mode = 0;
   size_t mode_len = 0;
   size_t mode_begin = 0;
+  double match = 0;      // share of segments equal to the mode
+  double explained = 0;  // share of tokens inside such segments
 };
 
 // The anchor candidate `name` gives, or none (count 0) when its segments do not repeat enough.
@@ -194,19 +247,24 @@ Anchor anchor_of(NameId name, const std::vector<uint32_t>& pos, const TokenIndex
       break;
     }
   }
+  bool has_kernel = false;
   for (size_t i = cand.mode_begin; i < cand.mode_begin + cand.mode_len; ++i) {
-    if (ready[i].is_sync) {
-      cand.has_sync = true;
-      break;
-    }
+    cand.has_sync = cand.has_sync || ready[i].is_sync;
+    has_kernel = has_kernel || (!ready[i].is_sync && !ready[i].is_copy);
   }
   // A one-token period is a burst of one op, not a loop iteration; a period whose repeats
-  // cover less than half of the run is a sub-pattern (a layer), not the step.
-  if (cand.mode_len < 2) return none;
+  // cover less than half of the run is a sub-pattern (a layer), not the step.  A period with
+  // no kernel (copies and syncs: a model's parameters copied in one by one before its loop,
+  // a checkpoint loaded) is set-up, not a loop iteration.
+  if (cand.mode_len < 2 || !has_kernel) return none;
+  // Over the tokens from the anchor's first occurrence on: what comes before the loop (set-up:
+  // hundreds of parameter copies, a checkpoint loaded) does not make it less of a loop.
   const double explained = static_cast<double>(mode_n) * static_cast<double>(cand.mode_len) /
-                           static_cast<double>(ready.size());
+                           static_cast<double>(ready.size() - pos.front());
   if (explained < opt.min_explained) return none;
   cand.explained_pct = static_cast<int>(explained * 50.0);
+  cand.explained = explained;
+  cand.match = score;
   return cand;
 }
 
@@ -290,6 +348,38 @@ bool choose_step_end(const Anchor& anchor, const TokenIndex& index,
   return true;
 }
 
+// 2a. The runs of optimizer kernels among the ready tokens (launch order): where each run
+// of at least min_run tokens ends (the position of its last token).  min_run is half the
+// longest run: gradient clipping's foreach norm or the scaler's unscale, a launch or two before
+// the optimizer's own run, do not end a step.  A run still open at the last ready token is not
+// known to have ended yet: not counted.
+struct OptimizerRuns {
+  size_t min_run = 0;
+  std::vector<size_t> ends;
+};
+
+OptimizerRuns optimizer_runs(const std::vector<DetectorToken>& ready) {
+  OptimizerRuns out;
+  std::vector<std::pair<size_t, size_t>> runs;  // (last position, length)
+  size_t len = 0;
+  for (size_t i = 0; i < ready.size(); ++i) {
+    if (ready[i].is_optimizer) {
+      ++len;
+      continue;
+    }
+    if (len > 0) runs.emplace_back(i - 1, len);
+    len = 0;
+  }
+  size_t longest = 0;
+  for (const auto& r : runs) longest = std::max(longest, r.second);
+  if (longest == 0) return out;
+  out.min_run = (longest + 1) / 2;
+  for (const auto& r : runs) {
+    if (r.second >= out.min_run) out.ends.push_back(r.first);
+  }
+  return out;
+}
+
 }  // namespace
 
 bool StepDetector::try_lock(std::vector<DetectorToken>& ready, std::vector<Marker>& out,
@@ -311,28 +401,65 @@ bool StepDetector::try_lock(std::vector<DetectorToken>& ready, std::vector<Marke
   const size_t seg_len = anchor.mode_len;
   if (seg_len == 0) return false;
 
-  StepEnd chosen{};
-  if (!choose_step_end(anchor, index, ready, &chosen)) return false;
-  const std::vector<uint32_t>& bpos = index.positions.at(chosen.name);
+  // 2a: a period with optimizer kernels ends after its largest run of them -- when the runs
+  // that long come once per period (as many as the anchor's segments, give or take one).
+  bool period_has_optimizer = false;
+  for (size_t i = anchor.mode_begin; i < anchor.mode_begin + seg_len; ++i)
+    period_has_optimizer = period_has_optimizer || ready[i].is_optimizer;
+  const OptimizerRuns runs = period_has_optimizer ? optimizer_runs(ready) : OptimizerRuns{};
+  const size_t periods = anchor.count - 1;
+  const bool by_optimizer = !runs.ends.empty() && runs.ends.size() + 1 >= periods &&
+                            runs.ends.size() <= periods + 1;
+  // The step ends (positions in `ready`) and the typical host pause after one.
+  std::vector<uint32_t> ends;
+  TimeNs gap = 0;
+  if (by_optimizer) {
+    std::vector<TimeNs> gaps;
+    for (size_t p : runs.ends) {
+      ends.push_back(static_cast<uint32_t>(p));
+      if (p + 1 < n) gaps.push_back(std::max<TimeNs>(0, saturating_sub(ready[p + 1].start, ready[p].end)));
+    }
+    gap = median(std::move(gaps));
+    rule_ = StepEndRule::kOptimizer;
+    min_run_ = runs.min_run;
+    end_name_ = ready[runs.ends.front()].name;
+    end_is_sync_ = false;
+  } else {
+    StepEnd chosen{};
+    if (!choose_step_end(anchor, index, ready, &chosen)) return false;
+    const std::vector<uint32_t>& bpos = index.positions.at(chosen.name);
+    ends.assign(bpos.begin(), bpos.end());
+    gap = chosen.gap;
+    rule_ = chosen.sync ? StepEndRule::kSync : StepEndRule::kToken;
+    end_name_ = chosen.name;
+    end_is_sync_ = chosen.sync;
+  }
 
   locked_ = true;
-  end_name_ = chosen.name;
-  end_is_sync_ = chosen.sync;
   period_ = seg_len;
+  match_share_ = anchor.match;
+  explained_share_ = anchor.explained;
 
-  // 3. Boundaries.  Step 0 = the period of tokens ending with the first b, beginning one
-  // typical host pause before its first token -- but not before the input began.  With less
-  // than a period before the first b the input began inside step 0: no boundary opens it.
-  const size_t p0 = bpos.front();
+  // 3. Boundaries.  Step 0 = the period of tokens ending with the first step end, beginning
+  // one typical host pause before its first token -- but not before the input began.  With
+  // less than a period before the first step end the input began inside step 0: no boundary
+  // opens it.
+  const size_t p0 = ends.front();
   leading_partial_ = p0 + 1 < seg_len;
   if (!leading_partial_) {
     const size_t first = p0 + 1 - seg_len;
-    TimeNs b0 = saturating_sub(ready[first].start, chosen.gap);
+    TimeNs b0 = saturating_sub(ready[first].start, gap);
     if (first > 0) b0 = std::max(b0, ready[first - 1].end);
     if (has_input_start_) b0 = std::max(b0, input_start_);
     emit(b0, ready[p0].thread, out);
   }
-  for (uint32_t p : bpos) {
+  if (rule_ == StepEndRule::kOptimizer) {
+    // The same state machine the later polls run, from the first token: the run in progress
+    // at the last ready token carries over.
+    scan_optimizer_runs(ready, final, out);
+    return true;
+  }
+  for (uint32_t p : ends) {
     emit(ready[p].end, ready[p].thread, out);
     consumed_end(ready[p]);
   }

@@ -157,6 +157,19 @@ inline void mark_step_untraced(Marker& m) {
   m.reserved[0] |= kUntracedStep;
 }
 
+// Step detection (analysis/accounting/step_detection.h): a step range the detector made, not
+// one the program marked, carries kDetectedStep in reserved[0].  The accountant folds detected
+// steps that begin before the program's first marked step into set-up (docs/accounting.md §1).
+// Ranges an older library detected lack the flag (only their name says so): the recording
+// reader re-detects those (analysis/input/input.cc).
+inline constexpr uint8_t kDetectedStep = 2;
+inline bool step_detected(const HostRange& r) {
+  return (r.reserved[0] & kDetectedStep) != 0;
+}
+inline void mark_step_detected(HostRange& r) {
+  r.reserved[0] |= kDetectedStep;
+}
+
 // The hardware counters sampled on a device (CUPTI PM sampling, docs/counters.md), as
 // percentages of the interval (activity) or of peak (throughput).  Order = the metric order of
 // CounterSample::pct and of every output.
