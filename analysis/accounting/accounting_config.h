@@ -61,6 +61,13 @@ struct AccountingConfig {
   // (correlation entry, pending launch): ~100 MB at the default.
   int64_t pending_event_limit = 1'000'000;
 
+  // With no data range ended before a gap's end (no DataLoader instrumentation, no NVTX or C
+  // API data marks: a C++ program, a loop whose Python instrumentation did not load), the
+  // host pause that ends in the launch of a host-to-device copy -- the step's input arriving
+  // -- is data wait, inferred (Stat::data_waits_inferred; docs/accounting.md, "Idle gaps").  A
+  // loop that logs just before it copies its next batch in has that pause called data too:
+  // mark data ranges (gpuacct.data(), the DataLoader instrumentation) for certainty.
+  bool infer_data_wait = true;
   // How many idle gaps and kernels the run summary lists.
   int top_gaps = 10;
   int top_kernels = 10;

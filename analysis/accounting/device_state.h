@@ -33,6 +33,9 @@ struct DeviceState {
   // Rows on the device begin with the first step that ends after an op was launched on it
   // (docs/accounting.md §1); from then on it has a window in every step.
   bool has_window = false;
+  // Detected steps were folded into set-up (setup_tally.h): the next window begins at its
+  // step's host begin, or where the folded windows ended if that is later.
+  bool restart = false;
   // Before that: the earliest launch among its pending ops, valid for one intake epoch (a new
   // op or launch call can change it).
   TimeNs first_launch = 0;

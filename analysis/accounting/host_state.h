@@ -99,6 +99,11 @@ class HostState {
 
   FlatMap64<CorrEntry> corr;
   std::unordered_map<uint32_t, ThreadHost> threads;
+  // The earliest end of any data range that came in (any thread): a gap ending after it has
+  // its data wait marked, not inferred (AccountingConfig::infer_data_wait).  By end, not by
+  // arrival: a range that ended before a gap's end was delivered before the gap's step could be
+  // finalised (the watermark), so live and all at once agree.
+  TimeNs earliest_data_end = std::numeric_limits<TimeNs>::max();
 
   // The thread's state, created if new.  Consecutive events are usually on one thread, and map
   // elements are stable in memory, so the last lookup is cached.

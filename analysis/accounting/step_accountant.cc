@@ -54,6 +54,7 @@ void StepAccountant::Impl::add_gpu_op(const GpuOp& op) {
     last_device_id = op.device;
   }
   DeviceState& dev = *last_device;
+  note_first_event(op.start);
   // A watermark can be anything a recording says; clamped to the valid range, the difference
   // of two valid times cannot overflow.
   lag.add(watermark > op.end ? std::min(watermark, kValidTimeLimit - 1) - op.end : 0);
@@ -105,6 +106,7 @@ void StepAccountant::Impl::add_api_call(const HostApiCall& call) {
   }
   host.thread_host(call.thread).calls.push_back(call);  // sorted lazily (sort_all)
   host.note_call(call.thread, call.start);
+  note_first_event(call.start);
   if (call.correlation_id != 0 &&
       (call.kind == HostApiKind::kLaunch || call.kind == HostApiKind::kCopy)) {
     CorrEntry& e = host.corr[call.correlation_id];
@@ -151,7 +153,20 @@ void StepAccountant::Impl::add_range(const HostRange& r) {
   }
   switch (r.kind) {
     case RangeKind::kStep: {
-      const PendingStep s{r.start, r.end, r.number, r.thread, r.name, step_untraced(r)};
+      const PendingStep s{r.start, r.end,          r.number,
+                          r.thread, r.name,        step_untraced(r),
+                          step_detected(r)};
+      if (s.detected) {
+        // Detected steps that begin before the program's marks are set-up (folded).
+        if (folded) {
+          ++setup.folded_steps;
+          ++setup.version;
+          return;
+        }
+        saw_detected = true;
+      } else if (saw_detected && !folded) {
+        fold_detected_before(s.begin);
+      }
       // A step that merely touches the last finalised one (a rounding overlap) is kept:
       // try_finalize makes it begin where that one ended, as it does all at once.
       if (fit_after(last_step_begin, last_step_end, s) == StepFit::kOverlaps) {
@@ -167,6 +182,7 @@ void StepAccountant::Impl::add_range(const HostRange& r) {
         return;
       }
       host.thread_host(r.thread).data.push_back(r);  // sorted lazily (sort_all)
+      host.earliest_data_end = std::min(host.earliest_data_end, r.end);
       break;
     }
     case RangeKind::kUser:
@@ -182,6 +198,7 @@ void StepAccountant::Impl::add_marker(const Marker& m) {
   }
   switch (m.kind) {
     case MarkerKind::kStepBoundary:
+      if (saw_detected && !folded) fold_detected_before(m.ts);
       if (m.ts < last_step_end) {
         stats.add(Stat::late_steps_dropped);
         return;
@@ -203,6 +220,51 @@ void StepAccountant::Impl::add_marker(const Marker& m) {
     case MarkerKind::kInstant:
       break;
   }
+}
+
+// The program's first marked step begins at `t`: every step detected before it is set-up
+// (docs/accounting.md, *Set-up*).  The rows already emitted are taken back (only detected steps
+// made rows before a marked step came) and their numbers added to set-up; detected steps not yet
+// finalised are dropped; each device's next window restarts at its step's host begin, and the
+// warm-up counts from that step.
+void StepAccountant::Impl::fold_detected_before(TimeNs t) {
+  folded = true;
+  int64_t last_index = -1;
+  TimeNs folded_until = accounting::kMinTime;
+  auto keep = rows.begin();
+  for (auto it = rows.begin(); it != rows.end(); ++it) {
+    if (it->host_begin >= t) {
+      *keep++ = *it;
+      continue;
+    }
+    setup.gpu_busy_ns += it->gpu_busy;
+    setup.kernels += it->kernels;
+    setup.copies += it->copies;
+    if (it->step_index != last_index) {  // once per step: every row of it has its launches
+      setup.launches += it->launches;
+      ++setup.folded_steps;
+      if (setup.folded_first_index < 0) setup.folded_first_index = it->step_index;
+      setup.folded_last_index = it->step_index;
+      last_index = it->step_index;
+    }
+    folded_until = std::max(folded_until, it->host_end);
+  }
+  rows.erase(keep, rows.end());
+  const auto pending_end = std::remove_if(steps.begin(), steps.end(), [&](const PendingStep& p) {
+    return p.detected && p.begin < t;
+  });
+  setup.folded_steps += std::distance(pending_end, steps.end());
+  steps.erase(pending_end, steps.end());
+  for (auto& [id, dev] : devices) dev.restart = dev.has_window;
+  host_only_restart = host_only_until != accounting::kMinTime;
+  // The marked step may begin inside the last folded one (the marks came a watermark late):
+  // it is not an overlap with a step that no longer exists.
+  last_step_begin = last_step_end = accounting::kMinTime;
+  warmup_base = next_step_index;
+  setup_open = true;
+  setup.known = false;  // until the first kept step: set-up then ends at its begin
+  setup_calls_from = std::max(setup_calls_from, folded_until);
+  ++setup.version;
 }
 
 StepAccountant::StepAccountant(AccountingConfig config) : impl_(std::make_unique<Impl>()) {
@@ -242,6 +304,10 @@ void StepAccountant::add_marker(const Marker& marker) {
 
 const std::vector<StepRow>& StepAccountant::rows() const {
   return impl_->rows;
+}
+
+const SetupTally& StepAccountant::setup() const {
+  return impl_->setup;
 }
 
 std::vector<KernelExposure> StepAccountant::kernel_exposure() const {

@@ -26,6 +26,7 @@
 
 #include "analysis/accounting/accounting_config.h"
 #include "analysis/accounting/delivery_lag.h"
+#include "analysis/accounting/setup_tally.h"
 #include "analysis/accounting/step_row.h"
 #include "analysis/model/event_sink.h"
 #include "analysis/model/events.h"
@@ -107,6 +108,9 @@ class StepAccountant final : public EventSink {
   void on_counter_sample(const CounterSample& sample) override { add_counter_sample(sample); }
 
   const std::vector<StepRow>& rows() const;
+  // What the run did before its first step (setup_tally.h); known once that step is
+  // finalised.  Detected steps folded into set-up are no longer in rows().
+  const SetupTally& setup() const;
   std::vector<KernelExposure> kernel_exposure() const;  // summary steps only, unsorted
   const std::vector<IdleGap>& largest_gaps() const;     // summary steps only, longest first
   const Stats& stats() const;

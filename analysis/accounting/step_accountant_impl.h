@@ -16,6 +16,7 @@
 #include "analysis/accounting/device_state.h"
 #include "analysis/accounting/host_state.h"
 #include "analysis/accounting/owed_launches.h"
+#include "analysis/accounting/setup_tally.h"
 #include "analysis/accounting/step_accountant.h"
 #include "analysis/accounting/window_sweep.h"
 
@@ -44,6 +45,7 @@ struct PendingStep {
   uint32_t thread = 0;
   NameId name = kNoName;
   bool untraced = false;  // CUPTI was off in it (GPUACCT_SAMPLE): a host-side row only
+  bool detected = false;  // found by step detection, not marked (events.h kDetectedStep)
 };
 
 // Steps are ordered by host begin; ties (bad input: two ranges opening at the same instant)
@@ -81,6 +83,29 @@ struct StepAccountant::Impl {
   uint64_t intake_epoch = 1;  // advanced by every GPU op and launch call taken in
 
   std::vector<StepRow> rows;
+
+  // Set-up (setup_tally.h): open until the first kept step is finalised, open again when
+  // detected steps are folded into it.  Before the first step of a device after a fold, its
+  // window restarts at the step's host begin (never before the folded windows' end).
+  SetupTally setup;
+  bool setup_open = true;
+  bool saw_detected = false;  // a detected step came in
+  bool folded = false;        // the program's first marked step came: detected ones folded
+  TimeNs setup_calls_from = accounting::kMinTime;  // set-up calls not yet tallied begin here
+  bool host_only_restart = false;
+  int64_t warmup_base = 0;  // step index of the first step after set-up (warm-up counts from it)
+  std::vector<std::pair<TimeNs, TimeNs>> setup_busy;  // scratch: set-up ops of one device
+  std::map<NameId, SetupTally::Api> setup_api;
+  // Kernel names some window or set-up already ran (by NameId): StepRow::first_use_kernels.
+  std::vector<bool> kernel_seen;
+  uint32_t window_first_uses = 0;  // scratch: the window being taken
+  bool first_use(NameId name) {
+    if (name >= kernel_seen.size()) kernel_seen.resize(static_cast<size_t>(name) + 1, false);
+    if (kernel_seen[name]) return false;
+    kernel_seen[name] = true;
+    return true;
+  }
+
   accounting::OwedLaunches owed;  // launch calls whose op had not arrived when the call did
   size_t corr_prune_at = 4096;
   TimeNs blocked_step_begin = accounting::kMinTime;
@@ -113,6 +138,15 @@ struct StepAccountant::Impl {
   inline bool launched_in_finalized_step(const GpuOp& op) const;
   inline void add_range(const HostRange& r);
   inline void add_marker(const Marker& m);
+  inline void note_first_event(TimeNs t) { setup.begin = std::min(setup.begin, t); }
+
+  // The program's first marked step begins at `t`: the detected steps before it are set-up.
+  inline void fold_detected_before(TimeNs t);
+
+  // ---- set-up (step_finalization.cc) ---------------------------------------------------------
+  inline void tally_setup_calls(TimeNs until);
+  inline void tally_setup_op(const GpuOp& op, TimeNs window_begin);
+  inline void close_setup(const accounting::PendingStep& first_kept);
 
   // ---- the pending steps (both files) -----------------------------------------------------
   // How step `s` (sorted after it) relates to the last kept step [prev_begin, prev_end)

@@ -283,6 +283,7 @@ void StepAccountant::Impl::finalize_step(const PendingStep& s,
     owned = owned_in(s.begin, s.end);
     pre = &owned;
   }
+  if (setup_open) tally_setup_calls(s.begin);
   const int64_t index = next_step_index++;
   uint32_t unmatched = 0;
   const uint32_t launches = host.count_launches(s.begin, s.end, &unmatched);
@@ -308,7 +309,7 @@ void StepAccountant::Impl::finalize_step(const PendingStep& s,
   StepRow base;
   base.step_index = index;
   base.step_number = s.number >= 0 ? s.number : index;
-  base.warmup = index < cfg.warmup_steps;
+  base.warmup = index - warmup_base < cfg.warmup_steps;
   base.host_begin = s.begin;
   base.host_end = s.end;
   base.launches = launches;
@@ -323,7 +324,10 @@ void StepAccountant::Impl::finalize_step(const PendingStep& s,
     on_device = true;
     StepRow row = base;
     row.device = id;
-    row.window_begin = dev.has_window ? dev.finalized_until : s.begin;
+    row.window_begin = !dev.has_window ? s.begin
+                       : dev.restart   ? std::max(s.begin, dev.finalized_until)
+                                       : dev.finalized_until;
+    dev.restart = false;
     OwnedStats own;
     if (auto it = pre->find(id); it != pre->end()) own = it->second;
     std::erase_if(dev.consumed_early, [&](const PendingOp& p) { return p.launch < s.end; });
@@ -339,12 +343,16 @@ void StepAccountant::Impl::finalize_step(const PendingStep& s,
   if (!on_device) {  // before any device's first op: the step on the host alone
     StepRow row = base;
     row.device = kHostOnlyDevice;
-    row.window_begin = host_only_until == kMinTime ? s.begin : host_only_until;
+    row.window_begin = host_only_until == kMinTime ? s.begin
+                       : host_only_restart       ? std::max(s.begin, host_only_until)
+                                                 : host_only_until;
+    host_only_restart = false;
     row.window_end = std::max(row.window_begin, s.end);
     host_only_until = row.window_end;
     account_window(row, s, /*dev=*/nullptr);
     emit(row);
   }
+  if (setup_open) close_setup(s);
   last_step_end = s.end;
   counters.drop_through_unless(
       [&](uint16_t device) {
@@ -439,6 +447,8 @@ void StepAccountant::Impl::take_window_ops(const StepRow& row, const PendingStep
   size_t keep_at = j;
   for (size_t i = j; i-- > dev.head;) {
     const GpuOp& op = dev.pending[i].op;
+    if (setup_open) tally_setup_op(op, ws);
+    if (op.kind == GpuOpKind::kKernel && first_use(op.name) && op.end > ws) ++window_first_uses;
     if (op.end > we) {
       window_ops.push_back(op);
       dev.pending[--keep_at] = dev.pending[i];
@@ -460,13 +470,80 @@ void StepAccountant::Impl::take_window_ops(const StepRow& row, const PendingStep
   std::reverse(window_ops.begin(), window_ops.end());  // back to start order
   dev.head = keep_at;
   dev.compact();
+  if (!setup_busy.empty()) {  // the device's set-up ops: their union is GPU busy in set-up
+    std::sort(setup_busy.begin(), setup_busy.end());
+    TimeNs a = setup_busy.front().first, b = setup_busy.front().second;
+    for (const auto& [x, y] : setup_busy) {
+      if (x > b) {
+        setup.gpu_busy_ns += b - a;
+        a = x;
+      }
+      b = std::max(b, y);
+    }
+    setup.gpu_busy_ns += b - a;
+    setup_busy.clear();
+  }
 }
+
+// ---- set-up (setup_tally.h) ----------------------------------------------------------------
+
+// An op of the window being taken that ran (at least partly) before the window began, while
+// set-up is open: a set-up op.  Counted when it ran entirely before; its time before the window
+// is GPU busy in set-up either way.
+void StepAccountant::Impl::tally_setup_op(const GpuOp& op, TimeNs window_begin) {
+  if (op.start >= window_begin) return;
+  if (op.end <= window_begin) {
+    if (op.kind == GpuOpKind::kKernel) {
+      ++setup.kernels;
+    } else {
+      ++setup.copies;
+    }
+  }
+  setup_busy.emplace_back(op.start, std::min(op.end, window_begin));
+}
+
+// The CUDA calls of set-up not tallied yet: [setup_calls_from, until) on every thread.  Run
+// when the first kept step is finalised, before anything prunes them.
+void StepAccountant::Impl::tally_setup_calls(TimeNs until) {
+  for (auto& [tid, th] : host.threads) {
+    th.sort_all();
+    for (const HostApiCall& c : th.calls) {
+      if (c.start < setup_calls_from) continue;
+      if (c.start >= until) break;
+      SetupTally::Api& a = setup_api[c.name];
+      a.name = c.name;
+      ++a.count;
+      a.ns += c.end - c.start;
+      if (c.kind == HostApiKind::kSync) {
+        ++setup.syncs;
+        setup.sync_ns += c.end - c.start;
+      } else if (c.kind == HostApiKind::kLaunch) {
+        ++setup.launches;
+      }
+    }
+  }
+  setup_calls_from = std::max(setup_calls_from, until);
+}
+
+// The first kept step was finalised: set-up ends at its host begin.
+void StepAccountant::Impl::close_setup(const PendingStep& first_kept) {
+  setup_open = false;
+  setup.known = true;
+  setup.end = first_kept.begin;
+  setup.api.clear();
+  for (const auto& [name, a] : setup_api) setup.api.push_back(a);
+  ++setup.version;
+}
+
 
 void StepAccountant::Impl::account_window(StepRow& row, const PendingStep& s, DeviceState* dev) {
   window_ops.clear();
+  window_first_uses = 0;
   if (dev != nullptr) take_window_ops(row, s, *dev);
+  row.first_use_kernels = window_first_uses;
   if (dev == nullptr || !counters.has(row.device)) {
     sweep.account(row, s.thread, window_ops, host, segment_sink);
+    stats.add(Stat::data_waits_inferred, sweep.take_inferred_data_waits());
     return;
   }
   // Counter samples need the window's category segments (counter_attribution.h).
@@ -476,6 +553,7 @@ void StepAccountant::Impl::account_window(StepRow& row, const PendingStep& s, De
     if (segment_sink) segment_sink(seg);
   };
   sweep.account(row, s.thread, window_ops, host, collect);
+  stats.add(Stat::data_waits_inferred, sweep.take_inferred_data_waits());
   const auto walls = attribute_counters_by_wall(
       window_segments, counters.overlapping(row.device, row.window_begin, row.window_end));
   row.counters = walls[static_cast<size_t>(Wall::kCompute)];

@@ -42,6 +42,10 @@ struct StepRow {
   // holds the host side only -- its window (step time) and data_wait; every GPU-side field
   // is 0, so its categories do not sum to its duration.  Summaries leave such rows out.
   bool sampled = true;
+  // Kernels run in the window whose name no earlier window (nor set-up) ran: one-time work --
+  // autotuning, compilation, a first evaluation -- which the run summary's one-time-work rule
+  // leaves out as warm-up when it makes the step slow (analysis/report/run_summary.h).
+  uint32_t first_use_kernels = 0;
   // Hardware counters over the row's compute time (docs/counters.md); empty without samples.
   CounterTotals counters;
 

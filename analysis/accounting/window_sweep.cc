@@ -270,6 +270,8 @@ Category WindowSweep::classify_idle(TimeNs g0, TimeNs g1, const GpuOp* next) {
     } else {
       const TimeNs call_start = std::clamp(launch->api_start, g0, g1);
       split_by_pauses(th, g0, call_start, &split);
+      if (next->kind == GpuOpKind::kMemcpy && next->copy_dir == CopyDir::kH2D)
+        infer_input_wait(th, g0, call_start, &split);
       // The launch call itself (and the call it is nested in) and its latency.
       split.launch += (g1 - call_start) - data_in(call_start, g1);
       if (split.context == kNoName) split.context = launch->api_name;
@@ -360,6 +362,32 @@ void WindowSweep::split_by_pauses(const ThreadHost* th, TimeNs a, TimeNs b,
     }
   }
   add_piece(pos, b, /*is_pause=*/true);
+}
+
+// No data range anywhere so far (AccountingConfig::infer_data_wait): the last pause before the
+// launch of a host-to-device copy that ends the gap -- the host preparing the step's input --
+// moves from host-other to data wait.  Only that pause: host work separated from the copy by
+// CUDA calls stays host-other.
+void WindowSweep::infer_input_wait(const ThreadHost* th, TimeNs g0, TimeNs call_start,
+                                   IdleSplit* split) {
+  if (!cfg_.infer_data_wait || host_->earliest_data_end <= call_start || split->other == 0)
+    return;
+  TimeNs pause_start = g0;
+  if (th != nullptr) {
+    auto it = std::lower_bound(th->calls.cbegin(), th->calls.cend(), call_start,
+                               [](const HostApiCall& c, TimeNs t) { return c.start < t; });
+    // The calls before the copy's: the latest end among those that began before it.
+    for (int k = 0; k < HostState::kNestScan && it != th->calls.cbegin(); ++k) {
+      --it;
+      if (it->end <= call_start) pause_start = std::max(pause_start, it->end);
+    }
+  }
+  const int64_t pause = (call_start - pause_start) - data_in(pause_start, call_start);
+  if (pause <= cfg_.host_pause_threshold_ns) return;
+  const int64_t moved = std::min<int64_t>(pause, split->other);
+  split->other -= moved;
+  split->data += moved;
+  ++inferred_data_waits_;
 }
 
 // A gap of `len` outside data ranges judged by its length alone: launch latency below the

@@ -40,6 +40,9 @@ class WindowSweep {
 
   const std::vector<KernelExposure>& exposure() const { return exposure_; }  // by NameId
   const std::vector<IdleGap>& gaps() const { return gaps_; }                 // a heap: any order
+  // Idle gaps whose data wait was inferred (AccountingConfig::infer_data_wait), since the last
+  // call: the accountant adds them to its stats.
+  int64_t take_inferred_data_waits() { return std::exchange(inferred_data_waits_, 0); }
 
  private:
   // How an idle gap splits, and what the host was doing.
@@ -71,10 +74,12 @@ class WindowSweep {
   int64_t data_in(TimeNs a, TimeNs b) const;
   void split_by_pauses(const ThreadHost* th, TimeNs a, TimeNs b, IdleSplit* split) const;
   void split_by_length(int64_t len, IdleSplit* split) const;
+  void infer_input_wait(const ThreadHost* th, TimeNs g0, TimeNs call_start, IdleSplit* split);
   void keep_gap(const IdleGap& gap);
   static void keep_longest(std::vector<IdleGap>& heap, const IdleGap& gap, size_t cap);
 
   const AccountingConfig& cfg_;
+  int64_t inferred_data_waits_ = 0;
 
   // The window being accounted.
   StepRow* row_ = nullptr;

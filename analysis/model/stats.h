@@ -31,6 +31,9 @@ enum class StatOrigin : uint8_t { kCollection, kAccounting, kOutput };
   X(steps_finalized, kInfo, kAccounting, "steps finalised")                                    \
   X(ops_outside_steps, kInfo, kAccounting, "GPU ops that ran outside every step window")       \
   X(unmatched_launches, kInfo, kAccounting, "launch calls whose GPU op never arrived")         \
+  X(data_waits_inferred, kInfo, kAccounting,                                                   \
+    "idle gaps whose host pause before a host-to-device input copy was counted as data wait "  \
+    "(no data range marked)")                                                                  \
   X(incomplete_trailing_step, kInfo, kAccounting,                                              \
     "open step at the end of the run that was dropped")                                        \
   X(invalid_events_skipped, kError, kAccounting,                                               \

@@ -71,9 +71,13 @@ def case_scenario(name: str, marks: str, extra_env: dict) -> None:
                    "copy": c["copy_input"] + c["copy_other"], "data_wait": c["data_wait"],
                    "launch_gap": c["launch_gap"], "host_other": c["host_other"]}
             exp = dict(ex)
-            if marks == "none":  # no data ranges: waiting for input is plain host time
+            if marks == "none":  # no data ranges: waiting for input is plain host time...
                 exp["host_other"] += exp["data_wait"]
                 exp["data_wait"] = 0
+                # ...except the pause right before an input copy: inferred data wait.
+                inferred = truth.get("params", {}).get("unmarked_input_pause_ns", 0)
+                exp["data_wait"] += inferred
+                exp["host_other"] -= inferred
             wall = ts["wall_ns"]
             check(abs(row["duration_ns"] - wall) <= TOL * wall,
                   f"step {row['step_index']}: window {row['duration_ns']} ns, planted {wall} ns")

@@ -18,6 +18,10 @@ def expected_verdict(truth: dict, marks: str) -> str:
     total = sum(t[c] for c in truth["categories"])
     data = t["copy"] + (t["data_wait"] if marks != "none" else 0)
     other = t["host_other"] + (t["data_wait"] if marks == "none" else 0)
+    if marks == "none":  # the pause before an input copy: inferred data wait (accounting.md)
+        inferred = truth.get("params", {}).get("unmarked_input_pause_ns", 0) * truth["num_steps"]
+        data += inferred
+        other -= inferred
     walls = {"data": data, "launch": t["launch_gap"],
              "communication": t["communication_exposed"], "other": other}
     best = None

@@ -83,6 +83,22 @@ Split idle(const ProgramLog& log, uint64_t g0, uint64_t g1, const Op* next, int 
     const uint64_t cs = std::clamp(next->launch_time, g0, g1);
     by_pauses(log, thread, g0, cs, t, &s);
     s.launch += (g1 - cs) - data_in(log, thread, cs, g1);
+    // No data range ended by then: the last pause before an input copy's call is data wait
+    // (docs/accounting.md, "Inferred data wait").
+    bool marked = false;
+    for (const Range& r : log.data) marked = marked || r.end <= cs;
+    if (next->cls == kCopyInput && !marked) {
+      uint64_t ps = g0;
+      for (const Call& c : log.calls) {
+        if (traced(c) && c.thread == thread && c.start < cs && c.end <= cs) ps = std::max(ps, c.end);
+      }
+      const uint64_t pause = (cs - ps) - data_in(log, thread, ps, cs);
+      if (pause > t.host_pause_ns) {
+        const uint64_t moved = std::min(pause, s.other);
+        s.other -= moved;
+        s.data += moved;
+      }
+    }
   } else {
     bool has_calls = false;
     // Calls that began before the gap's end: what the library can know when it reads the gap.

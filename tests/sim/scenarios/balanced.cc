@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
   h.Param("copy_ns", dcopy);
   h.Param("kernel_ns", dk);
   h.Param("allreduce_ns", dar);
+  // Unmarked (--marks=none), the host pause before the input copy -- the host work and the
+  // data range, no CUDA call between them -- is inferred data wait (docs/accounting.md).
+  h.Param("unmarked_input_pause_ns", host + data);
   simStream_t a = simStreamCreate(0);
   simStream_t b = simStreamCreate(0);
   for (int i = 0; i < h.steps(); ++i) {
