@@ -75,7 +75,7 @@ TEST(Overflow, FuzzerFindingsReplay) {
     ASSERT_TRUE(accounted.ok()) << accounted.status().message();
     const InputContents& contents = accounted->contents;
     EXPECT_FALSE(
-        dump_json(build_report(*accounted->accountant, contents.metadata, names, contents.sections))
+        dump_json(build_report(*accounted->accountant, contents.metadata, names, ReportParts{contents.sections, {}}))
             .empty());
     timeline.set_metadata(contents.metadata);
     EXPECT_FALSE(timeline.to_json().empty());

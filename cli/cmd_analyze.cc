@@ -179,7 +179,6 @@ int analyze_one(const std::string& input, const std::string& stem, const Analyze
     std::fprintf(stderr, "gpuacct analyze: %s\n", analysed->settings_note.c_str());
   }
   int rc = 0;
-  add_cost_section(s.cost, &analysed->report);
   const nlohmann::json& report = analysed->report;
   // Nothing gpuacct supports in the input (another accelerator's trace): the report says what
   // was found, and the exit status says the input could not be accounted.
@@ -242,13 +241,15 @@ int job_view_of(std::vector<JobRank> ranks, const AnalyzeSettings& s) {
 }  // namespace
 
 StatusOr<AnalyzedInput> analyze_input(const std::string& path, const AccountingConfig& cfg,
-                                      bool progress, const std::set<std::string>& given) {
+                                      bool progress, const std::set<std::string>& given,
+                                      const CostModel& cost) {
   auto input = Input::open(path);
   if (!input.ok()) return input.status();
   NameTable names;
   InputOptions opts;
   opts.progress = progress;
   opts.given_settings = given;
+  opts.cost = cost;
   AnalyzedInput out;
   out.collectives = std::make_unique<CollectiveSpool>();
   // A step stream or a report holds rows, not events: its collectives are the live run's file.
@@ -326,7 +327,7 @@ int run_analyze(int argc, char** argv) {
         // analysis/ reports errors as Status; what throws (an allocation) is this input's
         // error, and the other inputs go on.
         try {
-          return analyze_input(inputs[i], s.cfg, progress, s.given);
+          return analyze_input(inputs[i], s.cfg, progress, s.given, s.cost);
         } catch (const std::bad_alloc&) {
           return Status::Error(inputs[i] + ": out of memory (fewer --jobs may help)");
         } catch (const std::exception& e) {

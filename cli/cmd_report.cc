@@ -48,7 +48,9 @@ int run_report(int argc, char** argv) {
     NameTable names;
     AccountingConfig cfg;
     cfg.warmup_steps = AccountingConfig::kWarmupBySource;  // the rows' own warm-up flags
-    auto reported = report_input(input.value(), cfg, names);
+    InputOptions opts;
+    opts.cost = cost;
+    auto reported = report_input(input.value(), cfg, names, opts);
     if (!reported.ok()) {
       std::fprintf(stderr, "gpuacct report: %s\n", reported.status().message().c_str());
       return 1;
@@ -56,7 +58,6 @@ int run_report(int argc, char** argv) {
     if (!reported->cut_off.empty()) {
       std::fprintf(stderr, "gpuacct report: %s\n", reported->cut_off.c_str());
     }
-    add_cost_section(cost, &reported->report);
     auto text = render_terminal_summary(reported->report, args.has("color"));
     if (!text.ok()) {
       std::fprintf(stderr, "gpuacct report: %s: %s\n", path.c_str(),
@@ -81,7 +82,8 @@ int run_report(int argc, char** argv) {
                  error_byte);
     return 1;
   }
-  // Cost options given here replace the ones the report was written with (if any).
+  // A report already assembled: cost options given here re-price it (they replace the cost it
+  // was written with, if any).
   if (j.is_object() && j.contains("summary")) add_cost_section(cost, &j);
   auto summary = render_terminal_summary(j, args.has("color"));
   if (!summary.ok()) {

@@ -15,6 +15,7 @@
 #include "analysis/model/collective_rows.h"
 #include "analysis/model/name_table.h"
 #include "analysis/model/status.h"
+#include "analysis/report/cost.h"
 #include "analysis/report/timeline_writer.h"
 #include "cli/collective_spool.h"
 
@@ -36,7 +37,8 @@ struct AnalyzedInput {
   bool collectives_known = true;
 };
 StatusOr<AnalyzedInput> analyze_input(const std::string& path, const AccountingConfig& cfg,
-                                      bool progress, const std::set<std::string>& given = {});
+                                      bool progress, const std::set<std::string>& given = {},
+                                      const CostModel& cost = {});
 
 // `gpuacct timeline`: the filled timeline of one input (rows arrive through on_step_row).
 struct InputTimeline {

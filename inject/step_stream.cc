@@ -125,6 +125,10 @@ bool StepStream::write_summary(const std::string& line) {
   return write_line(line);
 }
 
+bool StepStream::write_setup(const std::string& line) {
+  return write_summary(line);  // the same rules: any line that is not a row
+}
+
 bool StepStream::write_trailer(const std::string& line) {
   if (path_.empty() || !rows_seen_) return false;
   if (write_line(line)) return true;

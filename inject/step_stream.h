@@ -3,6 +3,12 @@
 // verdict.  Written by the worker while the job runs, one write(2) per line, so a SIGKILL
 // leaves every finished row on disk.
 //
+// Set-up line, once set-up is known (the first kept step finalised), again whenever it changes
+// (detected steps folded into it when the program's own step marks began, docs/accounting.md):
+//   {"setup": {...}}   the report's "setup" section (analysis/report/report.h setup_json).
+// Its "folded_step_indices": [a, b] names rows written before that are set-up, not steps: a
+// reader leaves them out (analysis/input/step_stream_reader.h); the last setup line counts.
+//
 // Summary lines (provisional and the trailer; the content is the pipeline's, inject/pipeline.h):
 //   {"summary": {...}, "verdict": {...}, "provisional": true|false, "step_rows": N,
 //    "data_loss": bool, "stats": [{"name": "<counter>", "value": v, "severity": "..."}, ...]}
@@ -48,6 +54,9 @@ class StepStream {
   // A provisional summary line, after at least one row; false if it could not be written
   // (not said and not counted: no row is lost, and the next summary line replaces it).
   bool write_summary(const std::string& line);
+  // A set-up line, after at least one row; false if it could not be written (the next one, or
+  // the report, says the same).
+  bool write_setup(const std::string& line);
   // The last line, after at least one row; false if it could not be written (said on stderr).
   bool write_trailer(const std::string& line);
   void close();

@@ -31,7 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const InputContents& contents = accounted->contents;
     timeline.set_metadata(contents.metadata);
     (void)dump_json(
-        build_report(*accounted->accountant, contents.metadata, names, contents.sections));
+        build_report(*accounted->accountant, contents.metadata, names, ReportParts{contents.sections, {}}));
     (void)timeline.to_json();
   } else if (accounted.status().message().empty()) {
     __builtin_trap();  // an error must always say what is wrong

@@ -161,7 +161,7 @@ TEST(FrontDoor, SlowFirstStepOfATraceIsWarmup) {
   EXPECT_EQ(s.warmup_steps, 1);
   EXPECT_EQ(s.verdict.bound, "data") << s.verdict.headline;
   const nlohmann::json report =
-      build_report(acc, accounted->contents.metadata, names, accounted->contents.sections);
+      build_report(acc, accounted->contents.metadata, names, ReportParts{accounted->contents.sections, {}});
   EXPECT_EQ(report["summary"]["warmup_steps"], 1);
   EXPECT_EQ(report["summary"]["warmup"]["slow_start"]["steps"], nlohmann::json::array({0}));
   // The warm-up step's idle gaps are not the summary's largest.

@@ -328,12 +328,49 @@ StatusOr<RunMetadata> Input::import(NameTable& names, EventSink& sink, Stats& st
   return meta;
 }
 
+namespace {
+
+// A recording made by an older library holds the step ranges that library's detector found,
+// named kDetectedStepName but without the kDetectedStep flag (events.h).  Those detectors locked
+// onto set-up patterns (issue 27: 343 "steps" for a 25-iteration loop, each a parameter copy
+// and its sync), so such ranges are dropped here and the steps detected anew -- or, where the
+// program also marked steps, left to the marks.  Everything else passes through.
+class OlderDetectionFilter final : public EventSink {
+ public:
+  OlderDetectionFilter(EventSink& next, NameId detected_name)
+      : next_(next), detected_name_(detected_name) {}
+  void on_gpu_op(const GpuOp& op) override { next_.on_gpu_op(op); }
+  void on_api_call(const HostApiCall& call) override { next_.on_api_call(call); }
+  void on_range(const HostRange& range) override {
+    if (range.kind == RangeKind::kStep && range.name == detected_name_ &&
+        !step_detected(range)) {
+      ++dropped_;
+      return;
+    }
+    next_.on_range(range);
+  }
+  void on_marker(const Marker& marker) override { next_.on_marker(marker); }
+  void on_watermark(TimeNs watermark) override { next_.on_watermark(watermark); }
+  void on_counter_sample(const CounterSample& sample) override {
+    next_.on_counter_sample(sample);
+  }
+  int64_t dropped() const { return dropped_; }
+
+ private:
+  EventSink& next_;
+  NameId detected_name_;
+  int64_t dropped_ = 0;
+};
+
+}  // namespace
+
 StatusOr<InputContents> Input::read(NameTable& names, EventSink& sink, Stats& stats,
                                     const InputOptions& opts) const {
   InputContents out;
   // Inputs that mark no steps (on-demand profiler traces have no ProfilerStep#N, a run without
   // markers) get them from the repeating kernel sequence, as a live run does.
-  OfflineStepDetection detection(names.intern(kDetectedStepName));
+  const NameId detected_name = names.intern(kDetectedStepName);
+  OfflineStepDetection detection(detected_name, &names);
   // A recording is the live library's view, which began with the process: its steps are
   // detected as they were live.  A profiler trace began when the profiler was switched on.
   detection.set_capture_began_at_first_event(format_ != InputFormat::kRecording);
@@ -343,8 +380,9 @@ StatusOr<InputContents> Input::read(NameTable& names, EventSink& sink, Stats& st
                                                      opts.on_collective);
   }
   TeeSink tee({&sink, &detection});
+  OlderDetectionFilter older(tee, detected_name);
   TraceTotals totals(names);  // a trace's (HTA's whole-trace numbers); fed by import()
-  auto meta = import(names, tee, stats, opts, collectives.get(), totals, &out);
+  auto meta = import(names, older, stats, opts, collectives.get(), totals, &out);
   if (!meta.ok()) return meta.status();
   // HTA's totals are computed beside what is left on this thread: the collectives, the step
   // detection and the accounting's own end (InputOptions::finish_accounting).  Only `totals`
@@ -369,6 +407,13 @@ StatusOr<InputContents> Input::read(NameTable& names, EventSink& sink, Stats& st
   if (!detection.input_marks_steps() && out.cut_off.empty()) {
     detection.detect_into(sink, stats);
     add_step_detection_section(detection.summary(), names, &out.sections);
+    if (older.dropped() > 0) {
+      out.sections["step_detection"]["redetected"] = {
+          {"recorded_steps_dropped", older.dropped()},
+          {"why", "the recording's steps were detected by an older gpuacct"}};
+    }
+  } else if (older.dropped() > 0) {
+    // An older library's detected steps before the program's own marks: the marks decide.
   } else if (!out.metadata.step_detection.empty()) {
     // A live run's recording: its steps are the ranges the library detected, recorded with
     // the section that describes them.
@@ -464,7 +509,8 @@ StatusOr<StepStreamContents> Input::read_step_rows() const {
 namespace {
 
 // A step stream's rows through the one summary, the rows themselves as the report's steps.
-StatusOr<InputReport> report_step_stream(const Input& input, const AccountingConfig& cfg) {
+StatusOr<InputReport> report_step_stream(const Input& input, const AccountingConfig& cfg,
+                                         const CostModel& cost) {
   auto stream = input.read_step_rows();
   if (!stream.ok()) return stream.status();
   StepStreamContents& s = stream.value();
@@ -478,15 +524,20 @@ StatusOr<InputReport> report_step_stream(const Input& input, const AccountingCon
       if (r.warmup) warm.insert(r.step_index);
     }
     shown.warmup_steps = static_cast<int>(warm.size());
-  } else {
-    for (StepRow& r : out.rows) r.warmup = r.step_index < cfg.warmup_steps;
+  } else if (!out.rows.empty()) {
+    // Counted from the stream's first step (rows folded into set-up are gone).
+    int64_t first = out.rows.front().step_index;
+    for (const StepRow& r : out.rows) first = std::min(first, r.step_index);
+    for (StepRow& r : out.rows) r.warmup = r.step_index - first < cfg.warmup_steps;
   }
   RunMetadata meta = std::move(s.metadata);
   if (meta.source.empty()) meta.source = to_string(input.format());
   meta.source_path = input.path();
-  out.report = summary_report(out.rows, s.stats, shown, meta, /*with_rows=*/true);
+  ReportParts parts;
+  parts.cost = cost;
+  if (s.setup.is_object()) parts.sections["setup"] = s.setup;
   if (!s.finished || s.bytes_cut > 0) {
-    out.report["cut_off"] = {{"input", "step_stream"},
+    parts.sections["cut_off"] = {{"input", "step_stream"},
                              {"finished", s.finished},
                              {"rows", out.rows.size()},
                              {"summary_lines", s.summary_lines},
@@ -502,6 +553,7 @@ StatusOr<InputReport> report_step_stream(const Input& input, const AccountingCon
                          : std::string()) +
         (s.finished ? "" : "; counters as of its last summary line");
   }
+  out.report = build_rows_report(out.rows, s.stats, shown, meta, parts);
   return out;
 }
 
@@ -549,13 +601,14 @@ StatusOr<InputReport> report_saved_report(const Input& input, const AccountingCo
 StatusOr<InputReport> report_input(const Input& input, const AccountingConfig& cfg,
                                    NameTable& names, const InputOptions& opts,
                                    const AccountingObservers& observers) {
-  if (input.format() == InputFormat::kStepStream) return report_step_stream(input, cfg);
+  if (input.format() == InputFormat::kStepStream) return report_step_stream(input, cfg, opts.cost);
   if (input.format() == InputFormat::kReport) return report_saved_report(input, cfg);
   auto accounted = account_input(input, cfg, names, opts, observers);
   if (!accounted.ok()) return accounted.status();
   const StepAccountant& acc = *accounted->accountant;
   InputReport out;
-  out.report = build_report(acc, accounted->contents.metadata, names, accounted->contents.sections);
+  out.report = build_report(acc, accounted->contents.metadata, names,
+                            ReportParts{accounted->contents.sections, opts.cost});
   out.rows = acc.rows();
   out.cut_off = std::move(accounted->contents.cut_off);
   out.settings_note = std::move(accounted->contents.settings_note);

@@ -56,6 +56,7 @@
 #include "analysis/model/run_metadata.h"
 #include "analysis/model/stats.h"
 #include "analysis/model/status.h"
+#include "analysis/report/cost.h"
 #include "analysis/report/timeline_writer.h"
 
 namespace gpuacct {
@@ -108,6 +109,8 @@ struct InputOptions {
   // a trace's HTA totals.  Not run for an input cut off by its writer's death (finishing would
   // invent the ends of the steps still open) nor when read() fails.
   std::function<void()> finish_accounting;
+  // report_input: the price of a GPU-hour (the report's "cost" section; none by default).
+  CostModel cost;
 };
 
 // The config an input is accounted with (Input::resolve).

@@ -140,6 +140,11 @@ StatusOr<StepRow> step_row_from_json(const json& j) {
     *field = it->get<double>();
   }
   // Optional (streams written before GPUACCT_SAMPLE have none): absent = traced.
+  if (const auto first = j.find("first_use_kernels"); first != j.end()) {
+    if (!first->is_number_unsigned() || first->get<uint64_t>() > UINT32_MAX)
+      return missing("first_use_kernels");
+    r.first_use_kernels = first->get<uint32_t>();
+  }
   if (const auto sampled = j.find("sampled"); sampled != j.end()) {
     if (!sampled->is_boolean()) return missing("sampled");
     r.sampled = sampled->get<bool>();
@@ -193,6 +198,8 @@ StatusOr<StepStreamContents> read_step_stream(std::istream& in, const std::strin
       const auto provisional = line.find("provisional");
       out.finished =
           provisional != line.end() && provisional->is_boolean() && !provisional->get<bool>();
+    } else if (line.contains("setup")) {
+      out.setup = line["setup"];
     } else if (line.contains("gap")) {
       int64_t lost = 0;
       if (line["gap"].is_object() && integer(line["gap"], "rows_lost", &lost) && lost > 0) {
@@ -201,6 +208,20 @@ StatusOr<StepStreamContents> read_step_stream(std::istream& in, const std::strin
     }
   }
   if (line_number == 0) return Status::Error(label + ": empty file (not a gpuacct step stream)");
+  // Rows of detected steps that the program's own marks turned into set-up (the last set-up
+  // line names them).
+  int64_t first_folded = 0, last_folded = -1;
+  if (out.setup.is_object()) {
+    const auto f = out.setup.find("folded_step_indices");
+    if (f != out.setup.end() && f->is_array() && f->size() == 2 && (*f)[0].is_number_integer() &&
+        (*f)[1].is_number_integer()) {
+      first_folded = (*f)[0].get<int64_t>();
+      last_folded = (*f)[1].get<int64_t>();
+    }
+  }
+  std::erase_if(out.rows, [&](const StepRow& r) {
+    return r.step_index >= first_folded && r.step_index <= last_folded;
+  });
   if (in.bad()) return Status::Error(label + ": read error");
   // Rows the writer could not write (gap lines) are lost whether or not a summary line after
   // them counted them already.

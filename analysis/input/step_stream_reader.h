@@ -55,6 +55,9 @@ struct StepStreamContents {
   int64_t rows_lost = 0;             // gap lines: rows the writer could not write
   uint64_t bytes_cut = 0;            // a last line cut before its newline, left out
   uint64_t bytes = 0;                // read, the cut line included
+  // The last set-up line's section (inject/step_stream.h), null if none; the rows it names as
+  // folded into set-up are not in `rows`.
+  nlohmann::json setup;
 };
 
 StatusOr<StepStreamContents> read_step_stream(std::istream& in, const std::string& label);

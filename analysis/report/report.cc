@@ -10,6 +10,8 @@
 #include <iomanip>
 #include <limits>
 #include <sstream>
+#include <initializer_list>
+#include <tuple>
 #include <type_traits>
 
 #include "analysis/model/json_text.h"
@@ -124,6 +126,8 @@ json step_row_to_json(const StepRow& r) {
   // Only on a row CUPTI did not trace (GPUACCT_SAMPLE): every other row, and every report
   // written before sampling existed, keeps its keys; a reader takes absence as true.
   if (!r.sampled) out["sampled"] = false;
+  // Only rows that ran a kernel for the first time: other rows keep their keys.
+  if (r.first_use_kernels > 0) out["first_use_kernels"] = r.first_use_kernels;
   // Only rows with counter samples have the section (docs/counters.md).
   if (r.counters.any()) out["counters"] = counters_to_json(r.counters);
   return out;
@@ -132,10 +136,14 @@ json step_row_to_json(const StepRow& r) {
 void add_step_detection_section(const StepDetectionSummary& d, const NameTable& names,
                                 json* sections) {
   (*sections)["step_detection"] = {{"source", "detected"},
+                                   {"detector", kStepDetectorVersion},
                                    {"locked", d.locked},
                                    {"period_ops", d.period_ops},
                                    {"step_end", names.text(d.step_end)},
                                    {"step_end_is_sync", d.step_end_is_sync},
+                                   {"step_end_rule", to_string(d.rule)},
+                                   {"match_share", d.match_share},
+                                   {"explained_share", d.explained_share},
                                    {"boundaries", d.boundaries},
                                    {"steps", d.steps},
                                    {"leading_partial_step_dropped", d.leading_partial},
@@ -156,6 +164,13 @@ json run_json(const RunMetadata* meta) {
 // The warm-up steps' walls; `slow_start` only when that rule left steps out (run_summary.h).
 json warmup_json(const RunSummary& s) {
   json out = {{"walls", shares_json(s.warmup_walls)}};
+  if (!s.one_time_steps.empty()) {
+    out["one_time_work"] = {{"steps", s.one_time_steps},
+                            {"step_ms", s.one_time_step_ms},
+                            {"first_use_kernels", s.one_time_first_uses},
+                            {"median_ms", s.one_time_median_ms},
+                            {"factor", OneTimeWorkRule{}.factor}};
+  }
   if (!s.slow_start_steps.empty()) {
     out["slow_start"] = {{"steps", s.slow_start_steps},
                          {"step_ms", s.slow_start_step_ms},
@@ -271,6 +286,92 @@ json stats_json(const Stats* stats) {
 
 }  // namespace
 
+namespace {
+
+std::string thousands(int64_t v) {
+  std::string digits = std::to_string(v < 0 ? -v : v);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
+
+std::string fmt_duration(int64_t ns) {
+  char buf[64];
+  if (ns >= 1'000'000'000) {
+    std::snprintf(buf, sizeof buf, "%.2f s", static_cast<double>(ns) / 1e9);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f ms", static_cast<double>(ns) / 1e6);
+  }
+  return buf;
+}
+
+bool contains_any(std::string_view name, std::initializer_list<std::string_view> parts) {
+  for (std::string_view p : parts) {
+    if (name.find(p) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+json setup_json(const SetupTally& t, const NameTable* names) {
+  // No set-up: the first step began before the run's first CUDA event (a synthetic run, a
+  // trace captured from inside a step).
+  if (!t.known || (t.duration_ns() == 0 && t.folded_steps == 0)) return nullptr;
+  const int64_t duration = t.duration_ns();
+  json out = {{"begin_ns", t.begin},
+              {"end_ns", t.end},
+              {"duration_ns", duration},
+              {"gpu_busy_ns", t.gpu_busy_ns},
+              {"gpu_busy_share", duration > 0 ? static_cast<double>(t.gpu_busy_ns) /
+                                                    static_cast<double>(duration)
+                                              : 0.0},
+              {"kernels", t.kernels},
+              {"copies", t.copies},
+              {"launches", t.launches},
+              {"syncs", t.syncs},
+              {"sync_ns", t.sync_ns},
+              {"folded_steps", t.folded_steps}};
+  if (t.folded_first_index >= 0) {
+    out["folded_step_indices"] = {t.folded_first_index, t.folded_last_index};
+  }
+  // One-time work where the source traced its calls (a profiler trace holds every runtime
+  // call; the library traces launches, copies and syncs).
+  int64_t module_loads = 0, graph_captures = 0;
+  std::vector<SetupTally::Api> api = t.api;
+  std::sort(api.begin(), api.end(), [](const SetupTally::Api& a, const SetupTally::Api& b) {
+    return std::tie(b.ns, a.name) < std::tie(a.ns, b.name);
+  });
+  json top = json::array();
+  for (const SetupTally::Api& a : api) {
+    const std::string_view name = names != nullptr ? names->text(a.name) : std::string_view();
+    if (contains_any(name, {"ModuleLoad", "LibraryLoad"})) module_loads += a.count;
+    if (contains_any(name, {"BeginCapture", "GraphInstantiate"})) graph_captures += a.count;
+    if (top.size() < 8) top.push_back({{"name", std::string(name)}, {"count", a.count}, {"ns", a.ns}});
+  }
+  out["module_loads"] = module_loads;
+  out["graph_captures"] = graph_captures;
+  out["api"] = top;
+  std::ostringstream line;
+  char busy[32];
+  std::snprintf(busy, sizeof busy, "%.1f%%", 100.0 * out["gpu_busy_share"].get<double>());
+  line << "set-up " << fmt_duration(duration) << " before the first step (GPU busy " << busy
+       << "; " << thousands(t.kernels) << " kernels, " << thousands(t.copies) << " copies, "
+       << thousands(t.syncs) << " syncs";
+  if (module_loads > 0) line << ", " << thousands(module_loads) << " module loads";
+  if (graph_captures > 0) line << ", " << thousands(graph_captures) << " graph captures";
+  line << ")";
+  if (t.folded_steps > 0) {
+    line << "; " << thousands(t.folded_steps)
+         << " steps detected before the program's own step marks began are part of it";
+  }
+  out["line"] = line.str();
+  return out;
+}
+
 json report_to_json(const ReportInputs& in) {
   json out;
   out["schema"] = kReportSchema;
@@ -333,8 +434,24 @@ json summary_report(const std::vector<StepRow>& rows, const Stats& stats,
   return report_to_json(in);
 }
 
+void add_report_parts(const ReportParts& parts, json* report) {
+  if (parts.sections.is_object()) {
+    for (auto it = parts.sections.begin(); it != parts.sections.end(); ++it)
+      (*report)[it.key()] = it.value();
+  }
+  add_cost_section(parts.cost, report);
+}
+
+json build_rows_report(const std::vector<StepRow>& rows, const Stats& stats,
+                       const AccountingConfig& config, const RunMetadata& meta,
+                       const ReportParts& parts) {
+  json out = summary_report(rows, stats, config, meta, /*with_rows=*/true);
+  add_report_parts(parts, &out);
+  return out;
+}
+
 json build_report(const StepAccountant& acc, const RunMetadata& meta, const NameTable& names,
-                  const json& extra) {
+                  const ReportParts& parts) {
   const RunSummary summary = summarize(acc.rows(), acc.stats(), VerdictBands{}, &meta);
   ReportInputs in = summary_inputs(summary, acc.config(), acc.stats(), meta);
   in.rows = &acc.rows();
@@ -343,7 +460,8 @@ json build_report(const StepAccountant& acc, const RunMetadata& meta, const Name
   in.gaps = acc.largest_gaps();
   // The accountant kept the gaps of every step it did not flag; the summary's slow start is
   // warm-up too.
-  const auto& slow = summary.slow_start_steps;
+  std::vector<int64_t> slow = summary.slow_start_steps;
+  slow.insert(slow.end(), summary.one_time_steps.begin(), summary.one_time_steps.end());
   in.gaps.erase(std::remove_if(in.gaps.begin(), in.gaps.end(),
                                [&slow](const IdleGap& g) {
                                  return std::find(slow.begin(), slow.end(), g.step_index) !=
@@ -353,7 +471,7 @@ json build_report(const StepAccountant& acc, const RunMetadata& meta, const Name
   // The accountant keeps more than top_gaps (WindowSweep::kGapHeadroom) for the filter above.
   const size_t listed = static_cast<size_t>(std::max(acc.config().top_gaps, 0));
   if (in.gaps.size() > listed) in.gaps.resize(listed);
-  if (extra.is_object()) in.extra = extra;
+  if (json setup = setup_json(acc.setup(), &names); !setup.is_null()) in.extra["setup"] = setup;
   // How late GPU records came (analysis/accounting/delivery_lag.h), for every source.
   const DeliveryLag& lag = acc.delivery_lag();
   in.extra["delivery"] = {{"gpu_ops", lag.ops()},
@@ -362,7 +480,9 @@ json build_report(const StepAccountant& acc, const RunMetadata& meta, const Name
                           {"lag_p50_ns", lag.quantile(0.50)},
                           {"lag_p99_ns", lag.quantile(0.99)},
                           {"held_events_peak", lag.held_peak()}};
-  return report_to_json(in);
+  json out = report_to_json(in);
+  add_report_parts(parts, &out);
+  return out;
 }
 
 // ---- terminal summary ---------------------------------------------------------------------
@@ -446,13 +566,24 @@ void render_header(const json& report, const Style& style, std::ostringstream& o
   const json detection = report.value("step_detection", json::object());
   if (!detection.empty()) {
     if (get_or<bool>(detection, "locked", false)) {
+      const std::string rule = get_or<std::string>(detection, "step_end_rule", "");
+      const std::string end(utf8_prefix(get_or<std::string>(detection, "step_end", "?"), 60));
       o << "steps detected automatically (the input marks none): "
-        << get_or<int64_t>(detection, "period_ops", 0)
-        << " operations per step, each step ending at "
-        << utf8_prefix(get_or<std::string>(detection, "step_end", "?"), 60) << "\n";
+        << get_or<int64_t>(detection, "period_ops", 0) << " operations per step, each step "
+        << (rule == "optimizer" ? "ending after the optimizer's kernels (" + end + ")"
+                                : "ending at " + end);
+      if (detection.contains("match_share")) {
+        o << "; " << fmt("%.0f", 100 * get_or<double>(detection, "match_share", 0))
+          << "% of iterations alike";
+      }
+      o << "\n";
     } else {
       o << "the input marks no steps and no repeating step was found\n";
     }
+  }
+  const json setup = report.value("setup", json());
+  if (setup.is_object() && setup.contains("line") && setup["line"].is_string()) {
+    o << utf8_prefix(setup["line"].get<std::string>(), 400) << "\n";
   }
   o << "step time  p50 " << fmt("%.2f", get_or<double>(st, "p50", 0)) << " ms   p90 "
     << fmt("%.2f", get_or<double>(st, "p90", 0)) << " ms   p99 "

@@ -322,6 +322,34 @@ std::vector<int64_t> slow_start_steps(const std::map<int64_t, double>& step_ms,
 
 namespace {
 
+// The steps with one-time work (OneTimeWorkRule) among `step_ms` (step -> ms), given each
+// step's first-use kernels; the median they were compared with goes to `median_ms`.
+std::vector<int64_t> one_time_work_steps(const std::map<int64_t, double>& step_ms,
+                                         const std::map<int64_t, uint32_t>& first_uses,
+                                         const OneTimeWorkRule& rule, double* median_ms) {
+  *median_ms = 0;
+  const size_t n = step_ms.size();
+  if (n <= static_cast<size_t>(rule.min_steady_steps)) return {};
+  std::vector<double> all;
+  for (const auto& [i, ms] : step_ms) all.push_back(ms);
+  *median_ms = percentile(all, 50);
+  std::vector<std::pair<double, int64_t>> slow;  // (ms, step)
+  for (const auto& [i, ms] : step_ms) {
+    const auto f = first_uses.find(i);
+    if (f != first_uses.end() && f->second > 0 && ms > rule.factor * *median_ms)
+      slow.emplace_back(ms, i);
+  }
+  std::sort(slow.rbegin(), slow.rend());
+  const size_t cap = std::min(n - static_cast<size_t>(rule.min_steady_steps),
+                              std::max<size_t>(1, static_cast<size_t>(rule.max_share *
+                                                                      static_cast<double>(n))));
+  if (slow.size() > cap) slow.resize(cap);
+  std::vector<int64_t> out;
+  for (const auto& [ms, i] : slow) out.push_back(i);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // The time of each step not flagged warm-up: the slowest device's window (ms).
 std::map<int64_t, double> summary_step_ms(const std::vector<StepRow>& rows) {
   std::map<int64_t, double> out;
@@ -385,7 +413,21 @@ RunSummary summarize(const std::vector<StepRow>& rows, const Stats& stats,
     out.slow_start_steps = slow_start_steps(candidates, slow_start, &out.slow_start_steady_ms);
     for (int64_t i : out.slow_start_steps) out.slow_start_step_ms.push_back(candidates.at(i));
   }
-  const std::set<int64_t> slow(out.slow_start_steps.begin(), out.slow_start_steps.end());
+  std::set<int64_t> slow(out.slow_start_steps.begin(), out.slow_start_steps.end());
+  // Then steps carrying one-time work, wherever they sit (OneTimeWorkRule).
+  {
+    std::map<int64_t, double> candidates = summary_step_ms(rows);
+    std::map<int64_t, uint32_t> first_uses;
+    for (const StepRow& r : rows) first_uses[r.step_index] += r.first_use_kernels;
+    for (int64_t i : slow) candidates.erase(i);
+    out.one_time_steps =
+        one_time_work_steps(candidates, first_uses, OneTimeWorkRule{}, &out.one_time_median_ms);
+    for (int64_t i : out.one_time_steps) {
+      out.one_time_step_ms.push_back(candidates.at(i));
+      out.one_time_first_uses.push_back(first_uses.at(i));
+      slow.insert(i);
+    }
+  }
   auto warm_up = [&slow](const StepRow& r) { return r.warmup || slow.count(r.step_index) > 0; };
   // Rows of steps CUPTI did not trace (GPUACCT_SAMPLE) hold no GPU side: no summary number
   // uses them; they are counted apart (untraced_steps) and named in a note.
@@ -462,6 +504,18 @@ RunSummary summarize(const std::vector<StepRow>& rows, const Stats& stats,
   out.slow_start_rule = slow_start;
   if (!out.slow_start_steps.empty()) {
     out.verdict.notes.push_back(slow_start_note(out, slow_start));
+  }
+  if (!out.one_time_steps.empty()) {
+    std::string steps;
+    for (size_t i = 0; i < out.one_time_steps.size(); ++i) {
+      steps += (i ? ", " : "") + std::to_string(out.one_time_steps[i]) + " (" +
+               ms_text(out.one_time_step_ms[i]) + ", " +
+               std::to_string(out.one_time_first_uses[i]) + " kernels run for the first time)";
+    }
+    out.verdict.notes.push_back(
+        std::string(out.one_time_steps.size() == 1 ? "Step " : "Steps ") + steps +
+        " left out as warm-up: one-time work (autotuning, compilation, a first evaluation?) "
+        "made it more than 1.5x the median step (" + ms_text(out.one_time_median_ms) + ").");
   }
   out.untraced_steps = static_cast<int64_t>(untraced_steps.size());
   if (out.untraced_steps > 0) {

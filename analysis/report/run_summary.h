@@ -52,6 +52,19 @@ struct SlowStartRule {
   double max_leading_share = 0.1;
 };
 
+// Warm-up by content (issue 27): a step that runs kernels no earlier step ran (StepRow::
+// first_use_kernels: autotuning, compilation, a first evaluation, a CUDA graph's first replay)
+// and is slower than `factor` times the median step is one-time work, wherever it sits -- not
+// only among the first steps.  Over the summary steps left after the other rules; at most a
+// tenth of them (the slowest first, at least one) and at least 3 steps stay.  Why 1.5x: a
+// first use alone is cheap (a new shape's kernel); one-time work that costs less than half a
+// step is the run's own.
+struct OneTimeWorkRule {
+  double factor = 1.5;
+  double max_share = 0.1;
+  int min_steady_steps = 3;
+};
+
 enum class Severity : uint8_t { kNone, kModerate, kHigh };
 const char* to_string(Severity s);
 
@@ -95,6 +108,12 @@ struct RunSummary {
   std::vector<double> slow_start_step_ms;
   double slow_start_steady_ms = 0;
   SlowStartRule slow_start_rule;  // the rule applied
+  // Steps the one-time-work rule left out (OneTimeWorkRule), their times, their first-use
+  // kernels and the median step time they were compared with.
+  std::vector<int64_t> one_time_steps;
+  std::vector<double> one_time_step_ms;
+  std::vector<uint32_t> one_time_first_uses;
+  double one_time_median_ms = 0;
   int64_t rows = 0;          // summary rows (steps x devices)
   double step_ms_p50 = 0, step_ms_p90 = 0, step_ms_p99 = 0, step_ms_mean = 0;
   CategoryNs categories;  // summed over summary rows
