@@ -6,6 +6,7 @@
 
 #include "gpuacct/gpuacct.h"
 #include "inject/clock.h"
+#include "inject/python_hook.h"
 #include "inject/recorder.h"
 #include "inject/runtime.h"
 #include "inject/sampling.h"
@@ -95,6 +96,10 @@ GPUACCT_EXPORT void gpuacct_set_step_work(double tokens, double samples) {
 
 GPUACCT_EXPORT void gpuacct_flush(void) {
   GPUACCT_GUARD(gpuacct::inject::Runtime::get().request_flush());
+}
+
+GPUACCT_EXPORT void gpuacct_python_status(const char* text) {
+  GPUACCT_GUARD(if (text != nullptr) gpuacct::inject::set_python_status(text));
 }
 
 }  // extern "C"

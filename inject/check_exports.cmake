@@ -8,6 +8,7 @@ string(REPLACE "\n" ";" lines "${out}")
 set(expected InitializeInjection InitializeInjectionNvtx2 gpuacct_api_version gpuacct_is_active
     gpuacct_step_begin gpuacct_step_end gpuacct_step_mark gpuacct_data_push gpuacct_data_pop
     gpuacct_range_push gpuacct_range_pop gpuacct_set_step_flops gpuacct_set_step_work gpuacct_flush
+    gpuacct_python_status
     ncclProfiler_v5 ncclProfiler_v4 ncclProfiler_v3 ncclProfiler_v2 ncclProfiler_v1)
 set(found "")
 foreach(line IN LISTS lines)

@@ -1,5 +1,7 @@
 #include "inject/collection.h"
 
+#include "analysis/model/json_text.h"
+
 namespace gpuacct::inject {
 
 nlohmann::json collection_section(const CollectionFacts& f) {
@@ -9,6 +11,7 @@ nlohmann::json collection_section(const CollectionFacts& f) {
       {"detail", f.gpu.message},
       {"cupti_version", f.cupti_version},
       {"step_source", f.step_source},
+      {"python", json_safe_utf8(f.python)},
       {"buffers",
        {{"count", f.buffer_count},
         {"bytes_each", f.buffer_bytes},

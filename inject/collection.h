@@ -40,6 +40,8 @@ struct CollectionFacts {
   nlohmann::json nccl_plugin;
   // Hardware counters (GPUACCT_COUNTERS=1; Pipeline::counters_section); null: not asked for.
   nlohmann::json counters;
+  // What became of the Python instrumentation (inject/python_hook.h python_status).
+  std::string python;
 };
 
 nlohmann::json collection_section(const CollectionFacts& facts);

@@ -18,6 +18,7 @@
 #include "cupti_hooks/collector.h"
 #include "cupti_hooks/device_info.h"
 #include "inject/log.h"
+#include "inject/python_hook.h"
 #include "inject/watermark.h"
 
 namespace gpuacct::inject {
@@ -79,7 +80,7 @@ Pipeline::Pipeline(const Config& config)
       host_(names_, NamePatterns(config.step_patterns), NamePatterns(config.data_patterns)),
       collectives_(base_ + kCollectiveRowsSuffix, [this] { return metadata(/*final=*/false); },
                    &acc_.mutable_stats()),
-      detection_(names_.intern(kDetectedStepName)),
+      detection_(names_.intern(kDetectedStepName), &names_),
       record_pending_(config.record),
       prom_(config) {
   acc_.set_row_sink([this](const StepRow& row) { write_row(row); });
@@ -328,6 +329,7 @@ void Pipeline::tick(int64_t watermark_from_flush) {
     // give back (the recording reaches the kernel at each watermark: RecordingWriter).
     record([&] { return recording_.write_watermark(watermark); });
     acc_.advance_watermark(watermark);
+    write_setup_line();
     collectives_.on_watermark(watermark);
     // A thread's life is kept until the watermark is kThreadLifeGraceNs past its exit: the
     // watermark promises GPU records only, and API records can come late too (a busy CUPTI
@@ -338,6 +340,16 @@ void Pipeline::tick(int64_t watermark_from_flush) {
   }
   maybe_write_summary();
   prom_.maybe_write(acc_.stats(), std::chrono::steady_clock::now());
+}
+
+// The stream's set-up line (inject/step_stream.h): once set-up is known, and again when
+// detected steps are folded into it (their rows, already written, are named in it).
+void Pipeline::write_setup_line() {
+  const SetupTally& setup = acc_.setup();
+  if (!setup.known || setup.version == setup_line_version_) return;
+  setup_line_version_ = setup.version;
+  const nlohmann::json section = setup_json(setup, &names_);
+  if (!section.is_null()) stream_.write_setup(dump_json({{"setup", section}}));
 }
 
 void Pipeline::maybe_write_summary() {
@@ -486,6 +498,7 @@ CollectionFacts Pipeline::collection_facts(const GpuCollectionState& gpu) const 
                   : detection_.summary().steps > 0 ? "detected"
                                                    : "none";
   f.native_sites = sites_.to_json(5);
+  f.python = python_status();
   f.counters = counters_section(gpu);
   const NcclPluginCounters plugin = nccl_plugin_counters();
   const std::string forward = nccl_plugin_forward_note();
@@ -542,7 +555,11 @@ nlohmann::json Pipeline::final_report(const GpuCollectionState& gpu, const RunMe
     if (!ok) errors.push_back(error);
     return ok;
   };
-  nlohmann::json extra = nlohmann::json::object();
+  // The live sections; the report is assembled where every tool's is (build_report,
+  // analysis/report/report.h).
+  ReportParts parts;
+  parts.cost = cfg_.cost;
+  nlohmann::json& extra = parts.sections;
   part("collection", [&] { extra["collection"] = collection_section(collection_facts(gpu)); });
   // Steps detected: the same section, keys and place as a file's (analysis/input/input.cc).
   part("step_detection", [&] { extra.update(step_detection_section()); });
@@ -550,7 +567,7 @@ nlohmann::json Pipeline::final_report(const GpuCollectionState& gpu, const RunMe
     if (cfg_.sample_every > 1) extra["sampling"] = sampling_section();
   });
   nlohmann::json report;
-  if (!part("report", [&] { report = build_report(acc_, meta, names_, extra); })) {
+  if (!part("report", [&] { report = build_report(acc_, meta, names_, parts); })) {
     if (!part("summary",
               [&] { report = summary_report(acc_.rows(), acc_.stats(), acc_.config(), meta); })) {
       report = {{"schema", kReportSchema},
@@ -561,9 +578,8 @@ nlohmann::json Pipeline::final_report(const GpuCollectionState& gpu, const RunMe
       for (const StepRow& r : acc_.rows()) steps.push_back(step_row_to_json(r));
       report["steps"] = steps;
     });
-    for (auto it = extra.begin(); it != extra.end(); ++it) report[it.key()] = it.value();
+    part("report parts", [&] { add_report_parts(parts, &report); });
   }
-  part("cost", [&] { add_cost_section(cfg_.cost, &report); });
   if (!errors.empty()) {
     report["report_errors"] = errors;
     std::string line = "the report lacks what failed (internal error):";
@@ -607,7 +623,10 @@ void Pipeline::finish(const GpuCollectionState& gpu) {
     add_detected_steps(std::numeric_limits<int64_t>::max(), /*final=*/true);
     host_.finish(acc_.mutable_stats());
   });
-  guarded("the last steps", [&] { acc_.finish(); });
+  guarded("the last steps", [&] {
+    acc_.finish();
+    write_setup_line();
+  });
   guarded("the collectives file", [&] {
     ensure_output_dir();  // a run whose only rows are collectives' (no step finalised)
     collectives_.finish();

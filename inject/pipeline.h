@@ -135,6 +135,7 @@ class Pipeline {
   nlohmann::json step_detection_section() const;
   void add_detected_steps(int64_t watermark, bool final);
   void write_row(const StepRow& row);
+  void write_setup_line();
   void maybe_write_summary();
   template <typename Write>
   void record(Write write);
@@ -191,6 +192,8 @@ class Pipeline {
   std::vector<DeviceInfo> devices_;  // described while the driver is alive
   PromOutput prom_;                  // GPUACCT_PROM_DIR
   std::set<std::string> counter_causes_said_;  // refusal lines said (collect_counters)
+
+  uint64_t setup_line_version_ = 0;  // SetupTally::version of the last set-up line written
 
   // Provisional summary lines.
   std::chrono::nanoseconds summary_interval_ = kSummaryInterval;

@@ -212,13 +212,20 @@ bool Runtime::ensure_started() {
 
   m.state.store(1, std::memory_order_release);
   g_mode.store(kModeRecording, std::memory_order_release);
-  if (m.cfg.python) schedule_python_auto_import();
+  if (m.cfg.python) {
+    schedule_python_auto_import();
+  } else {
+    python_switched_off();
+  }
   return true;
 }
 
 void Runtime::attach_cupti() {
   if (!ensure_started()) return;
   Impl& m = *impl_;
+  // A library loaded before the interpreter ran (LD_PRELOAD) could not schedule its Python
+  // instrumentation at start; by cuInit the interpreter runs.  At most once either way.
+  if (m.cfg.python) schedule_python_auto_import();
   if (m.cupti_attached.exchange(true)) return;
   std::string line;
   if (!m.cfg.enable) {

@@ -68,6 +68,12 @@ GPUACCT_EXPORT void gpuacct_set_step_work(double tokens, double samples);
 /* Ask the library to flush CUPTI buffers and stream finished steps now (non-blocking). */
 GPUACCT_EXPORT void gpuacct_flush(void);
 
+/* For the Python instrumentation the library carries (gpuacct._auto): what it instrumented
+ * ("torch 2.11.0: optimizer step hook, DataLoader waits"), or why it could not; the report's
+ * collection section shows the last text given (at most 400 bytes kept).  Added in API
+ * version 1 after its first release. */
+GPUACCT_EXPORT void gpuacct_python_status(const char* text);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

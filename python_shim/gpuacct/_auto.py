@@ -14,8 +14,10 @@ Importing this module installs it (idempotent).  Two things import it:
   else a wrapper around every ``Optimizer`` subclass's ``step`` (torch 1.13).  Each completed
   optimizer step calls ``gpuacct_step_begin(-1)``, which ends the open step and begins the
   next, so steps tile the loop; the step still open after the last optimizer step is dropped by
-  the library at exit.  The first step begins at the first DataLoader fetch (or the first
-  optimizer step when there is none);
+  the library at exit.  The first step begins at the first optimizer step: everything before
+  it -- the model copied in, the first iteration's one-time work -- is set-up, which the
+  library reports apart.  A loop that never steps an optimizer (inference) gets no step mark
+  from here, and the library detects its steps;
 * data-wait ranges around ``_BaseDataLoaderIter.__next__`` (single- and multi-process
   loaders): the main thread waiting for a batch.
 
@@ -109,9 +111,6 @@ def _wrap_next(next_fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(next_fn)
     def __next__(self: Any) -> Any:
-        if not auto.step_open and not state.user_steps:
-            auto.step_open = True
-            api.step_begin(-1)
         auto.data_waits += 1
         api.data_push(_DATA_NAME)
         try:
@@ -151,6 +150,9 @@ def _patch_optimizer(mod: ModuleType) -> None:
         return
     opt = getattr(mod, "Optimizer", None)
     if opt is None:
+        _warn("this torch has neither torch.optim's step hook nor its Optimizer class: steps "
+              "come from the library's detection")
+        auto.mode = "unknown-torch"
         return
     for cls in [opt] + _all_subclasses(opt):
         _wrap_class_step(cls)
@@ -180,6 +182,29 @@ _PATCHERS: Dict[str, Callable[[ModuleType], None]] = {
 }
 
 
+def describe() -> str:
+    """What is instrumented, in one line (the report's collection section shows it)."""
+    torch = sys.modules.get("torch")
+    version = getattr(torch, "__version__", None) if torch is not None else None
+    parts = [f"torch {version}" if version else "torch not imported yet"]
+    if auto.mode == "global-hook":
+        parts.append("optimizer steps (global step hook)")
+    elif auto.mode == "patched-step":
+        parts.append("optimizer steps (Optimizer.step wrapped)")
+    elif auto.mode == "unknown-torch":
+        parts.append("no optimizer hook (steps detected)")
+    if _patched.get(_DATALOADER):
+        parts.append("DataLoader waits")
+    return ", ".join(parts)
+
+
+def _report() -> None:
+    try:
+        _lib.api.python_status(describe().encode("utf-8", "replace"))
+    except Exception:  # never break the training program
+        pass
+
+
 def _patch(name: str, mod: ModuleType) -> None:
     with _lock:
         if _patched.get(name):
@@ -189,6 +214,7 @@ def _patch(name: str, mod: ModuleType) -> None:
             _PATCHERS[name](mod)
         except Exception as e:  # never break the training program
             _warn(f"could not instrument {name}: {e!r}")
+        _report()
 
 
 class _PostImportLoader(importlib.abc.Loader):

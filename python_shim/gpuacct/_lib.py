@@ -107,7 +107,7 @@ class Api:
     __slots__ = (
         "loaded", "path", "how", "handle", "step_begin", "step_end", "step_mark", "data_push",
         "data_pop", "range_push", "range_pop", "set_step_flops", "set_step_work", "flush",
-        "is_active",
+        "is_active", "python_status",
         "api_version",
     )
 
@@ -130,6 +130,7 @@ class Api:
         self.set_step_work: Callable[[float, float], None] = _noop2
         self.flush: Callable[[], None] = _noop
         self.is_active: Callable[[], int] = _zero
+        self.python_status: Callable[[bytes], None] = _noop1
         self.api_version: Callable[[], int] = _zero
 
     def _bind(self, handle: ctypes.CDLL, path: str, how: str) -> None:
@@ -156,6 +157,10 @@ class Api:
         except AttributeError:
             self.set_step_work = _noop2
         self.flush = fn("gpuacct_flush", [])
+        try:  # added within API version 1, like gpuacct_set_step_work
+            self.python_status = fn("gpuacct_python_status", [cstr])
+        except AttributeError:
+            self.python_status = _noop1
         self.is_active = fn("gpuacct_is_active", [], cint)
         self.api_version = fn("gpuacct_api_version", [], cint)
         self.handle = handle
