@@ -64,7 +64,7 @@ def test_installed_launcher_instruments_plain_loop(venv: Path, fake_lib: str,
     check(res)
     assert "loop done" in res.stdout
     kinds = [c for _, c, _ in read_fake_log(str(log))]
-    assert kinds.count("step_begin") == 5  # first fetch + 4 optimizer steps
+    assert kinds.count("step_begin") == 4  # one per optimizer step
     assert kinds.count("data_push") == 5 and kinds.count("data_pop") == 5
     # Same interpreter without the launcher's environment: nothing is imported or recorded.
     res = check(subprocess.run([str(venv / "bin" / "python"), "-c",
