@@ -16,8 +16,13 @@
 #  4. optionally runs examples/train.py (PyTorch) per wall when torch with CUDA is importable;
 #  5. prints one table last.  Exit status: 0 when every verdict matched.
 #
-# Budget: < 8 minutes on one GPU (build ~1-2 min with 16 cores, runs ~1 min).
+# Budget: < 8 minutes on one GPU (build ~1-2 min with 16 cores, runs ~1 min; the PyTorch loops
+# ~3 min).
 # Usage: tests/gpu/check.sh [BUILD_DIR]     (default build-gpu)
+#   GPUACCT_CHECK_PREBUILT=1    use the binaries already in BUILD_DIR (built elsewhere and carried:
+#                               libgpuacct.so, bin/gpuacct, examples/, bare_cupti_tracer.so)
+#   GPUACCT_CHECK_SECTIONS="loops examples held nccl overhead counters"   the sections to run
+#                               (default: all), in the file's order
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 B=$(realpath -m "${1:-$ROOT/build-gpu}")
@@ -28,6 +33,7 @@ START=$(date +%s)
 declare -a ROWS=()
 FAILS=0
 row() { ROWS+=("$(printf '%-28s %-14s %-14s %s' "$1" "$2" "$3" "$4")"); }
+want() { case " ${GPUACCT_CHECK_SECTIONS:-all} " in *" all "* | *" $1 "*) return 0 ;; esac; return 1; }
 
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
@@ -52,17 +58,21 @@ if compgen -G "$ROOT/.device-deps/*.deb" >/dev/null; then
   EXTRA_CMAKE=(-DCMAKE_PREFIX_PATH="$DEPS/usr" -DZLIB_ROOT="$DEPS/usr")
   echo "using carried packages from .device-deps"
 fi
-if ! cmake -S "$ROOT" -B "$B" -DCMAKE_BUILD_TYPE=Release -DGPUACCT_BUILD_TESTS=OFF \
-     -DGPUACCT_BUILD_BENCH=OFF "${EXTRA_CMAKE[@]}" >"$OUT/cmake.log" 2>&1; then
-  tail -20 "$OUT/cmake.log"; echo "cmake failed (missing nlohmann-json3-dev, libunwind-dev, zlib?)"; exit 1
-fi
-cmake --build "$B" -j"$JOBS" --target gpuacct >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 LIB="$B/inject/libgpuacct.so"
-"$ROOT/tests/gpu/compile_examples.sh" nvcc "$B/examples" >"$OUT/nvcc.log" 2>&1 || { cat "$OUT/nvcc.log"; exit 1; }
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-g++ -O2 -std=c++20 -shared -fPIC -fvisibility=hidden -I"$CUDA_HOME/include" -I"$ROOT" \
-  "$ROOT/tests/gpu/bare_cupti_tracer.cc" "$ROOT/cupti_hooks/api_table.cc" -o "$B/bare_cupti_tracer.so" -L"$CUDA_HOME/lib64" -lcupti -Wl,-rpath,"$CUDA_HOME/lib64" \
-  >"$OUT/bare.log" 2>&1 || { cat "$OUT/bare.log"; exit 1; }
+if [ "${GPUACCT_CHECK_PREBUILT:-0}" = 1 ] && [ -f "$LIB" ] && [ -x "$B/bin/gpuacct" ]; then
+  echo "prebuilt binaries in $B (build skipped)"
+else
+  if ! cmake -S "$ROOT" -B "$B" -DCMAKE_BUILD_TYPE=Release -DGPUACCT_BUILD_TESTS=OFF \
+       -DGPUACCT_BUILD_BENCH=OFF "${EXTRA_CMAKE[@]}" >"$OUT/cmake.log" 2>&1; then
+    tail -20 "$OUT/cmake.log"; echo "cmake failed (missing nlohmann-json3-dev, libunwind-dev, zlib?)"; exit 1
+  fi
+  cmake --build "$B" -j"$JOBS" --target gpuacct gpuacct_cli >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+  "$ROOT/tests/gpu/compile_examples.sh" nvcc "$B/examples" >"$OUT/nvcc.log" 2>&1 || { cat "$OUT/nvcc.log"; exit 1; }
+  g++ -O2 -std=c++20 -shared -fPIC -fvisibility=hidden -I"$CUDA_HOME/include" -I"$ROOT" \
+    "$ROOT/tests/gpu/bare_cupti_tracer.cc" "$ROOT/cupti_hooks/api_table.cc" -o "$B/bare_cupti_tracer.so" -L"$CUDA_HOME/lib64" -lcupti -Wl,-rpath,"$CUDA_HOME/lib64" \
+    >"$OUT/bare.log" 2>&1 || { cat "$OUT/bare.log"; exit 1; }
+fi
 echo "build done in $(( $(date +%s) - START )) s"
 
 verdict_of() {  # report dir -> "bound steps"
@@ -89,6 +99,7 @@ run_example() {  # name marks expected
 }
 
 # ---- 2. verdicts -------------------------------------------------------------------------------
+if want examples; then
 echo "== examples"
 for marks in capi none; do
   run_example data_bound "$marks" data
@@ -123,7 +134,10 @@ callbacks_row() {  # label report-dir
 }
 for name in data_bound launch_bound compute_bound; do callbacks_row "$name" "$OUT/${name}_capi"; done
 
+fi  # examples
+
 # ---- 2a'. held buffers (docs/injection.md, "What CUPTI may do", items 1 and 2) -----------------
+if want held; then
 # A loop that never lets the GPU queue drain between synchronizes: does CUPTI hold its records
 # (API records too) until a buffer fills or the queue drains, and does the watermark wait for
 # them?  Pass: verdict compute, nothing dropped as late.  Information: how late records came
@@ -154,7 +168,10 @@ fi
 row "held buffers: queued_ahead" "compute, 0 late" "$hbound, $hlate_ops/$hlate_host late" \
   "$hstatus; records up to ${hlag} ms behind the watermark, ${hpeak} events held, untimed $huntimed"
 
+fi  # held
+
 # ---- 2b. NCCL profiler plugin (one GPU, single-rank communicator) -----------------------------
+if want nccl; then
 # NCCL gives a single-rank all-reduce no task, so no profiler event (examples/nccl_allreduce.cu):
 # the plugin rows expected are the example's send/receive pairs to itself.  ~10-20 s of GPU time.
 nccl_run() {  # mode dir env... : runs the example with the library, then adds nccl_check.py's rows
@@ -192,7 +209,10 @@ else
   row "nccl plugin" "-" "-" "skipped: nccl_allreduce not built (no nccl.h, see nvcc.log)"
 fi
 
+fi  # nccl
+
 # ---- 3. overhead -------------------------------------------------------------------------------
+if want overhead; then
 # Steps marked through the C API in every row: GPUACCT_SAMPLE switches CUPTI at C API step marks
 # (docs/overhead.md), and the rows differ only in the tracer.
 echo "== overhead (launch_bound, 3 runs each, median ms/step)"
@@ -217,7 +237,10 @@ row "overhead: libgpuacct" "-" "${WITH} ms/step" "x$(ratio "$WITH" "$BASE") vs b
 row "overhead: libgpuacct STACKS=0" "-" "${WITH_NOSTACK} ms/step" "x$(ratio "$WITH_NOSTACK" "$BASE") vs baseline, x$(ratio "$WITH_NOSTACK" "$BARE") vs bare"
 row "overhead: libgpuacct SAMPLE=10" "-" "${WITH_SAMPLED} ms/step" "x$(ratio "$WITH_SAMPLED" "$BASE") vs baseline (target <= 1.01)"
 
+fi  # overhead
+
 # ---- 3c. hardware counters (GPUACCT_COUNTERS=1, docs/counters.md) ----------------------------
+if want counters; then
 # PM sampling through the library, attributed to each step's compute time: the tensor-core
 # matmul must keep the tensor pipes far busier than the element-wise example; then the overhead
 # of GPUACCT_COUNTERS=1 against the library without it (median of 3 runs each).
@@ -282,23 +305,45 @@ for ex in tensor_matmul launch_bound; do
   row "overhead: counters $ex" "-" "${ON} ms/step" "x$(ratio "$ON" "$OFF") vs library without counters (${OFF} ms/step)"
 done
 
-# ---- 4. PyTorch (optional) ---------------------------------------------------------------------
+fi  # counters
+
+# ---- 4. PyTorch loops: the README's one-liner exactly as typed ---------------------------------
+if want loops; then
+# Only CUDA_INJECTION64_PATH set: no PYTHONPATH, no pip install, started from a directory of its
+# own.  The library's own Python instrumentation must load (collection.python "embedded"); with
+# GPUACCT_PYTHON=0 the steps are detected.  Each loop (tests/gpu/loops.py) is timed by its own
+# clock and recorded; loop_check.py compares the rows with the clock and replays the recording.
+# GPUACCT_CHECK_LOOPS picks the scenarios (default: all below).
+loop_run() {  # scenario expected marks
+  local s=$1 want=$2 marks=$3 dir="$OUT/loop_$1_$3" extra=()
+  rm -rf "$dir"; mkdir -p "$dir"
+  [ "$marks" = none ] && extra=(GPUACCT_PYTHON=0)
+  (cd "$dir" && env -u PYTHONPATH -u GPUACCT_LIBRARY CUDA_INJECTION64_PATH="$LIB" \
+     GPUACCT_OUTPUT_DIR="$dir" GPUACCT_RECORD=1 "${extra[@]}" \
+     timeout 240 python3 "$ROOT/tests/gpu/loops.py" "$s" --iters 25 --clock "$dir/loop_clock.jsonl" \
+     >"$dir/stdout" 2>"$dir/stderr")
+  local rc=$? check expected got result
+  if [ $rc -ne 0 ]; then
+    row "loop $s ($marks)" "$want" "rc=$rc" "FAIL: $(tail -1 "$dir/stderr" | cut -c1-70)"
+    FAILS=$((FAILS + 1)); return
+  fi
+  while IFS=$'\t' read -r check expected got result; do
+    row "$check" "$expected" "$got" "$result"
+    case "$result" in FAIL*) FAILS=$((FAILS + 1)) ;; esac
+  done < <(python3 "$ROOT/tests/gpu/loop_check.py" "$dir" "$s" "$want" "$marks" "$B/bin/gpuacct")
+}
 if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
-  echo "== examples/train.py"
-  for wall in data launch compute; do
-    dir="$OUT/train_$wall"; rm -rf "$dir"; mkdir -p "$dir"
-    CUDA_INJECTION64_PATH="$LIB" NVTX_INJECTION64_PATH="$LIB" GPUACCT_OUTPUT_DIR="$dir" GPUACCT_QUIET=1 \
-      timeout 180 python3 "$ROOT/examples/train.py" --wall "$wall" --steps 30 >"$dir/stdout" 2>"$dir/stderr"
-    rc=$?
-    read -r got steps < <(verdict_of "$dir")
-    status=ok
-    if [ $rc -ne 0 ] || [ "$got" != "$wall" ]; then status="FAIL(rc=$rc)"; FAILS=$((FAILS + 1)); fi
-    row "train.py --wall $wall" "$wall" "$got" "$status, $steps steps"
-    callbacks_row "train.py --wall $wall" "$dir"
+  echo "== PyTorch loops (tests/gpu/loops.py, the one-liner as typed)"
+  for spec in ${GPUACCT_CHECK_LOOPS:-launch:launch:python launch:launch:none compute:compute:python \
+              graph:launch:python data:data:python data:data:none accum:data:python \
+              syncs:-:python syncs:-:none compile:-:python}; do
+    IFS=: read -r s want marks <<<"$spec"
+    loop_run "$s" "$want" "$marks"
   done
 else
-  row "train.py" "-" "-" "skipped: torch with CUDA not importable"
+  row "PyTorch loops" "-" "-" "skipped: torch with CUDA not importable"
 fi
+fi  # loops
 
 echo
 echo "gpuacct GPU check ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), ${NGPU} GPU(s), $(( $(date +%s) - START )) s)"
