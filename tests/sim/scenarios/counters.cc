@@ -20,7 +20,12 @@
 // ran work -- it does on a worker tick once the device's first records came -- before step 1
 // (WaitForSampling; step 0 is run before sampling, as a real job's first step can be), and
 // GPUACCT_SIM_SCENARIO_STRAY_CONTEXT=1: one more device whose context is created (simInit) but
-// that never gets work, like a rank's stray context on another rank's GPU.
+// that never gets work, like a rank's stray context on another rank's GPU, and
+// GPUACCT_SIM_SCENARIO_FIRST_PAUSE_MS (default 0): a real-time sleep after step 0 only, as a
+// real program's first step takes longer (its first launches load modules, cuBLAS warms up):
+// with GPUACCT_SIM_SCENARIO_START_MS=0 the library gets only that time to start sampling, no
+// wait for it -- the run as a short program makes it, shorter than a flush period if the
+// pauses are short.
 //
 // The truth file also says, per device created, whether a client started PM sampling or was
 // refused there (`pm_settled`, the fake's simPmSamplingSettled at the end of the steps).
@@ -125,6 +130,7 @@ int main(int argc, char** argv) {
   const uint64_t interval = EnvU64("GPUACCT_COUNTERS_INTERVAL_US", 1000) * kUs;
   const int devices = EnvU64("GPUACCT_SIM_SCENARIO_DEVICES", 1) >= 2 ? 2 : 1;
   const uint64_t pause_ms = EnvU64("GPUACCT_SIM_SCENARIO_PAUSE_MS", 0);
+  const uint64_t first_pause_ms = EnvU64("GPUACCT_SIM_SCENARIO_FIRST_PAUSE_MS", 0);
   const int stray = EnvU64("GPUACCT_SIM_SCENARIO_STRAY_CONTEXT", 0) != 0 ? 1 : 0;
   h.Init(devices + stray, L, lat);
   h.Param("interval_ns", interval);
@@ -169,6 +175,9 @@ int main(int argc, char** argv) {
       truth += line;
     }
     if (i == 0) WaitForSampling(devices);
+    if (i == 0 && first_pause_ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(first_pause_ms));
+    }
     if (pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
   }
   truth += "], \"pm_settled\": [";
