@@ -12,7 +12,10 @@
 #  3b. runs examples/nccl_allreduce under the library as NCCL's profiler plugin (one GPU: a
 #      single-rank communicator), then once more with a counting plugin forwarded to;
 #  3c. hardware counters (GPUACCT_COUNTERS=1): tensor-pipe activity of a tensor-core matmul
-#      well above an element-wise example's, no sample lost, and the overhead of the setting;
+#      well above an element-wise example's, no sample lost, per device the raw sampling
+#      diagnostics (GPUACCT_COUNTERS_DEBUG=1, counters_check.py: samples against due, trigger
+#      and interval set, the samples' clock, the first samples' raw times and values, start to
+#      first sample), and the overhead of the setting (~40 s of GPU time in all);
 #  4. optionally runs examples/train.py (PyTorch) per wall when torch with CUDA is importable;
 #  5. prints one table last.  Exit status: 0 when every verdict matched.
 #
@@ -247,8 +250,17 @@ counters_run() {  # example -> "state tensor_pct dram_pct samples_lost metrics" 
   local dir="$OUT/counters_$1"
   rm -rf "$dir"; mkdir -p "$dir"
   CUDA_INJECTION64_PATH="$LIB" GPUACCT_OUTPUT_DIR="$dir" GPUACCT_QUIET=1 GPUACCT_COUNTERS=1 \
-    timeout 120 "$B/examples/$1" --marks=capi --steps=30 >"$dir/stdout" 2>"$dir/stderr"
+    GPUACCT_COUNTERS_DEBUG=1 timeout 120 "$B/examples/$1" --marks=capi --steps=30 \
+    >"$dir/stdout" 2>"$dir/stderr"
   counters_of "$dir"
+}
+counters_diagnostics() {  # example: counters_check.py's rows per device (debug in the report)
+  local check expected got result
+  while IFS=$'\t' read -r check expected got result; do
+    row "$check" "$expected" "$got" "$result"
+    case "$result" in FAIL*) FAILS=$((FAILS + 1)) ;; esac
+  done < <(python3 "$ROOT/tests/gpu/counters_check.py" "$1" "$OUT/counters_$1" |
+           tee "$OUT/counters_$1/diagnostics.tsv")
 }
 read -r MM_STATE MM_TENSOR MM_DRAM MM_LOST MM_METRICS < <(counters_run tensor_matmul)
 read -r EW_STATE EW_TENSOR EW_DRAM EW_LOST _ < <(counters_run elementwise)
@@ -266,6 +278,8 @@ else
   if [ "$MM_LOST" != 0 ] || [ "$EW_LOST" != 0 ]; then lost_status=FAIL; FAILS=$((FAILS + 1)); fi
   row "counters: samples lost" "0 / 0" "$MM_LOST / $EW_LOST" "$lost_status"
 fi
+counters_diagnostics tensor_matmul
+counters_diagnostics elementwise
 example_ms_per_step() {  # example env... -> median ms/step over 3 runs
   local ex=$1 vals=() v
   shift
