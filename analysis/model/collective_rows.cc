@@ -413,6 +413,10 @@ std::string collective_row_csv(const CollectiveRecord& row) {
   return out;
 }
 
+std::string_view collective_rows_columns() {
+  return kColumns;
+}
+
 Status CollectiveRowWriter::open(const std::string& path, const CollectiveRowsHeader& header,
                                  OutputPolicy policy) {
   GPUACCT_RETURN_IF_ERROR(file_.open(path, policy));
