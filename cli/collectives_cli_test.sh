@@ -25,7 +25,7 @@ for r in 0 1; do
   head -1 "$f" | grep -q '^# gpuacct.collectives/1 {.*"identity":"kernel_order"' ||
     fail "rank $r: header $(head -1 "$f")"
   head -1 "$f" | grep -q "\"rank\":$r," || fail "rank $r: header does not say its rank"
-  sed -n 2p "$f" | grep -qx 'step_index,comm,seq,collective,bytes,datatype,algo,proto,rank,nranks,device,stream,host_enqueue_ns,gpu_start_ns,gpu_end_ns,source' ||
+  sed -n 2p "$f" | grep -qx 'step_index,comm,seq,collective,bytes,datatype,algo,proto,rank,nranks,device,stream,host_enqueue_ns,gpu_start_ns,gpu_end_ns,source,kernel_ops' ||
     fail "rank $r: column line $(sed -n 2p "$f")"
   # One row per NCCL kernel of the trace, counted in the trace itself.
   kernels=$(zcat "$data/sampled_rank-$r.json.gz" | grep -o '"name": *"ncclKernel' | wc -l)

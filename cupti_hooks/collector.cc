@@ -464,6 +464,10 @@ void Collector::on_callback(int domain, uint32_t cbid, const void* cbdata) {
       const TracedApi* api = find_traced_api(api_domain, cbid);
       if (api == nullptr) return;
       if (d->callbackSite == CUPTI_API_ENTER) {
+        if (api->kind == HostApiKind::kLaunch &&
+            counters_.load(std::memory_order_relaxed) != nullptr) {
+          note_launch_device(cbdata);
+        }
         if (m.options.hooks.api_enter != nullptr)
           m.options.hooks.api_enter(api->kind, api_domain, d->correlationData);
       } else {
@@ -488,6 +492,27 @@ void Collector::on_callback(int domain, uint32_t cbid, const void* cbdata) {
       return;
     default:
       return;
+  }
+}
+
+// O(1), no lock, no allocation: one compare per launch; a CUPTI call only when the thread
+// launches from another context than its previous launch; the hook once per device.
+void Collector::note_launch_device(const void* cbdata) {
+  thread_local CUcontext last_context = nullptr;
+  const auto* d = static_cast<const CUpti_CallbackData*>(cbdata);
+  if (d->context == nullptr || d->context == last_context) return;
+  last_context = d->context;
+  Impl& m = *impl_;
+  uint32_t device = 0;
+  if (m.api.cuptiGetDeviceId == nullptr ||
+      m.api.cuptiGetDeviceId(d->context, &device) != CUPTI_SUCCESS || device >= 64) {
+    return;
+  }
+  const uint64_t bit = uint64_t{1} << device;
+  if ((devices_launched_.load(std::memory_order_relaxed) & bit) != 0) return;
+  if ((devices_launched_.fetch_or(bit, std::memory_order_acq_rel) & bit) == 0 &&
+      m.options.hooks.device_launched != nullptr) {
+    m.options.hooks.device_launched(device);
   }
 }
 

@@ -44,6 +44,9 @@ struct CollectorHooks {
   void (*api_exit)(HostApiKind kind, uint64_t* scratch) = nullptr;
   // CUPTI completed a buffer (wake the worker if it sleeps).  Any thread.
   void (*buffer_ready)() = nullptr;
+  // With hardware counters configured: the first launch seen on a device (its CUDA ordinal),
+  // once per device, on the launching thread (wake the worker to start sampling there).
+  void (*device_launched)(uint32_t device) = nullptr;
   // Says one line to the user (no prefix, no newline).  Any thread; not on the hot path.
   void (*warn)(std::string_view message) = nullptr;
 };
@@ -134,6 +137,10 @@ class Collector {
   // to the worker (its calls are the worker's only).
   void configure_counters(const CounterOptions& options);
   CounterSampler* counters();
+  // With counters configured: the devices (bit = CUDA ordinal, < 64) a launch call was seen on,
+  // from the launch callbacks (CollectorOptions::api_callbacks) -- a device's first launch, not
+  // its first delivered record, which CUPTI may hold until the end of a short run.
+  uint64_t devices_launched() const { return devices_launched_.load(std::memory_order_acquire); }
 
   // When CUPTI asked for the oldest buffer it still holds (host clock), or kNoBufferLent.
   // CUPTI hands a buffer back only once every record in it is complete (cuptiActivityFlushAll
@@ -194,6 +201,8 @@ class Collector {
   // Published by configure_counters (the thread that loads CUDA) for the worker, which may
   // already run (a step marked before cuInit).
   std::atomic<CounterSampler*> counters_{nullptr};
+  std::atomic<uint64_t> devices_launched_{0};
+  void note_launch_device(const void* cbdata);
   std::atomic<int64_t> records_dropped_{0};
   std::atomic<int64_t> buffers_refused_{0};
 };

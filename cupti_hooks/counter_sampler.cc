@@ -196,14 +196,26 @@ struct CounterSampler::Device {
   std::vector<uint8_t> config;
   std::vector<uint8_t> image;
   std::vector<uint8_t> blank_image;  // the initialised image, copied back after each decode
-  uint64_t last_end = 0;             // CUPTI clock: the end of the last sample decoded
+  // The samples' own clock (raw): the end of the last sample decoded; 0 before the first.
+  uint64_t last_end = 0;
   // cuptiGetTimestamp when a decode last emptied the hardware buffer (or sampling started),
   // and at the stop: what a decode that keeps failing loses lies between them and now.
   uint64_t emptied_at = 0;
   uint64_t stopped_at = 0;
-  uint64_t started_at = 0;  // cuptiGetTimestamp at the start
+  uint64_t started_at = 0;      // cuptiGetTimestamp just before cuptiPmSamplingStart
+  uint64_t start_returned = 0;  // ... and just after it
+  uint64_t last_decode_at = 0;
   std::optional<int64_t> first_sample_lag_ns;
-  std::string clock_warning;  // to be said by the decode that found it
+  // The bracket of (sample clock - CUPTI clock): docs/counters.md, "Clock".
+  std::optional<int64_t> offset_low, offset_high;
+  bool high_open = false;  // the first decode overflowed: no upper end
+  const char* clock = "";
+  std::vector<std::string> to_say;  // lines the decode that found them says
+  std::vector<int64_t> durations;   // of the first samples after the first (interval seen)
+  bool interval_checked = false;
+  int64_t before_start = 0;   // samples dropped for beginning before the start
+  CounterDebug dbg;           // GPUACCT_COUNTERS_DEBUG
+  size_t dbg_last_index = 0;  // the image index of dbg.first_samples.back()
   int decode_failures = 0;    // in a row
   bool timed = false;       // a sample's time was read (its holes are losses from then on)
   bool stopped = false;
@@ -362,6 +374,7 @@ int CounterSampler::configure(Device& d, const char** call) {
 // The set-up sequence of cupti_pmsampling.h / cupti_profiler_host.h; the refusal line, or
 // empty with d.state kActive.
 std::string CounterSampler::set_up(Device& d) {
+  d.dbg.setup_began = cupti_now();
   auto refuse = [&](CUptiResult r, const std::string& what) {
     d.state = classify(r);
     return counter_refusal_line(
@@ -406,7 +419,9 @@ std::string CounterSampler::set_up(Device& d) {
 
   GPUACCT_PARAMS(CUpti_PmSampling_Enable_Params, en);
   en.deviceIndex = d.index;
+  d.dbg.enable_before = cupti_now();
   r = api_.cuptiPmSamplingEnable(&en);
+  d.dbg.enable_after = cupti_now();
   if (r != CUPTI_SUCCESS) return refuse(r, "cuptiPmSamplingEnable");
   d.sampler = en.pPmSamplingObject;
 
@@ -415,12 +430,21 @@ std::string CounterSampler::set_up(Device& d) {
   sc.configSize = d.config.size();
   sc.pConfig = d.config.data();
   sc.hardwareBufferSize = options_.hardware_buffer_bytes;
+  // cupti_pmsampling.h, CUpti_PmSampling_SetConfig_Params::samplingInterval: "For the trigger
+  // mode CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL, sampling interval is in
+  // nanoseconds" (GPU_SYSCLK_INTERVAL counts SYS clock cycles, "by default variable": not a
+  // time).  The time trigger is "supported on Ampere GA10x and later".
   sc.samplingInterval = uint64_t{options_.interval_us} * 1000;
   sc.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
+  d.dbg.trigger_mode = "gpu_time_interval";
+  d.dbg.sampling_interval = sc.samplingInterval;
+  d.dbg.interval_unit = "ns";
+  d.dbg.hardware_buffer_bytes = sc.hardwareBufferSize;
   // Keep the latest: a buffer that fills (a stalled worker) loses its oldest samples, which the
   // gap in the sample times then counts, and sampling never stops in a days-long run.
   sc.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST;
   r = api_.cuptiPmSamplingSetConfig(&sc);
+  d.dbg.set_config_after = cupti_now();
   if (r != CUPTI_SUCCESS) return refuse(r, "cuptiPmSamplingSetConfig");
 
   // Room for 4 decode periods of samples per decode call (more are decoded in a loop).
@@ -431,6 +455,7 @@ std::string CounterSampler::set_up(Device& d) {
   ds.pMetricNames = d.c_names.data();
   ds.numMetrics = d.c_names.size();
   ds.maxSamples = static_cast<uint32_t>(std::clamp<uint64_t>(4 * per_period, 256, 100000));
+  d.dbg.max_samples_per_decode = ds.maxSamples;
   r = api_.cuptiPmSamplingGetCounterDataSize(&ds);
   if (r != CUPTI_SUCCESS) return refuse(r, "cuptiPmSamplingGetCounterDataSize");
   d.image.assign(ds.counterDataSize, 0);
@@ -446,28 +471,102 @@ std::string CounterSampler::set_up(Device& d) {
   GPUACCT_PARAMS(CUpti_PmSampling_Start_Params, st);
   st.pPmSamplingObject = d.sampler;
   r = api_.cuptiPmSamplingStart(&st);
+  d.start_returned = cupti_now();
+  d.dbg.start_before = now;
+  d.dbg.start_after = d.start_returned;
   if (r != CUPTI_SUCCESS) return refuse(r, "cuptiPmSamplingStart");
-  d.last_end = now;  // nothing before the start is owed
-  d.emptied_at = now;
+  d.emptied_at = now;  // nothing before the start is owed
   d.started_at = now;
+  d.last_decode_at = now;
+  d.dbg.metric_names = d.names;
   d.values.assign(d.names.size(), 0.0);
   d.state = CounterState::kActive;
   return "";
 }
 
-// The attribution moves sample times by the activity records' offset, which is right only if
-// they are on CUPTI's clock -- not documented (docs/counters.md).  The first sample begins at
-// the start, so its distance from cuptiGetTimestamp then shows which clock it is on.
+// The header says only "Start time of the sample" (cupti_pmsampling.h,
+// CUpti_PmSampling_CounterData_GetSampleInfo_Params): not that it is on the activity records'
+// clock, which CUPTI promises for GPU activity timestamps alone (cupti_activity.h,
+// cuptiActivityRegisterTimestampCallback: "CUPTI performs a linear interpolation to convert GPU
+// timestamps into CPU timestamps" for kernels, copies, memsets).  So the clock is measured, from
+// two things the header does say:
+//   - a sample is in the hardware buffer only once complete, and cuptiPmSamplingDecodeData
+//     returns only what the buffer held (numCompletedSamples): every sample it returns ended
+//     before it returned -> offset >= end - (cuptiGetTimestamp after the decode);
+//   - "cuptiPmSamplingStart: ... The GPU will start collecting the metrics data periodically":
+//     the first sample ends after the start, within one interval of it (the trigger fires every
+//     interval from then on) -> offset <= first end - (cuptiGetTimestamp before the start).
+// When 0 lies in that bracket the samples are on the activity clock and are not moved; when it
+// does not, they are moved by the middle of what is left of it (within half an interval).
+// `overflowed`: the decode said the hardware buffer overflowed -- its first sample need not
+// be the first after the start, so it bounds nothing from above (the bracket stays open there).
+void CounterSampler::bound_clock(Device& d, uint64_t end, uint64_t decoded_by, bool overflowed) {
+  const int64_t low = static_cast<int64_t>(end) - static_cast<int64_t>(decoded_by);
+  if (!d.offset_low || low > *d.offset_low) d.offset_low = low;
+  if (!d.offset_high && !d.high_open) {
+    if (overflowed) {
+      d.high_open = true;
+    } else {
+      d.offset_high = static_cast<int64_t>(end) - static_cast<int64_t>(d.started_at);
+    }
+  }
+}
+
+int64_t CounterSampler::clock_offset(const Device& d) const {
+  if (!d.offset_low) return 0;
+  const int64_t low = *d.offset_low;
+  // Open above (the first decode overflowed): 0 when the bracket holds it, else its end.
+  if (!d.offset_high) return low <= 0 ? 0 : low;
+  const int64_t high = *d.offset_high;
+  if (low <= 0 && 0 <= high) return 0;
+  if (low > high) return low;  // not as the header has it: the freshest evidence
+  const auto interval_ns = static_cast<int64_t>(uint64_t{options_.interval_us} * 1000);
+  const int64_t from = std::max(low, high - interval_ns);
+  // The first sample beginning at the start (within the start call) fixes the offset exactly
+  // when that fits the bracket; a first sample that began earlier does not, and then the
+  // middle of the bracket is within half an interval.
+  if (d.first_sample_lag_ns) {
+    const int64_t width = static_cast<int64_t>(d.start_returned - d.started_at);
+    if (*d.first_sample_lag_ns >= from - width && *d.first_sample_lag_ns <= high) {
+      return *d.first_sample_lag_ns;
+    }
+  }
+  return from + (high - from) / 2;
+}
+
 void CounterSampler::note_first_sample(Device& d, uint64_t start) {
-  const int64_t lag = static_cast<int64_t>(start) - static_cast<int64_t>(d.started_at);
-  d.first_sample_lag_ns = lag;
-  if (lag > -kClockMismatchNs && lag < kClockMismatchNs) return;
-  // The numbers before the colon: the pipeline says one line per text after it.
-  d.clock_warning = "hardware counters on device " + std::to_string(d.index) + " (first sample " +
-                    std::to_string(lag / 1'000'000) +
-                    " ms from cuptiGetTimestamp at the start): sample times are not on CUPTI's "
-                    "activity clock, so counters land beside their steps; report this line "
-                    "with the CUDA version";
+  d.first_sample_lag_ns = static_cast<int64_t>(start) - static_cast<int64_t>(d.started_at);
+}
+
+// The length the hardware gives a sample, against the interval set: a trigger or unit other
+// than the header's reading shows here (samples 1000x longer, or a cycle count taken as
+// nanoseconds), and the counters would land on the wrong time grid: said once.
+void CounterSampler::note_duration(Device& d, uint64_t start, uint64_t end) {
+  constexpr size_t kLengthsKept = 33;
+  if (end <= start) return;
+  const auto length = static_cast<int64_t>(end - start);
+  d.dbg.duration_min_ns = d.durations.empty() ? length : std::min(d.dbg.duration_min_ns, length);
+  d.dbg.duration_max_ns = std::max(d.dbg.duration_max_ns, length);
+  if (d.durations.size() < kLengthsKept) d.durations.push_back(length);
+  if (d.interval_checked || d.durations.size() < 5) return;
+  std::vector<int64_t> sorted = d.durations;
+  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2),
+                   sorted.end());
+  const int64_t median = sorted[sorted.size() / 2];
+  const auto interval_ns = static_cast<int64_t>(uint64_t{options_.interval_us} * 1000);
+  if (d.durations.size() < kLengthsKept && median >= interval_ns * 3 / 4 &&
+      median <= interval_ns * 5 / 4) {
+    return;  // as set so far; look again with more
+  }
+  d.interval_checked = true;
+  if (median >= interval_ns * 3 / 4 && median <= interval_ns * 5 / 4) return;
+  d.to_say.push_back("hardware counters on device " + std::to_string(d.index) + ": samples are " +
+                     std::to_string(median / 1000) +
+                     " us long where the GPU time-interval trigger was set to " +
+                     std::to_string(interval_ns) +
+                     " ns (cupti_pmsampling.h: its interval is in nanoseconds); counters land "
+                     "on another grid than the steps assume; report this line with the CUDA "
+                     "version");
 }
 
 uint64_t CounterSampler::cupti_now() const {
@@ -482,8 +581,8 @@ std::vector<std::string> CounterSampler::decode(int64_t clock_offset_ns,
   for (const auto& d : devices_) {
     if (d->state == CounterState::kActive && !d->drained) {
       decode_device(*d, clock_offset_ns, out, stats);
-      if (!d->clock_warning.empty()) to_say.push_back(std::move(d->clock_warning));
-      d->clock_warning.clear();
+      for (std::string& line : d->to_say) to_say.push_back(std::move(line));
+      d->to_say.clear();
       if (d->state != CounterState::kActive) to_say.push_back(d->line);
     }
   }
@@ -502,12 +601,11 @@ void CounterSampler::decode_failed(Device& d, const std::string& why, Stats& sta
   const uint64_t until = d.stopped ? d.stopped_at : cupti_now();
   const uint64_t interval_ns = uint64_t{options_.interval_us} * 1000;
   // What was decoded after the last complete decode (a tick that hit its round limit) is not
-  // lost: the last sample's end says where decoding stopped, once its clock is known to be
-  // cuptiGetTimestamp's.
+  // lost: the last sample's end, on CUPTI's clock, says where decoding stopped.
   uint64_t from = d.emptied_at;
-  if (d.first_sample_lag_ns && *d.first_sample_lag_ns > -kClockMismatchNs &&
-      *d.first_sample_lag_ns < kClockMismatchNs) {
-    from = std::max(from, d.last_end);
+  if (d.timed) {
+    const int64_t last = static_cast<int64_t>(d.last_end) - clock_offset(d);
+    if (last > 0) from = std::max(from, static_cast<uint64_t>(last));
   }
   if (until > from) {
     stats.add(Stat::counter_samples_lost, static_cast<int64_t>((until - from) / interval_ns));
@@ -535,13 +633,20 @@ void CounterSampler::decode_device(Device& d, int64_t clock_offset_ns,
   const uint64_t decode_began = cupti_now();  // what the buffer held by then is decoded below
   // Bounded: a decode call takes at most the image's room; a worker that fell far behind
   // catches up over a few ticks rather than holding the pipeline here.
+  struct Info {
+    bool ok = false;
+    uint64_t start = 0, end = 0;
+  };
+  std::vector<Info> infos;
   for (int round = 0; round < 16; ++round) {
     GPUACCT_PARAMS(CUpti_PmSampling_DecodeData_Params, dec);
     dec.pPmSamplingObject = d.sampler;
     dec.pCounterDataImage = d.image.data();
     dec.counterDataImageSize = d.image.size();
+    const uint64_t before = cupti_now();
     // CUPTI_ERROR_OUT_OF_MEMORY: the hardware buffer overflowed (KEEP_OLDEST semantics).
     const CUptiResult r = GPUACCT_CUPTI_CALL(api_, cuptiPmSamplingDecodeData, &dec);
+    const uint64_t after = cupti_now();
     if (r != CUPTI_SUCCESS) {
       decode_failed(
           d, std::string(api_.result_string(r)) + " (" + std::to_string(static_cast<int>(r)) + ")",
@@ -549,55 +654,91 @@ void CounterSampler::decode_device(Device& d, int64_t clock_offset_ns,
       return;
     }
     d.decode_failures = 0;
+    d.last_decode_at = after;
+    ++d.dbg.decodes;
+    if (dec.overflow != 0) ++d.dbg.overflows;
     GPUACCT_PARAMS(CUpti_PmSampling_GetCounterDataInfo_Params, info);
     info.pCounterDataImage = d.image.data();
     info.counterDataImageSize = d.image.size();
     size_t completed = 0;
     if (api_.cuptiPmSamplingGetCounterDataInfo(&info) == CUPTI_SUCCESS) {
+      // Only completed samples are evaluated (NVIDIA's pm_sampling sample does the same); one
+      // populated but not complete is counted here, for the GPU check to show.
       completed = info.numCompletedSamples;
+      if (info.numPopulatedSamples > completed) {
+        d.dbg.populated_not_completed += static_cast<int64_t>(info.numPopulatedSamples - completed);
+      }
     }
-    int64_t gap_lost = 0;
+    if (completed > 0) {
+      ++d.dbg.decodes_with_samples;
+      if (d.dbg.first_sample_decoded_at == 0) d.dbg.first_sample_decoded_at = after;
+    }
+    // First the times of this decode's samples: they bound the clock the samples are on.
+    infos.assign(completed, Info{});
     for (size_t i = 0; i < completed; ++i) {
       GPUACCT_PARAMS(CUpti_PmSampling_CounterData_GetSampleInfo_Params, si);
       si.pPmSamplingObject = d.sampler;
       si.pCounterDataImage = d.image.data();
       si.counterDataImageSize = d.image.size();
       si.sampleIndex = i;
-      GPUACCT_PARAMS(CUpti_Profiler_Host_EvaluateToGpuValues_Params, ev);
-      ev.pHostObject = d.host;
-      ev.pCounterDataImage = d.image.data();
-      ev.counterDataImageSize = d.image.size();
-      ev.rangeIndex = i;
-      ev.ppMetricNames = d.c_names.data();
-      ev.numMetrics = d.c_names.size();
-      ev.pMetricValues = d.values.data();
-      // A sample that cannot be used is lost once: its time moves last_end on (taken to be
-      // the next interval when unknown), so the next sample does not count it again as a hole.
       if (api_.cuptiPmSamplingCounterDataGetSampleInfo(&si) != CUPTI_SUCCESS ||
           si.endTimestamp <= si.startTimestamp) {
-        stats.add(Stat::counter_samples_lost, 1);
-        d.last_end += interval_ns;
-        d.timed = true;
         continue;
       }
-      // Samples follow one another; a hole of whole intervals is samples the buffer lost.  The
-      // first sample may begin a little after the start: a hole before it counts only when
-      // CUPTI says the buffer overflowed.
-      if (si.startTimestamp > d.last_end + interval_ns / 2 && (d.timed || dec.overflow)) {
-        gap_lost +=
-            static_cast<int64_t>((si.startTimestamp - d.last_end + interval_ns / 2) / interval_ns);
+      infos[i] = {true, si.startTimestamp, si.endTimestamp};
+      if (!d.first_sample_lag_ns) note_first_sample(d, si.startTimestamp);
+      bound_clock(d, si.endTimestamp, after, dec.overflow != 0);
+    }
+    const int64_t offset = clock_offset(d);
+    d.clock = !d.offset_low                                     ? ""
+              : offset == 0                                     ? "activity"
+              : d.offset_high && *d.offset_low > *d.offset_high ? "inconsistent"
+                                                                : "mapped";
+    // The start, moved onto the samples' clock: a sample beginning before it (beyond the
+    // bracket's width) holds time when the counters were not collecting (a sample open since
+    // the enable, say): its values are not those of its interval.
+    const int64_t start_raw = static_cast<int64_t>(d.started_at) + offset;
+    const int64_t before_start_slack =
+        static_cast<int64_t>(interval_ns) + static_cast<int64_t>(d.start_returned - d.started_at);
+    int64_t gap_lost = 0;
+    for (size_t i = 0; i < completed; ++i) {
+      const Info& si = infos[i];
+      // A sample that cannot be used is lost once: its time moves last_end on (taken to be
+      // the next interval when unknown), so the next sample does not count it again as a hole.
+      if (!si.ok) {
+        stats.add(Stat::counter_samples_lost, 1);
+        if (d.timed) d.last_end += interval_ns;
+        continue;
       }
-      if (!d.timed) note_first_sample(d, si.startTimestamp);
-      d.last_end = std::max(d.last_end, si.endTimestamp);
+      // Samples follow one another; a hole of whole intervals is samples the buffer lost.
+      // Before the first sample nothing is owed (it may begin a little after the start),
+      // unless CUPTI says the buffer overflowed: then the hole from the start counts.
+      if (d.timed && si.start > d.last_end + interval_ns / 2) {
+        gap_lost += static_cast<int64_t>((si.start - d.last_end + interval_ns / 2) / interval_ns);
+      } else if (!d.timed && dec.overflow != 0 &&
+                 static_cast<int64_t>(si.start) >
+                     start_raw + static_cast<int64_t>(interval_ns / 2)) {
+        gap_lost +=
+            (static_cast<int64_t>(si.start) - start_raw + static_cast<int64_t>(interval_ns / 2)) /
+            static_cast<int64_t>(interval_ns);
+      }
+      if (d.timed) note_duration(d, si.start, si.end);
+      d.last_end = std::max(d.last_end, si.end);
       d.timed = true;
-      if (GPUACCT_CUPTI_CALL(api_, cuptiProfilerHostEvaluateToGpuValues, &ev) != CUPTI_SUCCESS) {
+      keep_debug_sample(d, i, si.start, si.end, before, after);
+      if (static_cast<int64_t>(si.start) < start_raw - before_start_slack) {
+        if (options_.debug) evaluate(d, i);  // its raw values, for the GPU check to show
+        ++d.before_start;
+        continue;
+      }
+      if (!evaluate(d, i)) {
         stats.add(Stat::counter_samples_lost, 1);
         continue;
       }
       CounterSample s;
       s.device = d.index;
-      s.start = static_cast<int64_t>(si.startTimestamp) - clock_offset_ns;
-      s.end = static_cast<int64_t>(si.endTimestamp) - clock_offset_ns;
+      s.start = static_cast<int64_t>(si.start) - offset - clock_offset_ns;
+      s.end = static_cast<int64_t>(si.end) - offset - clock_offset_ns;
       set_values(d.roles, d.values, s);
       out.push_back(s);
       ++d.samples;
@@ -613,6 +754,40 @@ void CounterSampler::decode_device(Device& d, int64_t clock_offset_ns,
   }
 }
 
+// cuptiProfilerHostEvaluateToGpuValues of sample `i` of the image into d.values.
+bool CounterSampler::evaluate(Device& d, size_t i) {
+  GPUACCT_PARAMS(CUpti_Profiler_Host_EvaluateToGpuValues_Params, ev);
+  ev.pHostObject = d.host;
+  ev.pCounterDataImage = d.image.data();
+  ev.counterDataImageSize = d.image.size();
+  ev.rangeIndex = i;
+  ev.ppMetricNames = d.c_names.data();
+  ev.numMetrics = d.c_names.size();
+  ev.pMetricValues = d.values.data();
+  const bool ok =
+      GPUACCT_CUPTI_CALL(api_, cuptiProfilerHostEvaluateToGpuValues, &ev) == CUPTI_SUCCESS;
+  // GPUACCT_COUNTERS_DEBUG: the first samples' raw values, before any clamping.
+  if (ok && options_.debug && !d.dbg.first_samples.empty() &&
+      d.dbg.first_samples.back().values.empty() && d.dbg.first_samples.size() <= kDebugSamples &&
+      d.dbg_last_index == i) {
+    d.dbg.first_samples.back().values = d.values;
+  }
+  return ok;
+}
+
+// GPUACCT_COUNTERS_DEBUG: the first samples' raw times, with the decode call's time.
+void CounterSampler::keep_debug_sample(Device& d, size_t i, uint64_t start, uint64_t end,
+                                       uint64_t decode_before, uint64_t decode_after) {
+  if (!options_.debug || d.dbg.first_samples.size() >= kDebugSamples) return;
+  CounterDebug::Sample s;
+  s.start = start;
+  s.end = end;
+  s.decode_before = decode_before;
+  s.decode_after = decode_after;
+  d.dbg.first_samples.push_back(std::move(s));
+  d.dbg_last_index = i;
+}
+
 void CounterSampler::stop() {
   stopped_ = true;
   for (const auto& d : devices_) {
@@ -622,6 +797,7 @@ void CounterSampler::stop() {
     GPUACCT_CUPTI_CALL(api_, cuptiPmSamplingStop, &st);
     d->stopped = true;
     d->stopped_at = cupti_now();
+    d->dbg.stop_at = d->stopped_at;
   }
   // No cuptiPmSamplingDisable / host deinitialisation: the process is ending, and disabling
   // has been seen to tear more of CUPTI down than the sampler (docs/counters.md).
@@ -631,7 +807,10 @@ int64_t CounterSampler::decoded_until(int64_t clock_offset_ns) const {
   int64_t until = kNothingDecoded;
   for (const auto& d : devices_) {
     if (d->state != CounterState::kActive || d->drained) continue;
-    until = std::min(until, static_cast<int64_t>(d->last_end) - clock_offset_ns);
+    // On CUPTI's clock: the last decoded sample's end, or the start before any sample.
+    const int64_t cupti_until = d->timed ? static_cast<int64_t>(d->last_end) - clock_offset(*d)
+                                         : static_cast<int64_t>(d->started_at);
+    until = std::min(until, cupti_until - clock_offset_ns);
   }
   return until;
 }
@@ -653,6 +832,29 @@ std::vector<CounterDeviceStatus> CounterSampler::status() const {
     s.line = d->line;
     s.samples = d->samples;
     s.first_sample_lag_ns = d->first_sample_lag_ns;
+    if (d->state == CounterState::kActive || d->stopped) {
+      const uint64_t interval_ns = uint64_t{options_.interval_us} * 1000;
+      const uint64_t until = d->stopped ? d->stopped_at : d->last_decode_at;
+      s.samples_due =
+          until > d->started_at ? static_cast<int64_t>((until - d->started_at) / interval_ns) : 0;
+      s.samples_before_start = d->before_start;
+      s.trigger = d->dbg.trigger_mode;
+      s.interval_set = d->dbg.sampling_interval;
+    }
+    if (d->clock[0] != '\0') {
+      s.clock = d->clock;
+      s.clock_offset_ns = clock_offset(*d);
+    }
+    if (d->durations.size() >= 3) {
+      std::vector<int64_t> sorted = d->durations;
+      std::sort(sorted.begin(), sorted.end());
+      s.interval_seen_ns = sorted[sorted.size() / 2];
+    }
+    if (options_.debug && d->started_at != 0) {
+      s.debug = d->dbg;
+      s.debug->offset_low = d->offset_low;
+      s.debug->offset_high = d->offset_high;
+    }
     for (size_t m = 0; m < d->names.size(); ++m) {
       for (const RoleCandidates& rc : candidates()) {
         if (rc.role == d->roles[m]) s.metrics.push_back(std::string(rc.key) + "=" + d->names[m]);

@@ -37,9 +37,14 @@ namespace gpuacct::cupti {
 struct CuptiApi;
 
 struct CounterOptions {
-  // GPUACCT_COUNTERS_INTERVAL_US: the sampling interval (GPU time-interval trigger).
+  // GPUACCT_COUNTERS_INTERVAL_US: the sampling interval (GPU time-interval trigger, whose
+  // samplingInterval is in nanoseconds: cupti_pmsampling.h).
   static constexpr uint32_t kDefaultIntervalUs = 1000;
   uint32_t interval_us = kDefaultIntervalUs;
+  // GPUACCT_COUNTERS_DEBUG=1: keep what only a GPU can tell (the raw sample times against
+  // cuptiGetTimestamp, the first samples' raw values, the set-up calls' times) for the report
+  // (CounterDeviceStatus::debug; tests/gpu/check.sh prints it).
+  bool debug = false;
   // How often the worker decodes (its tick): sizes the counter data image.
   uint32_t decode_period_ms = 100;
   // The hardware buffer each device's samples wait in between decodes.
@@ -55,6 +60,36 @@ enum class CounterState : uint8_t {
 };
 const char* to_string(CounterState s);
 
+// GPUACCT_COUNTERS_DEBUG: a device's raw view, every time on CUPTI's clock (cuptiGetTimestamp)
+// or the samples' own (raw), never moved.
+struct CounterDebug {
+  const char* trigger_mode = "";   // as set: "gpu_time_interval" (ns) or "gpu_sysclk_interval"
+  uint64_t sampling_interval = 0;  // the value given to cuptiPmSamplingSetConfig
+  const char* interval_unit = "";  // "ns" or "cycles"
+  uint64_t hardware_buffer_bytes = 0;
+  uint32_t max_samples_per_decode = 0;
+  // cuptiGetTimestamp around the set-up calls (0: not reached).
+  uint64_t setup_began = 0, enable_before = 0, enable_after = 0, set_config_after = 0,
+           start_before = 0, start_after = 0, stop_at = 0;
+  struct Sample {
+    uint64_t start = 0, end = 0;  // raw, as cuptiPmSamplingCounterDataGetSampleInfo
+    uint64_t decode_before = 0, decode_after = 0;  // cuptiGetTimestamp around its decode call
+    std::vector<double> values;                    // evaluated, before any clamping, per metric
+  };
+  std::vector<std::string> metric_names;  // the order of Sample::values
+  std::vector<Sample> first_samples;      // the first five decoded
+  int64_t decodes = 0;                    // cuptiPmSamplingDecodeData calls that succeeded
+  int64_t decodes_with_samples = 0;
+  int64_t populated_not_completed = 0;   // summed over decodes: populated - completed
+  int64_t overflows = 0;                 // decodes that set `overflow`
+  uint64_t first_sample_decoded_at = 0;  // cuptiGetTimestamp after the first decode with one
+  // The clock bracket (CounterSampler's mapping): sample clock - CUPTI clock is at least
+  // offset_low (a sample is complete before its decode returns) and at most offset_high (the
+  // first sample ends after the start).
+  std::optional<int64_t> offset_low, offset_high;
+  int64_t duration_min_ns = 0, duration_max_ns = 0;  // of the samples after the first
+};
+
 struct CounterDeviceStatus {
   uint16_t device = 0;
   CounterState state = CounterState::kFailed;
@@ -64,10 +99,26 @@ struct CounterDeviceStatus {
   // The hardware metric chosen for each role ("sm_active=sm__cycles_active.avg...").
   std::vector<std::string> metrics;
   int64_t samples = 0;
-  // The first sample's start minus the set-up time (cuptiGetTimestamp), on CUPTI's clock:
-  // from 0 to about an interval when sample times are on the activity records' clock (what
-  // the attribution assumes); seconds or more when they are not.  Absent before a sample.
+  // The first sample's raw start minus cuptiGetTimestamp just before cuptiPmSamplingStart:
+  // from 0 to about an interval when sample times are on the activity records' clock and the
+  // first sample begins at the start; far off when they are on another clock (the H200 run of
+  // 2026-12-04 showed -743 ms) or the first sample began earlier.  Absent before a sample.
   std::optional<int64_t> first_sample_lag_ns;
+  // How the samples' clock was put onto CUPTI's (CounterSampler::decode): "activity" (the
+  // same clock, within the bracket), "mapped" (another clock, moved by clock_offset_ns), or
+  // "inconsistent" (the bracket is empty: moved by its lower end, said once).
+  std::string clock;
+  std::optional<int64_t> clock_offset_ns;  // sample clock - CUPTI clock, as used
+  const char* trigger = "";                // "gpu_time_interval"
+  uint64_t interval_set = 0;               // samplingInterval as set (ns for the time trigger)
+  // The median length of the first decoded samples (the first, partial one left out): the
+  // interval the hardware really used.
+  std::optional<int64_t> interval_seen_ns;
+  // Whole intervals from the start to the stop (or to the last decode): what was due.
+  int64_t samples_due = 0;
+  // Samples that began before the start (a sample holding time before sampling ran): dropped.
+  int64_t samples_before_start = 0;
+  std::optional<CounterDebug> debug;  // GPUACCT_COUNTERS_DEBUG
 };
 
 class CounterSampler {
@@ -82,18 +133,18 @@ class CounterSampler {
   // Sets `device` up and starts sampling, once per device.  The refusal line when it cannot
   // (to be said once); empty when sampling started or the device was tried before.  After
   // stop() nothing is set up any more (a device first seen in the final drain is not sampled).
-  // The pipeline calls it for the devices the process runs work on (their first kernel /
-  // memcpy / memset record), not for a bare context (docs/counters.md, "Devices").
+  // The pipeline calls it for the devices the process runs work on (its first launch there, or
+  // its first kernel / memcpy / memset record), not for a bare context (docs/counters.md,
+  // "Devices").
   std::string enable(uint16_t device);
   static constexpr int kDecodeFailuresToGiveUp = 10;
-  // A first sample further than this from the set-up: its clock is not CUPTI's (said once).
-  static constexpr int64_t kClockMismatchNs = 1'000'000'000;
 
-  // Drains every device's hardware buffer: samples appended to `out`, their times moved onto
-  // the host clock (CUPTI time - clock_offset_ns), losses counted in `stats`.  Returns the
-  // lines to say once: the refusal line of each device given up in this call, and the clock
-  // warning of a device whose first sample is kClockMismatchNs or more from its set-up time;
-  // usually empty.
+  // Drains every device's hardware buffer: samples appended to `out`, their times moved from
+  // the samples' clock onto CUPTI's (measured per device: docs/counters.md, "Clock") and then
+  // onto the host clock (CUPTI time - clock_offset_ns); a sample that began before the start
+  // is dropped (CounterDeviceStatus::samples_before_start); losses counted in `stats`.  Returns
+  // the lines to say once: the refusal line of each device given up in this call, and the
+  // line of a device whose samples are not as long as the interval set; usually empty.
   std::vector<std::string> decode(int64_t clock_offset_ns, std::vector<CounterSample>& out,
                                   Stats& stats);
   // Stops sampling everywhere; what the hardware buffers hold is left for a last decode().
@@ -113,6 +164,15 @@ class CounterSampler {
   // A failed cuptiPmSamplingDecodeData: given up (or drained, once stopped) when it persists.
   void decode_failed(Device& d, const std::string& why, Stats& stats);
   void note_first_sample(Device& d, uint64_t start);
+  // The sample clock's offset from CUPTI's for the samples of this decode (updates the
+  // bracket with a sample's end and the decode's return time).
+  void bound_clock(Device& d, uint64_t end, uint64_t decoded_by, bool overflowed);
+  int64_t clock_offset(const Device& d) const;
+  void note_duration(Device& d, uint64_t start, uint64_t end);
+  bool evaluate(Device& d, size_t index);
+  void keep_debug_sample(Device& d, size_t index, uint64_t start, uint64_t end,
+                         uint64_t decode_before, uint64_t decode_after);
+  static constexpr size_t kDebugSamples = 5;
   uint64_t cupti_now() const;
 
   CuptiApi& api_;

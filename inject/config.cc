@@ -221,6 +221,7 @@ Config parse_config(EnvLookup env, std::vector<std::string>* warnings) {
     p.integer("GPUACCT_SAMPLE", &c.sample_every, 1, 1000000);
     p.boolean("GPUACCT_COUNTERS", &c.counters);
     p.integer("GPUACCT_COUNTERS_INTERVAL_US", &c.counters_interval_us, 20, 1000000);
+    p.boolean("GPUACCT_COUNTERS_DEBUG", &c.counters_debug);
     p.string("GPUACCT_CUPTI_LIBRARY", &c.cupti_library);
     p.string("GPUACCT_PROM_DIR", &c.prom_dir);
     p.integer("GPUACCT_PROM_PERIOD_MS", &c.prom_period_ms, 10, 3'600'000);

@@ -57,6 +57,10 @@ struct Config {
   bool counters = false;
   // GPUACCT_COUNTERS_INTERVAL_US: their sampling interval.
   int counters_interval_us = static_cast<int>(cupti::CounterOptions::kDefaultIntervalUs);
+  // GPUACCT_COUNTERS_DEBUG: the raw sampling diagnostics in the report's counters section
+  // (per device `debug`: trigger and interval set, set-up call times, the first samples' raw
+  // times against cuptiGetTimestamp and raw values); for tests/gpu/check.sh.
+  bool counters_debug = false;
   std::string cupti_library = cupti::CollectorOptions{}.library;  // GPUACCT_CUPTI_LIBRARY
   // GPUACCT_GPU_HOUR_PRICE (rent) and the owned-GPU model (GPUACCT_GPU_HARDWARE_COST,
   // GPUACCT_AMORTIZATION_MONTHS, GPUACCT_FACILITY_PER_MONTH, GPUACCT_POWER_PER_GPU_HOUR): the

@@ -71,11 +71,15 @@ TEST(Config, HardwareCountersOffByDefaultAndTheirInterval) {
   std::vector<std::string> warnings;
   Config c = parse_config(fake_env, &warnings);
   EXPECT_FALSE(c.counters);
+  EXPECT_FALSE(c.counters_debug);
   EXPECT_EQ(c.counters_interval_us, 1000);
-  env = {{"GPUACCT_COUNTERS", "1"}, {"GPUACCT_COUNTERS_INTERVAL_US", "250"}};
+  env = {{"GPUACCT_COUNTERS", "1"},
+         {"GPUACCT_COUNTERS_INTERVAL_US", "250"},
+         {"GPUACCT_COUNTERS_DEBUG", "1"}};
   c = parse_config(fake_env, &warnings);
   EXPECT_TRUE(warnings.empty());
   EXPECT_TRUE(c.counters);
+  EXPECT_TRUE(c.counters_debug);
   EXPECT_EQ(c.counters_interval_us, 250);
   env = {{"GPUACCT_COUNTERS", "1"}, {"GPUACCT_COUNTERS_INTERVAL_US", "5"}};
   c = parse_config(fake_env, &warnings);

@@ -53,8 +53,17 @@ void CollectiveMatcher::add_events(const EventBatch& batch) {
 
 size_t CollectiveMatcher::pending() const {
   size_t n = 0;
-  for (const auto& [tid, t] : threads_) n += t.records.size();
+  for (const auto& [tid, t] : threads_) n += t.records.size() + t.held.size();
   return n;
+}
+
+void CollectiveMatcher::release_held(Thread& t, std::vector<CollectiveRecord>& out) {
+  const auto n = static_cast<uint16_t>(std::min<size_t>(t.held.size(), 0xFFFF));
+  for (CollectiveRecord& r : t.held) {
+    r.kernel_ops = n;
+    out.push_back(r);
+  }
+  t.held.clear();
 }
 
 // What a launch's op says: a communication kernel, something else, or not known yet (`given_up`
@@ -139,6 +148,14 @@ CollectiveMatcher::Verdict CollectiveMatcher::decide_launch_first(Thread& t, int
                                                                   CollectiveRecord* out) {
   const PluginRecord& r = t.records.front();
   const TimeNs enqueued = r.record.host_enqueue;
+  if (same_plan(t, r)) {  // the hierarchy: the previous record's plan, so its kernel
+    if (t.previous_matched && ops_.count(t.previous_launch.correlation_id) != 0) {
+      fill(r, t.previous_launch, out);
+      return Verdict::kMatched;
+    }
+    *out = r.record;  // the plan's kernel was not found for its first operation either
+    return Verdict::kUnmatched;
+  }
   auto first_after = std::lower_bound(t.launches.begin(), t.launches.end(), enqueued + 1,
                                       [](const Launch& x, TimeNs ts) { return x.start < ts; });
   bool any_launch = false;
@@ -155,11 +172,10 @@ CollectiveMatcher::Verdict CollectiveMatcher::decide_launch_first(Thread& t, int
     if (s == OpState::kPending) return Verdict::kWait;
     if (s != OpState::kNccl) continue;
     fill(r, *it, out);
-    t.previous_launch = *it;
-    t.previous_matched = true;
     return Verdict::kMatched;
   }
-  if (!any_launch && t.has_previous && t.previous_matched &&
+  // Without groups, timing: no launch since the previous record, and close to it.
+  if (!any_launch && r.group == 0 && t.has_previous && t.previous_matched &&
       enqueued - t.previous_enqueue <= kSameGroupNs &&
       ops_.count(t.previous_launch.correlation_id) != 0) {
     fill(r, t.previous_launch, out);  // same group as the previous record
@@ -169,7 +185,6 @@ CollectiveMatcher::Verdict CollectiveMatcher::decide_launch_first(Thread& t, int
   // record that is missing now is lost -- unless CUPTI delivers API records late: wait a while.
   if (!final && !past(watermark, enqueued, kOwedLaunchNs)) return Verdict::kWait;
   *out = r.record;
-  t.previous_matched = false;
   return Verdict::kUnmatched;
 }
 
@@ -181,11 +196,19 @@ CollectiveMatcher::Verdict CollectiveMatcher::decide_record_first(Thread& t, int
                                                                   CollectiveRecord* out) {
   const PluginRecord& r = t.records.front();
   const TimeNs enqueued = r.record.host_enqueue;
+  if (same_plan(t, r) && t.previous_matched && ops_.count(t.previous_launch.correlation_id) != 0) {
+    fill(r, t.previous_launch, out);  // the hierarchy: the previous record's plan
+    return Verdict::kMatched;
+  }
   auto first = std::lower_bound(t.launches.begin(), t.launches.end(), enqueued,
                                 [](const Launch& x, TimeNs ts) { return x.start < ts; });
   TimeNs window_end = std::numeric_limits<TimeNs>::max();
   if (first != t.launches.end()) {
     for (size_t k = 1; k < t.records.size(); ++k) {
+      // A later record of the same plan (group) does not close the window: its kernel is ours.
+      if (r.group != 0 && t.records[k].record.host_enqueue > first->start &&
+          t.records[k].group == r.group)
+        continue;
       if (t.records[k].record.host_enqueue > first->start) {
         window_end = t.records[k].record.host_enqueue;
         break;
@@ -227,7 +250,8 @@ void CollectiveMatcher::prune(Thread& t, int64_t watermark) {
     if (!t.has_previous && t.records.empty()) {
       drop = t.launches.size() > kHistoryLaunches;
     } else if (t.order == Order::kRecordFirst) {
-      drop = !t.records.empty() && l.start < t.records.front().record.host_enqueue;
+      drop = !t.records.empty() && l.start < t.records.front().record.host_enqueue &&
+             l.correlation_id != t.previous_launch.correlation_id;
     } else if (t.order == Order::kLaunchFirst) {
       drop = t.has_previous && l.start < t.previous_enqueue &&
              l.correlation_id != t.previous_launch.correlation_id;
@@ -246,12 +270,33 @@ void CollectiveMatcher::poll(int64_t watermark, bool final, std::vector<Collecti
       CollectiveRecord decided;
       const Verdict v = decide(t, watermark, final, &decided);
       if (v == Verdict::kWait) break;
-      if (v == Verdict::kUnmatched) stats.add(Stat::collectives_unmatched);
-      out.push_back(decided);
+      // A record of another kernel: the held ones' kernel is complete.
+      if (!t.held.empty() &&
+          (v != Verdict::kMatched || decided.correlation_id != t.held.back().correlation_id)) {
+        release_held(t, out);
+      }
+      if (v == Verdict::kUnmatched) {
+        stats.add(Stat::collectives_unmatched);
+        decided.kernel_ops = 0;
+        out.push_back(decided);
+      } else {
+        t.held.push_back(decided);
+        auto it = std::find_if(t.launches.begin(), t.launches.end(), [&](const Launch& l) {
+          return l.correlation_id == decided.correlation_id;
+        });
+        if (it != t.launches.end()) t.previous_launch = *it;
+      }
       t.has_previous = true;
+      t.previous_matched = v == Verdict::kMatched;
+      t.previous_group = t.records.front().group;
       t.previous_enqueue = t.records.front().record.host_enqueue;
       t.records.pop_front();
-      // The rest of its group shares the verdict's launch: decided on the next turn.
+      // The rest of its plan shares the verdict's launch: decided on the next turn.
+    }
+    // The plan is over once nothing of it can still come: NCCL starts its operations' events
+    // back to back (microseconds), all drained before a watermark this far past the last.
+    if (!t.held.empty() && (final || past(watermark, t.held.back().host_enqueue, kSameGroupNs))) {
+      release_held(t, out);
     }
     prune(t, watermark);
   }

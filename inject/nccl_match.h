@@ -22,6 +22,18 @@
 //   record-first: a record takes the first communication launch at or after its host_enqueue,
 //     looking no further than the next group (the first later record enqueued after a launch).
 //
+// Records of one kernel plan: NCCL names each operation's plan by its Group event (the event
+// hierarchy Group -> Coll / P2p -> KernelCh, ext-profiler/README.md; one Group per plan, started
+// with the plan's operations right after its launch: src/plugin/profiler.cc and enqueue.cc
+// hostStreamPlanTask), which the plugin turns into PluginRecord::group.  A record of the same
+// group as the previous one on its thread takes that record's kernel, whatever the time between
+// them; one of another group needs a launch of its own.  Without a group (0: an older NCCL, a
+// lost handle) the timing rule above (kSameGroupNs) decides.  A kernel can so carry several
+// operations: a group's sends and receives, a group's collectives fused into one plan, an
+// aggregated launch.  Each of them gets the kernel's GPU times, and kernel_ops = how many it
+// carried (1: alone): matched records are held until their kernel's last one is known (a record
+// of another kernel on the thread, or the watermark kSameGroupNs past the last).
+//
 // The kernel gives gpu_start / gpu_end, device, stream and the correlation id.  A collective
 // whose kernel is not found (its launch or kernel record lost, CUPTI off) is emitted without GPU
 // times and counted (Stat::collectives_unmatched), never given another group's kernel.  A launch
@@ -75,7 +87,7 @@ class CollectiveMatcher {
 
   bool saw_records() const { return records_seen_ > 0; }
   int64_t records_seen() const { return records_seen_; }
-  size_t pending() const;
+  size_t pending() const;  // records not yet emitted (undecided, or held for their kernel)
   // Launch calls and GPU ops kept for matching (tests: memory stays bounded).
   size_t kept() const { return launch_ids_.size() + ops_.size(); }
 
@@ -99,8 +111,12 @@ class CollectiveMatcher {
     Order order = Order::kUnknown;
     bool has_previous = false;         // a record of this thread was decided
     TimeNs previous_enqueue = 0;       // ... enqueued then
-    bool previous_matched = false;     // launch-first: ... and matched to previous_launch
+    bool previous_matched = false;     // ... and matched to previous_launch
+    uint64_t previous_group = 0;       // ... of that kernel plan (0: unknown)
     Launch previous_launch;
+    // Matched records of the latest kernel, not yet emitted: how many share it is known only
+    // once the next kernel's record (or the watermark) says the plan is over.
+    std::vector<CollectiveRecord> held;
   };
   enum class Verdict { kMatched, kUnmatched, kWait };
   enum class OpState { kNccl, kOther, kPending, kGivenUp };
@@ -113,6 +129,12 @@ class CollectiveMatcher {
   Verdict decide_launch_first(Thread& t, int64_t watermark, bool final, CollectiveRecord* out);
   Verdict decide_record_first(Thread& t, int64_t watermark, bool final, CollectiveRecord* out);
   void prune(Thread& t, int64_t watermark);
+  // Emits the held records, each with kernel_ops = their number.
+  static void release_held(Thread& t, std::vector<CollectiveRecord>& out);
+  // The same kernel plan as the thread's previous record, by its group (false when unknown).
+  static bool same_plan(const Thread& t, const PluginRecord& r) {
+    return r.group != 0 && t.has_previous && r.group == t.previous_group;
+  }
   void forget_launch(const Launch& l);
 
   std::unordered_map<uint32_t, Thread> threads_;

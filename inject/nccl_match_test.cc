@@ -13,8 +13,10 @@ namespace {
 constexpr uint32_t kThread = 7;
 constexpr TimeNs kMs = 1'000'000;
 
-PluginRecord plugin_record(uint64_t seq, TimeNs enqueued, uint32_t thread = kThread) {
+PluginRecord plugin_record(uint64_t seq, TimeNs enqueued, uint32_t thread = kThread,
+                           uint64_t group = 0) {
   PluginRecord r;
+  r.group = group;
   r.record.source = CollectiveSource::kNcclPlugin;
   r.record.comm_hash = 0xabc;
   r.record.seq = seq;
@@ -317,6 +319,129 @@ TEST(CollectiveMatcher, ThreadsWithoutCollectivesKeepOnlyRecentLaunches) {
              {kernel(i, static_cast<TimeNs>(i) * kMs + 10, static_cast<TimeNs>(i) * kMs + 20, false)});
   }
   EXPECT_LE(h.matcher.kept(), 2 * CollectiveMatcher::kHistoryLaunches + 2);
+}
+
+// ---- shared kernels: NCCL's Group -> Coll / P2p hierarchy (PluginRecord::group) ------------
+
+PluginRecord p2p_record(bool send, TimeNs enqueued, uint64_t group) {
+  PluginRecord r = plugin_record(0, enqueued, kThread, group);
+  r.record.type = CollectiveType::kSendRecv;
+  r.peer = 0;
+  r.record.seq = send ? 1 : 2;
+  return r;
+}
+
+// The H200 run of tests/gpu/check.sh (NCCL 2.28, one GPU): per step a group of two send/receive
+// pairs to the own rank ran as two SendRecv kernels, each followed by its plan's Group and the
+// P2p events of one send and one receive.  Every record gets its kernel; each says it shared it.
+TEST(CollectiveMatcher, SharedKernel_SendRecvPairsOfOneGroupSingleRank) {
+  Harness h;
+  std::vector<PluginRecord> rs;
+  std::vector<HostApiCall> calls;
+  std::vector<GpuOp> ops;
+  uint64_t group = 0;
+  for (int step = 0; step < 20; ++step) {
+    const TimeNs t0 = (10 + step * 10) * kMs;
+    for (int plan = 0; plan < 2; ++plan) {
+      const TimeNs launch_at = t0 + plan * 100'000;
+      const uint64_t corr = 100 + static_cast<uint64_t>(step * 2 + plan);
+      calls.push_back(launch(corr, launch_at));
+      ops.push_back(kernel(corr, launch_at + 20'000, launch_at + 40'000, true));
+      ++group;
+      rs.push_back(p2p_record(true, launch_at + 6'000, group));
+      rs.push_back(p2p_record(false, launch_at + 6'500, group));
+    }
+  }
+  h.records(rs);
+  h.events(calls, ops);
+  h.poll(1000 * kMs);
+  ASSERT_EQ(h.out.size(), 80u);
+  EXPECT_EQ(h.stats.get(Stat::collectives_unmatched), 0);
+  for (size_t i = 0; i < h.out.size(); ++i) {
+    EXPECT_EQ(h.out[i].correlation_id, 100 + i / 2) << i;
+    EXPECT_GT(h.out[i].gpu_start, 0) << i;
+    EXPECT_EQ(h.out[i].kernel_ops, 2) << i;
+  }
+  EXPECT_EQ(h.matcher.pending(), 0u);
+}
+
+// The group decides, not the time between records: the same plan's operations 20 ms apart
+// still share their kernel (a descheduled thread), and an operation of another plan with no
+// launch of its own is never given the previous plan's kernel (the timing rule would have).
+TEST(CollectiveMatcher, SharedKernel_GroupDecidesNotTiming) {
+  Harness h;
+  h.records({p2p_record(true, 100 * kMs + 10'000, 1), p2p_record(false, 120 * kMs, 1),
+             p2p_record(true, 120 * kMs + 1'000, 2)});
+  h.events({launch(60, 100 * kMs)}, {kernel(60, 101 * kMs, 102 * kMs, true)});
+  h.poll(500 * kMs, /*final=*/true);
+  ASSERT_EQ(h.out.size(), 3u);
+  EXPECT_EQ(h.out[0].correlation_id, 60u);
+  EXPECT_EQ(h.out[1].correlation_id, 60u);
+  EXPECT_EQ(h.out[0].kernel_ops, 2);
+  EXPECT_EQ(h.out[1].kernel_ops, 2);
+  EXPECT_EQ(h.out[2].gpu_start, 0);
+  EXPECT_EQ(h.out[2].kernel_ops, 0);
+  EXPECT_EQ(h.stats.get(Stat::collectives_unmatched), 1);
+}
+
+// A grouped AllGather + ReduceScatter fused into one plan: one kernel, two collectives; the
+// next group's collective alone on its kernel says 1.
+TEST(CollectiveMatcher, SharedKernel_FusedCollectivesOfAGroup) {
+  Harness h;
+  PluginRecord ag = plugin_record(3, 100 * kMs + 10'000, kThread, 7);
+  ag.record.type = CollectiveType::kAllGather;
+  PluginRecord rs = plugin_record(4, 100 * kMs + 11'000, kThread, 7);
+  rs.record.type = CollectiveType::kReduceScatter;
+  h.records({ag, rs, plugin_record(5, 200 * kMs + 10'000, kThread, 8)});
+  h.events({launch(70, 100 * kMs), launch(71, 200 * kMs)},
+           {kernel(70, 101 * kMs, 130 * kMs, true), kernel(71, 201 * kMs, 230 * kMs, true)});
+  h.poll(400 * kMs);
+  ASSERT_EQ(h.out.size(), 3u);
+  EXPECT_EQ(h.out[0].type, CollectiveType::kAllGather);
+  EXPECT_EQ(h.out[1].type, CollectiveType::kReduceScatter);
+  EXPECT_EQ(h.out[0].gpu_end, 130 * kMs);
+  EXPECT_EQ(h.out[1].gpu_end, 130 * kMs);
+  EXPECT_EQ(h.out[0].kernel_ops, 2);
+  EXPECT_EQ(h.out[1].kernel_ops, 2);
+  EXPECT_EQ(h.out[2].correlation_id, 71u);
+  EXPECT_EQ(h.out[2].kernel_ops, 1);
+}
+
+// A plan's records drained in two ticks: the first is held (its count is not known yet) until
+// the second comes or the watermark is past; then both say 2.
+TEST(CollectiveMatcher, SharedKernel_RecordsHeldUntilThePlanIsOver) {
+  Harness h;
+  h.events({launch(80, 100 * kMs)}, {kernel(80, 101 * kMs, 102 * kMs, true)});
+  h.records({p2p_record(true, 100 * kMs + 10'000, 3)});
+  h.poll(100 * kMs + 1'000'000);  // 1 ms past: its plan may not be over
+  EXPECT_TRUE(h.out.empty());
+  EXPECT_EQ(h.matcher.pending(), 1u);
+  h.records({p2p_record(false, 100 * kMs + 12'000, 3)});
+  h.poll(100 * kMs + 2'000'000);
+  EXPECT_TRUE(h.out.empty());
+  h.poll(120 * kMs);
+  ASSERT_EQ(h.out.size(), 2u);
+  EXPECT_EQ(h.out[0].kernel_ops, 2);
+  EXPECT_EQ(h.out[1].kernel_ops, 2);
+  EXPECT_EQ(h.matcher.pending(), 0u);
+}
+
+// Record-first order (a host that starts the events before the launch) with groups: a plan's
+// records share the first launch after them; the next plan's record closes the window.
+TEST(CollectiveMatcher, SharedKernel_RecordFirstGroups) {
+  Harness h;
+  h.records({p2p_record(true, 100 * kMs, 1), p2p_record(false, 100 * kMs + 1'000, 1),
+             p2p_record(true, 200 * kMs, 2), p2p_record(false, 200 * kMs + 1'000, 2)});
+  h.events({launch(90, 100 * kMs + 5'000), launch(91, 200 * kMs + 5'000)},
+           {kernel(90, 101 * kMs, 102 * kMs, true), kernel(91, 201 * kMs, 202 * kMs, true)});
+  h.poll(400 * kMs);
+  ASSERT_EQ(h.out.size(), 4u);
+  EXPECT_EQ(h.out[0].correlation_id, 90u);
+  EXPECT_EQ(h.out[1].correlation_id, 90u);
+  EXPECT_EQ(h.out[2].correlation_id, 91u);
+  EXPECT_EQ(h.out[3].correlation_id, 91u);
+  for (const auto& r : h.out) EXPECT_EQ(r.kernel_ops, 2);
+  EXPECT_EQ(h.stats.get(Stat::collectives_unmatched), 0);
 }
 
 }  // namespace

@@ -89,7 +89,7 @@ TEST(NcclPluginDlopen, TakesThePluginsPlaceAndForwardsWhatItAskedFor) {
   ASSERT_NE(dlsym(lib, "ncclProfiler_v5"), nullptr);
   ASSERT_NE(dlsym(lib, "ncclProfiler_v1"), nullptr);
 
-  const int ours = static_cast<int>(abi::kColl | abi::kP2p);
+  const int ours = static_cast<int>(abi::kGroup | abi::kColl | abi::kP2p);
   const int theirs = static_cast<int>(abi::kColl | abi::kProxyOp);
   const int expected_mask = expect_forward ? (ours | theirs) : ours;
   if (version == 5) {

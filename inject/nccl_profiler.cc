@@ -25,10 +25,13 @@ namespace {
 
 namespace abi = gpuacct::nccl_abi;
 
-// What we ask NCCL for.  Not kernel-channel events: GPU times come from CUPTI's kernel
-// records, and channel events cost on small messages (NVIDIA/nccl#1809); not proxy events
-// (several per operation and channel).
-constexpr int kOurMask = static_cast<int>(abi::kColl | abi::kP2p);
+// What we ask NCCL for: collectives, sends and receives, and the Group event of each kernel
+// plan (the parent that says which of them one kernel ran: NCCL's event hierarchy Group ->
+// Coll / P2p -> KernelCh, ext-profiler/README.md, *Event hierarchy*; 2.28 starts the Group for
+// Coll / P2p anyway).  Not kernel-channel events: GPU times come from CUPTI's kernel records,
+// and channel events cost on small messages (NVIDIA/nccl#1809); not proxy events (several per
+// operation and channel).
+constexpr int kOurMask = static_cast<int>(abi::kGroup | abi::kColl | abi::kP2p);
 
 // ---- per-thread queues ----------------------------------------------------------------------
 
@@ -148,6 +151,7 @@ void count_drop() {
 struct Handle {
   std::atomic<uint32_t> in_use{0};
   std::atomic<void*> forwarded{nullptr};
+  std::atomic<uint64_t> group{0};  // a Group event's id (0: another event)
 };
 constexpr size_t kHandles = size_t{1} << 16;
 constexpr size_t kHandleProbes = 64;
@@ -161,6 +165,7 @@ Handle* claim_handle() {
     uint32_t expected = 0;
     if (h.in_use.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
       h.forwarded.store(nullptr, std::memory_order_relaxed);
+      h.group.store(0, std::memory_order_relaxed);
       return &h;
     }
   }
@@ -173,6 +178,14 @@ Handle* as_handle(void* p) {
   const auto hi = reinterpret_cast<uintptr_t>(&g_handles[kHandles]);
   if (a < lo || a >= hi || (a - lo) % sizeof(Handle) != 0) return nullptr;
   return static_cast<Handle*>(p);
+}
+
+// The Group event ids handed out (one per kernel plan NCCL runs; never 0).
+std::atomic<uint64_t> g_group_ids{0};
+
+uint64_t group_of_handle(void* ours) {
+  Handle* h = as_handle(ours);
+  return h != nullptr ? h->group.load(std::memory_order_acquire) : 0;
 }
 
 void* forwarded_of(void* ours) {
@@ -382,7 +395,7 @@ uint64_t p2p_pair_hash(uint64_t comm, int sender, int receiver) noexcept {
 
 // Hot path: one record into the calling thread's queue.  No lock, no allocation after the
 // thread's first call (classify_collective_name folds at most 15 bytes: small-string storage).
-void record_op(Context& ctx, int rank, const OpFields& f) {
+void record_op(Context& ctx, int rank, const OpFields& f, uint64_t group) {
   const int64_t now = now_ns();
   const int mode = g_mode.load(std::memory_order_relaxed);
   if (mode == kModeStopped || (mode == kModeIdle && !start_lazily())) return;
@@ -424,6 +437,7 @@ void record_op(Context& ctx, int rank, const OpFields& f) {
     c.seq = f.seq;
   }
   r.thread = q->tid;
+  r.group = group;
   if (!q->queue.try_push(r)) {
     count_drop();
     return;
@@ -507,6 +521,16 @@ OpFields p2p_fields(const abi::DescrV4& d) { return p2p_fields_v4(d.p2p); }
 OpFields coll_fields(const abi::DescrV5& d) { return coll_fields_v4(d.coll.v4); }
 OpFields p2p_fields(const abi::DescrV5& d) { return p2p_fields_v4(d.p2p.v4); }
 
+// The Group event an operation's descriptor names: v5 in its body (parentGroup; `parent` is
+// its API event there), v1-v4 as its parent.
+void* group_handle(const abi::DescrV5& d) {
+  return d.type == abi::kColl ? d.coll.parent_group : d.p2p.parent_group;
+}
+template <typename Descr>
+void* group_handle(const Descr& d) {
+  return d.parent;
+}
+
 // v5's coll / p2p also name their group in the body: translated like `parent`.
 void translate_extra_parents(abi::DescrV5& d) {
   if (d.type == abi::kColl) d.coll.parent_group = forwarded_of(d.coll.parent_group);
@@ -526,15 +550,29 @@ struct Entry {
       Context* ctx = as_context(context);
       if (ctx == nullptr || descr == nullptr || handle == nullptr) return abi::kSuccess;
       const uint64_t type = descr->type;
-      if (type == abi::kColl) record_op(*ctx, descr->rank, coll_fields(*descr));
-      if (type == abi::kP2p) record_op(*ctx, descr->rank, p2p_fields(*descr));
+      if (type == abi::kColl) {
+        record_op(*ctx, descr->rank, coll_fields(*descr), group_of_handle(group_handle(*descr)));
+      }
+      if (type == abi::kP2p) {
+        record_op(*ctx, descr->rank, p2p_fields(*descr), group_of_handle(group_handle(*descr)));
+      }
       const Table* fwd = ctx->forwarding ? forward_table<Table>(kVersion) : nullptr;
       const int their_mask = __atomic_load_n(&ctx->their_mask, __ATOMIC_RELAXED);
-      // Events the other plugin did not ask for never reach it; our own need no handle.
-      if (fwd == nullptr || (type & static_cast<uint64_t>(their_mask)) == 0) return abi::kSuccess;
+      const bool forward = fwd != nullptr && (type & static_cast<uint64_t>(their_mask)) != 0;
+      // A Group event always gets a handle of ours: its operations name it as their group.
+      // Other events need one only to reach the other plugin.
+      if (!forward && type != abi::kGroup) return abi::kSuccess;
       Handle* h = claim_handle();
       if (h == nullptr) {
-        count_drop();
+        if (forward) count_drop();  // a lost group id only makes matching fall back to timing
+        return abi::kSuccess;
+      }
+      if (type == abi::kGroup) {
+        h->group.store(g_group_ids.fetch_add(1, std::memory_order_relaxed) + 1,
+                       std::memory_order_release);
+      }
+      if (!forward) {
+        *handle = h;
         return abi::kSuccess;
       }
       Descr copy = *descr;

@@ -4,7 +4,9 @@
 // layouts) and, when it loads, points NCCL_PROFILER_PLUGIN at itself
 // (prepare_nccl_profiler_env, called from the load constructor).  NCCL then calls it:
 //   init       once per communicator: we keep its hash, name, ranks, rank, nodes (v4+) and ask
-//              for collective and point-to-point events only (NCCL's `coll` / `p2p`);
+//              for collective and point-to-point events (NCCL's `coll` / `p2p`) and their
+//              kernel plan's `group` event (one per kernel: its id tells which operations
+//              shared a kernel);
 //   startEvent for each collective / p2p operation, on the thread that launches its kernel
 //              (right after the launch, NCCL's enqueue.cc): one fixed-size CollectiveRecord
 //              stamped host_enqueue = now goes into that thread's queue (O(1), no lock, no
@@ -35,6 +37,12 @@ struct PluginRecord {
   CollectiveRecord record;  // source kNcclPlugin, host_enqueue set, GPU fields 0
   uint32_t thread = 0;      // gettid() of the enqueuing thread (HostApiCall::thread)
   int32_t peer = -1;        // p2p: the other rank; -1 otherwise (not in CollectiveRecord)
+  // The kernel plan it is part of: the id of the `Group` event its descriptor names as its
+  // group (v5: coll.parentGroup / p2p.parentGroup; v1-v4: its parent).  NCCL starts one Group
+  // event per kernel plan and then the plan's operations under it (src/plugin/profiler.cc,
+  // ncclProfilerStartGroupEvent / StartTaskEvents, called by enqueue.cc hostStreamPlanTask): the
+  // same group is the same kernel.  0 = not known (no Group event, or its handle was lost).
+  uint64_t group = 0;
 };
 
 // What the plugin did so far (process-wide, monotonic).

@@ -64,7 +64,8 @@ TEST_F(NcclProfilerTest, V5CollectiveBecomesOneRecordWithTheCommunicatorFromInit
   ASSERT_EQ(ncclProfiler_v5.init(&ctx, 0x1234abcdull, &mask, "dp", 2, 16, 5, nullptr),
             abi::kSuccess);
   ASSERT_NE(ctx, nullptr);
-  EXPECT_EQ(mask, static_cast<int>(abi::kColl | abi::kP2p));  // no proxy, no kernel channels
+  // Operations and their plan's Group; no proxy, no kernel channels.
+  EXPECT_EQ(mask, static_cast<int>(abi::kGroup | abi::kColl | abi::kP2p));
 
   const int64_t before = now_ns();
   abi::DescrV5 d = coll_v5(41, "AllReduce", 1 << 20, "ncclBfloat16");
@@ -112,11 +113,78 @@ TEST_F(NcclProfilerTest, V5CollectiveBecomesOneRecordWithTheCommunicatorFromInit
   EXPECT_EQ(ncclProfiler_v5.finalize(ctx), abi::kSuccess);
 }
 
+// NCCL's hierarchy: each kernel plan's Group event gets a handle of ours, and its operations
+// name it (v5: coll.parentGroup / p2p.parentGroup; v4 and older: their parent): their records
+// carry the same group id, another plan's another one; an operation without a group has 0.
+TEST_F(NcclProfilerTest, SharedKernel_OperationsCarryTheirPlansGroup) {
+  void* ctx = nullptr;
+  int mask = 0;
+  ASSERT_EQ(ncclProfiler_v5.init(&ctx, 0x77ull, &mask, "dp", 1, 1, 0, nullptr), abi::kSuccess);
+  abi::DescrV5 g;
+  std::memset(&g, 0, sizeof g);
+  g.type = abi::kGroup;
+  void* plan1 = nullptr;
+  void* plan2 = nullptr;
+  ncclProfiler_v5.start_event(ctx, &plan1, &g);
+  ASSERT_NE(plan1, nullptr);
+  abi::DescrV5 p;
+  std::memset(&p, 0, sizeof p);
+  p.type = abi::kP2p;
+  p.p2p.v4.func = "Send";
+  p.p2p.v4.count = 4;
+  p.p2p.v4.datatype = "ncclFloat32";
+  p.p2p.v4.peer = 0;
+  p.p2p.parent_group = plan1;
+  void* h = nullptr;
+  ncclProfiler_v5.start_event(ctx, &h, &p);
+  p.p2p.v4.func = "Recv";
+  ncclProfiler_v5.start_event(ctx, &h, &p);
+  ncclProfiler_v5.stop_event(plan1);
+  ncclProfiler_v5.start_event(ctx, &plan2, &g);
+  abi::DescrV5 c = coll_v5(1, "AllGather", 8, "ncclFloat32");
+  c.coll.parent_group = plan2;
+  ncclProfiler_v5.start_event(ctx, &h, &c);
+  ncclProfiler_v5.stop_event(plan2);
+  c.coll.parent_group = nullptr;
+  ncclProfiler_v5.start_event(ctx, &h, &c);
+  const std::vector<PluginRecord> got = drain();
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_NE(got[0].group, 0u);
+  EXPECT_EQ(got[1].group, got[0].group);
+  EXPECT_NE(got[2].group, 0u);
+  EXPECT_NE(got[2].group, got[0].group);
+  EXPECT_EQ(got[3].group, 0u);
+  EXPECT_EQ(ncclProfiler_v5.finalize(ctx), abi::kSuccess);
+
+  // v4: the group is the descriptor's parent.
+  ASSERT_EQ(ncclProfiler_v4.init(&ctx, &mask, "dp", 0x78ull, 1, 1, 0, nullptr), abi::kSuccess);
+  abi::DescrV4 g4;
+  std::memset(&g4, 0, sizeof g4);
+  g4.type = abi::kGroup;
+  void* plan4 = nullptr;
+  ncclProfiler_v4.start_event(ctx, &plan4, &g4);
+  abi::DescrV4 c4;
+  std::memset(&c4, 0, sizeof c4);
+  c4.type = abi::kColl;
+  c4.parent = plan4;
+  c4.coll.func = "AllReduce";
+  c4.coll.datatype = "ncclFloat32";
+  c4.coll.count = 1;
+  ncclProfiler_v4.start_event(ctx, &h, &c4);
+  ncclProfiler_v4.start_event(ctx, &h, &c4);
+  ncclProfiler_v4.stop_event(plan4);
+  const std::vector<PluginRecord> got4 = drain();
+  ASSERT_EQ(got4.size(), 2u);
+  EXPECT_NE(got4[0].group, 0u);
+  EXPECT_EQ(got4[1].group, got4[0].group);
+  EXPECT_EQ(ncclProfiler_v4.finalize(ctx), abi::kSuccess);
+}
+
 TEST_F(NcclProfilerTest, V3TakesTheCommunicatorFromEachDescriptor) {
   void* ctx = nullptr;
   int mask = 0;
   ASSERT_EQ(ncclProfiler_v3.init(&ctx, &mask), abi::kSuccess);
-  EXPECT_EQ(mask, static_cast<int>(abi::kColl | abi::kP2p));
+  EXPECT_EQ(mask, static_cast<int>(abi::kGroup | abi::kColl | abi::kP2p));
   abi::DescrV3 d;
   std::memset(&d, 0, sizeof d);
   d.type = static_cast<uint8_t>(abi::kColl);

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <set>
@@ -179,24 +180,86 @@ void Pipeline::drop_incomplete_ops() {
   }
 }
 
+// The devices this process runs work on: those it launched on (the collector's launch
+// callbacks: the first launch, at once) and those a kernel, memcpy or memset record came from
+// (the parser's list: also work the callbacks did not see), not those it merely made a context
+// on.  A rank's stray context on another rank's GPU (everyone on GPU 0 at init) must not take
+// that GPU's counters from the rank that uses it (the first to enable holds them; the other is
+// refused as busy).  docs/counters.md, "Devices".
+std::vector<uint16_t> Pipeline::counter_devices() const {
+  std::vector<uint16_t> devices;
+  const uint64_t launched = cupti::Collector::instance().devices_launched();
+  for (uint16_t d = 0; d < 64; ++d) {
+    if ((launched >> d & 1) != 0) devices.push_back(d);
+  }
+  for (uint16_t d : parser_.totals().devices) {
+    if (std::find(devices.begin(), devices.end(), d) == devices.end()) devices.push_back(d);
+  }
+  return devices;
+}
+
+void Pipeline::start_counters() {
+  auto& collector = cupti::Collector::instance();
+  cupti::CounterSampler* counters = collector.counters();
+  if (counters == nullptr || collector.state() != cupti::CollectorState::kActive) return;
+  for (uint16_t d : counter_devices()) say_counter_refusal(counters->enable(d));
+}
+
 void Pipeline::collect_counters() {
   auto& collector = cupti::Collector::instance();
   cupti::CounterSampler* counters = collector.counters();
   if (counters == nullptr) return;
-  if (collector.state() == cupti::CollectorState::kActive) {
-    // Only the devices this process runs work on: those a kernel, memcpy or memset record came
-    // from (the parser's list), not those it merely made a context on.  A rank's stray context
-    // on another rank's GPU (everyone on GPU 0 at init) must not take that GPU's counters from
-    // the rank that uses it (the first to enable holds them; the other is refused as busy).
-    // The price: sampling starts a delivery after the device's first work (docs/counters.md).
-    for (uint16_t d : parser_.totals().devices) say_counter_refusal(counters->enable(d));
-  }
+  start_counters();
   // Sample times move onto the host clock by the offset activity records move by (the same
   // CUPTI clock: docs/counters.md says what only a GPU can confirm).
   if (collector.clock_source() == cupti::ClockSource::kNone) return;
   for (const std::string& line :
        counters->decode(collector.clock_offset_ns(), batch_.counter_samples, acc_.mutable_stats()))
     say_counter_refusal(line);
+}
+
+// GPUACCT_COUNTERS_DEBUG: a device's raw sampling view, for tests/gpu/check.sh.
+static nlohmann::json counter_debug_json(const cupti::CounterDebug& d) {
+  nlohmann::json samples = nlohmann::json::array();
+  for (const cupti::CounterDebug::Sample& s : d.first_samples) {
+    nlohmann::json values = nlohmann::json::object();
+    for (size_t m = 0; m < s.values.size() && m < d.metric_names.size(); ++m) {
+      values[json_safe_utf8(d.metric_names[m])] =
+          std::isfinite(s.values[m]) ? nlohmann::json(s.values[m]) : nlohmann::json(nullptr);
+    }
+    samples.push_back({{"start", s.start},
+                       {"end", s.end},
+                       {"decode_before", s.decode_before},
+                       {"decode_after", s.decode_after},
+                       {"values", values}});
+  }
+  nlohmann::json j = {{"trigger_mode", d.trigger_mode},
+                      {"sampling_interval", d.sampling_interval},
+                      {"interval_unit", d.interval_unit},
+                      {"hardware_buffer_bytes", d.hardware_buffer_bytes},
+                      {"max_samples_per_decode", d.max_samples_per_decode},
+                      {"setup_began", d.setup_began},
+                      {"enable_before", d.enable_before},
+                      {"enable_after", d.enable_after},
+                      {"set_config_after", d.set_config_after},
+                      {"start_before", d.start_before},
+                      {"start_after", d.start_after},
+                      {"stop_at", d.stop_at},
+                      {"first_samples", samples},
+                      {"decodes", d.decodes},
+                      {"decodes_with_samples", d.decodes_with_samples},
+                      {"populated_not_completed", d.populated_not_completed},
+                      {"overflows", d.overflows},
+                      {"first_sample_decoded_at", d.first_sample_decoded_at},
+                      {"duration_min_ns", d.duration_min_ns},
+                      {"duration_max_ns", d.duration_max_ns}};
+  if (d.offset_low) j["offset_low_ns"] = *d.offset_low;
+  if (d.offset_high) j["offset_high_ns"] = *d.offset_high;
+  if (!d.first_samples.empty() && d.start_before != 0) {
+    j["start_to_first_sample_ns"] =
+        static_cast<int64_t>(d.first_samples.front().start) - static_cast<int64_t>(d.start_before);
+  }
+  return j;
 }
 
 // Said once per cause (the report lists every device): eight GPUs refusing for the same reason
@@ -236,6 +299,18 @@ nlohmann::json Pipeline::counters_section(const GpuCollectionState& gpu) const {
                             {"samples", d.samples},
                             {"metrics", d.metrics}};
       if (d.first_sample_lag_ns) one["first_sample_lag_ns"] = *d.first_sample_lag_ns;
+      if (d.state == cupti::CounterState::kActive || d.samples_due > 0) {
+        one["samples_due"] = d.samples_due;
+        one["samples_before_start"] = d.samples_before_start;
+        one["trigger"] = d.trigger;
+        one["interval_set"] = d.interval_set;
+      }
+      if (d.clock_offset_ns) {
+        one["clock_offset_ns"] = *d.clock_offset_ns;
+        one["clock"] = d.clock;
+      }
+      if (d.interval_seen_ns) one["interval_seen_ns"] = *d.interval_seen_ns;
+      if (d.debug) one["debug"] = counter_debug_json(*d.debug);
       if (!d.line.empty()) {
         one["line"] = json_safe_utf8(d.line);
         if (refused.empty()) refused = d.line;
@@ -246,6 +321,17 @@ nlohmann::json Pipeline::counters_section(const GpuCollectionState& gpu) const {
     }
   }
   c["devices"] = devices;
+  // Devices that ran work but were never set up: seen only once sampling had stopped.
+  std::string unstarted;
+  if (counters != nullptr) {
+    const std::vector<cupti::CounterDeviceStatus> tried = counters->status();
+    for (uint16_t d : counter_devices()) {
+      const bool seen =
+          std::any_of(tried.begin(), tried.end(),
+                      [&](const cupti::CounterDeviceStatus& s) { return s.device == d; });
+      if (!seen) unstarted += (unstarted.empty() ? "" : ", ") + std::to_string(d);
+    }
+  }
   if (active > 0) {
     c["state"] = refused.empty() ? "active" : "partial";
   } else if (!refused.empty()) {
@@ -255,8 +341,12 @@ nlohmann::json Pipeline::counters_section(const GpuCollectionState& gpu) const {
     const bool collecting = gpu.state == "active" || gpu.state == "stopped";
     refused = !collecting || counters == nullptr
                   ? "hardware counters off: no GPU collection (" + gpu.message + ")"
+              : !unstarted.empty()
+                  ? "hardware counters off: device(s) " + unstarted +
+                        " ran work, but the run ended before sampling could start there"
                   : "hardware counters off: no device was used";
   }
+  if (!unstarted.empty()) c["devices_not_started"] = unstarted;
   if (!refused.empty()) c["why"] = json_safe_utf8(refused);
   return c;
 }

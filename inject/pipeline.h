@@ -110,6 +110,10 @@ class Pipeline {
 
   const StepAccountant& accountant() const { return acc_; }
 
+  // Hardware counters: a device's first launch was seen (the worker is woken for it), so
+  // sampling starts there now rather than at the next tick (docs/counters.md, "Devices").
+  void start_counters();
+
   // Tests: the part of finish() named `part` ("collection", "step_detection", "report",
   // "summary", "steps", "the run metadata", ...) or every recording write ("recording")
   // throws, as a bug would.
@@ -126,6 +130,7 @@ class Pipeline {
   // devices seen so far, the samples decoded into the batch; the watermark held back until
   // they are decoded.
   void collect_counters();
+  std::vector<uint16_t> counter_devices() const;
   void say_counter_refusal(const std::string& line);
   int64_t hold_for_counters(int64_t watermark) const;
   nlohmann::json counters_section(const GpuCollectionState& gpu) const;

@@ -98,6 +98,12 @@ void buffer_ready_hook() {
   wake('B');
 }  // parse now: the pool is bounded
 
+// A device's first launch (hardware counters on): start sampling it now, not at the next tick
+// after its first records arrive (CUPTI may hold them until the end of a short run).
+void device_launched_hook(uint32_t) {
+  wake('U');
+}
+
 }  // namespace
 
 struct Runtime::Impl {
@@ -247,11 +253,13 @@ void Runtime::attach_cupti() {
   // while CUPTI is still intact.  on_exit is idempotent.
   std::atexit(on_exit_trampoline);
   if (m.cfg.counters) {
-    // The sampler starts on a device at its first GPU record (the pipeline offers the devices
-    // the parser has seen, each tick: inject/pipeline.cc).
+    // The sampler starts on a device at its first launch there (the collector's launch
+    // callback wakes the worker: device_launched_hook), or at its first GPU record (the
+    // pipeline offers the devices the parser has seen, each tick: inject/pipeline.cc).
     cupti::CounterOptions counters;
     counters.interval_us = static_cast<uint32_t>(m.cfg.counters_interval_us);
     counters.decode_period_ms = static_cast<uint32_t>(m.cfg.flush_ms);
+    counters.debug = m.cfg.counters_debug;
     col.configure_counters(counters);
   }
   cupti::CollectorOptions opt;
@@ -264,6 +272,7 @@ void Runtime::attach_cupti() {
   opt.hooks.api_enter = &hook_api_enter;
   opt.hooks.api_exit = &hook_api_exit;
   opt.hooks.buffer_ready = &buffer_ready_hook;
+  if (m.cfg.counters) opt.hooks.device_launched = &device_launched_hook;
   opt.hooks.warn = &log_line;
   const Status started = col.start(opt);
   m.gpu.state = cupti::to_string(col.state());
@@ -302,6 +311,7 @@ void Runtime::Impl::worker_main() {
       bool signalled = false;
       bool only_buffers = true;
       bool woken = false;
+      bool device_launched = false;
       char buf[64];
       for (;;) {
         const ssize_t n = read(wake_pipe[0], buf, sizeof buf);
@@ -309,7 +319,8 @@ void Runtime::Impl::worker_main() {
         woken = true;
         for (ssize_t i = 0; i < n; ++i) {
           signalled = signalled || buf[i] == 'S';
-          only_buffers = only_buffers && buf[i] == 'B';
+          device_launched = device_launched || buf[i] == 'U';
+          only_buffers = only_buffers && (buf[i] == 'B' || buf[i] == 'U');
         }
       }
       if (signalled) {
@@ -320,6 +331,7 @@ void Runtime::Impl::worker_main() {
         break;
       }
       if (stop.load(std::memory_order_acquire)) break;
+      if (device_launched) pipeline->start_counters();
       if (woken && only_buffers && Clock::now() < next_tick) {
         // CUPTI handed back a full buffer: parse it now so the bounded pool recycles, without
         // flushing (which would hand back the next one at once) or moving the watermark.

@@ -9,11 +9,6 @@
 namespace gpuacct {
 namespace {
 
-// The rows file's column line (docs/job_view.md, collective_rows.h).
-constexpr const char* kCollectiveColumns =
-    "step_index,comm,seq,collective,bytes,datatype,algo,proto,rank,nranks,device,stream,"
-    "host_enqueue_ns,gpu_start_ns,gpu_end_ns,source";
-
 std::string who_fields(const ExportRank& who) {
   return csv_field(who.job != nullptr ? *who.job : std::string()) + ',' +
          csv_field(who.host != nullptr ? *who.host : std::string()) + ',' +
@@ -40,7 +35,8 @@ Status JobExport::open(const std::string& dir) {
   GPUACCT_RETURN_IF_ERROR(collectives_.open(dir + "/" + kJobCollectivesCsv));
   write(steps_, "job,host,rank," + step_rows_csv_header() +
                     ",clock_offset_ns,job_step_ns,waited_ns,late_ns\n");
-  write(collectives_, std::string("job,host,rank,") + kCollectiveColumns +
+  // The rows file's columns (collective_rows.h) as collective_row_csv writes them.
+  write(collectives_, "job,host,rank," + std::string(collective_rows_columns()) +
                           ",arrival_ns,last_rank,wait_ns,transfer_ns,busbw_gbs\n");
   return error_;
 }

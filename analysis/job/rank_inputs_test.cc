@@ -102,8 +102,10 @@ TEST_F(RankFilesTest, StepStreamsAndRowsFilesInWindowsGiveThePlantedAnswer) {
                        "late_ns\n"),
             std::string::npos);
   EXPECT_EQ(collectives.rfind("job,host,rank,step_index,comm,seq,collective,bytes,", 0), 0u);
-  EXPECT_NE(collectives.find(",gpu_end_ns,source,arrival_ns,last_rank,wait_ns,transfer_ns,busbw_gbs\n"),
-            std::string::npos);
+  EXPECT_NE(
+      collectives.find(
+          ",gpu_end_ns,source,kernel_ops,arrival_ns,last_rank,wait_ns,transfer_ns,busbw_gbs\n"),
+      std::string::npos);
   EXPECT_EQ(exporter.step_lines(), written->step_rows);
   EXPECT_EQ(exporter.collective_lines(), written->collective_rows);
   EXPECT_EQ(std::count(steps.begin(), steps.end(), '\n'), written->step_rows + 1);

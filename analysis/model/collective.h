@@ -51,11 +51,16 @@ struct CollectiveRecord {
   uint16_t device = 0;
   CollectiveType type = CollectiveType::kNone;
   CollectiveSource source = CollectiveSource::kNone;
+  // Operations its kernel carried, itself included: 1 = a kernel of its own; 2+ = one kernel ran
+  // several (a group's sends and receives, a group's collectives fused into one plan: NCCL's
+  // Group -> Coll / P2p event hierarchy, docs/job_view.md, *Shared kernels*), each record then
+  // has that kernel's GPU times; 0 = unknown (no kernel matched, or a source that cannot tell).
+  uint16_t kernel_ops = 0;
   ShortName datatype;  // "bf16", "float32", ... as the source names it; empty = unknown
   ShortName algo;      // "RING", "TREE", ...; empty = unknown
   ShortName proto;     // "LL", "LL128", "SIMPLE"; empty = unknown
 };
-static_assert(sizeof(CollectiveRecord) == 128);
+static_assert(sizeof(CollectiveRecord) == 136);
 static_assert(std::is_trivially_copyable_v<CollectiveRecord>);
 
 }  // namespace gpuacct

@@ -22,9 +22,13 @@ using nlohmann::json;
 
 constexpr std::string_view kHeaderPrefix = "# gpuacct.collectives/";
 constexpr std::string_view kTrailerPrefix = "# end ";
-constexpr std::string_view kColumns =
+// Files written before kernel_ops existed end at `source`: read alike, kernel_ops unknown (0).
+constexpr std::string_view kColumnsBefore =
     "step_index,comm,seq,collective,bytes,datatype,algo,proto,rank,nranks,device,stream,"
     "host_enqueue_ns,gpu_start_ns,gpu_end_ns,source";
+constexpr std::string_view kColumns =
+    "step_index,comm,seq,collective,bytes,datatype,algo,proto,rank,nranks,device,stream,"
+    "host_enqueue_ns,gpu_start_ns,gpu_end_ns,source,kernel_ops";
 // A line longer than this is not one this format writes (a row is < 300 bytes, a header a few
 // KiB): the reader skips it instead of buffering it, so garbage cannot grow its memory.
 constexpr size_t kMaxLineBytes = size_t{1} << 20;
@@ -95,6 +99,8 @@ void append_row(std::string& out, const CollectiveRecord& r) {
   append_int(out, r.gpu_end);
   out.push_back(',');
   out.append(to_string(r.source));
+  out.push_back(',');
+  if (r.kernel_ops != 0) append_int(out, r.kernel_ops);
 }
 
 // ---- reading -------------------------------------------------------------------------------
@@ -225,8 +231,9 @@ bool parse_source(std::string_view word, CollectiveSource* out) {
   return !word.empty() && kTable.find(word, out);
 }
 
-// One row line (no newline) into `r`; false if it is not one.  Fields in kColumns order.
-bool parse_row(std::string_view line, CollectiveRecord* r) {
+// One row line (no newline) into `r`; false if it is not one.  Fields in kColumns order
+// (kColumnsBefore's when `with_kernel_ops` is false).
+bool parse_row(std::string_view line, bool with_kernel_ops, CollectiveRecord* r) {
   *r = CollectiveRecord{};
   RowCursor c(line);
   return c.number(&r->step_index) && c.comma() && c.hex(&r->comm_hash) && c.comma() &&
@@ -236,8 +243,10 @@ bool parse_row(std::string_view line, CollectiveRecord* r) {
          c.optional_number<int32_t>(-1, &r->rank) && c.comma() &&
          c.optional_number<int32_t>(0, &r->nranks) && c.comma() && c.number(&r->device) &&
          c.comma() && c.number(&r->stream) && c.comma() && c.number(&r->host_enqueue) &&
-         c.comma() && c.number(&r->gpu_start) && c.comma() && c.number(&r->gpu_end) &&
-         c.comma() && parse_source(c.word(), &r->source) && c.at_end();
+         c.comma() && c.number(&r->gpu_start) && c.comma() && c.number(&r->gpu_end) && c.comma() &&
+         parse_source(c.word(), &r->source) &&
+         (!with_kernel_ops || (c.comma() && c.optional_number<uint16_t>(0, &r->kernel_ops))) &&
+         c.at_end();
 }
 
 template <typename Int>
@@ -292,7 +301,9 @@ class RowsParser {
       return Status::Ok();
     }
     CollectiveRecord row;
-    if (!ended_ && parse_row(text, &row)) {
+    // A row without its newline was torn by a cut (the writer ends every row with one): its
+    // last field may be a number cut short, which would parse.
+    if (!ended_ && whole && parse_row(text, with_kernel_ops_, &row)) {
       ++out_.rows_read;
       on_row_(row);
     } else {
@@ -352,7 +363,8 @@ class RowsParser {
   Status columns(std::string_view text, bool whole) {
     // Cut inside the column line: a file with no rows, cut off (finish() says so).
     if (!whole && kColumns.substr(0, text.size()) == text) return Status::Ok();
-    if (text != kColumns)
+    with_kernel_ops_ = text != kColumnsBefore;
+    if (text != kColumns && text != kColumnsBefore)
       return Status::Error(label_ + ": its column line is not that of " +
                            kCollectiveRowsSchema + " ('" + quoted_start(text) + "')");
     return Status::Ok();
@@ -367,6 +379,7 @@ class RowsParser {
     return true;
   }
 
+  bool with_kernel_ops_ = true;
   const std::string& label_;
   const std::function<void(const CollectiveRecord&)>& on_row_;
   CollectiveRowsContents out_;
@@ -398,6 +411,10 @@ std::string collective_row_csv(const CollectiveRecord& row) {
   std::string out;
   append_row(out, row);
   return out;
+}
+
+std::string_view collective_rows_columns() {
+  return kColumns;
 }
 
 Status CollectiveRowWriter::open(const std::string& path, const CollectiveRowsHeader& header,

@@ -77,6 +77,8 @@ class CollectiveRowWriter {
 
 // One line of the rows file (no newline): what append() writes.
 std::string collective_row_csv(const CollectiveRecord& row);
+// The column line of the rows collective_row_csv writes (no newline).
+std::string_view collective_rows_columns();
 
 struct CollectiveRowsContents {
   CollectiveRowsHeader header;

@@ -88,6 +88,7 @@ CollectiveRecord random_record(std::mt19937_64& rng) {
   r.device = extreme<uint16_t>(rng);
   r.type = static_cast<CollectiveType>(rng() % 9);
   r.source = static_cast<CollectiveSource>(rng() % 4);
+  r.kernel_ops = extreme<uint16_t>(rng);
   random_name(rng, &r.datatype);
   random_name(rng, &r.algo);
   random_name(rng, &r.proto);
@@ -123,6 +124,7 @@ void expect_same_row(const CollectiveRecord& want, const CollectiveRecord& got, 
   EXPECT_EQ(got.device, want.device);
   EXPECT_EQ(got.type, want.type);
   EXPECT_EQ(got.source, want.source);
+  EXPECT_EQ(got.kernel_ops, want.kernel_ops);
   EXPECT_EQ(name_of(got.datatype), sanitized(want.datatype));
   EXPECT_EQ(name_of(got.algo), sanitized(want.algo));
   EXPECT_EQ(name_of(got.proto), sanitized(want.proto));
@@ -193,12 +195,12 @@ TEST_F(CollectiveRows, RandomRecordsRoundTripThroughFileAndBuffer) {
   }
 }
 
-TEST_F(CollectiveRows, RowLinesAreNeverQuotedAndHaveSixteenFields) {
+TEST_F(CollectiveRows, RowLinesAreNeverQuotedAndHaveSeventeenFields) {
   std::mt19937_64 rng(7);
   for (int i = 0; i < 5000; ++i) {
     const std::string line = collective_row_csv(random_record(rng));
     ASSERT_EQ(line.find_first_of("\"\n\r"), std::string::npos) << line;
-    EXPECT_EQ(std::count(line.begin(), line.end(), ','), 15) << line;
+    EXPECT_EQ(std::count(line.begin(), line.end(), ','), 16) << line;
   }
   CollectiveRecord r;
   r.comm_hash = 0x9f2c0a11d2e4b7aaULL;
@@ -207,7 +209,45 @@ TEST_F(CollectiveRows, RowLinesAreNeverQuotedAndHaveSixteenFields) {
   r.type = CollectiveType::kAllReduce;
   r.source = CollectiveSource::kNcclPlugin;
   std::strcpy(r.datatype.text, "bf16");
-  EXPECT_EQ(collective_row_csv(r), "3,9f2c0a11d2e4b7aa,120,AllReduce,,bf16,,,,,0,0,0,0,0,nccl_plugin");
+  EXPECT_EQ(collective_row_csv(r),
+            "3,9f2c0a11d2e4b7aa,120,AllReduce,,bf16,,,,,0,0,0,0,0,nccl_plugin,");
+  r.kernel_ops = 2;  // its kernel also ran another operation
+  EXPECT_EQ(collective_row_csv(r),
+            "3,9f2c0a11d2e4b7aa,120,AllReduce,,bf16,,,,,0,0,0,0,0,nccl_plugin,2");
+}
+
+// A file written before the kernel_ops column existed reads alike, kernel_ops unknown (0); a
+// column line that is neither is refused.
+TEST_F(CollectiveRows, FilesWithoutTheKernelOpsColumnStillRead) {
+  const std::string old_file =
+      "# gpuacct.collectives/1 {\"rank\":1,\"identity\":\"nccl_plugin\"}\n"
+      "step_index,comm,seq,collective,bytes,datatype,algo,proto,rank,nranks,device,stream,"
+      "host_enqueue_ns,gpu_start_ns,gpu_end_ns,source\n"
+      "3,9f2c0a11d2e4b7aa,120,AllReduce,64,bf16,RING,LL,1,8,0,13,100,200,300,nccl_plugin\n"
+      "# end {\"rows\":1,\"rows_lost\":0}\n";
+  std::vector<CollectiveRecord> got;
+  auto contents = read_collective_rows_buffer(old_file, "old",
+                                              [&](const CollectiveRecord& r) { got.push_back(r); });
+  ASSERT_TRUE(contents.ok()) << contents.status().message();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(contents->bad_lines, 0);
+  EXPECT_EQ(got[0].seq, 120u);
+  EXPECT_EQ(got[0].gpu_end, 300);
+  EXPECT_EQ(got[0].kernel_ops, 0);
+  // A row of the new shape under the old column line is not one.
+  std::string mixed = old_file;
+  mixed.insert(
+      mixed.find("# end"),
+      "4,9f2c0a11d2e4b7aa,121,AllReduce,64,bf16,RING,LL,1,8,0,13,100,200,300,nccl_plugin,2\n");
+  got.clear();
+  contents = read_collective_rows_buffer(mixed, "mixed",
+                                         [&](const CollectiveRecord& r) { got.push_back(r); });
+  ASSERT_TRUE(contents.ok());
+  EXPECT_EQ(got.size(), 1u);
+  EXPECT_EQ(contents->bad_lines, 1);
+  std::string other = old_file;
+  other.replace(other.find(",source\n"), 8, ",source,extra\n");
+  EXPECT_FALSE(read_collective_rows_buffer(other, "other", [](const CollectiveRecord&) {}).ok());
 }
 
 // A file cut at any byte (its writer killed): every whole row before the cut, cut_off, and the

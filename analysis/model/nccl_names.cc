@@ -52,9 +52,34 @@ CollectiveType match_folded_prefix(std::string_view folded) {
   return CollectiveType::kOther;
 }
 
+// The first source name of an Itanium-mangled symbol ("_Z22ncclDevKernel_SendRecv24ncclDev..."
+// -> "ncclDevKernel_SendRecv"; "_ZN4nccl..." -> "nccl"), or `name` itself when it is not one.
+// CUPTI's kernel records carry the mangled symbol (CUpti_ActivityKernel10::name, cupti_activity.h;
+// the H200 run of 2026-12-04 showed
+// "_Z22ncclDevKernel_SendRecv24ncclDevKernelArgsStorageILm4096EE").
+std::string_view first_source_name(std::string_view name) {
+  if (!starts_with(name, "_Z")) return name;
+  std::string_view rest = name.substr(2);
+  if (starts_with(rest, "L")) rest.remove_prefix(1);  // internal linkage
+  if (starts_with(rest, "N")) {                       // nested name: its first component
+    rest.remove_prefix(1);
+    while (!rest.empty() && (rest.front() == 'r' || rest.front() == 'V' || rest.front() == 'K'))
+      rest.remove_prefix(1);
+  }
+  size_t digits = 0;
+  size_t length = 0;
+  while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9' && digits < 6) {
+    length = length * 10 + static_cast<size_t>(rest[digits] - '0');
+    ++digits;
+  }
+  if (digits == 0 || length == 0 || digits + length > rest.size()) return name;
+  return rest.substr(digits, length);
+}
+
 }  // namespace
 
 CollectiveType classify_collective(std::string_view name) {
+  name = first_source_name(name);
   // Demangled names may start with a return type: "void ncclKernel_...(...)".
   if (starts_with(name, "void ")) name.remove_prefix(5);
   while (!name.empty() && name.front() == ' ') name.remove_prefix(1);

@@ -33,6 +33,24 @@ TEST(NcclNames, KernelNames) {
   EXPECT_EQ(classify_collective("Memcpy DtoD (Device -> Device)"), CollectiveType::kNone);
 }
 
+// CUPTI names kernels by their mangled symbol: these are what real CUPTI gave on an H200
+// (tests/gpu runs of 2026-12-04) or NCCL's kernels mangled the same way.
+TEST(NcclNames, MangledKernelNames) {
+  EXPECT_EQ(classify_collective("_Z22ncclDevKernel_SendRecv24ncclDevKernelArgsStorageILm4096EE"),
+            CollectiveType::kSendRecv);
+  EXPECT_EQ(classify_collective(
+                "_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE"),
+            CollectiveType::kAllReduce);
+  EXPECT_EQ(classify_collective("_Z30ncclSymkDevKernel_AllGather_LL21ncclSymkDevWorkArgs4K"),
+            CollectiveType::kAllGather);
+  EXPECT_EQ(classify_collective("_ZN4nccl6detail10copyKernelEPv"), CollectiveType::kOther);
+  EXPECT_EQ(classify_collective("_Z11spin_kernelx"), CollectiveType::kNone);
+  EXPECT_EQ(classify_collective("_Z9wmma_spinPfi"), CollectiveType::kNone);
+  // Not a well-formed mangled name: classified as written (not a collective).
+  EXPECT_EQ(classify_collective("_Z99ncclDevKernel_SendRecv"), CollectiveType::kNone);
+  EXPECT_EQ(classify_collective("_Z"), CollectiveType::kNone);
+}
+
 TEST(NcclNames, CollectiveNames) {
   EXPECT_EQ(classify_collective_name("allreduce"), CollectiveType::kAllReduce);
   EXPECT_EQ(classify_collective_name("all_reduce"), CollectiveType::kAllReduce);

@@ -5,10 +5,13 @@ GPUACCT_COUNTERS=1 on the simulated device, whose fake CUPTI PM sampling reads c
 
 Usage: counters_e2e.py --build <build dir> <case>
 
-Sampling starts on a device once its first kernel / memcpy / memset records reach the library
-(docs/counters.md, "Devices"): the scenario runs step 0 first and waits for the set-up before
-step 1, so step 0 is not covered and every case expects full coverage from step 1
-(FIRST_COVERED_STEP).
+Sampling starts on a device at its first launch there (docs/counters.md, "Devices"): the
+scenario runs step 0 first and waits for the set-up before step 1 (or, with
+GPUACCT_SIM_SCENARIO_START_MS=0, only pauses after step 0 as a real first step takes longer),
+so step 0 is not covered and every case expects full coverage from step 1 (FIRST_COVERED_STEP).
+The fake's samples are on a GPU timer 743,097,609 ns behind CUPTI's clock (what the H200 showed;
+GPUACCT_SIM_PM_CLOCK_OFFSET_NS): the library must measure and undo that (its report says
+`clock` "mapped" and the offset), or every row would be wrong.
 
 Cases:
   planted            one device: each step row's counters (and the summary's) against the
@@ -28,6 +31,25 @@ Cases:
                      line, not listed in the report -- while device 0 is sampled
   no_gpu_collection  CUPTI subscription refused: the counters section says why
   off                GPUACCT_COUNTERS unset: no counters anywhere
+  short_run          the whole run shorter than one flush period (like the H200's elementwise
+                     check, 35 ms): no wait for the set-up, only a 40 ms pause after step 0 --
+                     the device is found at its first launch and sampled from step 1 (a library
+                     that waits for the device's first delivered records says "no device was
+                     used")
+  contexts_before_library
+                     the same with the contexts made before the library started (no
+                     CONTEXT_CREATED reaches it): sampled from step 1 all the same
+  activity_clock     the samples on CUPTI's own clock (offset 0): recognised as such, not moved
+  first_sample_from_enable
+                     on CUPTI's own clock, the first sample open since a cuptiPmSamplingEnable
+                     that took 50 ms, its values diluted (the other reading of the H200's
+                     -743 ms first-sample lag): dropped and counted (samples_before_start), the
+                     clock still found to be CUPTI's, every row from step 1 exact
+  interval_unit      a GPU whose time trigger reads the interval as 4 ns units: the samples are
+                     4x the interval set -- one line says so, the report gives interval_seen_ns
+  debug              GPUACCT_COUNTERS_DEBUG=1: the report's per-device debug object (trigger and
+                     interval set, set-up times, the first five samples' raw times against
+                     cuptiGetTimestamp and raw values) -- what tests/gpu/check.sh prints
 """
 import glob
 import json
@@ -134,20 +156,34 @@ def same_counters(live: dict, offline: dict) -> None:
         check(stat(live, name) == stat(offline, name), f"{name} differs live vs analyze")
 
 
-def active_section(rep: dict, devices: int) -> None:
+def active_section(rep: dict, devices: int, planted=None) -> None:
     c = rep["collection"]["counters"]
     check(c["state"] == "active", f"counters state {c['state']}: {c.get('why')}")
     check(len(c["devices"]) == devices, f"counter devices {c['devices']}")
     for d in c["devices"]:
         check(d["state"] == "active" and d["samples"] > 0, f"device {d}")
         check(len(d["metrics"]) == 5, f"metrics chosen {d['metrics']}")
-        on_clock(d)
+        on_clock(d) if planted is None else on_clock(d, planted=planted)
 
 
-def on_clock(device: dict) -> None:
-    # The fake's samples are on CUPTI's clock: the first begins at the start, within a tick.
+# The fake's sample clock minus CUPTI's (tests/sim/sim_cupti_pmsampling.cc default).
+PLANTED_CLOCK_OFFSET_NS = -743_097_609
+
+
+def on_clock(device: dict, planted=PLANTED_CLOCK_OFFSET_NS, interval_ns=1_000_000) -> None:
+    # The first sample begins at the start on the samples' own clock, planted off CUPTI's; the
+    # library measured the offset to within an interval and moved them by it.
     lag = device.get("first_sample_lag_ns")
-    check(lag is not None and 0 <= lag < 200_000_000, f"first sample lag {lag} ns: {device}")
+    check(lag is not None and abs(lag - planted) < 200_000_000, f"first sample lag {lag} ns: {device}")
+    check(device.get("clock") == ("activity" if planted == 0 else "mapped"),
+          f"clock {device.get('clock')!r} with the samples {planted} ns off CUPTI's: {device}")
+    off = device.get("clock_offset_ns")
+    check(off is not None and abs(off - planted) <= interval_ns,
+          f"clock offset {off} ns, planted {planted} (interval {interval_ns}): {device}")
+    check(device.get("trigger") == "gpu_time_interval" and device.get("interval_set") == interval_ns,
+          f"trigger {device.get('trigger')} interval {device.get('interval_set')}")
+    due, got = device.get("samples_due", 0), device.get("samples", 0)
+    check(due > 0 and got >= 0.9 * due - 2, f"{got} samples decoded of {due} due: {device}")
 
 
 def case_planted() -> None:
@@ -198,16 +234,20 @@ def case_interval_offset() -> None:
             live = one_report(out)
             check(live["collection"]["clock"]["source"] == source, str(live["collection"]))
             check(live["collection"]["counters"]["interval_us"] == 250, "interval not taken")
-            on_clock(live["collection"]["counters"]["devices"][0])
+            on_clock(live["collection"]["counters"]["devices"][0], interval_ns=250_000)
             n = check_rows(live, truth_of(out), 1)
             print(f"ok: 250 us interval, CUPTI 5000 s ahead ({source}): {n} rows within {TOL_PP} pp")
 
 
 def case_overflow() -> None:
     with tempfile.TemporaryDirectory(prefix="gpuacct_ctr_") as out:
-        # 64 MiB / 8 MiB a sample = 8 samples; the run makes ~150 between two ticks.
+        # 64 MiB / 8 MiB a sample = 8 samples; the run makes ~150 between two ticks.  The
+        # first decode then says the buffer overflowed: its first sample is not the first
+        # after the start and bounds the samples' clock from one side only -- on CUPTI's own
+        # clock (offset 0) that still tells it; another clock would be known only to within
+        # the tick (docs/counters.md, "Clock").
         run_counters(out, GPUACCT_FLUSH_MS="200", GPUACCT_SIM_PM_RECORD_BYTES=str(8 << 20),
-                     GPUACCT_RECORD="1")
+                     GPUACCT_SIM_PM_CLOCK_OFFSET_NS="0", GPUACCT_RECORD="1")
         live = one_report(out)
         lost = stat(live, "counter_samples_lost")
         check(lost > 0, "an overflowing buffer lost nothing")
@@ -338,6 +378,97 @@ def case_off() -> None:
         print("ok: off by default")
 
 
+def short_run(out: str, **env):
+    # 10 steps of 11 ms (sim) with 2 ms pauses after a 40 ms one: ~60 ms of real time, under the
+    # 100 ms flush period (the default), so no tick comes before the exit.
+    return run_counters(out, GPUACCT_FLUSH_MS=None, GPUACCT_SIM_SCENARIO_START_MS="0",
+                        GPUACCT_SIM_SCENARIO_FIRST_PAUSE_MS="40",
+                        GPUACCT_SIM_SCENARIO_PAUSE_MS="2", **env)
+
+
+def case_short_run() -> None:
+    with tempfile.TemporaryDirectory(prefix="gpuacct_ctr_") as out:
+        res = short_run(out)
+        rep = one_report(out, res)
+        active_section(rep, 1)
+        n = check_rows(rep, truth_of(out), 1)
+        check(stat(rep, "counter_samples_lost") == 0, "samples lost")
+        print(f"ok: short run: device found at its first launch, {n} rows within {TOL_PP} pp")
+
+
+def case_contexts_before_library() -> None:
+    with tempfile.TemporaryDirectory(prefix="gpuacct_ctr_") as out:
+        res = short_run(out, GPUACCT_SIM_CONTEXTS_BEFORE_INJECTION="1")
+        rep = one_report(out, res)
+        active_section(rep, 1)
+        n = check_rows(rep, truth_of(out), 1)
+        print(f"ok: contexts made before the library: {n} rows within {TOL_PP} pp")
+
+
+def case_activity_clock() -> None:
+    with tempfile.TemporaryDirectory(prefix="gpuacct_ctr_") as out:
+        run_counters(out, GPUACCT_SIM_PM_CLOCK_OFFSET_NS="0")
+        rep = one_report(out)
+        c = rep["collection"]["counters"]
+        check(c["state"] == "active", str(c))
+        on_clock(c["devices"][0], planted=0)
+        n = check_rows(rep, truth_of(out), 1)
+        print(f"ok: samples on CUPTI's clock: not moved, {n} rows within {TOL_PP} pp")
+
+
+def case_first_sample_from_enable() -> None:
+    with tempfile.TemporaryDirectory(prefix="gpuacct_ctr_") as out:
+        # On CUPTI's own clock: a first sample open since an enable that took 50 ms (the other
+        # reading of the H200's -743 ms).  Another clock as well would leave the mapping to
+        # within half an interval (counter_sampler_test covers that).
+        run_counters(out, GPUACCT_SIM_PM_FIRST_SAMPLE_FROM="enable",
+                     GPUACCT_SIM_PM_ENABLE_NS="50000000", GPUACCT_SIM_PM_CLOCK_OFFSET_NS="0")
+        rep = one_report(out)
+        active_section(rep, 1, planted=0)
+        d = rep["collection"]["counters"]["devices"][0]
+        check(d["samples_before_start"] == 1, f"samples before the start: {d}")
+        check(d["clock"] == "activity" and d["first_sample_lag_ns"] <= -50_000_000,
+              f"clock {d['clock']}, first sample lag {d['first_sample_lag_ns']}")
+        n = check_rows(rep, truth_of(out), 1)
+        check(stat(rep, "counter_samples_lost") == 0, "samples lost")
+        print(f"ok: first sample open since the enable: dropped, {n} rows within {TOL_PP} pp")
+
+
+def case_interval_unit() -> None:
+    with tempfile.TemporaryDirectory(prefix="gpuacct_ctr_") as out:
+        res = run_counters(out, GPUACCT_SIM_PM_TIME_UNIT_NS="4")
+        lines = [l for l in res.stderr.splitlines() if "samples are" in l]
+        check(len(lines) == 1, f"expected one line on the sample length:\n{res.stderr}")
+        check("4000 us long" in lines[0] and "1000000 ns" in lines[0], lines[0])
+        d = one_report(out, res)["collection"]["counters"]["devices"][0]
+        check(abs(d["interval_seen_ns"] - 4_000_000) <= 1000, f"interval seen: {d}")
+        print(f"ok: interval unit: {lines[0]}")
+
+
+def case_debug() -> None:
+    with tempfile.TemporaryDirectory(prefix="gpuacct_ctr_") as out:
+        run_counters(out, GPUACCT_COUNTERS_DEBUG="1")
+        d = one_report(out)["collection"]["counters"]["devices"][0]
+        g = d["debug"]
+        check(g["trigger_mode"] == "gpu_time_interval" and g["sampling_interval"] == 1_000_000
+              and g["interval_unit"] == "ns", f"trigger: {g}")
+        check(0 < g["setup_began"] <= g["enable_before"] <= g["enable_after"]
+              <= g["set_config_after"] <= g["start_before"] <= g["start_after"] <= g["stop_at"],
+              f"set-up times out of order: {g}")
+        check(len(g["first_samples"]) == 5, f"{len(g['first_samples'])} first samples")
+        for s in g["first_samples"]:
+            check(s["start"] < s["end"] and s["decode_before"] <= s["decode_after"], str(s))
+            # raw: on the GPU timer, before its decode returned
+            check(s["end"] - PLANTED_CLOCK_OFFSET_NS <= s["decode_after"], str(s))
+            check(len(s["values"]) == 5, f"raw values {s['values']}")
+        check(g["decodes"] >= g["decodes_with_samples"] >= 1, str(g))
+        check(g["offset_low_ns"] <= PLANTED_CLOCK_OFFSET_NS <= g["offset_high_ns"], str(g))
+        lag = g["start_to_first_sample_ns"]
+        check(abs(lag - PLANTED_CLOCK_OFFSET_NS) < 1_000_000, f"start to first sample {lag}")
+        print(f"ok: debug: {len(g['first_samples'])} raw samples, {g['decodes']} decodes, "
+              f"bracket [{g['offset_low_ns']}, {g['offset_high_ns']}]")
+
+
 CASES = {
     "planted": case_planted,
     "two_devices_late": case_two_devices_late,
@@ -351,6 +482,12 @@ CASES = {
     "stray_context": case_stray_context,
     "no_gpu_collection": case_no_gpu_collection,
     "off": case_off,
+    "short_run": case_short_run,
+    "contexts_before_library": case_contexts_before_library,
+    "activity_clock": case_activity_clock,
+    "first_sample_from_enable": case_first_sample_from_enable,
+    "interval_unit": case_interval_unit,
+    "debug": case_debug,
 }
 
 

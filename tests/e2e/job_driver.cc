@@ -10,6 +10,11 @@
 //                 the bucket's AllReduce (--bucket-mib MiB, bf16) on the comm stream, which
 //                 overlaps the next bucket's backward
 //   [--mix]       an AllGather and a ReduceScatter of 8 MiB and a ring Send/Recv group of 4 MiB
+//   [--p2p-pairs=N] a group of N ring Send/Recv pairs of 1 MiB each (to rank+1, from rank-1; a
+//                 single rank sends to itself): NCCL runs them as SendRecv kernels that each
+//                 carry several of the group's operations
+//   [--grouped-ag-rs] a group of an AllGather (4 MiB) and a ReduceScatter (4 MiB): one kernel
+//                 plan for both (the fake fuses a group's collectives)
 //   optimizer     a synchronize of the comm stream, 2 kernels of 0.5 ms, a device synchronize
 // --compute-scale=X makes every compute kernel X times longer (a slow GPU).  --jitter=F varies
 // every step of every rank: its compute kernels and its data wait each take a factor drawn
@@ -53,6 +58,8 @@ struct Options {
   int bwd_kernels = 3;
   uint64_t bucket_mib = 64;
   bool mix = false;
+  int p2p_pairs = 0;
+  bool grouped_ag_rs = false;
   bool nvtx = false;
   int nnodes = 1;
   uint64_t comm_hash = 0x9f2c0a11d2e4b7aaull;
@@ -85,7 +92,7 @@ double JitterFactor(const Options& o, int rank, int step, uint64_t what) {
                "job_driver: %s\nusage: job_driver [--steps=N] [--data-ms=X] [--fwd-kernels=N] "
                "[--buckets=N] [--bwd-kernels=N] [--bucket-mib=N] [--mix] [--marks=capi|nvtx] "
                "[--nnodes=N] [--comm-hash=HEX] [--compute-scale=X] [--tp=K] [--tp-mib=N] "
-               "[--jitter=F] [--seed=N]   "
+               "[--jitter=F] [--seed=N] [--p2p-pairs=N] [--grouped-ag-rs]   "
                "(RANK and WORLD_SIZE from the environment)\n",
                why);
   std::exit(2);
@@ -125,6 +132,10 @@ Options Parse(int argc, char** argv) {
       o.jitter = std::atof(v12);
     } else if (const char* v13 = value("--seed=")) {
       o.seed = std::strtoull(v13, nullptr, 10);
+    } else if (const char* v14 = value("--p2p-pairs=")) {
+      o.p2p_pairs = std::atoi(v14);
+    } else if (a == "--grouped-ag-rs") {
+      o.grouped_ag_rs = true;
     } else if (a == "--mix") {
       o.mix = true;
     } else if (a == "--marks=nvtx") {
@@ -133,9 +144,9 @@ Options Parse(int argc, char** argv) {
       Usage(("unknown argument " + a).c_str());
     }
   }
-  if (o.steps <= 0 || o.data_ms < 0 || o.fwd_kernels < 0 || o.buckets <= 0 ||
-      o.bwd_kernels < 0 || o.bucket_mib == 0 || o.nnodes <= 0 || o.compute_scale <= 0 ||
-      o.tp <= 0 || o.tp_mib == 0 || o.jitter < 0 || o.jitter >= 1) {
+  if (o.steps <= 0 || o.data_ms < 0 || o.fwd_kernels < 0 || o.buckets <= 0 || o.bwd_kernels < 0 ||
+      o.bucket_mib == 0 || o.nnodes <= 0 || o.compute_scale <= 0 || o.tp <= 0 || o.tp_mib == 0 ||
+      o.jitter < 0 || o.jitter >= 1 || o.p2p_pairs < 0) {
     Usage("bad value");
   }
   return o;
@@ -159,6 +170,24 @@ void MixedCollectives(simncclComm_t comm, simStream_t s, int rank, int world) {
   Check(simncclGroupStart(), "GroupStart");
   Check(simncclSend(4 * kMiB, simncclBfloat16, (rank + 1) % world, comm, s), "Send");
   Check(simncclRecv(4 * kMiB, simncclBfloat16, (rank + world - 1) % world, comm, s), "Recv");
+  Check(simncclGroupEnd(), "GroupEnd");
+}
+
+// --p2p-pairs: one group of `pairs` ring sends and receives (a single rank: to itself).
+void P2pPairs(simncclComm_t comm, simStream_t s, int rank, int world, int pairs) {
+  Check(simncclGroupStart(), "GroupStart");
+  for (int k = 0; k < pairs; ++k) {
+    Check(simncclSend(kMiB, simncclFloat32, (rank + 1) % world, comm, s), "Send");
+    Check(simncclRecv(kMiB, simncclFloat32, (rank + world - 1) % world, comm, s), "Recv");
+  }
+  Check(simncclGroupEnd(), "GroupEnd");
+}
+
+// --grouped-ag-rs: an AllGather and a ReduceScatter in one group (one kernel plan).
+void GroupedAllGatherReduceScatter(simncclComm_t comm, simStream_t s) {
+  Check(simncclGroupStart(), "GroupStart");
+  Check(simncclAllGather(4 * kMiB, simncclBfloat16, comm, s), "AllGather");
+  Check(simncclReduceScatter(4 * kMiB, simncclBfloat16, comm, s), "ReduceScatter");
   Check(simncclGroupEnd(), "GroupEnd");
 }
 
@@ -251,6 +280,8 @@ struct Job {
             "AllReduce");
     }
     if (o.mix) MixedCollectives(comm, comm_stream, rank / o.tp, world / o.tp);
+    if (o.p2p_pairs > 0) P2pPairs(comm, comm_stream, rank / o.tp, world / o.tp, o.p2p_pairs);
+    if (o.grouped_ag_rs) GroupedAllGatherReduceScatter(comm, comm_stream);
     simStreamSynchronize(comm_stream);
     for (int k = 0; k < 2; ++k) {
       simLaunchKernel(compute, "optimizer_step_kernel", Scaled(500 * kUs));

@@ -31,6 +31,19 @@ run_e2e.py.  One ctest per case:  run_job.py --build <build dir> <case> [--keep 
               the truth (pass) and on wrong ones (each caught)
   bad_input   the straggler job's rank outputs copied and damaged (a rank missing, a rows file
               and a step stream cut, a rank of another job, a rank twice, nothing usable)
+  p2p_single_rank
+              one rank on a single-rank communicator, per step a group of two send/receive
+              pairs to itself (tests/gpu's nccl_allreduce on one H200): two SendRecv kernels
+              each carrying a send and a receive; every row timed, none unmatched, kernel_ops 2;
+              its all-reduces are copies without a profiler event (NCCL's one-rank path): no
+              rows
+  p2p_group_shared_kernel
+              2 ranks, per step a group of three ring send/receive pairs, run as kernels of 4
+              and 2 operations (GPUACCT_SIM_NCCL_P2P_PER_PLAN=4): each row its kernel's times
+              and count
+  shared_kernel_grouped_ag_rs
+              2 ranks, per step a group of an AllGather and a ReduceScatter fused into one
+              (generic) kernel: both rows its times, kernel_ops 2
 
 What every case checks: every rank exits 0 and writes its report (its rank, planted hostname,
 job id, step count); the truth file is consistent across ranks (each (comm, seq) seen by every
@@ -316,6 +329,61 @@ def case_plugin(out: str, version: int) -> None:
           f"{sorted(ids)}; job view: {types}")
 
 
+def shared_kernel_job(out: str, nranks: int, args: list, rank_env=None, steps: int = 10) -> None:
+    """A job with the library as NCCL's plugin whose operations share kernels: the rows against
+    the truth (each its kernel's GPU times, kernel_ops = operations the kernel carried), no row
+    unmatched, every operation of the truth timed."""
+    lib, _, _, _ = paths()
+    job = run_job(out, nranks, plan(nranks, 1), steps=steps, plugin=lib, api=5,
+                  rank_env=rank_env, common_args=args)
+    truth = load_truth(out)
+    groups = check_truth(truth, job)
+    reps = check_reports(out, job)
+    matched = check_collectives_files(out, groups, job, plugin_rows=True)
+    shared = [t for t in truth if t["kind"] in ("coll", "p2p") and t["kernel_ops"] > 1]
+    check(shared, "no kernel of the job carried several operations: the case tests nothing")
+    for r, rep in reps.items():
+        unmatched = [s["value"] for s in rep["stats"] if s["name"] == "collectives_unmatched"]
+        check(unmatched in ([], [0]), f"rank {r}: collectives_unmatched {unmatched}")
+    rows = 0
+    for r in range(nranks):
+        for path in sorted(os.listdir(os.path.join(out, "reports"))):
+            if not (path.endswith(".collectives.csv") and f"_rank{r}." in path):
+                continue
+            with open(os.path.join(out, "reports", path)) as f:
+                lines = f.read().splitlines()
+            cols = lines[1].split(",")
+            check(cols[-1] == "kernel_ops", f"{path}: no kernel_ops column: {lines[1]}")
+            for line in lines[2:-1]:
+                row = dict(zip(cols, line.split(",")))
+                check(int(row["gpu_start_ns"]) > 0 and int(row["gpu_end_ns"]) > 0,
+                      f"{path}: a row without GPU times: {line}")
+                rows += 1
+    ops = sum(len(t["ops"]) if t["kind"] == "p2p" else 1 for t in truth
+              if t["kind"] in ("coll", "p2p"))
+    check(rows == ops, f"{rows} rows for {ops} operations")
+    print(f"{os.path.basename(out) or out}: {rows} rows, all timed, {matched} matched the truth; "
+          f"{len(shared)} truth lines on shared kernels")
+
+
+def case_p2p_single_rank(out: str) -> None:
+    shared_kernel_job(out, 1, ["--p2p-pairs=2"])
+    truth = load_truth(out)
+    check(not [t for t in truth if t["kind"] == "coll"],
+          "a single-rank all-reduce ran as a kernel with profiler events")
+    check(all(t["kernel_ops"] == 2 for t in truth if t["kind"] == "p2p"),
+          "a SendRecv kernel without exactly a send and a receive")
+
+
+def case_p2p_group_shared_kernel(out: str) -> None:
+    shared_kernel_job(out, 2, ["--p2p-pairs=3"],
+                      rank_env={r: {"GPUACCT_SIM_NCCL_P2P_PER_PLAN": "4"} for r in range(2)})
+
+
+def case_shared_kernel_grouped_ag_rs(out: str) -> None:
+    shared_kernel_job(out, 2, ["--grouped-ag-rs"])
+
+
 def case_recording(out: str, version: int) -> None:
     """The fake NCCL against a plugin that records what it is told, for one interface version."""
     _, _, _, recorder = paths()
@@ -552,6 +620,9 @@ def main() -> int:
              "no_plugin": case_no_plugin, "rank_missing": case_rank_missing,
              "recording_limits": case_recording_limits,
              "collectives_check": case_collectives_check,
+             "p2p_single_rank": case_p2p_single_rank,
+             "p2p_group_shared_kernel": case_p2p_group_shared_kernel,
+             "shared_kernel_grouped_ag_rs": case_shared_kernel_grouped_ag_rs,
              "job": lambda out: case_job(out, a)}
     for v in (3, 4, 5):
         cases[f"plugin_v{v}"] = lambda out, v=v: case_plugin(out, v)

@@ -340,8 +340,12 @@ def check_collectives_files(out: str, groups: dict, job: dict, plugin_rows: bool
         for line in lines[2:-1]:
             row = dict(zip(cols, line.split(",")))
             start = int(row["gpu_start_ns"])
-            t = next((x for x in by_rank.get(rank, []) if abs(x["gpu_start_ns"] - start) <= 1000),
-                     None)
+            # Several operations can share one kernel (a fused group's collectives): the one of
+            # the row's type (and seq, for a plugin collective) among those starting there.
+            cands = [x for x in by_rank.get(rank, []) if abs(x["gpu_start_ns"] - start) <= 1000]
+            t = next((x for x in cands if x["collective"] == row["collective"] and
+                      (x["kind"] == "p2p" or not plugin_identity or str(x["seq"]) == row["seq"])),
+                     cands[0] if cands else None)
             check(t is not None, f"{path}: no collective of rank {rank} starts at {start}: {line}")
             where = f"{path} (comm {t['comm']}, {t['kind']} seq {t['seq']})"
             check(row["collective"] == t["collective"], f"{where}: type {row['collective']}")
@@ -370,6 +374,13 @@ def check_collectives_files(out: str, groups: dict, job: dict, plugin_rows: bool
                 check(row["comm"] == t["comm"], f"{where}: row names comm {row['comm']}")
                 check(t["kind"] == "p2p" or int(row["seq"]) == t["seq"],
                       f"{where}: row names seq {row['seq']}")
+            # How many operations the kernel carried: the plugin knows it (NCCL's Group of the
+            # kernel plan); other identities may leave it unknown (empty), never wrong.
+            if "kernel_ops" in row and "kernel_ops" in t:
+                check((row["kernel_ops"] == "" and not plugin_identity) or
+                      row["kernel_ops"] == str(t["kernel_ops"]),
+                      f"{where}: kernel_ops {row['kernel_ops']!r}, the kernel ran "
+                      f"{t['kernel_ops']} operation(s)")
             seen.add((t["comm"], t["kind"], t["seq"]))
             matched += 1
         want = {(t["comm"], t["kind"], t["seq"]) for t in by_rank.get(rank, [])}

@@ -12,7 +12,10 @@
 #  3b. runs examples/nccl_allreduce under the library as NCCL's profiler plugin (one GPU: a
 #      single-rank communicator), then once more with a counting plugin forwarded to;
 #  3c. hardware counters (GPUACCT_COUNTERS=1): tensor-pipe activity of a tensor-core matmul
-#      well above an element-wise example's, no sample lost, and the overhead of the setting;
+#      well above an element-wise example's, no sample lost, per device the raw sampling
+#      diagnostics (GPUACCT_COUNTERS_DEBUG=1, counters_check.py: samples against due, trigger
+#      and interval set, the samples' clock, the first samples' raw times and values, start to
+#      first sample), and the overhead of the setting (~40 s of GPU time in all);
 #  4. optionally runs examples/train.py (PyTorch) per wall when torch with CUDA is importable;
 #  5. prints one table last.  Exit status: 0 when every verdict matched.
 #
@@ -172,42 +175,11 @@ fi  # held
 
 # ---- 2b. NCCL profiler plugin (one GPU, single-rank communicator) -----------------------------
 if want nccl; then
-# NCCL gives a single-rank all-reduce no task, so no profiler event (examples/nccl_allreduce.cu):
-# the plugin rows expected are the example's send/receive pairs to itself.  ~10-20 s of GPU time.
-nccl_run() {  # mode dir env... : runs the example with the library, then adds nccl_check.py's rows
-  local mode=$1 dir=$2; shift 2
-  rm -rf "$dir"; mkdir -p "$dir"
-  env -u NCCL_PROFILER_PLUGIN -u GPUACCT_NCCL_PROFILER_NEXT "$@" CUDA_INJECTION64_PATH="$LIB" \
-    GPUACCT_OUTPUT_DIR="$dir" GPUACCT_QUIET=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=ALL \
-    NCCL_DEBUG_FILE="$dir/nccl_debug.%p" timeout 60 "$B/examples/nccl_allreduce" --marks=capi \
-    --steps="$STEPS" >"$dir/stdout" 2>"$dir/stderr"
-  local rc=$? check expected got result
-  if [ $rc -ne 0 ]; then
-    row "nccl $mode: exit status" 0 "$rc" "FAIL: $(grep -v '^gpuacct_test_plugin' "$dir/stderr" | head -1 | cut -c1-70)"
-    FAILS=$((FAILS + 1))
-  fi
-  while IFS=$'\t' read -r check expected got result; do
-    row "$check" "$expected" "$got" "$result"
-    case "$result" in FAIL*) FAILS=$((FAILS + 1)) ;; esac
-  done < <(python3 "$ROOT/tests/gpu/nccl_check.py" "$mode" "$dir")
-  local loaded
-  loaded=$(grep -hi profiler "$dir"/nccl_debug.* 2>/dev/null | sed 's/.*NCCL INFO //' |
-           awk 'NR == 1 { first = $0 } tolower($0) ~ /load/ { print; found = 1; exit }
-                END { if (!found) print first }' | cut -c1-80)
-  row "nccl $mode: NCCL's log" "-" "-" "${loaded:-no profiler line in NCCL_DEBUG=INFO}"
-}
-echo "== NCCL profiler plugin (nccl_allreduce)"
-if [ -x "$B/examples/nccl_allreduce" ]; then
-  STEPS=20 nccl_run plugin "$OUT/nccl_plugin"
-  if [ -f "$B/examples/nccl_test_plugin.so" ]; then
-    STEPS=5 nccl_run forward "$OUT/nccl_forward" NCCL_PROFILER_PLUGIN="$B/examples/nccl_test_plugin.so" \
-      GPUACCT_TEST_PLUGIN_P2P=1 GPUACCT_TEST_PLUGIN_PRINT=1
-  else
-    row "nccl forward" "-" "-" "FAIL: nccl_test_plugin.so not built"; FAILS=$((FAILS + 1))
-  fi
-else
-  row "nccl plugin" "-" "-" "skipped: nccl_allreduce not built (no nccl.h, see nvcc.log)"
-fi
+# tests/gpu/counters_nccl.sh (also runnable alone, issue 31): the rows of nccl_check.py.
+CN_EXAMPLES="$B/examples"
+source "$ROOT/tests/gpu/counters_nccl.sh"
+cn_setup "$B"
+nccl_section "$OUT"
 
 fi  # nccl
 
@@ -241,69 +213,12 @@ fi  # overhead
 
 # ---- 3c. hardware counters (GPUACCT_COUNTERS=1, docs/counters.md) ----------------------------
 if want counters; then
-# PM sampling through the library, attributed to each step's compute time: the tensor-core
-# matmul must keep the tensor pipes far busier than the element-wise example; then the overhead
-# of GPUACCT_COUNTERS=1 against the library without it (median of 3 runs each).
-echo "== hardware counters (tensor_matmul vs elementwise)"
-counters_of() {  # report dir -> "state tensor_pct dram_pct samples_lost metrics"
-  python3 - "$1" <<'PY'
-import glob, json, sys
-files = sorted(glob.glob(sys.argv[1] + "/gpuacct_*.json"))
-if not files:
-    print("no-report nan nan 0 -"); sys.exit()
-r = json.load(open(files[-1]))
-c = r.get("collection", {}).get("counters", {})
-state = c.get("state", "absent")
-t = (r.get("summary", {}).get("counters") or {}).get("compute_time", {})
-lost = sum(s["value"] for s in r["stats"]
-           if s["name"] in ("counter_samples_lost", "late_counter_samples_dropped"))
-pct = lambda k: "nan" if t.get(k) is None else f"{t[k]:.1f}"
-# The hardware metric each role got on this chip (the names only a GPU can confirm).
-devs = c.get("devices") or [{}]
-metrics = ",".join(m.split(".")[0] for m in devs[0].get("metrics", [])) or "-"
-# The first sample's start minus the set-up time: small when sample times are on CUPTI's clock.
-metrics += f",first_sample_lag_ns={devs[0].get('first_sample_lag_ns')}"
-print(state, pct("tensor_active_pct"), pct("dram_pct"), lost, metrics)
-PY
-}
-counters_run() {  # example -> "state tensor_pct dram_pct samples_lost metrics" (report in $OUT/counters_<example>)
-  local dir="$OUT/counters_$1"
-  rm -rf "$dir"; mkdir -p "$dir"
-  CUDA_INJECTION64_PATH="$LIB" GPUACCT_OUTPUT_DIR="$dir" GPUACCT_QUIET=1 GPUACCT_COUNTERS=1 \
-    timeout 120 "$B/examples/$1" --marks=capi --steps=30 >"$dir/stdout" 2>"$dir/stderr"
-  counters_of "$dir"
-}
-read -r MM_STATE MM_TENSOR MM_DRAM MM_LOST MM_METRICS < <(counters_run tensor_matmul)
-read -r EW_STATE EW_TENSOR EW_DRAM EW_LOST _ < <(counters_run elementwise)
-row "counters: metrics chosen" "5 roles" "$(echo "$MM_METRICS" | tr ',' '\n' | grep -vc first_sample_lag)" "$MM_METRICS"
-echo "counters: metrics chosen: $MM_METRICS"
-if [ "$MM_STATE" != active ] || [ "$EW_STATE" != active ]; then
-  why=$(grep -h "hardware counters off" "$OUT"/counters_*/stderr | head -1 | cut -c1-100)
-  row "counters: state" active "$MM_STATE/$EW_STATE" "FAIL: ${why:-see $OUT/counters_*}"
-  FAILS=$((FAILS + 1))
-else
-  verdict=$(python3 -c "import sys; m, e = float(sys.argv[1]), float(sys.argv[2]); print('ok' if m >= 30 and m >= e + 20 else 'FAIL')" "$MM_TENSOR" "$EW_TENSOR" 2>/dev/null || echo FAIL)
-  [ "$verdict" = ok ] || FAILS=$((FAILS + 1))
-  row "counters: tensor mm / ew" ">=30%, +20 pp" "${MM_TENSOR}% / ${EW_TENSOR}%" "$verdict (DRAM ${MM_DRAM}% / ${EW_DRAM}%)"
-  lost_status=ok
-  if [ "$MM_LOST" != 0 ] || [ "$EW_LOST" != 0 ]; then lost_status=FAIL; FAILS=$((FAILS + 1)); fi
-  row "counters: samples lost" "0 / 0" "$MM_LOST / $EW_LOST" "$lost_status"
-fi
-example_ms_per_step() {  # example env... -> median ms/step over 3 runs
-  local ex=$1 vals=() v
-  shift
-  for _ in 1 2 3; do
-    v=$(env "$@" "$B/examples/$ex" --marks=capi --steps=30 2>/dev/null |
-        sed -n 's/.* \([0-9.]*\) ms\/step.*/\1/p')
-    vals+=("${v:-nan}")
-  done
-  printf '%s\n' "${vals[@]}" | sort -g | sed -n 2p
-}
-for ex in tensor_matmul launch_bound; do
-  OFF=$(example_ms_per_step "$ex" CUDA_INJECTION64_PATH="$LIB" GPUACCT_OUTPUT_DIR="$OUT/overhead" GPUACCT_QUIET=1)
-  ON=$(example_ms_per_step "$ex" CUDA_INJECTION64_PATH="$LIB" GPUACCT_OUTPUT_DIR="$OUT/overhead" GPUACCT_QUIET=1 GPUACCT_COUNTERS=1)
-  row "overhead: counters $ex" "-" "${ON} ms/step" "x$(ratio "$ON" "$OFF") vs library without counters (${OFF} ms/step)"
-done
+# tests/gpu/counters_nccl.sh: tensor matmul vs element-wise, the per-device sampling
+# diagnostics (counters_check.py), the overhead of GPUACCT_COUNTERS=1.  ~45 s of GPU time.
+CN_EXAMPLES="$B/examples"
+source "$ROOT/tests/gpu/counters_nccl.sh"
+cn_setup "$B"
+counters_section "$OUT"
 
 fi  # counters
 

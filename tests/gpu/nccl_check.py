@@ -10,7 +10,11 @@ result ("ok", or "FAIL: why").  Exit 0 always: the shell counts the FAIL rows.
 Expectations for ONE GPU (a single-rank communicator), as examples/nccl_allreduce.cu explains:
 NCCL runs single-rank all-reduces without a task, so a profiler plugin sees only the example's
 send/receive pairs to its own rank (p2p events): rows = p2p_calls, no AllReduce rows, every row
-matched to its ncclDevKernel_SendRecv kernel (GPU start and end).
+matched to its ncclDevKernel_SendRecv kernel (GPU start and end), none unmatched.  One kernel
+carries several operations (the H200 run of 2026-12-04: 40 SendRecv kernels for 80 sends and
+receives): each row says how many its kernel carried (kernel_ops, from NCCL's Group of the
+kernel plan), and the NCCL kernels -- named by their mangled symbols in CUPTI's records
+("_Z22ncclDevKernel_SendRecv...") -- count as communication.
 """
 import glob
 import json
@@ -111,6 +115,29 @@ def plugin_rows(run_dir, label, ex):
     steps = len({r.get("step_index") for r in rows if r.get("step_index")})
     out(f"{label}: rows with GPU times", str(len(rows)), f"{timed} ({steps} steps)",
         len(rows) > 0 and timed == len(rows))
+    # Operations per kernel (kernel_ops): known for every timed row.
+    if rows and "kernel_ops" in rows[0]:
+        counts = {}
+        for r in rows:
+            counts[r.get("kernel_ops") or "?"] = counts.get(r.get("kernel_ops") or "?", 0) + 1
+        shown = " ".join(f"{k}x{v}" for k, v in sorted(counts.items()))
+        unknown = sum(1 for r in rows if has_gpu_times(r) and not r.get("kernel_ops"))
+        out(f"{label}: ops per kernel", ">= 1 each", shown, unknown == 0,
+            f"{unknown} timed rows without kernel_ops")
+    else:
+        out(f"{label}: ops per kernel", ">= 1 each", "no kernel_ops column", False,
+            "a library without shared-kernel rows")
+    if rep is not None:
+        unmatched = [s.get("value") for s in rep.get("stats", [])
+                     if s.get("name") == "collectives_unmatched"]
+        got = str(unmatched[0]) if unmatched else "0"
+        out(f"{label}: unmatched", "0", got, got == "0", "records without their kernel")
+        nccl = [k for k in rep.get("top_kernels", []) if "nccl" in k.get("name", "").lower()]
+        if nccl:
+            names = ", ".join(f"{k['name'][:34]}={'comm' if k.get('communication') else 'compute'}"
+                              for k in nccl[:2])
+            out(f"{label}: NCCL kernels", "communication", names,
+                all(k.get("communication") for k in nccl), "an NCCL kernel taken for compute")
     if rep is not None and label == "nccl":  # the forward run is too short for a verdict
         bound = rep.get("verdict", {}).get("bound", "?")
         got = f"{bound}, {rep.get('summary', {}).get('steps', '?')} steps"

@@ -13,20 +13,39 @@
 // From the headers (cupti_pmsampling.h, cupti_profiler_host.h) and NVIDIA's pm_sampling sample:
 // the call order (cuptiProfilerInitialize before the target calls), Enable twice is
 // INVALID_OPERATION, a multi-pass config is NOT_SUPPORTED at SetConfig, KEEP_OLDEST overflow is
-// CUPTI_ERROR_OUT_OF_MEMORY at decode, COUNTER_DATA_FULL / END_OF_RECORDS.  Assumed beyond
-// them (docs/counters.md, "What only a GPU can confirm"): overflow = 1 under KEEP_LATEST (the
-// header documents the flag for KEEP_OLDEST), sample timestamps on the activity records'
-// clock, samples back to back on a grid while the GPU idles, every populated sample completed
-// at a decode (numPopulatedSamples == numCompletedSamples), no limit on hardwareBufferSize,
-// and which metric names a chip takes for PM sampling.
+// CUPTI_ERROR_OUT_OF_MEMORY at decode, COUNTER_DATA_FULL / END_OF_RECORDS, the trigger modes'
+// units (GPU_TIME_INTERVAL: samplingInterval in nanoseconds; GPU_SYSCLK_INTERVAL: in SYS clock
+// cycles), and no promise about the clock of the sample timestamps ("Start time of the sample"
+// only; CUPTI converts GPU timestamps onto its own clock for activity records alone).  So by
+// default the samples here are NOT on the activity records' clock: they are on a GPU timer
+// GPUACCT_SIM_PM_CLOCK_OFFSET_NS off it (default -743097609: what the H200's first sample
+// showed against cuptiGetTimestamp on 2026-12-04), and a client must measure the offset as a
+// real one must.  Assumed beyond the headers (docs/counters.md, "What only a GPU can
+// confirm"): overflow = 1 under KEEP_LATEST (the header documents the flag for KEEP_OLDEST),
+// samples back to back on a grid while the GPU idles, every populated sample completed at a
+// decode (numPopulatedSamples == numCompletedSamples), no limit on hardwareBufferSize, and
+// which metric names a chip takes for PM sampling.
 //
-// Knobs (read at cuptiPmSamplingEnable / cuptiDeviceGetChipName):
+// Knobs (read at cuptiPmSamplingEnable / SetConfig / cuptiDeviceGetChipName):
 //   GPUACCT_SIM_PM_CHIP          chip name (default gh100; ga102 has the hmma tensor metric
 //                                instead of the realtime one)
 //   GPUACCT_SIM_PM_REFUSE        unsupported | privileges | busy, optionally :DEVICE (only
 //                                that device refuses)
 //   GPUACCT_SIM_PM_DECODE_LAG_NS samples reach the buffer this long after their end
 //   GPUACCT_SIM_PM_RECORD_BYTES  hardware buffer bytes per sample (default 1024)
+//   GPUACCT_SIM_PM_CLOCK_OFFSET_NS  the samples' clock minus CUPTI's (signed; default
+//                                -743097609; 0: the activity records' clock)
+//   GPUACCT_SIM_PM_SYSCLK_HZ     the SYS clock the GPU_SYSCLK_INTERVAL trigger counts (default
+//                                1600000000, planted: the header says only that it varies)
+//   GPUACCT_SIM_PM_TIME_UNIT_NS  what one unit of the time trigger's interval lasts (default 1,
+//                                the header's nanosecond; another value models a GPU that reads
+//                                it otherwise, for the library's interval check)
+//   GPUACCT_SIM_PM_ENABLE_NS     how long before its return cuptiPmSamplingEnable began
+//                                (default 0; the sim clock is not moved)
+//   GPUACCT_SIM_PM_FIRST_SAMPLE_FROM  start (default: the first sample begins at
+//                                cuptiPmSamplingStart) or enable (it begins at
+//                                cuptiPmSamplingEnable and holds counts from the start only, its
+//                                values diluted over its whole length)
 #include <cupti_pmsampling.h>
 #include <cupti_profiler_host.h>
 #include <cupti_profiler_target.h>
@@ -105,6 +124,10 @@ struct Device {
   bool stopped = false;
   uint64_t next_begin = 0;  // sim time: the start of the next sample not yet decoded
   uint64_t stop_at = 0;
+  uint64_t enabled_at = 0;  // sim time of cuptiPmSamplingEnable
+  uint64_t started_at = 0;  // ... of cuptiPmSamplingStart
+  bool first_from_enable = false;
+  bool first_decoded = false;
 };
 
 struct PmState {
@@ -149,6 +172,19 @@ std::string Chip(int device) {
 
 uint64_t CuptiTime(uint64_t sim_ns) {
   return static_cast<uint64_t>(static_cast<int64_t>(sim_ns) + CuptiClockShift(S()));
+}
+
+int64_t EnvI64(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  return std::strtoll(v, nullptr, 10);
+}
+
+// A sample timestamp: on the GPU timer, GPUACCT_SIM_PM_CLOCK_OFFSET_NS off CUPTI's clock.
+constexpr int64_t kH200FirstSampleLagNs = -743097609;
+uint64_t SampleTime(uint64_t sim_ns) {
+  return static_cast<uint64_t>(static_cast<int64_t>(CuptiTime(sim_ns)) +
+                               EnvI64("GPUACCT_SIM_PM_CLOCK_OFFSET_NS", kH200FirstSampleLagNs));
 }
 
 Device* Find(CUpti_PmSampling_Object* obj) {
@@ -354,9 +390,16 @@ CUPTI_EXPORT CUptiResult cuptiPmSamplingEnable(CUpti_PmSampling_Enable_Params* p
   if (refuse == "privileges") return Settle(index, CUPTI_ERROR_INSUFFICIENT_PRIVILEGES);
   std::lock_guard<std::mutex> lock(PM().mu);
   if (PM().devices.count(index) != 0) return CUPTI_ERROR_INVALID_OPERATION;  // enabled twice
+  // The call began GPUACCT_SIM_PM_ENABLE_NS before it returned (the sim clock does not move
+  // for the library's worker; moving it would move the program's steps).
+  const uint64_t returned = simNow();
+  const uint64_t takes = std::min(returned, EnvU64("GPUACCT_SIM_PM_ENABLE_NS", 0));
   Device& d = PM().devices[index];
   d.index = index;
   d.chip = Chip(index);
+  d.enabled_at = returned - takes;
+  const char* from = std::getenv("GPUACCT_SIM_PM_FIRST_SAMPLE_FROM");
+  d.first_from_enable = from != nullptr && std::strcmp(from, "enable") == 0;
   p->pPmSamplingObject = reinterpret_cast<CUpti_PmSampling_Object*>(&d);
   return CUPTI_SUCCESS;
 }
@@ -378,13 +421,24 @@ CUPTI_EXPORT CUptiResult cuptiPmSamplingSetConfig(CUpti_PmSampling_SetConfig_Par
   std::vector<std::string> names;
   if (d == nullptr || d->started || !ParseConfig(p->pConfig, p->configSize, &names) ||
       names.empty() || p->samplingInterval == 0 ||
-      p->triggerMode != CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL) {
+      (p->triggerMode != CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL &&
+       p->triggerMode != CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL)) {
     return CUPTI_ERROR_INVALID_PARAMETER;
   }
   // cupti_pmsampling.h: NOT_SUPPORTED "for config image which require multiple passes".
   if (names.size() > kMaxMetricsPerPass) return CUPTI_ERROR_NOT_SUPPORTED;
   d->metrics = names;
-  d->interval = p->samplingInterval;
+  // The interval's unit by trigger mode (cupti_pmsampling.h, samplingInterval): SYS clock
+  // cycles, or nanoseconds (times GPUACCT_SIM_PM_TIME_UNIT_NS, 1 as the header says).
+  if (p->triggerMode == CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL) {
+    const double hz = static_cast<double>(EnvU64("GPUACCT_SIM_PM_SYSCLK_HZ", 1600000000));
+    d->interval =
+        static_cast<uint64_t>(static_cast<double>(p->samplingInterval) * 1e9 / std::max(1.0, hz));
+  } else {
+    d->interval =
+        p->samplingInterval * std::max<uint64_t>(1, EnvU64("GPUACCT_SIM_PM_TIME_UNIT_NS", 1));
+  }
+  if (d->interval == 0) d->interval = 1;
   d->capacity =
       p->hardwareBufferSize / std::max<uint64_t>(1, EnvU64("GPUACCT_SIM_PM_RECORD_BYTES", 1024));
   d->keep_latest =
@@ -400,7 +454,8 @@ CUPTI_EXPORT CUptiResult cuptiPmSamplingStart(CUpti_PmSampling_Start_Params* p) 
   if (d == nullptr || d->interval == 0 || d->started) return CUPTI_ERROR_INVALID_OPERATION;
   if (Refusal(d->index) == "busy") return Settle(d->index, CUPTI_ERROR_HARDWARE_BUSY);
   d->started = true;
-  d->next_begin = simNow();
+  d->started_at = simNow();
+  d->next_begin = d->started_at;
   return Settle(d->index, CUPTI_SUCCESS);
 }
 
@@ -478,8 +533,16 @@ CUPTI_EXPORT CUptiResult cuptiPmSamplingDecodeData(CUpti_PmSampling_DecodeData_P
     const uint64_t begin = d->next_begin;
     const uint64_t end = sample_end(begin);
     simCounterMean(d->index, begin, end, s.q);
-    s.start = CuptiTime(begin);
-    s.end = CuptiTime(end);
+    s.start = SampleTime(begin);
+    s.end = SampleTime(end);
+    if (!d->first_decoded && d->first_from_enable && d->enabled_at < begin) {
+      // Open since the enable: counted from the start only, over its whole length.
+      const double counted = static_cast<double>(end - begin);
+      const double whole = static_cast<double>(end - d->enabled_at);
+      for (double& q : s.q) q *= counted / whole;
+      s.start = SampleTime(d->enabled_at);
+    }
+    d->first_decoded = true;
     std::memcpy(p->pCounterDataImage + sizeof hdr + hdr.count * sizeof(Sample), &s, sizeof s);
     ++hdr.count;
     d->next_begin = end;

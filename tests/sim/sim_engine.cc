@@ -134,7 +134,12 @@ extern "C" {
 
 SIM_EXPORT int simInit(int num_devices) {
   if (num_devices <= 0 || num_devices > 64) return SIM_ERR_INVALID;
-  cuInit(0);
+  // GPUACCT_SIM_CONTEXTS_BEFORE_INJECTION=1: the contexts exist before the injected library is
+  // initialised (no CONTEXT_CREATED callback reaches it), as for a profiler attached after the
+  // program made them.
+  const char* before = std::getenv("GPUACCT_SIM_CONTEXTS_BEFORE_INJECTION");
+  const bool contexts_first = before != nullptr && std::strcmp(before, "1") == 0;
+  if (!contexts_first) cuInit(0);
   Engine& e = E();
   std::vector<CUcontext> created;
   {
@@ -152,6 +157,10 @@ SIM_EXPORT int simInit(int num_devices) {
       e.default_streams.push_back(NewStreamLocked(e, d, kDefaultStreamId));
     }
     e.initialized = true;
+  }
+  if (contexts_first) {
+    cuInit(0);
+    return SIM_OK;
   }
   const SimTracer* tracer = e.tracer.load(std::memory_order_acquire);
   if (tracer != nullptr) {

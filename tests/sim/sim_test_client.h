@@ -121,13 +121,29 @@ class SimTest : public ::testing::Test {
   }
 
   static void UnsetSimEnvironment() {
-    for (const char* v :
-         {"GPUACCT_SIM_FAULTS", "GPUACCT_SIM_SEED", "GPUACCT_SIM_DELAY_PCT", "GPUACCT_SIM_SHUFFLE",
-          "GPUACCT_SIM_CLOCK", "GPUACCT_SIM_FORCED_INCOMPLETE", "GPUACCT_SIM_CUPTI_CLOCK",
-          "GPUACCT_SIM_NESTED_IDS", "GPUACCT_SIM_DEVICE_MEMORY", "GPUACCT_SIM_CLOCK_BASE_NS",
-          "GPUACCT_SIM_CLOCK_OFFSET_NS", "GPUACCT_SIM_HOSTNAME", "GPUACCT_SIM_PM_CHIP",
-          "GPUACCT_SIM_PM_REFUSE", "GPUACCT_SIM_PM_DECODE_LAG_NS", "GPUACCT_SIM_PM_RECORD_BYTES",
-          "GPUACCT_SIM_HOLD_BUFFERS"}) {
+    for (const char* v : {"GPUACCT_SIM_FAULTS",
+                          "GPUACCT_SIM_SEED",
+                          "GPUACCT_SIM_DELAY_PCT",
+                          "GPUACCT_SIM_SHUFFLE",
+                          "GPUACCT_SIM_CLOCK",
+                          "GPUACCT_SIM_FORCED_INCOMPLETE",
+                          "GPUACCT_SIM_CUPTI_CLOCK",
+                          "GPUACCT_SIM_NESTED_IDS",
+                          "GPUACCT_SIM_DEVICE_MEMORY",
+                          "GPUACCT_SIM_CLOCK_BASE_NS",
+                          "GPUACCT_SIM_CLOCK_OFFSET_NS",
+                          "GPUACCT_SIM_HOSTNAME",
+                          "GPUACCT_SIM_PM_CHIP",
+                          "GPUACCT_SIM_PM_REFUSE",
+                          "GPUACCT_SIM_PM_DECODE_LAG_NS",
+                          "GPUACCT_SIM_PM_RECORD_BYTES",
+                          "GPUACCT_SIM_PM_CLOCK_OFFSET_NS",
+                          "GPUACCT_SIM_PM_SYSCLK_HZ",
+                          "GPUACCT_SIM_PM_TIME_UNIT_NS",
+                          "GPUACCT_SIM_PM_FIRST_SAMPLE_FROM",
+                          "GPUACCT_SIM_PM_ENABLE_NS",
+                          "GPUACCT_SIM_CONTEXTS_BEFORE_INJECTION",
+                          "GPUACCT_SIM_HOLD_BUFFERS"}) {
       unsetenv(v);
     }
   }

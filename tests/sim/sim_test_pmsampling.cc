@@ -67,7 +67,9 @@ struct Got {
 class PmClient {
  public:
   PmClient(int device, std::vector<const char*> metrics, size_t hw_bytes = 64 << 20,
-           uint32_t max_samples = 1000)
+           uint32_t max_samples = 1000,
+           CUpti_PmSampling_TriggerMode mode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL,
+           uint64_t interval = kMs)
       : metrics_(std::move(metrics)) {
     auto init = SIM_PARAMS(CUpti_Profiler_Initialize_Params);
     EXPECT_EQ(pm_.cuptiProfilerInitialize(&init), CUPTI_SUCCESS);
@@ -105,8 +107,8 @@ class PmClient {
     sc.configSize = config_.size();
     sc.pConfig = config_.data();
     sc.hardwareBufferSize = hw_bytes;
-    sc.samplingInterval = kMs;
-    sc.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
+    sc.samplingInterval = interval;
+    sc.triggerMode = mode;
     sc.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST;
     EXPECT_EQ(pm_.cuptiPmSamplingSetConfig(&sc), CUPTI_SUCCESS);
     auto ds = SIM_PARAMS(CUpti_PmSampling_GetCounterDataSize_Params);
@@ -200,6 +202,13 @@ void Plant(int device, uint64_t begin, uint64_t end, double sm, double tensor, d
   simPlantCounters(device, begin, end, v);
 }
 
+// The fake's sample clock minus CUPTI's (sim_cupti_pmsampling.cc, GPUACCT_SIM_PM_CLOCK_OFFSET_NS
+// unset): sample times are on a GPU timer, not the activity records' clock.
+constexpr int64_t kSampleClock = -743097609;
+uint64_t OnSampleClock(uint64_t cupti) {
+  return static_cast<uint64_t>(static_cast<int64_t>(cupti) + kSampleClock);
+}
+
 // The clock at the next whole millisecond (the grid), plus `plus`.
 void HostWorkToGrid(uint64_t plus) {
   simHostWork(kMs - simNow() % kMs + plus);
@@ -220,13 +229,13 @@ TEST_F(SimTest, PmSamplesThePlantedValuesOnTheIntervalGrid) {
   simHostWork(kMs);  // now inside the second interval: only the first sample is complete
   std::vector<Got> got = c.Decode();
   ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].start, t0 + 5000);  // CUPTI's clock
-  EXPECT_EQ(got[0].end, g0 + kMs + 5000);
+  EXPECT_EQ(got[0].start, OnSampleClock(t0 + 5000));  // CUPTI's clock, then the GPU timer's
+  EXPECT_EQ(got[0].end, OnSampleClock(g0 + kMs + 5000));
   EXPECT_EQ(got[0].values, (std::vector<double>{40, 80, 10}));
   simHostWork(2 * kMs);
   got = c.Decode();
   ASSERT_EQ(got.size(), 2u);
-  EXPECT_EQ(got[0].start, g0 + kMs + 5000);
+  EXPECT_EQ(got[0].start, OnSampleClock(g0 + kMs + 5000));
   EXPECT_EQ(got[0].values, (std::vector<double>{10, 30, 15}));  // half planted, half 0
   EXPECT_EQ(got[1].values, (std::vector<double>{0, 0, 0}));
   // Stopped: the last sample is cut at the stop.
@@ -234,8 +243,8 @@ TEST_F(SimTest, PmSamplesThePlantedValuesOnTheIntervalGrid) {
   c.Stop();
   got = c.Decode();
   ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].start, g0 + 3 * kMs + 5000);
-  EXPECT_EQ(got[0].end, simNow() + 5000);
+  EXPECT_EQ(got[0].start, OnSampleClock(g0 + 3 * kMs + 5000));
+  EXPECT_EQ(got[0].end, OnSampleClock(simNow() + 5000));
   EXPECT_TRUE(c.Decode().empty());
 }
 
@@ -267,7 +276,60 @@ TEST_F(SimTest, PmHardwareBufferKeepsTheLatestAndSaysItOverflowed) {
   EXPECT_EQ(overflow, 1);
   ASSERT_EQ(got.size(), 4u);
   EXPECT_EQ(got.back().end - got.front().start, 4 * kMs);  // the latest four
-  EXPECT_EQ(got.back().end, simNow());
+  EXPECT_EQ(got.back().end, OnSampleClock(simNow()));
+}
+
+// The trigger modes' units (cupti_pmsampling.h, samplingInterval): GPU_SYSCLK_INTERVAL counts SYS
+// clock cycles (GPUACCT_SIM_PM_SYSCLK_HZ, 1.6 GHz planted), GPU_TIME_INTERVAL nanoseconds.  A
+// client that gives nanoseconds to the cycle trigger gets samples 1.6x shorter.
+TEST_F(SimTest, PmTriggerModesCountCyclesOrNanoseconds) {
+  setenv("GPUACCT_SIM_PM_CLOCK_OFFSET_NS", "0", 1);
+  ResetAll();
+  HostWorkToGrid(0);
+  PmClient cycles(0, {kSm}, 64 << 20, 1000, CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL,
+                  /*cycles=*/1'600'000);
+  ASSERT_EQ(cycles.Start(), CUPTI_SUCCESS);
+  PmClient ns_as_cycles(1, {kSm}, 64 << 20, 1000,
+                        CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL, /*"ns"=*/kMs);
+  ASSERT_EQ(ns_as_cycles.Start(), CUPTI_SUCCESS);
+  simHostWork(10 * kMs);
+  std::vector<Got> a = cycles.Decode();
+  ASSERT_EQ(a.size(), 10u);
+  EXPECT_EQ(a[0].end - a[0].start, kMs);  // 1.6 M cycles at 1.6 GHz
+  std::vector<Got> b = ns_as_cycles.Decode();
+  ASSERT_GE(b.size(), 15u);
+  EXPECT_EQ(b[1].end - b[1].start, 625 * kUs);
+  // A GPU that read the time trigger's interval in other units (the library's interval check).
+  setenv("GPUACCT_SIM_PM_TIME_UNIT_NS", "4", 1);
+  ResetAll();
+  HostWorkToGrid(0);
+  PmClient slow(0, {kSm});
+  ASSERT_EQ(slow.Start(), CUPTI_SUCCESS);
+  simHostWork(12 * kMs);
+  std::vector<Got> c = slow.Decode();  // the first may be cut: the 4 ms grid is not the 1 ms one
+  ASSERT_GE(c.size(), 2u);
+  EXPECT_EQ(c[1].end - c[1].start, 4 * kMs);
+}
+
+// GPUACCT_SIM_PM_FIRST_SAMPLE_FROM=enable: the first sample is open since an enable that began
+// GPUACCT_SIM_PM_ENABLE_NS before it returned, its counts from the start only (diluted).
+TEST_F(SimTest, PmFirstSampleOpenSinceTheEnable) {
+  setenv("GPUACCT_SIM_PM_CLOCK_OFFSET_NS", "0", 1);
+  setenv("GPUACCT_SIM_PM_FIRST_SAMPLE_FROM", "enable", 1);
+  setenv("GPUACCT_SIM_PM_ENABLE_NS", "3000000", 1);
+  ResetAll();
+  HostWorkToGrid(0);
+  const uint64_t t0 = simNow();
+  Plant(0, t0, t0 + 10 * kMs, 80, 80, 80);
+  PmClient c(0, {kSm});
+  ASSERT_EQ(c.Start(), CUPTI_SUCCESS);
+  simHostWork(2 * kMs);
+  std::vector<Got> got = c.Decode();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].start, t0 - 3 * kMs);
+  EXPECT_EQ(got[0].end, t0 + kMs);
+  EXPECT_EQ(got[0].values[0], 20);  // 1 ms counted over 4
+  EXPECT_EQ(got[1].values[0], 80);
 }
 
 TEST_F(SimTest, PmMetricTablePerChipAndPasses) {

@@ -20,7 +20,14 @@
 // ran work -- it does on a worker tick once the device's first records came -- before step 1
 // (WaitForSampling; step 0 is run before sampling, as a real job's first step can be), and
 // GPUACCT_SIM_SCENARIO_STRAY_CONTEXT=1: one more device whose context is created (simInit) but
-// that never gets work, like a rank's stray context on another rank's GPU.
+// that never gets work, like a rank's stray context on another rank's GPU, and
+// GPUACCT_SIM_SCENARIO_ONLY=gemm|elementwise: only that kernel per step (4 ms of compute; the
+// tests/gpu scripts' stand-ins for examples/tensor_matmul and examples/elementwise), and
+// GPUACCT_SIM_SCENARIO_FIRST_PAUSE_MS (default 0): a real-time sleep after step 0 only, as a
+// real program's first step takes longer (its first launches load modules, cuBLAS warms up):
+// with GPUACCT_SIM_SCENARIO_START_MS=0 the library gets only that time to start sampling, no
+// wait for it -- the run as a short program makes it, shorter than a flush period if the
+// pauses are short.
 //
 // The truth file also says, per device created, whether a client started PM sampling or was
 // refused there (`pm_settled`, the fake's simPmSamplingSettled at the end of the steps).
@@ -125,6 +132,11 @@ int main(int argc, char** argv) {
   const uint64_t interval = EnvU64("GPUACCT_COUNTERS_INTERVAL_US", 1000) * kUs;
   const int devices = EnvU64("GPUACCT_SIM_SCENARIO_DEVICES", 1) >= 2 ? 2 : 1;
   const uint64_t pause_ms = EnvU64("GPUACCT_SIM_SCENARIO_PAUSE_MS", 0);
+  const uint64_t first_pause_ms = EnvU64("GPUACCT_SIM_SCENARIO_FIRST_PAUSE_MS", 0);
+  const char* only_env = std::getenv("GPUACCT_SIM_SCENARIO_ONLY");
+  const std::string only = only_env != nullptr ? only_env : "";
+  const bool gemm = only != "elementwise";
+  const bool elementwise = only != "gemm";
   const int stray = EnvU64("GPUACCT_SIM_SCENARIO_STRAY_CONTEXT", 0) != 0 ? 1 : 0;
   h.Init(devices + stray, L, lat);
   h.Param("interval_ns", interval);
@@ -142,19 +154,22 @@ int main(int argc, char** argv) {
       // Launch calls follow one another L apart: gemm on device 0, its elementwise, then
       // device 1's pair.  Each kernel starts at launch + latency, the elementwise when its
       // gemm ends.
-      const uint64_t launch = now + static_cast<uint64_t>(2 * d) * L;
-      steps[d] = {d, launch + lat, launch + lat + dk, launch + lat + 2 * dk};
+      const uint64_t kernels = (gemm ? 1u : 0u) + (elementwise ? 1u : 0u);
+      const uint64_t launch = now + static_cast<uint64_t>(d) * kernels * L;
+      const uint64_t gemm_end = launch + lat + (gemm ? dk : 0);
+      steps[d] = {d, launch + lat, gemm_end, gemm_end + (elementwise ? dk : 0)};
       Plant(steps[d], interval);
     }
     for (int d = 0; d < devices; ++d) {
-      simLaunchKernel(streams[d], "gemm_bf16_tensorcore", dk);
-      simLaunchKernel(streams[d], "elementwise_add", dk);
+      if (gemm) simLaunchKernel(streams[d], "gemm_bf16_tensorcore", dk);
+      if (elementwise) simLaunchKernel(streams[d], "elementwise_add", dk);
     }
     simDeviceSynchronize(-1);
     Expect e;
     e.data_wait = data;
     e.launch_gap = lat;
-    e.compute = 2 * dk + static_cast<uint64_t>(2 * (devices - 1)) * L;  // the last device's end
+    const uint64_t per_device = (gemm ? 1u : 0u) + (elementwise ? 1u : 0u);
+    e.compute = per_device * dk + static_cast<uint64_t>(devices - 1) * per_device * L;  // last end
     h.StepEnd(e);
     for (int d = 0; d < devices; ++d) {
       double x[5];
@@ -169,6 +184,9 @@ int main(int argc, char** argv) {
       truth += line;
     }
     if (i == 0) WaitForSampling(devices);
+    if (i == 0 && first_pause_ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(first_pause_ms));
+    }
     if (pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
   }
   truth += "], \"pm_settled\": [";
