@@ -39,7 +39,8 @@ struct CuptiApi {
   X(cuptiActivityRegisterTimestampCallback) \
   X(cuptiSetThreadIdType)                   \
   X(cuptiFinalize)                          \
-  X(cuptiGetLastError)
+  X(cuptiGetLastError)                      \
+  X(cuptiGetGraphId)
 // Hardware counters (PM sampling, CUDA 12.6+; cupti_hooks/counter_sampler.h): optional as a
 // group -- a CUPTI without any of them makes GPUACCT_COUNTERS=1 refuse as "unsupported".
 #define GPUACCT_CUPTI_COUNTERS(X)              \
