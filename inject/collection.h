@@ -40,6 +40,10 @@ struct CollectionFacts {
   nlohmann::json nccl_plugin;
   // Hardware counters (GPUACCT_COUNTERS=1; Pipeline::counters_section); null: not asked for.
   nlohmann::json counters;
+  // What was asked of CUPTI (cupti_hooks/cupti_plan.h) and what it took; shown when CUPTI ran.
+  cupti::CuptiPlan plan;
+  cupti::CallbackSet callbacks;
+  bool graph_trace = false;
 };
 
 nlohmann::json collection_section(const CollectionFacts& facts);
