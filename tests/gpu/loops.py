@@ -19,8 +19,9 @@ mean over iterations 5-19 (the window the overhead figures use; --window A:B for
 "profile", "env": {...}, "log", "timeout_s"}) and runs each in a child forked from this
 process, which imported torch once and never touched CUDA: the child sets `env` (e.g.
 CUDA_INJECTION64_PATH) before its first CUDA call, so the driver loads what it names, and
-exits normally (the library's exit handlers run).  One JSON line answers each request
-({"rc", "wall_s", "timed_out"}).  A child past timeout_s is killed.
+exits normally (the library's exit handlers run).  A first line says the import is done
+({"ready": true}); one JSON line answers each request ({"rc", "wall_s", "timed_out"}).  A child
+past timeout_s is killed.
 
 Scenarios (what a user expects to read):
   launch    MLP of 200 x (Linear(512, 512), ReLU), batch 32, fp32, SGD(foreach): ~2,000 small
@@ -276,6 +277,7 @@ def run_one(name: str, device: str, iters: int, clock_path: Optional[str],
 def serve() -> int:
     """--serve (module docstring): one forked child per request line."""
     import signal
+    print(json.dumps({"ready": True, "torch": torch.__version__}), flush=True)
     for line in sys.stdin:
         if not line.strip():
             continue
