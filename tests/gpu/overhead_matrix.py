@@ -411,6 +411,7 @@ def summarize(runs: List[Dict[str, Any]], programs: Dict[str, Dict[str, Any]], s
             s["cupti"] = reps[-1].get("cupti")
             s["clock"] = reps[-1].get("clock")
             s["sampling"] = reps[-1].get("sampling")
+            s["launch_callbacks"] = reps[-1].get("launch_callbacks")
             lps = [x["launches_per_step"] for x in reps if x.get("launches_per_step")]
             if lps:
                 s["report_launches_per_step"] = statistics.median(lps)
@@ -461,8 +462,10 @@ def table(rows: List[Dict[str, Any]], sim: bool) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     # What the library's report said it asked of CUPTI (a row that did not run as meant shows
     # here), its clock, launches per step and, for sampled rows, which steps it traced.
-    lines += ["", "| program | row | CUPTI as the report says | clock | launches/step | sampling |",
-              "|---|---|---|---|---|---|"]
+    # Launch callbacks counted runtime / driver / driver nested in a runtime call (the cb_both
+    # row says whether every runtime launch reaches the driver domain: nested = runtime).
+    lines += ["", "| program | row | CUPTI as the report says | clock | launches/step | launch "
+              "callbacks rt/drv/nested | sampling |", "|---|---|---|---|---|---|---|"]
     for s in rows:
         c = s.get("cupti")
         if not c:
@@ -471,8 +474,10 @@ def table(rows: List[Dict[str, Any]], sim: bool) -> str:
                 f"{int(bool(c.get('api_records')))}; launch cb {c.get('launch_callbacks') or '-'}; "
                 f"sync cb {c.get('sync_callbacks') or '-'}"
                 f"{'; experiment' if c.get('experiment') else ''}")
+        lc = s.get("launch_callbacks") or {}
+        counted = "/".join(str(lc.get(k, "-")) for k in ("runtime", "driver", "driver_nested"))
         lines.append(f"| {s['program']} | {s['row']} | {plan} | {s.get('clock') or '-'} | "
-                     f"{f(s.get('report_launches_per_step'), '.0f')} | "
+                     f"{f(s.get('report_launches_per_step'), '.0f')} | {counted} | "
                      f"{s.get('sampling') or '-'} |")
     return "\n".join(lines)
 
