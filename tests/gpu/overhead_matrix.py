@@ -105,7 +105,8 @@ GPU_PROGRAMS: Dict[str, Dict[str, Any]] = {
                               "design_nostacks", "kernels", "api_records"]},
     "torch_graph": {"kind": "torch", "scenario": "graph", "iters": 10, "window": "3:10",
                     "launches": 658, "guess_s": 5.0,
-                    "rows": ["none", "design", "today", "torch_profiler", "design_nodes"]},
+                    "rows": ["none", "design", "today", "torch_profiler", "design_nodes",
+                             "graph_trace"]},
 }
 SIM_PROGRAMS: Dict[str, Dict[str, Any]] = {
     "sim_launch_bound": {"kind": "sim", "scenario": "launch_bound", "steps": 10,
