@@ -59,7 +59,7 @@ struct Collector::Impl {
   bool per_api_records = false;  // API records enabled call by call (else the whole kinds)
   bool tracing = true;           // what apply_tracing last set
   CallbackSet callbacks;         // the domains of the launch / sync / copy callbacks (start())
-  GraphNodeCounts graph_nodes;   // GRAPHNODE_CREATED / _DESTROY_STARTING, by graph id
+  GraphNodeCounts graph_nodes;   // GRAPHNODE_CREATED / _CLONED / _DESTROY_STARTING, by graph id
 
   std::mutex mu;  // guards the fields below; never held across a CUPTI call
   std::vector<uint8_t*> free_buffers;
@@ -228,6 +228,8 @@ void Collector::enable_callbacks() {
     // per launch.
     GPUACCT_CUPTI_TRY(api, cuptiEnableCallback, 1, m.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                       CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED);
+    GPUACCT_CUPTI_TRY(api, cuptiEnableCallback, 1, m.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                      CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED);
     GPUACCT_CUPTI_TRY(api, cuptiEnableCallback, 1, m.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                       CUPTI_CBID_RESOURCE_GRAPHNODE_DESTROY_STARTING);
   }
@@ -586,7 +588,9 @@ void Collector::on_callback(int domain, uint32_t cbid, const void* cbdata) {
 // A graph node built or about to go (CUpti_GraphData in CUpti_ResourceData::resourceDescriptor,
 // as NVIDIA's cuda_graphs_trace sample reads it): the graph's count for GRAPH_TRACE spans.
 void Collector::on_graph_node(uint32_t cbid, const void* cbdata) {
-  const int32_t delta = cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED          ? 1
+  const int32_t delta = cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED ||
+                                cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED
+                            ? 1
                         : cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_DESTROY_STARTING ? -1
                                                                                  : 0;
   if (delta == 0 || cbdata == nullptr || impl_->api.cuptiGetGraphId == nullptr) return;
@@ -595,7 +599,9 @@ void Collector::on_graph_node(uint32_t cbid, const void* cbdata) {
   if (gd == nullptr || gd->graph == nullptr) return;
   uint32_t id = 0;
   if (impl_->api.cuptiGetGraphId(gd->graph, &id) != CUPTI_SUCCESS) return;
-  impl_->graph_nodes.add(id, delta);
+  impl_->graph_nodes.add(id, delta,
+                        cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED ? GraphNodeCounts::kCloned
+                                                                     : GraphNodeCounts::kCreated);
 }
 
 void Collector::flush(bool forced) {

@@ -82,10 +82,22 @@ TEST(GraphNodeCounts, CountsPerGraphFromManyThreads) {
   counts.add(3, -1000);
   EXPECT_EQ(counts.nodes(3), 0u) << "never below zero";
   EXPECT_EQ(counts.nodes(11), 0u);
+  // A clone reported both as created and as cloned counts once; a node going leaves both.
+  counts.add(50, 3, GraphNodeCounts::kCreated);
+  counts.add(50, 3, GraphNodeCounts::kCloned);
+  EXPECT_EQ(counts.nodes(50), 3u);
+  counts.add(51, 2, GraphNodeCounts::kCloned);
+  EXPECT_EQ(counts.nodes(51), 2u);
+  counts.add(50, -1);
+  EXPECT_EQ(counts.nodes(50), 2u);
+  counts.add(52, -1);
+  EXPECT_EQ(counts.nodes(52), 0u) << "a graph never counted stays unknown";
+  counts.clear_for_testing();
+  for (int i = 0; i < 400; ++i) counts.add(static_cast<uint32_t>(i % 10), 1);
   // A full table drops graphs, counted; those already in keep their counts.
   for (uint32_t g = 100; g < 100 + GraphNodeCounts::kSlots; ++g) counts.add(g, 2);
   EXPECT_EQ(counts.dropped(), 10u);
-  EXPECT_EQ(counts.nodes(7), 400u);
+  EXPECT_EQ(counts.nodes(7), 40u);
   EXPECT_EQ(counts.nodes(100), 2u);
 }
 

@@ -152,6 +152,7 @@ def report_facts(report_dir: str, iters: int, with_rows: bool = False) -> Dict[s
             "launch_callbacks": {k: stats.get("launch_callbacks_" + k)
                                  for k in ("runtime", "driver", "driver_nested")},
             "data_loss": bool(r.get("data_loss")),
+            "unmatched_launches": stats.get("unmatched_launches"),
             **({"rows": [{"duration_ns": s["duration_ns"], "categories": s["categories"]}
                          for s in sorted((s for s in r.get("steps", []) if s.get("device") == 0),
                                          key=lambda s: s["step_index"])]}
@@ -413,6 +414,8 @@ def summarize(runs: List[Dict[str, Any]], programs: Dict[str, Dict[str, Any]], s
             s["clock"] = reps[-1].get("clock")
             s["sampling"] = reps[-1].get("sampling")
             s["launch_callbacks"] = reps[-1].get("launch_callbacks")
+            s["unmatched_launches"] = reps[-1].get("unmatched_launches")
+            s["records"] = reps[-1].get("records")
             lps = [x["launches_per_step"] for x in reps if x.get("launches_per_step")]
             if lps:
                 s["report_launches_per_step"] = statistics.median(lps)
@@ -466,7 +469,8 @@ def table(rows: List[Dict[str, Any]], sim: bool) -> str:
     # Launch callbacks counted runtime / driver / driver nested in a runtime call (the cb_both
     # row says whether every runtime launch reaches the driver domain: nested = runtime).
     lines += ["", "| program | row | CUPTI as the report says | clock | launches/step | launch "
-              "callbacks rt/drv/nested | sampling |", "|---|---|---|---|---|---|---|"]
+              "callbacks rt/drv/nested | records kernels/graph spans (no nodes) | unmatched "
+              "launches | sampling |", "|---|---|---|---|---|---|---|---|---|"]
     for s in rows:
         c = s.get("cupti")
         if not c:
@@ -476,10 +480,13 @@ def table(rows: List[Dict[str, Any]], sim: bool) -> str:
                 f"sync cb {c.get('sync_callbacks') or '-'}"
                 f"{'; experiment' if c.get('experiment') else ''}")
         lc = s.get("launch_callbacks") or {}
+        rec = s.get("records") or {}
         counted = "/".join(str(lc.get(k, "-")) for k in ("runtime", "driver", "driver_nested"))
         lines.append(f"| {s['program']} | {s['row']} | {plan} | {s.get('clock') or '-'} | "
                      f"{f(s.get('report_launches_per_step'), '.0f')} | {counted} | "
-                     f"{s.get('sampling') or '-'} |")
+                     f"{rec.get('kernels', '-')}/{rec.get('graph_spans', '-')} "
+                     f"({rec.get('graph_spans_without_nodes', '-')}) | "
+                     f"{s.get('unmatched_launches', '-')} | {s.get('sampling') or '-'} |")
     return "\n".join(lines)
 
 
