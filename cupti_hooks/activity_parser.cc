@@ -70,12 +70,12 @@ ActivityParser::ActivityParser(NameTable& names) : names_(names) {
     api_names_[i] = names_.intern(apis[i].name);
     if (apis[i].kind != HostApiKind::kSync) continue;
     const std::string_view name = apis[i].name;
-    api_sync_type_[i] = static_cast<uint8_t>(
-        name.find("StreamSynchronize") != std::string_view::npos
-            ? CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE
-        : name.find("EventSynchronize") != std::string_view::npos
-            ? CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE
-            : CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE);
+    api_sync_type_[i] =
+        static_cast<uint8_t>(name.find("StreamSynchronize") != std::string_view::npos
+                                 ? CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE
+                             : name.find("EventSynchronize") != std::string_view::npos
+                                 ? CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE
+                                 : CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE);
   }
 }
 

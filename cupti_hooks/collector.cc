@@ -349,7 +349,8 @@ Status Collector::enable_activity() {
     // each node", CUpti_ActivityGraphTrace2), enabled beside CONCURRENT_KERNEL: kernels
     // launched outside graphs keep their records.  A CUPTI that refuses it
     // (CUPTI_ERROR_NOT_COMPATIBLE, an older one) traces graphs node by node, as before.
-    const CUptiResult r = GPUACCT_CUPTI_TRY(api, cuptiActivityEnable, CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
+    const CUptiResult r =
+        GPUACCT_CUPTI_TRY(api, cuptiActivityEnable, CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
     if (r == CUPTI_SUCCESS) {
       m.enabled_kinds.push_back(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
       graph_trace_.store(true, std::memory_order_release);
@@ -588,11 +589,11 @@ void Collector::on_callback(int domain, uint32_t cbid, const void* cbdata) {
 // A graph node built or about to go (CUpti_GraphData in CUpti_ResourceData::resourceDescriptor,
 // as NVIDIA's cuda_graphs_trace sample reads it): the graph's count for GRAPH_TRACE spans.
 void Collector::on_graph_node(uint32_t cbid, const void* cbdata) {
-  const int32_t delta = cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED ||
-                                cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED
-                            ? 1
-                        : cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_DESTROY_STARTING ? -1
-                                                                                 : 0;
+  const int32_t delta =
+      cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED || cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED
+          ? 1
+      : cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_DESTROY_STARTING ? -1
+                                                               : 0;
   if (delta == 0 || cbdata == nullptr || impl_->api.cuptiGetGraphId == nullptr) return;
   const auto* rd = static_cast<const CUpti_ResourceData*>(cbdata);
   const auto* gd = static_cast<const CUpti_GraphData*>(rd->resourceDescriptor);
@@ -600,8 +601,8 @@ void Collector::on_graph_node(uint32_t cbid, const void* cbdata) {
   uint32_t id = 0;
   if (impl_->api.cuptiGetGraphId(gd->graph, &id) != CUPTI_SUCCESS) return;
   impl_->graph_nodes.add(id, delta,
-                        cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED ? GraphNodeCounts::kCloned
-                                                                     : GraphNodeCounts::kCreated);
+                         cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED ? GraphNodeCounts::kCloned
+                                                                      : GraphNodeCounts::kCreated);
 }
 
 void Collector::flush(bool forced) {

@@ -85,9 +85,9 @@ std::string kinds_to_string(uint32_t kinds) {
 
 bool parse_callback_domains(std::string_view text, CallbackDomains* out) {
   text = trim(text);
-  for (CallbackDomains d : {CallbackDomains::kDesign, CallbackDomains::kNone,
-                            CallbackDomains::kRuntime, CallbackDomains::kDriver,
-                            CallbackDomains::kBoth}) {
+  for (CallbackDomains d :
+       {CallbackDomains::kDesign, CallbackDomains::kNone, CallbackDomains::kRuntime,
+        CallbackDomains::kDriver, CallbackDomains::kBoth}) {
     if (text == to_string(d)) {
       *out = d;
       return true;

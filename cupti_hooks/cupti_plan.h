@@ -21,7 +21,8 @@ enum ActivityKindBit : uint32_t {
   kKindSync = 1u << 3,    // SYNCHRONIZATION: not used by the accounting (the design leaves it out)
   kKindGraph = 1u << 4,   // GRAPH_TRACE: one record per graph launch instead of one per node
 };
-inline constexpr uint32_t kAllKinds = kKindKernel | kKindCopy | kKindMemset | kKindSync | kKindGraph;
+inline constexpr uint32_t kAllKinds =
+    kKindKernel | kKindCopy | kKindMemset | kKindSync | kKindGraph;
 // The design: what the accounting reads, graphs at one record per launch.
 inline constexpr uint32_t kDesignKinds = kKindKernel | kKindCopy | kKindMemset | kKindGraph;
 

@@ -255,10 +255,10 @@ void Runtime::attach_cupti() {
   opt.api_callbacks = m.cfg.stacks;
   opt.plan = m.cfg.cupti_plan;
   if (opt.plan.experiment) {
-    const bool exact = (opt.plan.kinds & (cupti::kKindKernel | cupti::kKindCopy |
-                                          cupti::kKindMemset)) ==
-                           (cupti::kKindKernel | cupti::kKindCopy | cupti::kKindMemset) &&
-                       opt.plan.api_records;
+    const bool exact =
+        (opt.plan.kinds & (cupti::kKindKernel | cupti::kKindCopy | cupti::kKindMemset)) ==
+            (cupti::kKindKernel | cupti::kKindCopy | cupti::kKindMemset) &&
+        opt.plan.api_records;
     log_line(std::string("GPUACCT_CUPTI_* settings: kinds=") +
              cupti::kinds_to_string(opt.plan.kinds) +
              " api_records=" + (opt.plan.api_records ? "1" : "0") +

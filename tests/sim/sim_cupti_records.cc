@@ -70,11 +70,10 @@ bool KindOn(State& s, CUpti_ActivityKind k) {
 void InvokeApiCallback(SimApiCall* call, CUpti_ApiCallbackSite site, bool inner = false) {
   State& s = S();
   const CUpti_CallbackDomain domain = inner ? CUPTI_CB_DOMAIN_DRIVER_API : call->domain;
-  const uint32_t cbid =
-      !inner ? call->cbid
-      : call->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000
-          ? static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch)
-          : static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel);
+  const uint32_t cbid = !inner ? call->cbid
+                        : call->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000
+                            ? static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch)
+                            : static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel);
   if (cbid >= kMaxCbid || domain < 1 || domain >= CUPTI_CB_DOMAIN_SIZE) return;
   CUpti_CallbackFunc cb = s.callback.load(std::memory_order_acquire);
   if (cb == nullptr || !s.cb_enabled[domain][cbid].load(std::memory_order_relaxed)) {

@@ -262,10 +262,9 @@ void WriteCounts(State& s) {
                "\"max_launch_records\": %llu, \"kind_switches\": %llu, "
                "\"callback_switches\": %llu, \"api_filter_switches\": %llu, "
                "\"timestamp_callback_calls\": %llu}\n",
-               u(c.launches), u(c.launch_callbacks), u(c.launch_records),
-               u(c.launches_with_work), u(c.max_launch_callbacks), u(c.max_launch_records),
-               u(c.kind_switches), u(c.callback_switches), u(c.api_filter_switches),
-               u(c.timestamp_callback_calls));
+               u(c.launches), u(c.launch_callbacks), u(c.launch_records), u(c.launches_with_work),
+               u(c.max_launch_callbacks), u(c.max_launch_records), u(c.kind_switches),
+               u(c.callback_switches), u(c.api_filter_switches), u(c.timestamp_callback_calls));
   std::fclose(f);
 }
 

@@ -197,8 +197,8 @@ struct State {
     std::atomic<uint64_t> launches_with_work{0};
     std::atomic<uint64_t> max_launch_callbacks{0};
     std::atomic<uint64_t> max_launch_records{0};
-    std::atomic<uint64_t> kind_switches{0};      // cuptiActivityEnable / Disable
-    std::atomic<uint64_t> callback_switches{0};  // cuptiEnableCallback / EnableDomain
+    std::atomic<uint64_t> kind_switches{0};        // cuptiActivityEnable / Disable
+    std::atomic<uint64_t> callback_switches{0};    // cuptiEnableCallback / EnableDomain
     std::atomic<uint64_t> api_filter_switches{0};  // cuptiActivityEnableRuntimeApi / DriverApi
     std::atomic<uint64_t> timestamp_callback_calls{0};
   } counts;
