@@ -90,6 +90,7 @@ ROWS = [
      "API records, no callbacks)"),
 ]
 ESSENTIAL = {"none", "design", "today", "torch_profiler", "sample10"}
+TORCH_KEEP = {"untraced", "design_nodes"}  # dropped after the other loop rows
 ROW_INDEX = {r[0]: i for i, r in enumerate(ROWS)}
 ALL_LIB = [r[0] for r in ROWS if r[1] in ("lib", "none", "bare")]
 GRAPH_ONLY = {"design_nodes", "graph_trace"}
@@ -341,17 +342,21 @@ class Matrix:
         return self.a.budget_s - (time.monotonic() - self.start)
 
     def fit(self, plan: Dict[str, List[str]], rounds_left: int) -> None:
-        """After round 1: drops the lowest-priority rows (the costliest first among equals)
-        until every kept row's remaining rounds fit in the budget, by round 1's run times."""
+        """After round 1: drops rows -- the loops' feature rows first, then the lowest priority,
+        the costliest first among equals -- until every kept row's remaining rounds fit in the
+        budget, by round 1's run times."""
         cost = lambda prog, row: self.last_s.get(f"{prog}.{row}", 0.0)  # noqa: E731
         need = sum(cost(p, r) for p, rows in plan.items() for r in rows) * rounds_left
         dropped = []
         while need > 0.95 * self.left():
-            cands = [(ROW_INDEX[r], cost(p, r), p, r) for p, rows in plan.items() for r in rows
+            # The PyTorch loops' feature rows first (seconds a run; launch_bound prices each
+            # feature for a fraction of that), then every program's by priority.
+            cands = [(self.programs[p]["kind"] == "torch" and r not in TORCH_KEEP, ROW_INDEX[r],
+                      cost(p, r), p, r) for p, rows in plan.items() for r in rows
                      if r not in ESSENTIAL]
             if not cands:
                 break
-            _, c, p, r = max(cands)
+            _, _, c, p, r = max(cands)
             plan[p].remove(r)
             need -= c * rounds_left
             dropped.append(f"{p}.{r}")
