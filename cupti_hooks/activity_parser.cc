@@ -1,6 +1,7 @@
 #include "cupti_hooks/activity_parser.h"
 
 #include <cstring>
+#include <string>
 #include <string_view>
 
 #include "analysis/model/nccl_names.h"
@@ -64,7 +65,29 @@ ActivityParser::ActivityParser(NameTable& names) : names_(names) {
   size_t n = 0;
   const TracedApi* apis = traced_apis(&n);
   api_names_.resize(n);
-  for (size_t i = 0; i < n; ++i) api_names_[i] = names_.intern(apis[i].name);
+  api_sync_type_.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    api_names_[i] = names_.intern(apis[i].name);
+    if (apis[i].kind != HostApiKind::kSync) continue;
+    const std::string_view name = apis[i].name;
+    api_sync_type_[i] =
+        static_cast<uint8_t>(name.find("StreamSynchronize") != std::string_view::npos
+                                 ? CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE
+                             : name.find("EventSynchronize") != std::string_view::npos
+                                 ? CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE
+                                 : CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE);
+  }
+}
+
+NameId ActivityParser::graph_name(uint32_t graph_id, uint32_t nodes) {
+  GraphName& g = graph_names_[graph_id];
+  if (g.name == kNoName || g.nodes != nodes) {
+    g.nodes = nodes;
+    std::string text = "[CUDA graph " + std::to_string(graph_id);
+    text += nodes > 0 ? ": " + std::to_string(nodes) + " nodes]" : "]";
+    g.name = names_.intern(text);
+  }
+  return g.name;
 }
 
 NameId ActivityParser::kernel_name(const char* name, CollectiveType* collective) {
@@ -178,10 +201,44 @@ void ActivityParser::parse_record(const void* record, EventBatch& out, Stats& st
       // time in CUDA).
       call.correlation_id = a->returnValue == 0 ? a->correlationId : 0;
       call.thread = a->threadId;  // a pthread id when SYSTEM ids were refused: resolve_threads
-      call.name = api_names_[static_cast<size_t>(api - first)];
+      const auto index = static_cast<size_t>(api - first);
+      call.name = api_names_[index];
       call.kind = api->kind;
       out.api_calls.push_back(call);
       ++totals_.api_calls;
+      if (sync_from_api_ && api_sync_type_[index] != 0) {
+        ++totals_.sync.count[api_sync_type_[index]];
+        if (a->end > a->start) {
+          totals_.sync.ns[api_sync_type_[index]] += static_cast<int64_t>(a->end - a->start);
+        }
+      }
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_GRAPH_TRACE: {
+      const auto* g = static_cast<const GraphTraceRecord*>(record);
+      // "If this is INT_MAX, then the start is on the host" (a graph beginning with a host
+      // node): the device is where it ends.
+      constexpr uint32_t kOnHost = 0x7fffffffu;
+      const uint32_t device = g->deviceId != kOnHost ? g->deviceId : g->endDeviceId;
+      if (device == kOnHost) {
+        stats.add(Stat::cupti_records_unparsed);
+        return;
+      }
+      GpuOp op;
+      op.start = host_time(g->start, clock_offset_);
+      op.end = host_time(g->end, clock_offset_);
+      op.correlation_id = g->correlationId;
+      op.stream = g->streamId;
+      op.graph_id = g->graphId;
+      op.device = static_cast<uint16_t>(device);
+      op.kind = GpuOpKind::kKernel;
+      op.flags = kGpuOpGraphSpan;
+      op.graph_nodes = graph_nodes_ != nullptr ? graph_nodes_->nodes(g->graphId) : 0;
+      op.name = graph_name(g->graphId, op.graph_nodes);
+      note_device(device);
+      push_timed(op, out, stats);
+      ++totals_.graph_spans;
+      if (op.graph_nodes == 0) ++totals_.graph_spans_without_nodes;
       return;
     }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {

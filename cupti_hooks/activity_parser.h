@@ -15,6 +15,7 @@
 #include "analysis/model/events.h"
 #include "analysis/model/name_table.h"
 #include "analysis/model/stats.h"
+#include "cupti_hooks/graph_nodes.h"
 
 namespace gpuacct::cupti {
 
@@ -63,6 +64,8 @@ class ThreadIds {
 struct ParseTotals {
   SyncTotals sync;
   int64_t kernels = 0, memcpys = 0, memsets = 0, api_calls = 0;
+  // GRAPH_TRACE records (one per graph launch), and those whose graph's node count was unknown.
+  int64_t graph_spans = 0, graph_spans_without_nodes = 0;
   std::vector<uint16_t> devices;  // distinct device ids seen, in first-seen order
 };
 
@@ -102,6 +105,13 @@ class ActivityParser {
   //    is missing from the rows (Stat::cupti_records_untimed, data loss).
   void set_closing_flush(bool closing) { closing_flush_ = closing; }
 
+  // Where GRAPH_TRACE records find their graph's node count (Collector::graph_node_counts);
+  // without it every span's count is unknown.
+  void set_graph_node_counts(const GraphNodeCounts* counts) { graph_nodes_ = counts; }
+  // Without SYNCHRONIZATION records (the design leaves the kind out: the accounting does not
+  // read it), the totals' blocking syncs come from the API records of the traced sync calls.
+  void set_sync_from_api_calls(bool on) { sync_from_api_ = on; }
+
   const ParseTotals& totals() const { return totals_; }
   ParseTotals& mutable_totals() { return totals_; }
   NameTable& names() { return names_; }
@@ -115,6 +125,7 @@ class ActivityParser {
 
  private:
   NameId kernel_name(const char* name, CollectiveType* collective);
+  NameId graph_name(uint32_t graph_id, uint32_t nodes);
   void note_device(uint32_t device);
   // Appends `op` unless CUPTI gave it no start or end (counted: set_closing_flush).
   void push_timed(const GpuOp& op, EventBatch& out, Stats& stats) const;
@@ -131,6 +142,16 @@ class ActivityParser {
   NameId memset_name_ = kNoName;
   std::vector<NameId> api_names_;  // by traced-api index
   ThreadIds thread_ids_;
+  const GraphNodeCounts* graph_nodes_ = nullptr;
+  // "[CUDA graph 5: 998 nodes]" by graph id, made again when the count changes.
+  struct GraphName {
+    uint32_t nodes = 0;
+    NameId name = kNoName;
+  };
+  std::unordered_map<uint32_t, GraphName> graph_names_;
+  bool sync_from_api_ = false;
+  // By traced-api index: the CUpti_ActivitySynchronizationType a sync call is (0: not a sync).
+  std::vector<uint8_t> api_sync_type_;
   uint64_t devices_seen_mask_ = 0;
   int64_t clock_offset_ = 0;
   bool closing_flush_ = false;

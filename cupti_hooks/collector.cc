@@ -44,6 +44,8 @@ const char* to_string(ClockSource s) {
       return "cupti_timestamp_callback";
     case ClockSource::kMeasuredOffset:
       return "measured_offset";
+    case ClockSource::kCuptiHostClock:
+      return "cupti_host_clock";
   }
   return "none";
 }
@@ -56,6 +58,8 @@ struct Collector::Impl {
   std::vector<CUpti_ActivityKind> enabled_kinds;
   bool per_api_records = false;  // API records enabled call by call (else the whole kinds)
   bool tracing = true;           // what apply_tracing last set
+  CallbackSet callbacks;         // the domains of the launch / sync / copy callbacks (start())
+  GraphNodeCounts graph_nodes;   // GRAPHNODE_CREATED / _CLONED / _DESTROY_STARTING, by graph id
 
   std::mutex mu;  // guards the fields below; never held across a CUPTI call
   std::vector<uint8_t*> free_buffers;
@@ -213,32 +217,61 @@ void Collector::enable_callbacks() {
   CuptiApi& api = m.api;
   GPUACCT_CUPTI_CALL(api, cuptiEnableCallback, 1, m.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                      CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
-  GPUACCT_CUPTI_CALL(api, cuptiEnableCallback, 1, m.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
-                     CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020);
+  if (m.options.plan.reset_callback) {
+    GPUACCT_CUPTI_CALL(api, cuptiEnableCallback, 1, m.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
+                       CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020);
+  }
   GPUACCT_CUPTI_TRY(api, cuptiEnableCallback, 1, m.subscriber, CUPTI_CB_DOMAIN_STATE,
                     CUPTI_CBID_STATE_FATAL_ERROR);
+  if ((m.options.plan.kinds & kKindGraph) != 0 && api.cuptiGetGraphId != nullptr) {
+    // Node counts for GRAPH_TRACE spans: once per node built (capture, instantiation), never
+    // per launch.
+    GPUACCT_CUPTI_TRY(api, cuptiEnableCallback, 1, m.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                      CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED);
+    GPUACCT_CUPTI_TRY(api, cuptiEnableCallback, 1, m.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                      CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED);
+    GPUACCT_CUPTI_TRY(api, cuptiEnableCallback, 1, m.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                      CUPTI_CBID_RESOURCE_GRAPHNODE_DESTROY_STARTING);
+  }
+  // Without SYSTEM thread ids, records carry pthread ids, which the library maps onto thread
+  // ids it learns at each thread's first call: every traced call then gets its callbacks, so
+  // that a thread is known before CUPTI records any call of it (ActivityParser::ThreadIds).
+  m.callbacks = callback_set(m.options.plan, m.options.api_callbacks,
+                             !system_thread_ids_.load(std::memory_order_acquire));
   set_api_callbacks(1);
 }
 
-// The launch / sync (/ copy) callbacks: on at start, switched by apply_tracing.
+// The launch / sync (/ copy) callbacks of the domains start() chose: on at start, switched by
+// apply_tracing.
 void Collector::set_api_callbacks(uint32_t enable) {
   Impl& m = *impl_;
   CuptiApi& api = m.api;
   size_t n_apis = 0;
   const TracedApi* apis = traced_apis(&n_apis);
-  // Without SYSTEM thread ids, records carry pthread ids, which the library maps onto thread
-  // ids it learns at each thread's first call: every traced call then gets its callbacks, so
-  // that a thread is known before CUPTI records any call of it (ActivityParser::ThreadIds).
-  const bool identify_threads = !system_thread_ids_.load(std::memory_order_acquire);
-  if (m.options.api_callbacks || identify_threads) {
-    for (size_t i = 0; i < n_apis; ++i) {
-      // Launches and syncs (call sites); copies only to identify their threads.
-      if (apis[i].kind == HostApiKind::kCopy && !identify_threads) continue;
-      const auto domain = apis[i].domain == ApiDomain::kRuntime ? CUPTI_CB_DOMAIN_RUNTIME_API
-                                                                : CUPTI_CB_DOMAIN_DRIVER_API;
-      GPUACCT_CUPTI_TRY(api, cuptiEnableCallback, enable, m.subscriber, domain, apis[i].cbid);
-    }
+  for (size_t i = 0; i < n_apis; ++i) {
+    const uint8_t domains = apis[i].kind == HostApiKind::kLaunch ? m.callbacks.launch
+                            : apis[i].kind == HostApiKind::kSync ? m.callbacks.sync
+                                                                 : m.callbacks.copy;
+    const bool runtime = apis[i].domain == ApiDomain::kRuntime;
+    if ((domains & (runtime ? kRuntimeDomain : kDriverDomain)) == 0) continue;
+    GPUACCT_CUPTI_TRY(api, cuptiEnableCallback, enable, m.subscriber,
+                      runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API,
+                      apis[i].cbid);
   }
+}
+
+CuptiPlan Collector::plan() const {
+  std::lock_guard<std::mutex> lock(impl_->stop_mu);
+  return impl_->options.plan;
+}
+
+CallbackSet Collector::callbacks() const {
+  std::lock_guard<std::mutex> lock(impl_->stop_mu);
+  return impl_->callbacks;
+}
+
+const GraphNodeCounts& Collector::graph_node_counts() const {
+  return impl_->graph_nodes;
 }
 
 void Collector::set_tracing(bool on) {
@@ -274,32 +307,65 @@ void Collector::apply_tracing(bool on) {
       }
     }
   }
-  set_api_callbacks(on ? 1 : 0);
+  // kActivity: the callbacks stay enabled (on_callback returns at once while tracing is off),
+  // so a window switch toggles no callback.
+  if (m.options.plan.sample_switch == SampleSwitch::kAll) set_api_callbacks(on ? 1 : 0);
 }
 
-// The activity kinds; an error only when kernels cannot be collected.
+// The activity kinds of the plan; an error only when kernels are asked for and cannot be
+// collected.
 Status Collector::enable_activity() {
   Impl& m = *impl_;
   CuptiApi& api = m.api;
-  size_t n_apis = 0;
-  const TracedApi* apis = traced_apis(&n_apis);
-  // Activity kinds.  CONCURRENT_KERNEL, never KERNEL (which serialises kernels).
-  // No EXTERNAL_CORRELATION: gpuacct pushes no external ids and attributes nothing to
-  // framework ops; the kind would only cost a record per API call whenever a library pushes
-  // ids of its own.
-  const CUpti_ActivityKind kinds[] = {
-      CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-      CUPTI_ACTIVITY_KIND_MEMCPY2, CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION};
-  for (CUpti_ActivityKind k : kinds) {
-    const CUptiResult r = GPUACCT_CUPTI_CALL(api, cuptiActivityEnable, k);
+  const uint32_t want = m.options.plan.kinds;
+  // CONCURRENT_KERNEL, never KERNEL ("all kernel executions are serialized on the GPU",
+  // cupti_activity.h).  No EXTERNAL_CORRELATION: gpuacct pushes no external ids and attributes
+  // nothing to framework ops; the kind would only cost a record per API call whenever a
+  // library pushes ids of its own.  No SYNCHRONIZATION unless asked: the accounting reads the
+  // blocking sync calls' API records, and the report's sync totals come from them too.
+  struct Wanted {
+    uint32_t bit;
+    CUpti_ActivityKind kind;
+  };
+  const Wanted kinds[] = {
+      {kKindKernel, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL},
+      {kKindCopy, CUPTI_ACTIVITY_KIND_MEMCPY},
+      {kKindCopy, CUPTI_ACTIVITY_KIND_MEMCPY2},
+      {kKindMemset, CUPTI_ACTIVITY_KIND_MEMSET},
+      {kKindSync, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION},
+  };
+  for (const Wanted& w : kinds) {
+    if ((want & w.bit) == 0) continue;
+    const CUptiResult r = GPUACCT_CUPTI_CALL(api, cuptiActivityEnable, w.kind);
     if (r == CUPTI_SUCCESS) {
-      m.enabled_kinds.push_back(k);
-    } else if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+      m.enabled_kinds.push_back(w.kind);
+    } else if (w.kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
       return Status::Error(std::string("cuptiActivityEnable(CONCURRENT_KERNEL) failed: ") +
                            api.result_string(r));
     }
   }
-  // RUNTIME / DRIVER restricted to the calls the accounting needs.
+  if ((want & kKindGraph) != 0) {
+    // One record per graph launch, its nodes unseen ("intended to reduce overheads in tracing
+    // each node", CUpti_ActivityGraphTrace2), enabled beside CONCURRENT_KERNEL: kernels
+    // launched outside graphs keep their records.  A CUPTI that refuses it
+    // (CUPTI_ERROR_NOT_COMPATIBLE, an older one) traces graphs node by node, as before.
+    const CUptiResult r =
+        GPUACCT_CUPTI_TRY(api, cuptiActivityEnable, CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
+    if (r == CUPTI_SUCCESS) {
+      m.enabled_kinds.push_back(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
+      graph_trace_.store(true, std::memory_order_release);
+    } else if (api.warn != nullptr) {
+      api.warn(std::string("CUPTI refused GRAPH_TRACE (") + api.result_string(r) +
+               "); CUDA graph launches are traced node by node");
+    }
+  }
+  if (!m.options.plan.api_records) return Status::Ok();
+  size_t n_apis = 0;
+  const TracedApi* apis = traced_apis(&n_apis);
+  // RUNTIME / DRIVER restricted to the calls the accounting needs.  A driver call made inside
+  // a runtime call gets no record of its own (the H200 recordings of 2026-12-04 hold no nested
+  // call: one API record per launch, while the driver callbacks do fire inside), so the driver
+  // domain's records are those of launches that bypass the runtime.
   bool per_api =
       api.cuptiActivityEnableRuntimeApi != nullptr && api.cuptiActivityEnableDriverApi != nullptr;
   if (per_api) {
@@ -322,32 +388,54 @@ Status Collector::enable_activity() {
 }
 
 // One clock for every record: host records are stamped with the host clock from the process's
-// first record on, which can be long before CUDA loads CUPTI, and CUPTI's own clock may differ
-// (cuptiGetTimestamp is CLOCK_REALTIME on Linux, CLOCK_MONOTONIC_RAW under WSL, per
-// cupti_activity.h).  CUPTI is asked to read the host clock: with a timestamp callback it takes
-// every host-side timestamp from it and maps GPU timestamps onto it.  When it cannot (an older
-// CUPTI without the function, an error), the offset between the two clocks is measured here,
-// best of several back-to-back readings, and the parser moves every record by it.
+// first record on, which can be long before CUDA loads CUPTI, and CUPTI's own clock may differ.
+// cupti_activity.h (cuptiActivityRegisterTimestampCallback): "By default CUPTI uses ... Linux
+// (x86_64, aarch64 sbsa, aarch64) uses clock_gettime(CLOCK_REALTIME)", the host clock
+// (inject/clock.h), "WSL ... CLOCK_MONOTONIC_RAW", and GPU timestamps are interpolated onto that
+// clock.  So (TimestampSource::kAuto):
+//  - CUPTI's clock is read against the host clock nine times back to back; when every reading
+//    falls between the two host readings around it, it is the host clock and records are taken
+//    as they are -- no timestamp callback, which CUPTI would call for every timestamp;
+//  - otherwise CUPTI is asked to read the host clock (the timestamp callback: it then takes
+//    every host-side timestamp from it and maps GPU timestamps onto it);
+//  - and when it cannot (an older CUPTI, an error), the offset is the narrowest reading's and
+//    the parser moves every record by it.
+// kCallback registers the callback whatever the clocks; kCupti never does.
 void Collector::sync_clocks(uint64_t (*host_clock)()) {
   CuptiApi& api = impl_->api;
-  if (GPUACCT_CUPTI_TRY(api, cuptiActivityRegisterTimestampCallback, host_clock) == CUPTI_SUCCESS) {
+  const TimestampSource mode = impl_->options.plan.timestamps;
+  if (mode == TimestampSource::kCallback &&
+      GPUACCT_CUPTI_TRY(api, cuptiActivityRegisterTimestampCallback, host_clock) == CUPTI_SUCCESS) {
     publish_clock(ClockSource::kTimestampCallback, 0, 0);
     return;
   }
   int64_t offset = 0;
   int64_t uncertainty = -1;  // no reading
   int64_t best_width = std::numeric_limits<int64_t>::max();
+  bool bracketed = true;
+  int readings = 0;
   for (int i = 0; i < 9; ++i) {
     const uint64_t h0 = host_clock();
     uint64_t c = 0;
     if (api.cuptiGetTimestamp(&c) != CUPTI_SUCCESS) break;
     const uint64_t h1 = host_clock();
+    ++readings;
+    bracketed = bracketed && h0 <= c && c <= h1;
     const int64_t width = static_cast<int64_t>(h1 - h0);
     if (width >= 0 && width < best_width) {
       best_width = width;
       offset = static_cast<int64_t>(c) - static_cast<int64_t>(h0 + (h1 - h0) / 2);
       uncertainty = (width + 1) / 2;
     }
+  }
+  if (readings == 9 && bracketed && mode != TimestampSource::kCallback) {
+    publish_clock(ClockSource::kCuptiHostClock, 0, 0);
+    return;
+  }
+  if (mode == TimestampSource::kAuto &&
+      GPUACCT_CUPTI_TRY(api, cuptiActivityRegisterTimestampCallback, host_clock) == CUPTI_SUCCESS) {
+    publish_clock(ClockSource::kTimestampCallback, 0, 0);
+    return;
   }
   publish_clock(ClockSource::kMeasuredOffset, offset, uncertainty);
   if (uncertainty < 0 && api.warn != nullptr) {
@@ -459,6 +547,11 @@ void Collector::on_callback(int domain, uint32_t cbid, const void* cbdata) {
           m.api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
         return;
       }
+      // Sampled, between traced steps, with the callbacks left on (SampleSwitch::kActivity).
+      if (m.options.plan.sample_switch == SampleSwitch::kActivity &&
+          !tracing_wanted_.load(std::memory_order_relaxed)) {
+        return;
+      }
       const ApiDomain api_domain =
           domain == CUPTI_CB_DOMAIN_RUNTIME_API ? ApiDomain::kRuntime : ApiDomain::kDriver;
       const TracedApi* api = find_traced_api(api_domain, cbid);
@@ -480,6 +573,8 @@ void Collector::on_callback(int domain, uint32_t cbid, const void* cbdata) {
       if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
         // Records of a context being destroyed must be delivered before it goes.
         m.api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+      } else {
+        on_graph_node(cbid, cbdata);
       }
       return;
     case CUPTI_CB_DOMAIN_STATE:
@@ -516,6 +611,25 @@ void Collector::note_launch_device(const void* cbdata) {
   }
 }
 
+// A graph node built or about to go (CUpti_GraphData in CUpti_ResourceData::resourceDescriptor,
+// as NVIDIA's cuda_graphs_trace sample reads it): the graph's count for GRAPH_TRACE spans.
+void Collector::on_graph_node(uint32_t cbid, const void* cbdata) {
+  const int32_t delta =
+      cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED || cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED
+          ? 1
+      : cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_DESTROY_STARTING ? -1
+                                                               : 0;
+  if (delta == 0 || cbdata == nullptr || impl_->api.cuptiGetGraphId == nullptr) return;
+  const auto* rd = static_cast<const CUpti_ResourceData*>(cbdata);
+  const auto* gd = static_cast<const CUpti_GraphData*>(rd->resourceDescriptor);
+  if (gd == nullptr || gd->graph == nullptr) return;
+  uint32_t id = 0;
+  if (impl_->api.cuptiGetGraphId(gd->graph, &id) != CUPTI_SUCCESS) return;
+  impl_->graph_nodes.add(id, delta,
+                         cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED ? GraphNodeCounts::kCloned
+                                                                      : GraphNodeCounts::kCreated);
+}
+
 void Collector::flush(bool forced) {
   if (state_.load(std::memory_order_acquire) != CollectorState::kActive) return;
   if (child_.load(std::memory_order_relaxed)) return;
@@ -541,6 +655,8 @@ size_t Collector::consume(ActivityParser& parser, EventBatch& out, Stats& stats)
     return 0;
   }
   parser.set_clock_offset(clock_offset_ns_.load(std::memory_order_relaxed));
+  parser.set_graph_node_counts(&m.graph_nodes);
+  parser.set_sync_from_api_calls((m.options.plan.kinds & kKindSync) == 0);
   for (;;) {
     Impl::Completed c{};
     {

@@ -31,6 +31,8 @@
 #include "analysis/model/status.h"
 #include "cupti_hooks/api_table.h"
 #include "cupti_hooks/counter_sampler.h"
+#include "cupti_hooks/cupti_plan.h"
+#include "cupti_hooks/graph_nodes.h"
 
 namespace gpuacct::cupti {
 
@@ -56,6 +58,7 @@ enum class ClockSource : uint8_t {
   kNone,               // not started
   kTimestampCallback,  // CUPTI reads the host clock (cuptiActivityRegisterTimestampCallback)
   kMeasuredOffset,     // CUPTI keeps its own clock; records are moved by a measured offset
+  kCuptiHostClock,     // CUPTI's own clock is the host clock (every reading bracketed): as is
 };
 const char* to_string(ClockSource s);
 
@@ -71,6 +74,9 @@ struct CollectorOptions {
   // Launch / sync callbacks (native call sites).  Without SYSTEM thread ids every traced call
   // gets them regardless (a thread's first call makes it known: ActivityParser::ThreadIds).
   bool api_callbacks = true;
+  // What is asked of CUPTI (cupti_plan.h): the design unless a GPUACCT_CUPTI_* experiment
+  // setting changed it.
+  CuptiPlan plan;
   CollectorHooks hooks;
 };
 
@@ -115,11 +121,21 @@ class Collector {
   // Sampled tracing (GPUACCT_SAMPLE, docs/overhead.md): switches off (or back on) everything
   // that costs per CUDA call -- the activity kinds, the per-API runtime / driver records and
   // the launch / sync / copy API callbacks -- leaving subscribed, with the resource, state and
-  // reset callbacks on.  Called at a step boundary by the thread that marks steps, never per
-  // launch; serialised with start() / stop().  Before start() it only records the wish, which
-  // start() then applies.  Records of calls already made stay in their buffers.
+  // reset callbacks on.  With CuptiPlan::sample_switch kActivity the launch / sync callbacks stay
+  // enabled and return at once while tracing is off (no callback toggled per window).  Called
+  // at a step boundary by the thread that marks steps, never per launch; serialised with
+  // start() / stop().  Before start() it only records the wish, which start() then applies.
+  // Records of calls already made stay in their buffers.
   void set_tracing(bool on);
   bool tracing() const { return tracing_wanted_.load(std::memory_order_acquire); }
+
+  // What start() asked of CUPTI: the plan, the callback domains it came to, and whether CUPTI
+  // took GRAPH_TRACE (graph launches as one record each; false: node by node).  Set by start().
+  CuptiPlan plan() const;
+  CallbackSet callbacks() const;
+  bool graph_trace() const { return graph_trace_.load(std::memory_order_acquire); }
+  // Node counts of the graphs built so far (GRAPH_TRACE records carry none).
+  const GraphNodeCounts& graph_node_counts() const;
 
   // cuptiActivityFlushAll(forced ? FORCED : 0), then reads the dropped-record count.
   void flush(bool forced);
@@ -185,6 +201,7 @@ class Collector {
   void set_api_callbacks(uint32_t enable);
   Status enable_activity();
   void apply_tracing(bool on);
+  void on_graph_node(uint32_t cbid, const void* cbdata);
 
   Impl* impl_;  // never freed: CUPTI may call back during exit
   bool loaded_ = false;
@@ -198,6 +215,7 @@ class Collector {
   std::atomic<bool> child_{false};
   std::atomic<bool> closing_flush_{false};  // stop()'s forced flush has begun
   std::atomic<bool> tracing_wanted_{true};
+  std::atomic<bool> graph_trace_{false};
   // Published by configure_counters (the thread that loads CUDA) for the worker, which may
   // already run (a step marked before cuInit).
   std::atomic<CounterSampler*> counters_{nullptr};

@@ -22,6 +22,7 @@ using MemcpyPtoPRecord = CUpti_ActivityMemcpyPtoP4;  // MEMCPY2
 using MemsetRecord = CUpti_ActivityMemset4;          // MEMSET
 using ApiRecord = CUpti_ActivityAPI;                 // RUNTIME, DRIVER
 using SyncRecord = CUpti_ActivitySynchronization2;   // SYNCHRONIZATION
+using GraphTraceRecord = CUpti_ActivityGraphTrace2;  // GRAPH_TRACE
 
 inline constexpr uint32_t kBuiltCuptiApiVersion = CUPTI_API_VERSION;
 inline constexpr uint32_t kMinCuptiApiVersion = 130000;

@@ -42,6 +42,10 @@ struct CollectionFacts {
   nlohmann::json counters;
   // What became of the Python instrumentation (inject/python_hook.h python_status).
   std::string python;
+  // What was asked of CUPTI (cupti_hooks/cupti_plan.h) and what it took; shown when CUPTI ran.
+  cupti::CuptiPlan plan;
+  cupti::CallbackSet callbacks;
+  bool graph_trace = false;
 };
 
 nlohmann::json collection_section(const CollectionFacts& facts);

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "analysis/report/cost.h"
 
@@ -121,6 +123,42 @@ class Parser {
   std::vector<std::string>* warnings_;
 };
 
+// The GPUACCT_CUPTI_* experiment settings (docs/overhead.md): each one given marks the plan an
+// experiment; a bad value keeps the design's choice, with the usual warning.
+void parse_cupti_plan(Parser& p, cupti::CuptiPlan* plan) {
+  auto choice = [&](const char* name, auto parse, const char* design_text) {
+    const char* v = p.get(name);
+    if (v == nullptr) return;
+    if (parse(std::string_view(v))) {
+      plan->experiment = true;
+    } else {
+      p.warn(name, v, "is not one of its values (docs/overhead.md)", design_text);
+    }
+  };
+  choice(
+      "GPUACCT_CUPTI_KINDS",
+      [&](std::string_view t) { return cupti::parse_kinds(t, &plan->kinds); },
+      "kernel,copy,memset,graph");
+  choice(
+      "GPUACCT_CUPTI_CALLBACKS",
+      [&](std::string_view t) { return cupti::parse_callback_domains(t, &plan->callbacks); },
+      "design");
+  choice(
+      "GPUACCT_CUPTI_TIMESTAMPS",
+      [&](std::string_view t) { return cupti::parse_timestamp_source(t, &plan->timestamps); },
+      "auto");
+  choice(
+      "GPUACCT_CUPTI_SAMPLE_SWITCH",
+      [&](std::string_view t) { return cupti::parse_sample_switch(t, &plan->sample_switch); },
+      "all");
+  for (auto [name, field] : {std::pair{"GPUACCT_CUPTI_API_RECORDS", &plan->api_records},
+                             std::pair{"GPUACCT_CUPTI_RESET_CALLBACK", &plan->reset_callback}}) {
+    if (p.get(name) == nullptr) continue;
+    p.boolean(name, field);
+    plan->experiment = true;
+  }
+}
+
 int first_int_env(EnvLookup env, std::initializer_list<const char*> names, int fallback) {
   for (const char* n : names) {
     const char* v = env(n);
@@ -223,6 +261,9 @@ Config parse_config(EnvLookup env, std::vector<std::string>* warnings) {
     p.integer("GPUACCT_COUNTERS_INTERVAL_US", &c.counters_interval_us, 20, 1000000);
     p.boolean("GPUACCT_COUNTERS_DEBUG", &c.counters_debug);
     p.string("GPUACCT_CUPTI_LIBRARY", &c.cupti_library);
+    p.boolean("GPUACCT_GRAPH_NODES", &c.graph_nodes);
+    parse_cupti_plan(p, &c.cupti_plan);
+    if (c.graph_nodes) c.cupti_plan.kinds &= ~uint32_t{cupti::kKindGraph};
     p.string("GPUACCT_PROM_DIR", &c.prom_dir);
     p.integer("GPUACCT_PROM_PERIOD_MS", &c.prom_period_ms, 10, 3'600'000);
     p.number("GPUACCT_GPU_HOUR_PRICE", &c.cost.gpu_hour_price, 0, kMaxGpuHourPrice);

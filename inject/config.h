@@ -62,6 +62,14 @@ struct Config {
   // times against cuptiGetTimestamp and raw values); for tests/gpu/check.sh.
   bool counters_debug = false;
   std::string cupti_library = cupti::CollectorOptions{}.library;  // GPUACCT_CUPTI_LIBRARY
+  // GPUACCT_GRAPH_NODES: CUDA graph launches traced node by node (a kernel record per node)
+  // instead of one GRAPH_TRACE record per launch.
+  bool graph_nodes = false;
+  // What is asked of CUPTI (cupti_hooks/cupti_plan.h): the design, unless changed for measuring
+  // by GPUACCT_CUPTI_KINDS, _API_RECORDS, _CALLBACKS, _RESET_CALLBACK, _TIMESTAMPS,
+  // _SAMPLE_SWITCH (docs/overhead.md, "Experiment settings").  GPUACCT_GRAPH_NODES=1 takes
+  // GRAPH_TRACE out of its kinds.
+  cupti::CuptiPlan cupti_plan;
   // GPUACCT_GPU_HOUR_PRICE (rent) and the owned-GPU model (GPUACCT_GPU_HARDWARE_COST,
   // GPUACCT_AMORTIZATION_MONTHS, GPUACCT_FACILITY_PER_MONTH, GPUACCT_POWER_PER_GPU_HOUR): the
   // report's cost section and the summary's money line (analysis/report/cost.h,

@@ -89,6 +89,45 @@ TEST(Config, HardwareCountersOffByDefaultAndTheirInterval) {
   EXPECT_EQ(c.counters_interval_us, 1000);
 }
 
+// What is asked of CUPTI: the design unless a GPUACCT_CUPTI_* experiment setting changes a
+// choice (marking the run a measuring one); a bad value keeps the design's with one warning.
+TEST(Config, CuptiPlanIsTheDesignUnlessAnExperimentSettingIsGiven) {
+  std::map<std::string, std::string> env;
+  g_env = &env;
+  std::vector<std::string> warnings;
+  Config c = parse_config(fake_env, &warnings);
+  EXPECT_FALSE(c.cupti_plan.experiment);
+  EXPECT_EQ(c.cupti_plan.kinds, cupti::kDesignKinds);
+  EXPECT_FALSE(c.graph_nodes);
+  env = {{"GPUACCT_GRAPH_NODES", "1"}};
+  c = parse_config(fake_env, &warnings);
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_EQ(c.cupti_plan.kinds & cupti::kKindGraph, 0u) << "node by node: no GRAPH_TRACE";
+  EXPECT_FALSE(c.cupti_plan.experiment) << "a user setting, not an experiment";
+  env = {{"GPUACCT_CUPTI_KINDS", "kernel,sync"}, {"GPUACCT_CUPTI_CALLBACKS", "both"},
+         {"GPUACCT_CUPTI_TIMESTAMPS", "callback"}, {"GPUACCT_CUPTI_API_RECORDS", "0"},
+         {"GPUACCT_CUPTI_SAMPLE_SWITCH", "activity"}, {"GPUACCT_CUPTI_RESET_CALLBACK", "off"}};
+  c = parse_config(fake_env, &warnings);
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_TRUE(c.cupti_plan.experiment);
+  EXPECT_EQ(c.cupti_plan.kinds, cupti::kKindKernel | cupti::kKindSync);
+  EXPECT_EQ(c.cupti_plan.callbacks, cupti::CallbackDomains::kBoth);
+  EXPECT_EQ(c.cupti_plan.timestamps, cupti::TimestampSource::kCallback);
+  EXPECT_EQ(c.cupti_plan.sample_switch, cupti::SampleSwitch::kActivity);
+  EXPECT_FALSE(c.cupti_plan.api_records);
+  EXPECT_FALSE(c.cupti_plan.reset_callback);
+  env = {{"GPUACCT_CUPTI_KINDS", "kernels"}, {"GPUACCT_CUPTI_CALLBACKS", "all"}};
+  c = parse_config(fake_env, &warnings);
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_NE(warnings[0].find("GPUACCT_CUPTI_KINDS='kernels' is not one of its values"),
+            std::string::npos)
+      << warnings[0];
+  EXPECT_NE(warnings[0].find("using kernel,copy,memset,graph"), std::string::npos);
+  EXPECT_EQ(c.cupti_plan.kinds, cupti::kDesignKinds);
+  EXPECT_EQ(c.cupti_plan.callbacks, cupti::CallbackDomains::kDesign);
+  EXPECT_FALSE(c.cupti_plan.experiment);
+}
+
 TEST(Config, GpuHourPrice) {
   std::map<std::string, std::string> env = {{"GPUACCT_GPU_HOUR_PRICE", " 2.5 "}};
   g_env = &env;

@@ -584,6 +584,9 @@ CollectionFacts Pipeline::collection_facts(const GpuCollectionState& gpu) const 
   f.buffer_bytes = static_cast<int64_t>(cfg_.buffer_mb) << 20;
   f.buffers_allocated = col.buffers_allocated();
   f.totals = &parser_.totals();
+  f.plan = col.plan();
+  f.callbacks = col.callbacks();
+  f.graph_trace = col.graph_trace();
   f.step_source = host_.explicit_steps()           ? host_.step_source()
                   : detection_.summary().steps > 0 ? "detected"
                                                    : "none";

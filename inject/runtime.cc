@@ -268,6 +268,21 @@ void Runtime::attach_cupti() {
   opt.buffer_count = m.cfg.buffer_count;
   opt.flush_period_ms = static_cast<uint32_t>(m.cfg.flush_ms);
   opt.api_callbacks = m.cfg.stacks;
+  opt.plan = m.cfg.cupti_plan;
+  if (opt.plan.experiment) {
+    const bool exact =
+        (opt.plan.kinds & (cupti::kKindKernel | cupti::kKindCopy | cupti::kKindMemset)) ==
+            (cupti::kKindKernel | cupti::kKindCopy | cupti::kKindMemset) &&
+        opt.plan.api_records;
+    log_line(std::string("GPUACCT_CUPTI_* settings: kinds=") +
+             cupti::kinds_to_string(opt.plan.kinds) +
+             " api_records=" + (opt.plan.api_records ? "1" : "0") +
+             " callbacks=" + cupti::to_string(opt.plan.callbacks) +
+             " timestamps=" + cupti::to_string(opt.plan.timestamps) +
+             " sample_switch=" + cupti::to_string(opt.plan.sample_switch) +
+             "; a run for measuring overhead (docs/overhead.md)" +
+             (exact ? "" : ", its walls are not to be trusted"));
+  }
   opt.host_clock = &host_clock_for_cupti;
   opt.hooks.api_enter = &hook_api_enter;
   opt.hooks.api_exit = &hook_api_exit;

@@ -37,8 +37,9 @@ struct CorrEntry {
   NameId api_name = kNoName;
   bool has_api = false;
   bool has_op = false;
-  // An op of a CUDA graph came (GpuOp::graph_id): a graph launch has one op per kernel node,
-  // all with this id, so more may still come after the first (docs/accounting.md).
+  // An op of a CUDA graph came node by node (GpuOp::graph_id, not a kGpuOpGraphSpan): such a
+  // launch has one op per kernel node, all with this id, so more may still come after the
+  // first (docs/accounting.md).  A span is the launch's only op and settles it.
   bool graph = false;
 };
 static_assert(sizeof(CorrEntry) == 40);

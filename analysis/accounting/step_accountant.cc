@@ -69,7 +69,9 @@ void StepAccountant::Impl::add_gpu_op(const GpuOp& op) {
     CorrEntry& e = host.corr[op.correlation_id];
     e.has_op = true;
     e.op_end = std::max(e.op_end, op.end);
-    e.graph = e.graph || op.graph_id != 0;
+    // Node by node, a graph launch has one op per node, so more may follow the first; as one
+    // span (GRAPH_TRACE) the op is the launch's only one and settles it at once.
+    e.graph = e.graph || (op.graph_id != 0 && (op.flags & kGpuOpGraphSpan) == 0);
     if (e.has_api) owed.delivered(e.api_start);
   }
 }

@@ -128,5 +128,36 @@ TEST(StepAccountantGraphs, GraphLaunchesAreLetGoAtTheEventLimit) {
   EXPECT_GT(acc.delivery_lag().held_peak(), cfg.pending_event_limit);
 }
 
+// The same loop with each graph launch traced as one GRAPH_TRACE span (kGpuOpGraphSpan): its
+// only op settles the launch at once, so steps are finalised a tick behind, not the 2 s
+// pending-launch timeout behind; the span is compute over the whole launch, and a row counts the
+// graph's nodes as its kernels.  Rows equal those of the node-by-node loop where the nodes run
+// back to back (they tile the span).
+TEST(StepAccountantGraphs, AGraphSpanSettlesItsLaunchAtOnce) {
+  const Trace nodes = graph_loop(300);
+  Trace spans = nodes;
+  spans.b.gpu_ops.clear();
+  for (size_t i = 0; i < nodes.b.gpu_ops.size(); i += kNodes) {
+    GpuOp span = nodes.b.gpu_ops[i];
+    span.end = nodes.b.gpu_ops[i + kNodes - 1].end;
+    span.flags = kGpuOpGraphSpan;
+    span.graph_nodes = kNodes;
+    spans.b.gpu_ops.push_back(span);
+  }
+  const std::vector<StepRow> truth = run(nodes);
+  StepAccountant acc(no_warmup());
+  // Finalised before the end: all but the steps of the last tick or so (node by node, the last
+  // 2 s of steps -- 100 -- wait for the end).
+  const size_t before_end = deliver(acc, spans, [](size_t) { return TimeNs{0}; });
+  EXPECT_GE(before_end, 280u);
+  EXPECT_FALSE(acc.stats().has_data_loss());
+  expect_same_rows(acc.rows(), truth);
+  ASSERT_EQ(acc.rows()[5].kernels, static_cast<uint32_t>(kNodes));
+  // An unknown node count counts the span as one kernel.
+  Trace unknown = spans;
+  for (GpuOp& op : unknown.b.gpu_ops) op.graph_nodes = 0;
+  EXPECT_EQ(run(unknown)[5].kernels, 1u);
+}
+
 }  // namespace
 }  // namespace gpuacct

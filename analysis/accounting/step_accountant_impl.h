@@ -31,7 +31,10 @@ struct OwnedStats {
   void add(const GpuOp& op) {
     max_end = std::max(max_end, op.end);
     if (op.kind == GpuOpKind::kKernel) {
-      ++kernels;
+      // A graph launch traced as one span counts its nodes (one when unknown), as the same
+      // launch traced node by node would.
+      const bool span = (op.flags & kGpuOpGraphSpan) != 0 && op.graph_nodes > 0;
+      kernels += span ? op.graph_nodes : 1;
     } else {
       ++copies;
     }

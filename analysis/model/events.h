@@ -55,6 +55,10 @@ enum class CollectiveType : uint8_t {
 // Bits in GpuOp::flags.
 enum GpuOpFlags : uint8_t {
   kGpuOpPageable = 1 << 0,  // memcpy touching pageable host memory
+  // A whole CUDA graph launch as one op (CUPTI's GRAPH_TRACE record: the span from its first
+  // node's start to its last node's end, nodes not seen): a compute kernel to the accounting,
+  // `graph_nodes` kernels in a step's count, the only op its launch call gets.
+  kGpuOpGraphSpan = 1 << 1,
 };
 
 // One operation executed on a device stream.
@@ -71,7 +75,9 @@ struct GpuOp {
   CopyDir copy_dir = CopyDir::kNone;
   CollectiveType collective = CollectiveType::kNone;
   uint8_t flags = 0;
-  uint8_t reserved[6] = {};
+  uint8_t reserved[2] = {};
+  // kGpuOpGraphSpan: the graph's nodes (0 = unknown).  Recordings written before it hold 0 here.
+  uint32_t graph_nodes = 0;
 
   bool is_communication() const { return collective != CollectiveType::kNone; }
   bool is_compute() const { return kind == GpuOpKind::kKernel && !is_communication(); }

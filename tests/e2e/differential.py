@@ -94,6 +94,11 @@ DIMENSIONS = {
                            "every record in them is complete, as real CUPTI's flush does (a "
                            "queued kernel holds back its thread's API records too; fixed: the "
                            "watermark stays before the oldest buffer CUPTI holds)"),
+    "graph_nodes": (True, "GPUACCT_GRAPH_NODES=1 in half the programs with graphs: launches "
+                          "node by node, a kernel record each, instead of one GRAPH_TRACE span "
+                          "(issue 28's default)"),
+    "graph_nodes_all": (False, "GPUACCT_GRAPH_NODES=1 in every program with graphs (no draw: a "
+                               "seed keeps its program; the late-graph-kernel seeds replay so)"),
 }
 
 # The default dimensions when the seeds below were found (a program depends on the seed and
@@ -149,7 +154,9 @@ REGRESSION_SEEDS: list = [
     # GPU records held back past the watermark (long_lag): a graph launch's kernels after the
     # first were not waited for, so the 1.26 s graph kernel of step 1 landed in step 2's window
     # (step 1: 2.19 ms instead of 1.259 s), nothing counted (5 of 30 reruns; 0 of 20 after).
-    (1764, _DIMS_V4 + ",graph_lag"),
+    # Graph launches are one GRAPH_TRACE span by default since issue 28: the seed replays node
+    # by node (graph_nodes_all), the case it was found in.
+    (1764, _DIMS_V4 + ",graph_lag,graph_nodes_all"),
     # A recording did not carry the run's accounting settings: `gpuacct analyze` / `timeline`
     # of it accounted with the defaults, unlike the live report, and nothing said so.
     (1, _DIMS_V2 + ",recorded_settings"),  # GPUACCT_WARMUP_STEPS=0

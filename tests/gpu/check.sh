@@ -133,6 +133,10 @@ callbacks_row() {  # label report-dir
   read -r rt drv nested < <(callbacks_of "$2")
   local all=no
   [ "$rt" != "-" ] && [ "$rt" -gt 0 ] && [ "$nested" = "$rt" ] && all=yes
+  # Since issue 28 the library subscribes launches in the driver domain alone (the answer of
+  # this row on an H200): no runtime callback to nest in.  The overhead matrix's cb_both row
+  # (tests/gpu/overhead_matrix.py) counts both domains.
+  [ "$rt" = 0 ] && [ "$drv" != "-" ] && [ "$drv" -gt 0 ] && all="n/a (driver domain only)"
   row "callbacks: $1" "-" "rt $rt drv $drv" "nested $nested; every runtime launch reached the driver: $all"
 }
 for name in data_bound launch_bound compute_bound; do callbacks_row "$name" "$OUT/${name}_capi"; done
@@ -186,7 +190,8 @@ fi  # nccl
 # ---- 3. overhead -------------------------------------------------------------------------------
 if want overhead; then
 # Steps marked through the C API in every row: GPUACCT_SAMPLE switches CUPTI at C API step marks
-# (docs/overhead.md), and the rows differ only in the tracer.
+# (docs/overhead.md), and the rows differ only in the tracer.  The full matrix (each CUPTI
+# feature alone, the PyTorch loops, torch.profiler) is tests/gpu/overhead_matrix.py.
 echo "== overhead (launch_bound, 3 runs each, median ms/step)"
 ms_per_step() {  # env... -> median ms/step over 3 runs
   local vals=()
@@ -200,14 +205,18 @@ ms_per_step() {  # env... -> median ms/step over 3 runs
 BASE=$(ms_per_step GPUACCT_UNUSED=1)
 BARE=$(ms_per_step CUDA_INJECTION64_PATH="$B/bare_cupti_tracer.so")
 WITH=$(ms_per_step CUDA_INJECTION64_PATH="$LIB" GPUACCT_OUTPUT_DIR="$OUT/overhead" GPUACCT_QUIET=1)
+# What the library asked of CUPTI before issue 28 (its design: docs/overhead.md).
+BEFORE=$(ms_per_step CUDA_INJECTION64_PATH="$LIB" GPUACCT_OUTPUT_DIR="$OUT/overhead" GPUACCT_QUIET=1 \
+  GPUACCT_CUPTI_KINDS=kernel,copy,memset,sync GPUACCT_CUPTI_CALLBACKS=both GPUACCT_CUPTI_TIMESTAMPS=callback)
 WITH_NOSTACK=$(ms_per_step CUDA_INJECTION64_PATH="$LIB" GPUACCT_OUTPUT_DIR="$OUT/overhead" GPUACCT_QUIET=1 GPUACCT_STACKS=0)
 WITH_SAMPLED=$(ms_per_step CUDA_INJECTION64_PATH="$LIB" GPUACCT_OUTPUT_DIR="$OUT/overhead" GPUACCT_QUIET=1 GPUACCT_SAMPLE=10)
 ratio() { python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print(f'{a/b:.3f}')" "$1" "$2" 2>/dev/null || echo nan; }
 row "overhead: no tracer" "-" "${BASE} ms/step" "baseline"
 row "overhead: bare CUPTI tracer" "-" "${BARE} ms/step" "x$(ratio "$BARE" "$BASE") vs baseline"
 row "overhead: libgpuacct" "-" "${WITH} ms/step" "x$(ratio "$WITH" "$BASE") vs baseline, x$(ratio "$WITH" "$BARE") vs bare"
+row "overhead: before issue 28" "-" "${BEFORE} ms/step" "x$(ratio "$BEFORE" "$BASE") vs baseline (today's set of 2026-12-04)"
 row "overhead: libgpuacct STACKS=0" "-" "${WITH_NOSTACK} ms/step" "x$(ratio "$WITH_NOSTACK" "$BASE") vs baseline, x$(ratio "$WITH_NOSTACK" "$BARE") vs bare"
-row "overhead: libgpuacct SAMPLE=10" "-" "${WITH_SAMPLED} ms/step" "x$(ratio "$WITH_SAMPLED" "$BASE") vs baseline (target <= 1.01)"
+row "overhead: libgpuacct SAMPLE=10" "-" "${WITH_SAMPLED} ms/step" "x$(ratio "$WITH_SAMPLED" "$BASE") vs baseline (target <= 1.03)"
 
 fi  # overhead
 

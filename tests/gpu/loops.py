@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """PyTorch training loops with known walls, timed by their own clock, for the GPU check.
 
-    python3 tests/gpu/loops.py SCENARIO [--iters 25] [--clock FILE] [--device cuda]
+    python3 tests/gpu/loops.py SCENARIO [--iters 25] [--window 5:20] [--clock FILE] [--device cuda]
+                                        [--profile]
+    python3 tests/gpu/loops.py --serve   (tests/gpu/overhead_matrix.py: runs many, one torch import)
 
 No gpuacct call anywhere: this is what a user's loop looks like.  Run it under
 `CUDA_INJECTION64_PATH=.../libgpuacct.so` exactly as typed (no PYTHONPATH), from any directory.
@@ -10,7 +12,16 @@ Every loop: fetch a batch (where there is a DataLoader) -> forward -> backward -
 -> optimizer.step().  The loop's own clock (no profiler) goes to --clock, one JSON line per
 iteration: `step_ms` from one optimizer.step() return to the next (iteration 0 from the loop's
 start) and `fetch_ms` (time inside next() on the DataLoader), then a summary line with the
-mean over iterations 5-19 (the window the overhead figures use).
+mean over iterations 5-19 (the window the overhead figures use; --window A:B for others).
+--profile runs the loop under torch.profiler (CPU and CUDA activities), as a user would.
+
+--serve: reads one JSON request a line on stdin ({"scenario", "iters", "window", "clock",
+"profile", "env": {...}, "log", "timeout_s"}) and runs each in a child forked from this
+process, which imported torch once and never touched CUDA: the child sets `env` (e.g.
+CUDA_INJECTION64_PATH) before its first CUDA call, so the driver loads what it names, and
+exits normally (the library's exit handlers run).  A first line says the import is done
+({"ready": true}); one JSON line answers each request ({"rc", "wall_s", "timed_out"}).  A child
+past timeout_s is killed.
 
 Scenarios (what a user expects to read):
   launch    MLP of 200 x (Linear(512, 512), ReLU), batch 32, fp32, SGD(foreach): ~2,000 small
@@ -97,8 +108,8 @@ class JpegDataset(torch.utils.data.Dataset):
 class Clock:
     """The loop's own clock: optimizer.step() return to return, and time inside next()."""
 
-    def __init__(self, path: Optional[str], scenario: str):
-        self.path, self.scenario = path, scenario
+    def __init__(self, path: Optional[str], scenario: str, window: Tuple[int, int] = (5, 20)):
+        self.path, self.scenario, self.window = path, scenario, window
         self.rows: list = []
         self.t_last = time.perf_counter()
         self.fetch = 0.0
@@ -121,8 +132,9 @@ class Clock:
         self.t_last, self.fetch = now, 0.0
 
     def close(self) -> None:
-        win = [r for r in self.rows if 5 <= r["step"] < 20]
-        summ = {"scenario": self.scenario, "steps": len(self.rows), "window": [5, 20],
+        lo, hi = self.window
+        win = [r for r in self.rows if lo <= r["step"] < hi]
+        summ = {"scenario": self.scenario, "steps": len(self.rows), "window": [lo, hi],
                 "window_ms_per_step": sum(r["step_ms"] for r in win) / max(1, len(win)),
                 "window_fetch_ms_per_step": sum(r["fetch_ms"] for r in win) / max(1, len(win)),
                 "injected": os.environ.get("CUDA_INJECTION64_PATH", ""),
@@ -228,26 +240,108 @@ def scenario(name: str, dev: torch.device, iters: int, clock: Clock) -> None:
         raise SystemExit(f"loops.py: unknown scenario {name!r}")
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("scenario")
-    ap.add_argument("--iters", type=int, default=25)
-    ap.add_argument("--clock", default="")
-    ap.add_argument("--device", default="cuda")
-    a = ap.parse_args()
-    if a.iters < 1:
-        ap.error("--iters must be >= 1")
-    dev = torch.device(a.device)
+def parse_window(text: str) -> Tuple[int, int]:
+    lo, _, hi = text.partition(":")
+    try:
+        w = (int(lo), int(hi))
+    except ValueError:
+        raise SystemExit(f"loops.py: --window {text!r} is not A:B")
+    if not 0 <= w[0] < w[1]:
+        raise SystemExit(f"loops.py: --window {text!r}: need 0 <= A < B")
+    return w
+
+
+def run_one(name: str, device: str, iters: int, clock_path: Optional[str],
+            window: Tuple[int, int], profile: bool) -> int:
+    dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         print("loops.py: CUDA is not available (use --device cpu for a smoke run)",
               file=sys.stderr)
         return 2
-    clock = Clock(a.clock or None, a.scenario)
-    scenario(a.scenario, dev, a.iters, clock)
+    clock = Clock(clock_path, name, window)
+    if profile:
+        from torch.profiler import ProfilerActivity, profile as torch_profile
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+        with torch_profile(activities=acts):
+            scenario(name, dev, iters, clock)
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+    else:
+        scenario(name, dev, iters, clock)
     if dev.type == "cuda":
         torch.cuda.synchronize()
     clock.close()
     return 0
+
+
+def serve() -> int:
+    """--serve (module docstring): one forked child per request line."""
+    import signal
+    print(json.dumps({"ready": True, "torch": torch.__version__}), flush=True)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            req = json.loads(line)
+            name, iters = str(req["scenario"]), int(req["iters"])
+            window = parse_window(str(req.get("window", "5:20")))
+            timeout = float(req.get("timeout_s", 120))
+        except (ValueError, KeyError, TypeError, SystemExit) as e:
+            print(json.dumps({"rc": 2, "wall_s": 0.0, "timed_out": False, "error": str(e)}),
+                  flush=True)
+            continue
+        t0 = time.monotonic()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into the loop
+            code = 1
+            try:
+                log = os.open(req.get("log") or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                              0o644)
+                os.dup2(log, 1)
+                os.dup2(log, 2)
+                for k, v in (req.get("env") or {}).items():
+                    os.environ[str(k)] = str(v)
+                code = run_one(name, str(req.get("device", "cuda")), iters,
+                               req.get("clock") or None, window, bool(req.get("profile")))
+            except BaseException:  # noqa: BLE001: anything the loop raised, said in its log
+                import traceback
+                traceback.print_exc()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            sys.exit(code)  # a normal exit: C atexit handlers (the library's report) run
+        timed_out = False
+        status = 0
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done == pid:
+                break
+            if time.monotonic() - t0 > timeout:
+                timed_out = True
+                os.kill(pid, signal.SIGKILL)
+                _, status = os.waitpid(pid, 0)
+                break
+            time.sleep(0.02)
+        rc = os.waitstatus_to_exitcode(status)
+        print(json.dumps({"rc": rc, "wall_s": round(time.monotonic() - t0, 3),
+                          "timed_out": timed_out}), flush=True)
+    return 0
+
+
+def main() -> int:
+    if sys.argv[1:] == ["--serve"]:
+        return serve()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("scenario")
+    ap.add_argument("--iters", type=int, default=25)
+    ap.add_argument("--window", default="5:20", help="iterations A..B-1 make the summary's mean")
+    ap.add_argument("--clock", default="")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--profile", action="store_true", help="run under torch.profiler")
+    a = ap.parse_args()
+    if a.iters < 1:
+        ap.error("--iters must be >= 1")
+    return run_one(a.scenario, a.device, a.iters, a.clock or None, parse_window(a.window),
+                   a.profile)
 
 
 if __name__ == "__main__":

@@ -237,6 +237,7 @@ CUPTI_EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHa
   if (!ValidSubscriber(s, subscriber) || cbid >= DomainCbidLimit(domain)) {
     return CUPTI_ERROR_INVALID_PARAMETER;
   }
+  s.counts.callback_switches.fetch_add(1, std::memory_order_relaxed);
   s.cb_enabled[domain][cbid].store(enable != 0 ? 1 : 0);
   return CUPTI_SUCCESS;
 }
@@ -248,6 +249,7 @@ CUPTI_EXPORT CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHand
   std::lock_guard<std::mutex> lock(s.mu);
   const size_t limit = DomainCbidLimit(domain);
   if (!ValidSubscriber(s, subscriber) || limit == 0) return CUPTI_ERROR_INVALID_PARAMETER;
+  s.counts.callback_switches.fetch_add(1, std::memory_order_relaxed);
   for (size_t c = 0; c < limit; ++c) s.cb_enabled[domain][c].store(enable != 0 ? 1 : 0);
   return CUPTI_SUCCESS;
 }

@@ -29,11 +29,13 @@ CUptiResult SetKind(CUpti_ActivityKind kind, bool on) {
 
 CUPTI_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
   SIM_FAULT_POINT();
+  S().counts.kind_switches.fetch_add(1, std::memory_order_relaxed);
   return SetKind(kind, true);
 }
 
 CUPTI_EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind) {
   SIM_FAULT_POINT();
+  S().counts.kind_switches.fetch_add(1, std::memory_order_relaxed);
   return SetKind(kind, false);
 }
 
@@ -56,6 +58,7 @@ CUPTI_EXPORT CUptiResult cuptiActivityEnableAndDump(CUpti_ActivityKind kind) {
 CUPTI_EXPORT CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable) {
   SIM_FAULT_POINT();
   if (cbid >= CUPTI_RUNTIME_TRACE_CBID_SIZE) return CUPTI_ERROR_INVALID_PARAMETER;
+  S().counts.api_filter_switches.fetch_add(1, std::memory_order_relaxed);
   S().runtime_api[cbid].store(enable != 0 ? 1 : 0);
   return CUPTI_SUCCESS;
 }
@@ -63,6 +66,7 @@ CUPTI_EXPORT CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, ui
 CUPTI_EXPORT CUptiResult cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable) {
   SIM_FAULT_POINT();
   if (cbid >= CUPTI_DRIVER_TRACE_CBID_SIZE) return CUPTI_ERROR_INVALID_PARAMETER;
+  S().counts.api_filter_switches.fetch_add(1, std::memory_order_relaxed);
   S().driver_api[cbid].store(enable != 0 ? 1 : 0);
   return CUPTI_SUCCESS;
 }
@@ -283,6 +287,14 @@ CUPTI_EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampC
   if (fn == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
   S().timestamp_cb.store(fn, std::memory_order_release);
   return CUPTI_SUCCESS;
+}
+
+// The graph's id, as its records carry it (simGraphId).
+CUPTI_EXPORT CUptiResult cuptiGetGraphId(CUgraph graph, uint32_t* pId) {
+  SIM_FAULT_POINT();
+  if (graph == nullptr || pId == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  *pId = simGraphId(reinterpret_cast<simGraph_t>(graph));
+  return *pId != 0 ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
 }
 
 CUPTI_EXPORT CUptiResult cuptiFinalize(void) {

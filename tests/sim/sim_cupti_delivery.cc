@@ -163,6 +163,9 @@ void ClearGpuTimes(AnyRecord& r) {
     case CUPTI_ACTIVITY_KIND_MEMSET:
       r.memset.start = r.memset.end = 0;
       break;
+    case CUPTI_ACTIVITY_KIND_GRAPH_TRACE:
+      r.graph.start = r.graph.end = 0;
+      break;
     default:
       break;
   }
@@ -368,6 +371,7 @@ void AtExit() {
     worker.swap(s.worker);
   }
   if (worker.joinable()) worker.join();
+  WriteCounts(s);
 }
 
 __attribute__((constructor)) void OnLoad() {

@@ -3,16 +3,44 @@
 // clock and queued as pending; the resource callbacks and simReset.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "sim_cupti_state.h"
 
 namespace sim_cupti {
 
 namespace {
 
+// The CUPTI work of the launch call this thread is in (State::Counts): the callbacks delivered
+// and the records made for it, a driver launch nested in a runtime one included.
+struct LaunchWork {
+  int depth = 0;
+  uint64_t callbacks = 0;
+  uint64_t records = 0;
+};
+thread_local LaunchWork t_work;
+
+void RaiseMax(std::atomic<uint64_t>& m, uint64_t v) {
+  uint64_t cur = m.load(std::memory_order_relaxed);
+  while (v > cur && !m.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+
+bool IsLaunch(CUpti_CallbackDomain domain, uint32_t cbid) {
+  if (cbid >= kMaxCbid || domain < 1 || domain >= CUPTI_CB_DOMAIN_SIZE) return false;
+  const char* name = Names().plain[domain][cbid];
+  return name != nullptr && std::strstr(name, "Launch") != nullptr;
+}
+
 // Adds one record (drop faults, delay draw).  Caller holds s.mu.
 void PushLocked(State& s, const AnyRecord& rec, uint64_t complete_at, uint64_t lane, uint64_t owner,
                 bool may_delay) {
   ++s.produced;
+  if (rec.base.kind < CUPTI_ACTIVITY_KIND_COUNT) {
+    s.counts.records[rec.base.kind].fetch_add(1, std::memory_order_relaxed);
+  }
+  if (t_work.depth > 0) ++t_work.records;
   if (s.produced <= s.faults.drop_first ||
       (s.faults.drop_every != 0 && s.produced % s.faults.drop_every == 0) ||
       (s.request == nullptr && s.pending.size() >= kMaxPendingWithoutBuffers)) {
@@ -37,29 +65,66 @@ bool KindOn(State& s, CUpti_ActivityKind k) {
   return s.kind_enabled[k].load(std::memory_order_relaxed) != 0;
 }
 
-void InvokeApiCallback(SimApiCall* call, CUpti_ApiCallbackSite site) {
+// One API callback of `call`, or of the driver call inside it (`inner`: the driver domain's
+// launch callback a runtime launch fires inside its own; GPUACCT_SIM_INNER_DRIVER).
+void InvokeApiCallback(SimApiCall* call, CUpti_ApiCallbackSite site, bool inner = false) {
   State& s = S();
-  if (call->cbid >= kMaxCbid || call->domain < 1 || call->domain >= CUPTI_CB_DOMAIN_SIZE) return;
+  const CUpti_CallbackDomain domain = inner ? CUPTI_CB_DOMAIN_DRIVER_API : call->domain;
+  const uint32_t cbid = !inner ? call->cbid
+                        : call->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000
+                            ? static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch)
+                            : static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel);
+  if (cbid >= kMaxCbid || domain < 1 || domain >= CUPTI_CB_DOMAIN_SIZE) return;
   CUpti_CallbackFunc cb = s.callback.load(std::memory_order_acquire);
-  if (cb == nullptr || !s.cb_enabled[call->domain][call->cbid].load(std::memory_order_relaxed)) {
+  if (cb == nullptr || !s.cb_enabled[domain][cbid].load(std::memory_order_relaxed)) {
     return;
   }
+  s.counts.callbacks[domain].fetch_add(1, std::memory_order_relaxed);
+  if (t_work.depth > 0) ++t_work.callbacks;
   const NameTables& names = Names();
   CUpti_CallbackData data{};
   data.callbackSite = site;
-  data.functionName = names.plain[call->domain][call->cbid];
-  data.functionParams = call->params;
+  data.functionName = names.plain[domain][cbid];
+  data.functionParams = inner ? nullptr : call->params;
   data.functionReturnValue = call->return_value;
   data.symbolName = call->symbol_name;
   data.context = call->context;
   data.contextUid = call->context_id;
-  data.correlationData = &call->correlation_data;
+  data.correlationData = inner ? &call->inner_correlation_data : &call->correlation_data;
+  // The inner call's id: the runtime call's (whether real CUPTI gives it one of its own is not
+  // documented; nothing the library accounts reads it).
   data.correlationId = call->correlation_id;
-  cb(s.userdata.load(std::memory_order_acquire), call->domain, call->cbid, &data);
+  cb(s.userdata.load(std::memory_order_acquire), domain, cbid, &data);
+}
+
+// A runtime launch that makes no driver call of the engine's own: real CUDA makes one, and
+// CUPTI fires its driver callbacks (the H200's nested = runtime).
+bool HasInnerDriverCall(const SimApiCall* call) {
+  return S().inner_driver_callbacks && call->domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
+         call->nests_driver == 0 && IsLaunch(call->domain, call->cbid);
 }
 
 void HookApiEnter(SimApiCall* call) {
+  if (IsLaunch(call->domain, call->cbid) && t_work.depth++ == 0) {
+    t_work.callbacks = 0;
+    t_work.records = 0;
+  }
   InvokeApiCallback(call, CUPTI_API_ENTER);
+  if (HasInnerDriverCall(call)) InvokeApiCallback(call, CUPTI_API_ENTER, true);
+}
+
+// The launch call of this thread ends: its work counted (State::Counts).
+void EndLaunch(State& s, const SimApiCall* call) {
+  if (!IsLaunch(call->domain, call->cbid) || t_work.depth == 0 || --t_work.depth != 0) return;
+  State::Counts& c = s.counts;
+  c.launches.fetch_add(1, std::memory_order_relaxed);
+  c.launch_callbacks.fetch_add(t_work.callbacks, std::memory_order_relaxed);
+  c.launch_records.fetch_add(t_work.records, std::memory_order_relaxed);
+  if (t_work.callbacks + t_work.records > 0) {
+    c.launches_with_work.fetch_add(1, std::memory_order_relaxed);
+  }
+  RaiseMax(c.max_launch_callbacks, t_work.callbacks);
+  RaiseMax(c.max_launch_records, t_work.records);
 }
 
 // The fields CUPTI's memcpy and peer-to-peer memcpy records share.
@@ -222,9 +287,40 @@ bool FillOpRecord(State& s, const SimGpuOp& op, bool runtime, int64_t shift, Any
   return true;
 }
 
+// GRAPH_TRACE: a graph launch's ops as one record, from the first node's start to the last
+// node's end, instead of a record per node ("without giving visibility about the execution of
+// its nodes", CUpti_ActivityGraphTrace2).  Kernels launched outside graphs keep their
+// CONCURRENT_KERNEL records (GRAPH_TRACE enabled beside it replaces only graph nodes' records:
+// Nsight Systems' --cuda-graph-trace=graph, tracy PR #1330).  s.mu held.
+void PushGraphTraceLocked(State& s, const SimApiCall* call, const SimGpuOp* ops, size_t num_ops,
+                          uint64_t host_lane, int64_t shift) {
+  AnyRecord r{};
+  CUpti_ActivityGraphTrace2& g = r.graph;
+  g.kind = CUPTI_ACTIVITY_KIND_GRAPH_TRACE;
+  g.correlationId = call->correlation_id;
+  uint64_t start = ops[0].start;
+  uint64_t end = ops[0].end;
+  for (size_t i = 1; i < num_ops; ++i) {
+    start = std::min(start, ops[i].start);
+    end = std::max(end, ops[i].end);
+  }
+  g.start = OnCuptiClock(start, shift);
+  g.end = OnCuptiClock(end, shift);
+  g.deviceId = g.endDeviceId = ops[0].device;
+  g.contextId = g.endContextId = ops[0].context_id;
+  g.graphId = ops[0].graph_id;
+  g.streamId = ops[0].stream_id;
+  const uint64_t lane = (static_cast<uint64_t>(ops[0].device) << 32) | ops[0].stream_id;
+  if (s.faults.untimed_every != 0 && ++s.gpu_records % s.faults.untimed_every == 0) {
+    ClearGpuTimes(r);
+  }
+  PushLocked(s, r, end, lane, host_lane, true);
+}
+
 void HookApiExit(SimApiCall* call, const SimGpuOp* ops, size_t num_ops) {
   State& s = S();
   NotifySynchronized(s, call);
+  if (HasInnerDriverCall(call)) InvokeApiCallback(call, CUPTI_API_EXIT, true);
   InvokeApiCallback(call, CUPTI_API_EXIT);
 
   const int tid_type = s.thread_id_type.load(std::memory_order_relaxed);
@@ -236,6 +332,11 @@ void HookApiExit(SimApiCall* call, const SimGpuOp* ops, size_t num_ops) {
     std::lock_guard<std::mutex> lock(s.mu);
     PushApiRecordsLocked(s, call, tid, host_lane, shift);
     const bool runtime = call->domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+    const bool graph_spans = KindOn(s, CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
+    if (graph_spans && num_ops > 0 && ops[0].graph_id != 0) {
+      PushGraphTraceLocked(s, call, ops, num_ops, host_lane, shift);
+      num_ops = 0;
+    }
     for (size_t i = 0; i < num_ops; ++i) {
       const SimGpuOp& op = ops[i];
       const uint64_t lane = (static_cast<uint64_t>(op.device) << 32) | op.stream_id;
@@ -252,6 +353,7 @@ void HookApiExit(SimApiCall* call, const SimGpuOp* ops, size_t num_ops) {
     if (s.request != nullptr && s.pending.size() >= s.next_threshold) place = true;
   }
   if (s.hold_buffer_records != 0) LendHeldBuffers(host_lane);
+  EndLaunch(s, call);
   if (place) Place(PlaceMode::kThreshold);
 }
 
@@ -261,10 +363,26 @@ void HookResource(uint32_t cbid, CUcontext ctx, CUstream stream) {
   if (cb == nullptr || cbid >= kMaxCbid || !s.cb_enabled[CUPTI_CB_DOMAIN_RESOURCE][cbid].load()) {
     return;
   }
+  s.counts.callbacks[CUPTI_CB_DOMAIN_RESOURCE].fetch_add(1, std::memory_order_relaxed);
   CUpti_ResourceData rd{};
   rd.context = ctx;
   rd.resourceHandle.stream = stream;
   rd.resourceDescriptor = nullptr;
+  cb(s.userdata.load(std::memory_order_acquire), CUPTI_CB_DOMAIN_RESOURCE, cbid, &rd);
+}
+
+void HookGraphNode(uint32_t cbid, CUgraph graph) {
+  State& s = S();
+  CUpti_CallbackFunc cb = s.callback.load(std::memory_order_acquire);
+  if (cb == nullptr || cbid >= kMaxCbid || !s.cb_enabled[CUPTI_CB_DOMAIN_RESOURCE][cbid].load()) {
+    return;
+  }
+  s.counts.callbacks[CUPTI_CB_DOMAIN_RESOURCE].fetch_add(1, std::memory_order_relaxed);
+  // As NVIDIA's cuda_graphs_trace sample reads it: CUpti_GraphData in resourceDescriptor.
+  CUpti_GraphData gd{};
+  gd.graph = graph;
+  CUpti_ResourceData rd{};
+  rd.resourceDescriptor = &gd;
   cb(s.userdata.load(std::memory_order_acquire), CUPTI_CB_DOMAIN_RESOURCE, cbid, &rd);
 }
 
@@ -283,6 +401,6 @@ void HookReset() {
 
 }  // namespace
 
-const SimTracer kTracer = {HookApiEnter, HookApiExit, HookResource, HookReset};
+const SimTracer kTracer = {HookApiEnter, HookApiExit, HookResource, HookReset, HookGraphNode};
 
 }  // namespace sim_cupti

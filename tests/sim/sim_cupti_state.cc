@@ -111,6 +111,8 @@ size_t RecordSize(CUpti_ActivityKind kind) {
       return sizeof(CUpti_ActivitySynchronization2);
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
       return sizeof(CUpti_ActivityExternalCorrelation);
+    case CUPTI_ACTIVITY_KIND_GRAPH_TRACE:
+      return sizeof(CUpti_ActivityGraphTrace2);
     default:
       return 0;
   }
@@ -166,6 +168,19 @@ void State::Configure() {
   shuffle = EnvU64("GPUACCT_SIM_SHUFFLE", 1) != 0;
   gpu_delivery_lag_ns = EnvU64("GPUACCT_SIM_GPU_DELIVERY_LAG_NS", 0);
   hold_buffer_records = EnvU64("GPUACCT_SIM_HOLD_BUFFERS", 0);
+  const char* inner = std::getenv("GPUACCT_SIM_INNER_DRIVER");
+  inner_driver_callbacks = !(inner != nullptr && std::strcmp(inner, "none") == 0);
+  const char* counts_file = std::getenv("GPUACCT_SIM_CUPTI_COUNTS");
+  counts_path = counts_file != nullptr ? counts_file : "";
+  for (auto& c : counts.callbacks) c.store(0);
+  for (auto& c : counts.records) c.store(0);
+  for (std::atomic<uint64_t>* c :
+       {&counts.launches, &counts.launch_callbacks, &counts.launch_records,
+        &counts.launches_with_work, &counts.max_launch_callbacks, &counts.max_launch_records,
+        &counts.kind_switches, &counts.callback_switches, &counts.api_filter_switches,
+        &counts.timestamp_callback_calls}) {
+    c->store(0);
+  }
   const char* inc = std::getenv("GPUACCT_SIM_FORCED_INCOMPLETE");
   forced_zero_incomplete = !(inc != nullptr && std::strcmp(inc, "keep") == 0);
   clock_shift.store(ParseCuptiClock(std::getenv("GPUACCT_SIM_CUPTI_CLOCK")));
@@ -207,8 +222,50 @@ thread_local std::vector<uint64_t> t_external[CUPTI_EXTERNAL_CORRELATION_KIND_SI
 // measured now, as real CUPTI reads the callback at a host activity and maps GPU times onto it.
 int64_t CuptiClockShift(State& s) {
   const CUpti_TimestampCallbackFunc cb = s.timestamp_cb.load(std::memory_order_acquire);
+  if (cb != nullptr) s.counts.timestamp_callback_calls.fetch_add(1, std::memory_order_relaxed);
   if (cb != nullptr) return static_cast<int64_t>(cb()) - static_cast<int64_t>(simNow());
   return s.clock_shift.load(std::memory_order_relaxed);
+}
+
+void WriteCounts(State& s) {
+  if (s.counts_path.empty()) return;
+  FILE* f = std::fopen(s.counts_path.c_str(), "w");
+  if (f == nullptr) return;
+  const State::Counts& c = s.counts;
+  auto u = [](const std::atomic<uint64_t>& a) {
+    return static_cast<unsigned long long>(a.load(std::memory_order_relaxed));
+  };
+  std::fprintf(f, "{\"schema\": \"gpuacct-sim-cupti-counts/1\", \"callbacks\": {");
+  const char* domains[CUPTI_CB_DOMAIN_SIZE] = {};
+  domains[CUPTI_CB_DOMAIN_DRIVER_API] = "driver";
+  domains[CUPTI_CB_DOMAIN_RUNTIME_API] = "runtime";
+  domains[CUPTI_CB_DOMAIN_RESOURCE] = "resource";
+  domains[CUPTI_CB_DOMAIN_SYNCHRONIZE] = "synchronize";
+  domains[CUPTI_CB_DOMAIN_NVTX] = "nvtx";
+  domains[CUPTI_CB_DOMAIN_STATE] = "state";
+  bool first = true;
+  for (int d = 1; d < CUPTI_CB_DOMAIN_SIZE; ++d) {
+    if (domains[d] == nullptr) continue;
+    std::fprintf(f, "%s\"%s\": %llu", first ? "" : ", ", domains[d], u(c.callbacks[d]));
+    first = false;
+  }
+  std::fprintf(f, "}, \"records\": {");
+  first = true;
+  for (int k = 0; k < CUPTI_ACTIVITY_KIND_COUNT; ++k) {
+    if (u(c.records[k]) == 0) continue;
+    std::fprintf(f, "%s\"%d\": %llu", first ? "" : ", ", k, u(c.records[k]));
+    first = false;
+  }
+  std::fprintf(f,
+               "}, \"launches\": %llu, \"launch_callbacks\": %llu, \"launch_records\": %llu, "
+               "\"launches_with_work\": %llu, \"max_launch_callbacks\": %llu, "
+               "\"max_launch_records\": %llu, \"kind_switches\": %llu, "
+               "\"callback_switches\": %llu, \"api_filter_switches\": %llu, "
+               "\"timestamp_callback_calls\": %llu}\n",
+               u(c.launches), u(c.launch_callbacks), u(c.launch_records), u(c.launches_with_work),
+               u(c.max_launch_callbacks), u(c.max_launch_records), u(c.kind_switches),
+               u(c.callback_switches), u(c.api_filter_switches), u(c.timestamp_callback_calls));
+  std::fclose(f);
 }
 
 void ResetLocked(State& s) {

@@ -55,6 +55,7 @@ union AnyRecord {
   CUpti_ActivityAPI api;
   CUpti_ActivitySynchronization2 sync;
   CUpti_ActivityExternalCorrelation ext;
+  CUpti_ActivityGraphTrace2 graph;
 };
 
 // The size of one record of `kind` in a client buffer; 0 for a kind the sim does not produce.
@@ -129,6 +130,13 @@ struct State {
   // that made the call, its GPU ops' records included), handed back only once every record in
   // it is complete (0: the default, record by record).
   uint64_t hold_buffer_records = 0;
+  // GPUACCT_SIM_INNER_DRIVER: `callbacks` (default) -- a runtime launch (cudaLaunchKernel,
+  // cudaGraphLaunch) fires the driver domain's launch callbacks (cuLaunchKernel, cuGraphLaunch)
+  // inside its own and gets no driver API record, as an H200 showed (tests/gpu/check.sh 2a:
+  // nested = runtime; its recordings: no nested API record); `none`: runtime callbacks only.
+  bool inner_driver_callbacks = true;
+  // GPUACCT_SIM_CUPTI_COUNTS=<path>: at exit, what the client cost in CUPTI work (Counts).
+  std::string counts_path;
 
   // Subscriber (one per process, as with real CUPTI).
   bool subscribed = false;
@@ -175,6 +183,26 @@ struct State {
   bool worker_stop = false;
   uint32_t flush_period_ms = 0;
 
+  // What the client asked of the fake CUPTI, counted for the overhead matrix
+  // (tests/gpu/overhead_matrix.py --sim): callbacks delivered per domain, records made per
+  // kind, the work of each launch call (its callbacks and records, a nested driver launch
+  // included) and the configuration calls a sampled window's switch makes.  Written as JSON at
+  // exit (GPUACCT_SIM_CUPTI_COUNTS).  simReset clears it.
+  struct Counts {
+    std::atomic<uint64_t> callbacks[CUPTI_CB_DOMAIN_SIZE] = {};
+    std::atomic<uint64_t> records[CUPTI_ACTIVITY_KIND_COUNT] = {};
+    std::atomic<uint64_t> launches{0};
+    std::atomic<uint64_t> launch_callbacks{0};
+    std::atomic<uint64_t> launch_records{0};
+    std::atomic<uint64_t> launches_with_work{0};
+    std::atomic<uint64_t> max_launch_callbacks{0};
+    std::atomic<uint64_t> max_launch_records{0};
+    std::atomic<uint64_t> kind_switches{0};        // cuptiActivityEnable / Disable
+    std::atomic<uint64_t> callback_switches{0};    // cuptiEnableCallback / EnableDomain
+    std::atomic<uint64_t> api_filter_switches{0};  // cuptiActivityEnableRuntimeApi / DriverApi
+    std::atomic<uint64_t> timestamp_callback_calls{0};
+  } counts;
+
   State() { Configure(); }
   // (Re-)reads the fault and delivery knobs from the environment.
   void Configure();
@@ -203,6 +231,9 @@ int64_t CuptiClockShift(State& s);
 
 // Drops the subscriber, the activity configuration and every record (s.mu held).
 void ResetLocked(State& s);
+
+// GPUACCT_SIM_CUPTI_COUNTS: writes State::Counts as JSON to that path (at exit).
+void WriteCounts(State& s);
 
 bool ValidSubscriber(State& s, CUpti_SubscriberHandle h);
 

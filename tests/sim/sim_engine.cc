@@ -258,9 +258,16 @@ SIM_EXPORT simGraph_t simGraphCreate(void) {
 SIM_EXPORT int simGraphAddKernel(simGraph_t graph, const char* name, uint64_t gpu_ns) {
   const char* interned = Intern(name);
   Engine& e = E();
-  std::lock_guard<std::mutex> lock(e.mu);
-  if (e.live_graphs.count(graph) == 0) return SIM_ERR_INVALID;
-  graph->nodes.push_back({interned, gpu_ns, e.next_node_id++});
+  {
+    std::lock_guard<std::mutex> lock(e.mu);
+    if (e.live_graphs.count(graph) == 0) return SIM_ERR_INVALID;
+    graph->nodes.push_back({interned, gpu_ns, e.next_node_id++});
+  }
+  // As CUPTI reports a node built (CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED), outside the lock.
+  const SimTracer* tracer = e.tracer.load(std::memory_order_acquire);
+  if (tracer != nullptr && tracer->graph_node != nullptr) {
+    tracer->graph_node(CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, reinterpret_cast<CUgraph>(graph));
+  }
   return SIM_OK;
 }
 

@@ -170,6 +170,7 @@ int LaunchNestedImpl(simStream_t stream, const char* name, uint64_t ns, uint64_t
                   stream, -1, interned, &drv_params, &drv_result);
   }
   if (rc != SIM_OK) return rc;
+  rt.nests_driver = 1;
   const int ids = e.nested_ids.load(std::memory_order_relaxed);
   rt.correlation_id = e.next_correlation.fetch_add(1, std::memory_order_relaxed);
   drv.correlation_id = ids == SIM_NESTED_SHARED_ID

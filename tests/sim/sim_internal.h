@@ -36,6 +36,11 @@ struct SimApiCall {
   uint32_t sync_type;
   uint32_t sync_stream_id;  // CUPTI_SYNCHRONIZATION_INVALID_VALUE for a context sync
   CUstream sync_stream;
+  // A runtime launch whose driver call the engine makes itself (simLaunchKernelNested): the
+  // fake CUPTI adds no driver callbacks of its own inside it (GPUACCT_SIM_INNER_DRIVER).
+  uint8_t nests_driver;
+  // The correlationData of those inner driver callbacks (shared by their ENTER and EXIT).
+  uint64_t inner_correlation_data;
 };
 
 // One GPU operation produced by an API call.
@@ -67,6 +72,9 @@ struct SimTracer {
   void (*resource)(uint32_t cbid, CUcontext context, CUstream stream);
   // simReset(): drop all tracer state and re-read the environment.
   void (*reset)(void);
+  // CUPTI_CB_DOMAIN_RESOURCE graph node events (CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED when
+  // simGraphAddKernel adds one); `graph` is the simGraph_t, as a CUgraph.
+  void (*graph_node)(uint32_t cbid, CUgraph graph);
 };
 
 // Exported by libcuda.so.1 (visibility default), used by libcupti.so.13.

@@ -291,6 +291,106 @@ TEST_F(SimTest, NestedLaunchReportsRuntimeAndDriverCalls) {
   }
 }
 
+// A runtime launch making no driver call of its own in the engine still fires the driver
+// domain's launch callbacks inside its own, as CUDA does on an H200 (tests/gpu/check.sh 2a:
+// nested = runtime), and gets no driver API record (the H200 recordings hold none);
+// GPUACCT_SIM_INNER_DRIVER=none turns them off.
+TEST_F(SimTest, RuntimeLaunchesFireInnerDriverCallbacksWithoutARecord) {
+  struct Unset {  // never leak the knob into another test (the next SetUp re-reads it)
+    ~Unset() { unsetenv("GPUACCT_SIM_INNER_DRIVER"); }
+  } unset;
+  for (const char* inner : {"callbacks", "none"}) {
+    SCOPED_TRACE(inner);
+    setenv("GPUACCT_SIM_INNER_DRIVER", inner, 1);
+    ResetAll(1);
+    Attach();
+    ASSERT_EQ(C().cuptiEnableDomain(1, sub_, CUPTI_CB_DOMAIN_DRIVER_API), CUPTI_SUCCESS);
+    ASSERT_EQ(C().cuptiActivityEnableDriverApi(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 1),
+              CUPTI_SUCCESS);
+    simStream_t s = simStreamCreate(0);
+    simGraph_t graph = simGraphCreate();
+    ASSERT_EQ(simGraphAddKernel(graph, "node", kUs), SIM_OK);
+    ASSERT_EQ(simLaunchKernel(s, "k", kUs), SIM_OK);
+    ASSERT_EQ(simGraphLaunch(s, graph), SIM_OK);
+    ASSERT_EQ(simStreamSynchronize(s), SIM_OK);
+    ASSERT_EQ(C().cuptiActivityFlushAll(0), CUPTI_SUCCESS);
+    C().cuptiUnsubscribe(sub_);
+    EXPECT_TRUE(Records(CUPTI_ACTIVITY_KIND_DRIVER).empty());
+    std::vector<CallbackEvent> api;
+    {
+      std::lock_guard<std::mutex> lock(g.mu);
+      for (const auto& c : g.callbacks) {
+        if (c.site >= 0 && c.domain != CUPTI_CB_DOMAIN_RUNTIME_API) api.push_back(c);
+        if (c.site >= 0 && c.domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
+            c.function.find("Launch") != std::string::npos) {
+          api.push_back(c);
+        }
+      }
+    }
+    if (std::string(inner) == "none") {
+      EXPECT_EQ(api.size(), 4u);
+      continue;
+    }
+    ASSERT_EQ(api.size(), 8u);
+    for (size_t first : {size_t{0}, size_t{4}}) {
+      EXPECT_EQ(api[first].domain, CUPTI_CB_DOMAIN_RUNTIME_API);
+      EXPECT_EQ(api[first + 1].domain, CUPTI_CB_DOMAIN_DRIVER_API);
+      EXPECT_EQ(api[first + 1].site, CUPTI_API_ENTER);
+      EXPECT_EQ(api[first + 2].domain, CUPTI_CB_DOMAIN_DRIVER_API);
+      EXPECT_EQ(api[first + 2].site, CUPTI_API_EXIT);
+      EXPECT_EQ(api[first + 3].domain, CUPTI_CB_DOMAIN_RUNTIME_API);
+      EXPECT_EQ(api[first + 3].site, CUPTI_API_EXIT);
+    }
+    EXPECT_EQ(api[1].function, "cuLaunchKernel");
+    EXPECT_EQ(api[5].function, "cuGraphLaunch");
+  }
+}
+
+// GRAPH_TRACE beside CONCURRENT_KERNEL: a graph launch is one record over its nodes' span, with
+// the launch's correlation id, and no kernel record per node; a kernel outside graphs keeps its
+// record.  Each node built is a GRAPHNODE_CREATED resource callback naming its graph.
+TEST_F(SimTest, GraphTraceIsOneRecordPerGraphLaunch) {
+  Attach();
+  ASSERT_EQ(C().cuptiActivityEnable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE), CUPTI_SUCCESS);
+  simSetLaunchLatency(5 * kUs);
+  simStream_t s = simStreamCreate(0);
+  simGraph_t graph = simGraphCreate();
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(simGraphAddKernel(graph, "node", 50 * kUs), SIM_OK);
+  const uint64_t t0 = simNow();
+  ASSERT_EQ(simGraphLaunch(s, graph), SIM_OK);
+  ASSERT_EQ(simLaunchKernel(s, "plain", 10 * kUs), SIM_OK);
+  ASSERT_EQ(simStreamSynchronize(s), SIM_OK);
+  ASSERT_EQ(C().cuptiActivityFlushAll(0), CUPTI_SUCCESS);
+  auto spans = Records(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
+  auto kernels = Records(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  ASSERT_EQ(spans.size(), 1u);
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_STREQ(kernels[0].as<CUpti_ActivityKernel10>().name, "plain");
+  const auto& gt = spans[0].as<CUpti_ActivityGraphTrace2>();
+  EXPECT_EQ(gt.graphId, simGraphId(graph));
+  EXPECT_EQ(gt.start, t0 + 5 * kUs);
+  EXPECT_EQ(gt.end, t0 + 5 * kUs + 4 * 50 * kUs);
+  uint32_t launch_corr = 0;
+  for (auto& r : Records(CUPTI_ACTIVITY_KIND_RUNTIME)) {
+    const auto& a = r.as<CUpti_ActivityAPI>();
+    if (a.cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000) launch_corr = a.correlationId;
+  }
+  EXPECT_EQ(gt.correlationId, launch_corr);
+  int created = 0;
+  {
+    std::lock_guard<std::mutex> lock(g.mu);
+    for (const auto& c : g.callbacks) {
+      if (c.domain != CUPTI_CB_DOMAIN_RESOURCE ||
+          c.cbid != CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) {
+        continue;
+      }
+      ++created;
+      EXPECT_EQ(c.correlation_id, simGraphId(graph));
+    }
+  }
+  EXPECT_EQ(created, 4);
+}
+
 TEST_F(SimTest, ResourceCallbacksAndContextIds) {
   Attach();
   simShutdown();

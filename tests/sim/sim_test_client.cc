@@ -32,6 +32,8 @@ Cupti& C() {
     SIM_LOAD(cuptiUnsubscribe);
     SIM_LOAD(cuptiEnableCallback);
     SIM_LOAD(cuptiEnableDomain);
+    SIM_LOAD(cuptiActivityEnableDriverApi);
+    SIM_LOAD(cuptiGetGraphId);
     SIM_LOAD(cuptiActivityEnable);
     SIM_LOAD(cuptiActivityDisable);
     SIM_LOAD(cuptiActivityEnableRuntimeApi);
@@ -98,6 +100,9 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
       case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
         sz = sizeof(CUpti_ActivitySynchronization2);
         break;
+      case CUPTI_ACTIVITY_KIND_GRAPH_TRACE:
+        sz = sizeof(CUpti_ActivityGraphTrace2);
+        break;
       case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
         sz = sizeof(CUpti_ActivityExternalCorrelation);
         break;
@@ -131,6 +136,15 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
     if (d->callbackSite == CUPTI_API_ENTER) *d->correlationData = 0xC0FFEE;
     if (d->callbackSite == CUPTI_API_EXIT) {
       EXPECT_EQ(*d->correlationData, 0xC0FFEEu);
+    }
+  }
+  if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) {
+    // The graph, as NVIDIA's cuda_graphs_trace sample reads it; its id in correlation_id.
+    const auto* rd = static_cast<const CUpti_ResourceData*>(data);
+    const auto* gd = static_cast<const CUpti_GraphData*>(rd->resourceDescriptor);
+    uint32_t id = 0;
+    if (gd != nullptr && C().cuptiGetGraphId(gd->graph, &id) == CUPTI_SUCCESS) {
+      ev.correlation_id = id;
     }
   }
   C().cuptiGetTimestamp(&ev.timestamp);

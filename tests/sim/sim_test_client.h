@@ -50,6 +50,8 @@ struct Cupti {
   SIM_FN(cuptiGetContextId);
   SIM_FN(cuptiGetDeviceId);
   SIM_FN(cuptiActivityRegisterTimestampCallback);
+  SIM_FN(cuptiActivityEnableDriverApi);
+  SIM_FN(cuptiGetGraphId);
 #undef SIM_FN
 };
 

@@ -46,7 +46,10 @@ const std::vector<std::string> kDims = {
     // the defects of issue 14 (items 1-4), each a switch
     "byte_names", "thread_id_refused", "early_marks", "long_lag",
     // what real CUPTI may do that the fake did not (docs/injection.md, "What CUPTI may do")
-    "held_buffers"};
+    "held_buffers",
+    // graph launches node by node (GPUACCT_GRAPH_NODES=1) instead of one GRAPH_TRACE span: in
+    // half the programs with graphs, or (off by default) in all of them
+    "graph_nodes", "graph_nodes_all"};
 
 struct Gen {
   Rng rng;
@@ -289,6 +292,12 @@ struct Gen {
     // records of a 4 MiB buffer (~16000), or fewer.
     if (on("held_buffers") && rng.chance(50))
       env("GPUACCT_SIM_HOLD_BUFFERS", rng.chance(50) ? "16000" : "1000");
+    // Graph launches traced node by node, a kernel record each (before issue 28's default of
+    // one GRAPH_TRACE span per launch); drawn only in programs with graphs.
+    // graph_nodes_all draws nothing, so a seed keeps its program (the regression seeds of
+    // late graph kernels replay node by node with it).
+    if (!p.graphs.empty() && (on("graph_nodes_all") || (on("graph_nodes") && rng.chance(50))))
+      env("GPUACCT_GRAPH_NODES", "1");
     if (!faults.empty()) env("GPUACCT_SIM_FAULTS", faults);
   }
 
