@@ -25,6 +25,7 @@
 #include <istream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -55,6 +56,36 @@ struct StepStreamContents {
   int64_t rows_lost = 0;             // gap lines: rows the writer could not write
   uint64_t bytes_cut = 0;            // a last line cut before its newline, left out
   uint64_t bytes = 0;                // read, the cut line included
+};
+
+// The one parser of a step stream's lines, and the one policy for lines that are not what they
+// should be (above): read_step_stream takes a whole stream through it, the job view
+// (analysis/job/rank_inputs.h) a row at a time.  Feed every line in order, then finish().
+class StepStreamParser {
+ public:
+  enum class Line { kHeader, kRow, kSummary, kGap, kSkipped, kCut };
+  explicit StepStreamParser(std::string label) : label_(std::move(label)) {}
+  // `text` without its newline; `has_newline` false for a last line the file ends without.
+  // An error: line 1 is no step stream's header, or a row line holds no row (the error names
+  // the line); the stream is not to be used then.
+  StatusOr<Line> feed(std::string_view text, bool has_newline);
+  // The row of the last kRow line.
+  const StepRow& row() const { return row_; }
+  // At the end of the stream: an error for an empty one; the counters the end decides (rows
+  // lost to gaps, a stream without its closing line).
+  Status finish();
+
+  // What was read so far (rows are not kept: the caller takes each from row()).
+  const StepStreamContents& contents() const { return state_; }
+  int64_t lines() const { return line_number_; }
+  int64_t lines_skipped() const { return skipped_; }
+
+ private:
+  std::string label_;
+  StepStreamContents state_;
+  StepRow row_;
+  int64_t line_number_ = 0;
+  int64_t skipped_ = 0;
 };
 
 StatusOr<StepStreamContents> read_step_stream(std::istream& in, const std::string& label);
