@@ -95,6 +95,11 @@ SIM_EXPORT int simncclProfilerVersion(simncclComm_t comm);
 /* Appends a line (a JSON object, written as given) to this rank's truth file: the job driver's
  * own truth (steps, planted waits) next to the collectives'. */
 SIM_EXPORT int simncclTruthNote(const char* json_object);
+/* From now on this rank's link is `factor` times slower than GPUACCT_SIM_NCCL_LINK_GBPS (as
+ * GPUACCT_SIM_NCCL_LINK_SLOWDOWN, which it replaces; 0: back to that setting): a link slow on
+ * some steps only.  The transfer of an instance takes the slowest link of its ranks at the
+ * moment each posted its arrival. */
+SIM_EXPORT int simncclSetLinkSlowdown(double factor);
 
 #ifdef __cplusplus
 } /* extern "C" */
