@@ -12,6 +12,7 @@
 
 #include "analysis/model/file_io.h"
 #include "analysis/input/input.h"
+#include "analysis/job/rank_files.h"
 #include "analysis/model/json_text.h"
 #include "analysis/report/cost.h"
 #include "analysis/report/report.h"
@@ -77,7 +78,7 @@ Pipeline::Pipeline(const Config& config)
       acc_(config.accounting()),
       parser_(names_),
       host_(names_, NamePatterns(config.step_patterns), NamePatterns(config.data_patterns)),
-      collectives_(base_ + kCollectiveRowsSuffix, [this] { return metadata(/*final=*/false); },
+      collectives_(rank_file(base_, RankFileKind::kCollectives), [this] { return metadata(/*final=*/false); },
                    &acc_.mutable_stats()),
       detection_(names_.intern(kDetectedStepName)),
       record_pending_(config.record),
@@ -90,7 +91,7 @@ Pipeline::Pipeline(const Config& config)
                                  {"rank", cfg_.rank},
                                  {"world_size", cfg_.world_size},
                                  {"job_id", json_safe_utf8(cfg_.job_id)}};
-  stream_.configure(base_ + ".steps.jsonl", dump_json(header), &acc_.mutable_stats());
+  stream_.configure(rank_file(base_, RankFileKind::kStepStream), dump_json(header), &acc_.mutable_stats());
 }
 
 // ---- sources -> batch -----------------------------------------------------------------------
@@ -415,7 +416,7 @@ void Pipeline::record(Write write) {
       record_pending_ = false;
       recording_ok_ = true;
       ensure_output_dir();
-      st = recording_.open(base_ + ".gpuacct", OutputPolicy::kOwnFilesOnly);
+      st = recording_.open(rank_file(base_, RankFileKind::kRecording), OutputPolicy::kOwnFilesOnly);
       if (!recording_.note().empty()) log_line(recording_.note());
     }
     if (!recording_ok_) return;
@@ -620,7 +621,7 @@ void Pipeline::finish(const GpuCollectionState& gpu) {
   finish_recording(meta);  // before the report, which counts a recording that failed
   const nlohmann::json report = final_report(gpu, meta);
   Status written = Status::Error("the report could not be serialised");
-  OutputPlace place{base_ + ".json", ""};
+  OutputPlace place{rank_file(base_, RankFileKind::kReport), ""};
   guarded("the report file", [&] {
     mkdir_p(cfg_.output_dir);  // again: the directory may have been removed while the job ran
     written = write_file_atomic(place.path, dump_json(report, 2) + "\n",

@@ -9,7 +9,7 @@
 //   NCCL profiler-plugin queues + the batch -> CollectiveOutput (matched to their kernels,
 //        given their steps by the row sink) -> <base>.collectives.csv (inject/collective_output.h)
 //
-// and at the end the report (<base>.json), the stream's closing summary line and the terminal
+// and at the end the report (<base>.report.json; names: analysis/job/rank_files.h), the stream's closing summary line and the terminal
 // summary.  With GPUACCT_PROM_DIR the rows also reach the live metrics file, rewritten by
 // tick() every GPUACCT_PROM_PERIOD_MS and once more by finish() (inject/prom_output.h).
 // While the job runs the stream also gets provisional summary lines (below).  The
