@@ -7,7 +7,7 @@
  *     newest interface version this "NCCL" knows, default 5) and calls its init;
  *   - each collective: plugin Group / Coll (and for v5 GroupApi / CollApi / KernelLaunch)
  *     events around the enqueue, the kernel launched through the sim runtime with an NCCL
- *     kernel name (ncclDevKernel_AllReduce_Sum_bf16_RING_LL, ...), the Coll event stopped at
+ *     kernel name (ncclDevKernel_AllReduce_Sum_bf16_RING_SIMPLE, ...), the Coll event stopped at
  *     the end of the enqueue (not of the GPU work), and, from a proxy thread once the sim clock
  *     passed the kernel's end, KernelCh events per channel (v3+; v4+ with the GPU start / stop
  *     times as pTimer), as real NCCL's proxy thread reports them;
