@@ -11,6 +11,19 @@ run_e2e.py.  One ctest per case:  run_job.py --build <build dir> <case> [--keep 
               the same with steps and data waits marked through NVTX instead of the C API
   slow_link   8 ranks; rank 5's link is 2x slower (every rank's transfers take twice as long),
               and the same job without it
+  slow_link_every
+              8 ranks; every rank's link 3x slower on every 10th step only, and the same job
+              without it: the link blamed on those steps, the what-if the job without it
+  balanced    8 ranks, nobody slow: no rank stands out, no link, what-if = job step
+  straggler_share
+              rank 2 waits 15 ms for data on 3 of every 5 steps: its share of last arrivals
+              and its lateness against the truth
+  rank_folders
+              the straggler job, each rank's default outputs in its own folder (pattern
+              "report"), and as an older library named its report (report.json)
+  hosts_inferred
+              8 ranks on 2 hosts, host names stripped: hosts from clock offsets, the device
+              layout, both, or unknown
   slow_gpu    8 ranks; rank 6's kernels take 1.3x as long
   tp          8 ranks in tensor-parallel pairs (4 TP communicators) and 2 data-parallel
               communicators of 4, with --mix: several communicators per rank
@@ -37,8 +50,8 @@ job id, step count); the truth file is consistent across ranks (each (comm, seq)
 rank, one true end for all, end = latest true start + transfer); the library's
 <base>.collectives.csv rows against the truth: when it writes them, and required (every rank,
 plugin identity) where the library is NCCL's plugin in the job (it exports ncclProfiler_vN).
-The cases add their own, and hosts, straggler(_nvtx), slow_link, slow_gpu, no_plugin,
-plugin_vN and bad_input assert the job view (`gpuacct job <reports> --json`) against the truth
+The cases add their own, and every case but recording_*, collectives_check, tp and
+rank_missing asserts the job view (`gpuacct job <reports> --json`) against the truth
 (job_view_checks.py; docs/testing.md "Job view end to end").  Those jobs run with seeded timing
 jitter (job_driver --jitter=0.03): compute and data durations vary per rank and step.
 
