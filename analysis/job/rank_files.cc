@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "analysis/input/input.h"
@@ -86,6 +87,103 @@ const Suffix* written_suffix(RankFileKind kind) {
     if (best == nullptr || !s.alone.empty()) best = &s;  // the kind's own name (has an "alone")
   }
   return best;
+}
+
+// A report's "run" object as text, from its first MiB (a report's steps can be large; the run
+// section is written before them): "" when it is not there.
+std::string run_section(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(1 << 20, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  size_t at = head.find("\"run\":");
+  if (at == std::string::npos) return "";
+  at = head.find('{', at);
+  if (at == std::string::npos) return "";
+  int depth = 0;
+  bool quoted = false;
+  for (size_t i = at; i < head.size(); ++i) {
+    const char c = head[i];
+    if (quoted) {
+      if (c == '\\') ++i;
+      if (c == '"') quoted = false;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == '{') {
+      ++depth;
+    } else if (c == '}' && --depth == 0) {
+      return head.substr(at, i + 1 - at);
+    }
+  }
+  return "";
+}
+
+// Which process wrote a group's files: (job id, rank, pid) from the first line of its step
+// stream or rows file, else its report's "run" section; empty when they do not say all three.
+std::string process_of(const RankFiles& g) {
+  const auto from = [](const nlohmann::json& meta) -> std::string {
+    if (!meta.is_object()) return "";
+    const auto rank = meta.find("rank");
+    const auto pid = meta.find("pid");
+    if (rank == meta.end() || !rank->is_number_integer() || rank->get<int64_t>() < 0 ||
+        pid == meta.end() || !pid->is_number_integer() || pid->get<int64_t>() <= 0) {
+      return "";
+    }
+    const auto job = meta.find("job_id");
+    return (job != meta.end() && job->is_string() ? job->get<std::string>() : std::string()) +
+           "/" + std::to_string(rank->get<int64_t>()) + "/" + std::to_string(pid->get<int64_t>());
+  };
+  const auto first_line = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::string line;
+    std::getline(in, line);
+    return line;
+  };
+  if (!g.step_stream.empty()) {
+    if (std::string p = from(parse_json(first_line(g.step_stream))); !p.empty()) return p;
+  }
+  if (!g.collectives.empty()) {  // "# gpuacct.collectives/1 {...}"
+    const std::string line = first_line(g.collectives);
+    const size_t brace = line.find('{');
+    if (std::string p = from(parse_json(brace == std::string::npos ? "" : line.substr(brace)));
+        !p.empty()) {
+      return p;
+    }
+  }
+  if (!g.report.empty()) return from(parse_json(run_section(g.report)));
+  return "";
+}
+
+// Groups of one folder written by one process under different base names (a fresh name the
+// library took beside a file it must not replace: job-1.report.json beside job.steps.jsonl)
+// are one rank: merged into the first, a kind it already has left out with a line.
+void merge_same_process(std::vector<RankFiles>* groups) {
+  std::map<std::string, size_t> first_of;
+  std::vector<RankFiles> kept;
+  for (RankFiles& g : *groups) {
+    const std::string process = process_of(g);
+    const auto it = process.empty() ? first_of.end() : first_of.find(process);
+    if (it == first_of.end()) {
+      if (!process.empty()) first_of.emplace(process, kept.size());
+      kept.push_back(std::move(g));
+      continue;
+    }
+    RankFiles& into = kept[it->second];
+    for (const RankFileKind k : {RankFileKind::kReport, RankFileKind::kStepStream,
+                                 RankFileKind::kCollectives, RankFileKind::kRecording,
+                                 RankFileKind::kTrace}) {
+      const std::string& path = *g.slot(k);
+      if (path.empty()) continue;
+      if (into.slot(k)->empty()) {
+        *into.slot(k) = path;
+      } else {
+        into.left_out.push_back(path + ": a second " + std::string(to_string(k)) + " for " +
+                                into.label + " (" + *into.slot(k) + " is used)");
+      }
+    }
+    for (std::string& line : g.left_out) into.left_out.push_back(std::move(line));
+  }
+  *groups = std::move(kept);
 }
 
 }  // namespace
@@ -268,6 +366,7 @@ std::vector<RankFiles> group_folder(std::vector<std::string> files, const std::s
   }
   std::vector<RankFiles> out;
   for (auto& [label, g] : groups) out.push_back(std::move(g));
+  if (!folder_is_rank && out.size() > 1) merge_same_process(&out);
   return out;
 }
 

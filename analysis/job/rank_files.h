@@ -17,6 +17,8 @@
 // rank.  A file named after its kind alone (`report.json`, `steps.jsonl`, `collectives.csv`)
 // names its folder as the rank: every file of that folder is then that one rank's, whatever
 // its name (a rank's own output folder: `rank3/report.json`, `rank3/report.steps.jsonl`, ...).
+// Groups of one folder written by one process (the same job id, rank and pid in their step
+// stream's or rows file's first line, or their report's run section) are one rank.
 #pragma once
 
 #include <string>

@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -407,8 +408,14 @@ def damaged_copies(out: str) -> dict:
     made["other_job"] = (d, ["rank 6", "otherjob7"], 7)
     d = copy("duplicate_rank")
     for p in rank_files(d, 1):
+        # Another process of rank 1 (a restart): its files under another name and pid.  (One
+        # process's files under two names are one rank: analysis/job/rank_files.h.)
         name = os.path.basename(p).replace("gpuacct_", "gpuacct_copy_", 1)
-        shutil.copy(p, os.path.join(d, name))
+        with open(p) as f:
+            text = f.read()
+        with open(os.path.join(d, name), "w") as f:
+            f.write(re.sub(r'"pid": ?(\d+)', lambda m: m.group(0).replace(m.group(1), "999999"),
+                           text))
     made["duplicate_rank"] = (d, ["rank 1", "twice"], 8)
     return made
 
