@@ -11,13 +11,13 @@
 #include <vector>
 
 #include "analysis/input/input.h"
+#include "analysis/job/rank_files.h"
+#include "analysis/job/rank_inputs.h"
 #include "analysis/model/collective_rows.h"
 #include "analysis/model/file_io.h"
 #include "analysis/model/json_text.h"
 #include "analysis/model/ordered_parallel.h"
 #include "analysis/report/cost.h"
-#include "analysis/job/rank_files.h"
-#include "analysis/job/rank_inputs.h"
 #include "analysis/report/report.h"
 #include "cli/accounting_options.h"
 #include "cli/args.h"

@@ -18,7 +18,9 @@ bool past(int64_t watermark, TimeNs t, int64_t limit) {
 // come back after the next buffer, whose calls are later (seen in the simulated jobs, both
 // orders: the record then took the next group's kernel, or none).  Deciding on what has come so
 // far made the rows depend on delivery timing; deciding once the watermark passed does not.
-bool delivered_before(int64_t watermark, TimeNs t, bool final) { return final || watermark > t; }
+bool delivered_before(int64_t watermark, TimeNs t, bool final) {
+  return final || watermark > t;
+}
 
 }  // namespace
 

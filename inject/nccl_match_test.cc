@@ -103,7 +103,8 @@ TEST(CollectiveMatcher, RecordFirstLaunchOnTheRecordsNanosecond) {
 // waits for the calls before it: it neither goes unmatched nor takes the next group's kernel.
 TEST(CollectiveMatcher, RecordFirstLaunchCallDeliveredAfterLaterCallsIsWaitedFor) {
   Harness h;
-  h.records({plugin_record(1, 100 * kMs), plugin_record(2, 104 * kMs), plugin_record(3, 108 * kMs)});
+  h.records(
+      {plugin_record(1, 100 * kMs), plugin_record(2, 104 * kMs), plugin_record(3, 108 * kMs)});
   // Collective 1's launch (11) is held back; compute launches after it and collective 2's and
   // 3's launches come first.
   h.events({launch(12, 100 * kMs + 10'000), launch(13, 100 * kMs + 20'000), launch(21, 104 * kMs),

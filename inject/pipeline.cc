@@ -10,9 +10,9 @@
 #include <set>
 #include <stdexcept>
 
-#include "analysis/model/file_io.h"
 #include "analysis/input/input.h"
 #include "analysis/job/rank_files.h"
+#include "analysis/model/file_io.h"
 #include "analysis/model/json_text.h"
 #include "analysis/report/cost.h"
 #include "analysis/report/report.h"
@@ -78,8 +78,9 @@ Pipeline::Pipeline(const Config& config)
       acc_(config.accounting()),
       parser_(names_),
       host_(names_, NamePatterns(config.step_patterns), NamePatterns(config.data_patterns)),
-      collectives_(rank_file(base_, RankFileKind::kCollectives), [this] { return metadata(/*final=*/false); },
-                   &acc_.mutable_stats()),
+      collectives_(
+          rank_file(base_, RankFileKind::kCollectives),
+          [this] { return metadata(/*final=*/false); }, &acc_.mutable_stats()),
       detection_(names_.intern(kDetectedStepName)),
       record_pending_(config.record),
       prom_(config) {
@@ -91,7 +92,8 @@ Pipeline::Pipeline(const Config& config)
                                  {"rank", cfg_.rank},
                                  {"world_size", cfg_.world_size},
                                  {"job_id", json_safe_utf8(cfg_.job_id)}};
-  stream_.configure(rank_file(base_, RankFileKind::kStepStream), dump_json(header), &acc_.mutable_stats());
+  stream_.configure(rank_file(base_, RankFileKind::kStepStream), dump_json(header),
+                    &acc_.mutable_stats());
 }
 
 // ---- sources -> batch -----------------------------------------------------------------------

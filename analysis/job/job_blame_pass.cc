@@ -16,10 +16,10 @@ void Merge::note_unmatched(std::map<int64_t, WindowStep>& steps) {
       if (by_instances_ && matched(r)) continue;
       const int reason = !matchable_across_ranks(r)           ? kReasonNoPeer
                          : unreliable_.count(r.comm_hash) > 0 ? kReasonImplausible
-                                                               : kReasonAlone;
+                                                              : kReasonAlone;
       if (reason == kReasonNoPeer) ++no_peer_records_;
-      auto [it, fresh] = unmatched_.try_emplace(
-          std::make_tuple(s, static_cast<int>(r.type), reason));
+      auto [it, fresh] =
+          unmatched_.try_emplace(std::make_tuple(s, static_cast<int>(r.type), reason));
       UnmatchedCollectiveRow& row = it->second;
       if (fresh) {
         row.rank = in_.ranks[s].rank;
@@ -38,13 +38,12 @@ void Merge::note_unmatched(std::map<int64_t, WindowStep>& steps) {
       const auto step = steps.find(r.step_index);
       if (step != steps.end()) step->second.unmatched = true;
       if (export_ != nullptr) {
-        export_->collective(ExportRank{&view_.job_id, &view_.ranks[s].host, view_.ranks[s].rank},
-                            r, -1, 0, 0, 0.0);
+        export_->collective(ExportRank{&view_.job_id, &view_.ranks[s].host, view_.ranks[s].rank}, r,
+                            -1, 0, 0, 0.0);
       }
     }
   }
 }
-
 
 void Merge::blame_instances(std::map<int64_t, WindowStep>& steps) {
   std::vector<RankArrival> arrivals;
@@ -65,8 +64,8 @@ void Merge::blame_instances(std::map<int64_t, WindowStep>& steps) {
     }
     // A transfer has two ends whatever the communicator's size.
     const int expected = first.type == CollectiveType::kSendRecv ? 2
-                         : first.nranks > 0                     ? first.nranks
-                                                                : collective_ranks_;
+                         : first.nranks > 0                      ? first.nranks
+                                                                 : collective_ranks_;
     const auto members = static_cast<int>(end - begin);
     InstanceBlame b;
     const bool blamed = arrivals.size() >= 2;
@@ -89,8 +88,8 @@ void Merge::blame_instances(std::map<int64_t, WindowStep>& steps) {
       if (timed) ++a;
       if (export_ != nullptr) {
         const auto s = static_cast<size_t>(e->slot);
-        export_->collective(ExportRank{&view_.job_id, &view_.ranks[s].host, view_.ranks[s].rank},
-                            r, last_rank, wait, transfer,
+        export_->collective(ExportRank{&view_.job_id, &view_.ranks[s].host, view_.ranks[s].rank}, r,
+                            last_rank, wait, transfer,
                             bus_bandwidth_gbs(r.bytes, transfer, r.type, nranks));
       }
       if (!blamed || !timed) continue;
@@ -132,8 +131,9 @@ void Merge::blame_instances(std::map<int64_t, WindowStep>& steps) {
       late.late_ns += b.lateness_ns;
       if (it != steps.end()) it->second.late[static_cast<size_t>(b.last_slot)] += b.lateness_ns;
     }
-    if (expected_ns > 0) add_link_instance(first, nranks, b.transfer_ns, expected_transfer, slow,
-                                           it != steps.end() ? &it->second : nullptr);
+    if (expected_ns > 0)
+      add_link_instance(first, nranks, b.transfer_ns, expected_transfer, slow,
+                        it != steps.end() ? &it->second : nullptr);
     CollectiveTypeRow& t = view_.types[static_cast<size_t>(first.type) & 15];
     ++t.instances;
     if (incomplete) ++t.incomplete;
@@ -181,7 +181,8 @@ void Merge::add_link_instance(const CollectiveRecord& first, int nranks, int64_t
   }
   if (step != nullptr) {
     ++step->slow_instances;
-    step->slowest_ratio = std::max(step->slowest_ratio, static_cast<double>(transfer_ns) / expected_ns);
+    step->slowest_ratio =
+        std::max(step->slowest_ratio, static_cast<double>(transfer_ns) / expected_ns);
   }
 }
 
@@ -199,8 +200,8 @@ void Merge::finish_link_step(int64_t index, const WindowStep& step, int64_t job_
   what_if = std::min(what_if, job_step_ns);
   JobLink& link = view_.link;
   link.what_if_step_ns += what_if;
-  if (step.slow_instances == 0 ||
-      static_cast<double>(job_step_ns - what_if) < kLinkStepShare * static_cast<double>(job_step_ns)) {
+  if (step.slow_instances == 0 || static_cast<double>(job_step_ns - what_if) <
+                                      kLinkStepShare * static_cast<double>(job_step_ns)) {
     return;
   }
   ++link.steps_slow;
@@ -293,7 +294,8 @@ void Merge::finish_steps(std::map<int64_t, WindowStep>& steps) {
     ++view_.blamed_steps;
     JobRankResult& late = view_.ranks[static_cast<size_t>(blame.late_slot)];
     ++late.late_steps;
-    for (size_t w = 0; w < blame.attributed.size(); ++w) late.late_attributed[w] += blame.attributed[w];
+    for (size_t w = 0; w < blame.attributed.size(); ++w)
+      late.late_attributed[w] += blame.attributed[w];
     late.late_unexplained_ns += blame.unexplained_ns;
     // The top steps by lateness, bounded.
     auto& top = view_.top_steps;
@@ -304,6 +306,5 @@ void Merge::finish_steps(std::map<int64_t, WindowStep>& steps) {
     }
   }
 }
-
 
 }  // namespace gpuacct::job_merge_detail

@@ -10,8 +10,8 @@ namespace {
 
 // Clock groups: ranks by offset, a new group where the gap to the previous exceeds the
 // tolerance.  Empty when some rank was not aligned (its clock says nothing).
-std::vector<int> clock_groups(const std::vector<std::optional<int64_t>>& offsets,
-                              int64_t tolerance, int* count) {
+std::vector<int> clock_groups(const std::vector<std::optional<int64_t>>& offsets, int64_t tolerance,
+                              int* count) {
   *count = 0;
   const size_t n = offsets.size();
   std::vector<size_t> order(n);
@@ -19,7 +19,8 @@ std::vector<int> clock_groups(const std::vector<std::optional<int64_t>>& offsets
   for (const auto& o : offsets) {
     if (!o) return {};
   }
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return *offsets[a] < *offsets[b]; });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return *offsets[a] < *offsets[b]; });
   std::vector<int> group(n, 0);
   for (size_t i = 0; i < n; ++i) {
     if (i > 0 && *offsets[order[i]] - *offsets[order[i - 1]] > tolerance) ++*count;
@@ -42,8 +43,8 @@ std::vector<int> layout_blocks(const std::vector<int>& ranks, const std::vector<
   for (size_t i = 0; i < n; ++i) {
     const size_t s = order[i];
     if (devices[s] < 0) return {};
-    const bool grows = i > 0 && devices[s] > devices[order[i - 1]] &&
-                       ranks[s] == ranks[order[i - 1]] + 1;
+    const bool grows =
+        i > 0 && devices[s] > devices[order[i - 1]] && ranks[s] == ranks[order[i - 1]] + 1;
     if (!grows) {
       ++current;
     } else {

@@ -25,8 +25,8 @@ struct HostInference {
   // "clock offsets", "the device layout", "clock offsets and the device layout"; empty:
   // unknown.
   std::string basis;
-  int count = 0;              // 0: unknown
-  std::vector<int> host_of;   // per rank given (host 0, 1, ... in rank order); empty: unknown
+  int count = 0;             // 0: unknown
+  std::vector<int> host_of;  // per rank given (host 0, 1, ... in rank order); empty: unknown
 };
 
 // `ranks`: the ranks' ids; `offsets_ns`: each one's clock offset as a clock of its own

@@ -31,7 +31,6 @@ std::string hex(uint64_t v) {
   return buf;
 }
 
-
 void Merge::set_up() {
   view_.job_id = in_.job_id;
   view_.world_size = in_.world_size;
@@ -51,8 +50,8 @@ void Merge::set_up() {
     res.step_source = r.step_source;
     view_.ranks.push_back(std::move(res));
     // A rank with no host name is a clock of its own until its host is inferred.
-    names[s] = r.hostname.empty() ? "(rank " + std::to_string(r.rank) + ": host unknown)"
-                                  : r.hostname;
+    names[s] =
+        r.hostname.empty() ? "(rank " + std::to_string(r.rank) + ": host unknown)" : r.hostname;
     inferred[s] = r.hostname.empty();
     if (r.hostname.empty()) ++unknown_hosts_;
     if (r.has_collectives) {
@@ -179,7 +178,6 @@ void Merge::collect_notes(const std::vector<std::unique_ptr<RankStream>>& stream
   }
 }
 
-
 void Merge::align_clocks() {
   int reference = 0;
   for (size_t s = 0; s < n_; ++s) {
@@ -264,8 +262,7 @@ void Merge::check_pass() {
       }
     });
   });
-  view_.tie_ns = std::max<int64_t>(
-      1000, static_cast<int64_t>(cross_clock_spread_.percentile(50)));
+  view_.tie_ns = std::max<int64_t>(1000, static_cast<int64_t>(cross_clock_spread_.percentile(50)));
   trusted_instances_ = false;
   for (const auto& [comm, c] : checks_) {
     // Most instances failing is the matching (or the clocks), not a few slow ranks: the
@@ -331,7 +328,6 @@ void Merge::align_window() {
   }
 }
 
-
 void Merge::blame_pass() {
   blaming_ = true;
   auto streams = open_streams(/*steps=*/true);
@@ -369,7 +365,6 @@ void Merge::blame_pass() {
   view_.residual_p99_ns = view_.residual_sample.percentile(99);
   view_.residual_instances = view_.residual_sample.seen();
 }
-
 
 }  // namespace job_merge_detail
 

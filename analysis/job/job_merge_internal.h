@@ -51,8 +51,7 @@ struct CommCheck {
 // Why a record was not matched (index into kUnmatchedReasons).
 enum UnmatchedReason { kReasonNoPeer = 0, kReasonImplausible = 1, kReasonAlone = 2 };
 inline constexpr const char* kUnmatchedReasons[] = {kUnmatchedNoPeer, kUnmatchedImplausible,
-                                             "no_other_rank"};
-
+                                                    "no_other_rank"};
 
 std::string format_text(const char* f, ...) __attribute__((format(printf, 1, 2)));
 std::string hex(uint64_t v);
@@ -117,16 +116,16 @@ class Merge {
   int collective_ranks_ = 0;
   bool trusted_instances_ = false;  // the check found a trusted instance with >= 2 ranks
   bool by_instances_ = false;
-  bool blaming_ = false;  // in the blame pass (the one that counts)
-  std::set<uint64_t> unreliable_;          // communicators whose matching failed the check
-  std::map<uint64_t, CommCheck> checks_;   // the last check pass, by communicator
-  std::map<uint64_t, CommCheck> failed_;   // the unreliable ones, as the pass that found them
+  bool blaming_ = false;                  // in the blame pass (the one that counts)
+  std::set<uint64_t> unreliable_;         // communicators whose matching failed the check
+  std::map<uint64_t, CommCheck> checks_;  // the last check pass, by communicator
+  std::map<uint64_t, CommCheck> failed_;  // the unreliable ones, as the pass that found them
   std::map<std::tuple<size_t, int, int>, UnmatchedCollectiveRow> unmatched_;
   int64_t no_peer_records_ = 0;
   std::vector<int> host_of_;
   std::vector<int64_t> offset_of_;
-  int unknown_hosts_ = 0;         // ranks whose inputs name no host
-  std::vector<int> device_of_;    // the device each rank ran on (-1: unknown)
+  int unknown_hosts_ = 0;                     // ranks whose inputs name no host
+  std::vector<int> device_of_;                // the device each rank ran on (-1: unknown)
   SampleReservoir cross_clock_spread_{4096};  // the check pass: ends of instances on >1 clock
   LinkReference link_ref_;
   // The current window, by slot.
@@ -134,7 +133,6 @@ class Merge {
   std::vector<std::vector<CollectiveRecord>> records_;
   std::vector<Entry> entries_;
 };
-
 
 template <typename OnWindow>
 void Merge::for_each_window(std::vector<std::unique_ptr<RankStream>>& streams, bool steps,
@@ -193,6 +191,5 @@ void Merge::for_each_instance(OnInstance on_instance) {
     i = j;
   }
 }
-
 
 }  // namespace gpuacct::job_merge_detail

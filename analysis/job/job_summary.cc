@@ -184,12 +184,12 @@ std::string link_what(const JobView& v) {
                 static_cast<double>(l.slow_transfer_ns) /
                     static_cast<double>(std::max<int64_t>(1, l.slow_expected_ns)));
   if (l.slow_busbw_instances > 0) {
-    out += format(": %.1f GB/s bus bandwidth, %.0f%% of the %.1f GB/s %s",
-                  l.slow_busbw_sum / static_cast<double>(l.slow_busbw_instances),
-                  100.0 * l.slow_busbw_sum / l.slow_expected_busbw_sum,
-                  l.slow_expected_busbw_sum / static_cast<double>(l.slow_busbw_instances),
-                  l.reference_gbs > 0 ? "expected (--link-peak-gbs)"
-                                      : "its own fastest transfers reach");
+    out += format(
+        ": %.1f GB/s bus bandwidth, %.0f%% of the %.1f GB/s %s",
+        l.slow_busbw_sum / static_cast<double>(l.slow_busbw_instances),
+        100.0 * l.slow_busbw_sum / l.slow_expected_busbw_sum,
+        l.slow_expected_busbw_sum / static_cast<double>(l.slow_busbw_instances),
+        l.reference_gbs > 0 ? "expected (--link-peak-gbs)" : "its own fastest transfers reach");
   }
   return out;
 }
@@ -216,11 +216,11 @@ double judge_link(JobView* v, double job_step_ms) {
 
 std::string link_headline(const JobView& v, double job_step_ms) {
   const JobLink& l = v.link;
-  return format("the link is the wall in %lld of %lld steps: %s; at the reference bandwidth the "
-                "job step would be %.2f ms instead of %.2f (worst steps: %s)",
-                static_cast<long long>(l.steps_slow), static_cast<long long>(v.steps),
-                link_what(v).c_str(), ms(per(l.what_if_step_ns, v.steps)), job_step_ms,
-                worst_steps(l, 3).c_str());
+  return format(
+      "the link is the wall in %lld of %lld steps: %s; at the reference bandwidth the "
+      "job step would be %.2f ms instead of %.2f (worst steps: %s)",
+      static_cast<long long>(l.steps_slow), static_cast<long long>(v.steps), link_what(v).c_str(),
+      ms(per(l.what_if_step_ns, v.steps)), job_step_ms, worst_steps(l, 3).c_str());
 }
 
 }  // namespace
@@ -320,25 +320,26 @@ json link_json(const JobView& v) {
                      {"slowest_transfer_over_expected", w.slowest_ratio}});
   }
   const bool bw = l.slow_busbw_instances > 0;
-  return {{"blamed", l.blamed},
-          {"reference", l.reference_gbs > 0 ? "given" : "job_best"},
-          {"reference_gbs", l.reference_gbs > 0 ? json(l.reference_gbs) : json(nullptr)},
-          {"slow_rule", "transfer >= 1.5x expected and >= 50 us above it (link_blame.h)"},
-          {"instances", l.instances},
-          {"slow_instances", l.slow_instances},
-          {"transfer_over_expected", l.slow_expected_ns > 0
-                                         ? json(static_cast<double>(l.slow_transfer_ns) /
-                                                static_cast<double>(l.slow_expected_ns))
-                                         : json(nullptr)},
-          {"busbw_gbs_mean", bw ? json(l.slow_busbw_sum / static_cast<double>(l.slow_busbw_instances))
-                                : json(nullptr)},
-          {"busbw_share_of_expected", bw ? json(l.slow_busbw_sum / l.slow_expected_busbw_sum)
-                                         : json(nullptr)},
-          {"algo", l.algo},
-          {"proto", l.proto},
-          {"steps_slow", l.steps_slow},
-          {"what_if_step_ms_mean", ms(per(l.what_if_step_ns, v.steps))},
-          {"worst_steps", worst}};
+  return {
+      {"blamed", l.blamed},
+      {"reference", l.reference_gbs > 0 ? "given" : "job_best"},
+      {"reference_gbs", l.reference_gbs > 0 ? json(l.reference_gbs) : json(nullptr)},
+      {"slow_rule", "transfer >= 1.5x expected and >= 50 us above it (link_blame.h)"},
+      {"instances", l.instances},
+      {"slow_instances", l.slow_instances},
+      {"transfer_over_expected",
+       l.slow_expected_ns > 0
+           ? json(static_cast<double>(l.slow_transfer_ns) / static_cast<double>(l.slow_expected_ns))
+           : json(nullptr)},
+      {"busbw_gbs_mean",
+       bw ? json(l.slow_busbw_sum / static_cast<double>(l.slow_busbw_instances)) : json(nullptr)},
+      {"busbw_share_of_expected",
+       bw ? json(l.slow_busbw_sum / l.slow_expected_busbw_sum) : json(nullptr)},
+      {"algo", l.algo},
+      {"proto", l.proto},
+      {"steps_slow", l.steps_slow},
+      {"what_if_step_ms_mean", ms(per(l.what_if_step_ns, v.steps))},
+      {"worst_steps", worst}};
 }
 
 }  // namespace
@@ -356,28 +357,28 @@ json job_view_to_json(const JobView& v) {
   json types = json::array();
   for (const CollectiveTypeRow& t : v.types) {
     if (t.instances == 0) continue;
-    types.push_back({{"collective", to_string(t.type)},
-                     {"instances", t.instances},
-                     {"incomplete", t.incomplete},
-                     {"transfer_ms_mean", ms(per(t.transfer_ns, t.instances))},
-                     {"wait_ms_mean", ms(per(t.wait_ns, t.rank_records))},
-                     {"lateness_ms_mean", ms(per(t.lateness_ns, t.instances))},
-                     {"busbw_gbs_mean", mean_busbw(t)},
-                     {"busbw_share_of_peak", v.link_peak_gbs > 0 && t.busbw_instances > 0
-                                                 ? json(mean_busbw(t) / v.link_peak_gbs)
-                                                 : json()},
-                     {"expected_transfer_ms_mean", t.expected_instances > 0
-                                                       ? json(ms(per(t.expected_ns, t.expected_instances)))
-                                                       : json()},
-                     {"transfer_over_expected", t.expected_ns > 0
-                                                    ? json(static_cast<double>(t.expected_transfer_ns) /
-                                                           static_cast<double>(t.expected_ns))
-                                                    : json()},
-                     {"expected_busbw_gbs_mean",
-                      t.expected_busbw_instances > 0
-                          ? json(t.expected_busbw_sum / static_cast<double>(t.expected_busbw_instances))
-                          : json()},
-                     {"slow_on_link", t.slow}});
+    types.push_back(
+        {{"collective", to_string(t.type)},
+         {"instances", t.instances},
+         {"incomplete", t.incomplete},
+         {"transfer_ms_mean", ms(per(t.transfer_ns, t.instances))},
+         {"wait_ms_mean", ms(per(t.wait_ns, t.rank_records))},
+         {"lateness_ms_mean", ms(per(t.lateness_ns, t.instances))},
+         {"busbw_gbs_mean", mean_busbw(t)},
+         {"busbw_share_of_peak", v.link_peak_gbs > 0 && t.busbw_instances > 0
+                                     ? json(mean_busbw(t) / v.link_peak_gbs)
+                                     : json()},
+         {"expected_transfer_ms_mean",
+          t.expected_instances > 0 ? json(ms(per(t.expected_ns, t.expected_instances))) : json()},
+         {"transfer_over_expected", t.expected_ns > 0
+                                        ? json(static_cast<double>(t.expected_transfer_ns) /
+                                               static_cast<double>(t.expected_ns))
+                                        : json()},
+         {"expected_busbw_gbs_mean",
+          t.expected_busbw_instances > 0
+              ? json(t.expected_busbw_sum / static_cast<double>(t.expected_busbw_instances))
+              : json()},
+         {"slow_on_link", t.slow}});
   }
   json unmatched = json::array();
   for (const UnmatchedCollectiveRow& u : v.unmatched) {
@@ -420,14 +421,18 @@ json job_view_to_json(const JobView& v) {
       {"headline", json_safe_utf8(v.headline)},
       {"corrections", v.corrections},
       {"slow_links", v.slow_links},
-      {"hosts", {{"count", v.host_count >= 0 ? json(v.host_count) : json(nullptr)},
-                 {"basis", v.host_basis}}},
+      {"hosts",
+       {{"count", v.host_count >= 0 ? json(v.host_count) : json(nullptr)},
+        {"basis", v.host_basis}}},
       {"link", link_json(v)},
       {"clocks",
-       {{"reference_host", v.hosts.empty() ? json(nullptr)
-                                           : json(json_safe_utf8(
-                                                 v.hosts[static_cast<size_t>(std::max(0, v.alignment.reference_host)) %
-                                                         v.hosts.size()].name))},
+       {{"reference_host",
+         v.hosts.empty()
+             ? json(nullptr)
+             : json(json_safe_utf8(
+                   v.hosts[static_cast<size_t>(std::max(0, v.alignment.reference_host)) %
+                           v.hosts.size()]
+                       .name))},
         {"hosts", hosts},
         {"estimator", "median of per-host end residuals over matched instances (clock_align.h)"},
         {"instances_seen", v.alignment.instances_seen},
@@ -446,7 +451,9 @@ json job_view_to_json(const JobView& v) {
         {"by_type", types}}},
       {"matching",
        {{"notes", json::array()},
-        {"end_tolerance", "every end after the last arrival, ends within 2x the median transfer; both +50 us (job_merge.h)"},
+        {"end_tolerance",
+         "every end after the last arrival, ends within 2x the median transfer; both +50 us "
+         "(job_merge.h)"},
         {"communicators_checked", v.communicators_checked},
         {"communicators_unreliable", v.communicators_unreliable},
         {"floor_steps", v.floor_steps},
@@ -479,8 +486,7 @@ std::string render_job_view(const JobView& v) {
     o << " on " << v.host_count << (v.host_count == 1 ? " host" : " hosts")
       << (v.host_basis == "hostnames" ? "" : " (" + v.host_basis + ")") << ", ";
   }
-  o << v.steps
-    << " steps compared ("
+  o << v.steps << " steps compared ("
     << (v.method == kMethodCollectives     ? "matched collectives"
         : v.method == kMethodStepRowsFloor ? "step rows only: transfer floor"
                                            : "matched collectives, transfer floor where unmatched")

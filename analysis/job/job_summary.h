@@ -106,19 +106,19 @@ struct LinkStep {
   int64_t job_step_ns = 0;
   int64_t what_if_step_ns = 0;  // the job step at the reference bandwidth
   int64_t slow_instances = 0;
-  double slowest_ratio = 0;     // the largest transfer / expected of its slow instances
+  double slowest_ratio = 0;  // the largest transfer / expected of its slow instances
 };
 
 // Slow-link blame over the summary steps (docs/job_view.md, *Slow links*).
 struct JobLink {
-  double reference_gbs = 0;  // the given reference (--link-peak-gbs); 0: the job's own best
+  double reference_gbs = 0;    // the given reference (--link-peak-gbs); 0: the job's own best
   int64_t instances = 0;       // summary instances with an expected transfer
   int64_t slow_instances = 0;  // of those, slow on the link
   std::array<int64_t, 16> slow_by_type{};
-  int64_t slow_transfer_ns = 0, slow_expected_ns = 0;  // sums over the slow instances
+  int64_t slow_transfer_ns = 0, slow_expected_ns = 0;      // sums over the slow instances
   double slow_busbw_sum = 0, slow_expected_busbw_sum = 0;  // over slow instances with bytes
   int64_t slow_busbw_instances = 0;
-  std::string algo, proto;  // of the first slow instance (empty: unknown)
+  std::string algo, proto;      // of the first slow instance (empty: unknown)
   int64_t steps_slow = 0;       // summary steps the link costs >= kLinkStepShare of
   int64_t what_if_step_ns = 0;  // sum over summary steps of the job step at the reference
   std::vector<LinkStep> worst;  // the steps the link costs most, most first (bounded)

@@ -1,7 +1,7 @@
 #include "analysis/job/link_blame.h"
 
-#include <algorithm>
 #include <strings.h>
+#include <algorithm>
 
 #include "analysis/job/blame.h"
 
@@ -10,7 +10,9 @@ namespace {
 
 // NCCL names them "Ring", "LL128", "Simple" (ncclAlgoStr, ncclProtoStr); other sources in
 // capitals.
-bool named(const ShortName& n, const char* text) { return strcasecmp(n.text, text) == 0; }
+bool named(const ShortName& n, const char* text) {
+  return strcasecmp(n.text, text) == 0;
+}
 
 }  // namespace
 

@@ -54,8 +54,8 @@ struct LinkGroup {
   CollectiveType type = CollectiveType::kNone;
   int nranks = 0;
   std::string algo, proto;
-  int size_log2 = -1;     // floor(log2(bytes)); -1: bytes unknown
-  uint64_t comm = 0;      // only when bytes are unknown
+  int size_log2 = -1;  // floor(log2(bytes)); -1: bytes unknown
+  uint64_t comm = 0;   // only when bytes are unknown
   bool operator<(const LinkGroup& o) const {
     return std::tie(type, nranks, algo, proto, size_log2, comm) <
            std::tie(o.type, o.nranks, o.algo, o.proto, o.size_log2, o.comm);

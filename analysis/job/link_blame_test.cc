@@ -13,8 +13,8 @@
 namespace gpuacct {
 namespace {
 
-using testing::PlantedJob;
 using testing::planted_inputs;
+using testing::PlantedJob;
 
 CollectiveRecord all_reduce(uint64_t bytes, const char* algo, const char* proto) {
   CollectiveRecord r;
@@ -75,8 +75,9 @@ TEST(LinkBlame, OnlyTheExposedTailOfASlowTransferShortensTheStep) {
 TEST(JobHosts, InferredFromClocksLayoutOrBothElseUnknown) {
   const std::vector<int> ranks = {0, 1, 2, 3, 4, 5, 6, 7};
   using Off = std::optional<int64_t>;
-  const std::vector<Off> two_clocks = {Off(0),         Off(3'000),     Off(-2'000),   Off(0),
-                                       Off(9'978'000), Off(9'980'000), Off(9'979'000), Off(9'978'000)};
+  const std::vector<Off> two_clocks = {Off(0),         Off(3'000),     Off(-2'000),
+                                       Off(0),         Off(9'978'000), Off(9'980'000),
+                                       Off(9'979'000), Off(9'978'000)};
   const std::vector<Off> one_clock(8, Off(0));
   const std::vector<Off> unaligned(8, std::nullopt);
   const std::vector<int> layout = {0, 1, 2, 3, 0, 1, 2, 3};
@@ -171,8 +172,7 @@ TEST(JobViewHosts, HostsWithoutNamesAreInferredFromTheirClocks) {
   // rank % 2 is the planted host (job_test_util.h): the inferred hosts hold those ranks.
   EXPECT_EQ(v.hosts[0].ranks, (std::vector<int>{0, 2, 4, 6}));
   EXPECT_TRUE(v.hosts[0].inferred);
-  EXPECT_NEAR(static_cast<double>(v.hosts[1].offset_ns - v.hosts[0].offset_ns), 10'000'000,
-              50'000);
+  EXPECT_NEAR(static_cast<double>(v.hosts[1].offset_ns - v.hosts[0].offset_ns), 10'000'000, 50'000);
   // One clock and no layout: unknown, one clock per rank for the alignment, no count.
   PlantedJob same = eight_ranks();
   same.host_offset_ns = {0, 0};

@@ -16,7 +16,7 @@ namespace {
 struct Suffix {
   std::string text;
   RankFileKind kind = RankFileKind::kOther;
-  std::string alone;        // the name of a file named after its kind alone
+  std::string alone;          // the name of a file named after its kind alone
   bool digits_after = false;  // the suffix is followed by digits (a killed writer's pid)
   bool by_content = false;
   RankFileKind or_by_content = RankFileKind::kOther;
@@ -29,9 +29,9 @@ struct Table {
 };
 
 RankFileKind kind_named(const std::string& name) {
-  for (const RankFileKind k : {RankFileKind::kReport, RankFileKind::kStepStream,
-                               RankFileKind::kCollectives, RankFileKind::kRecording,
-                               RankFileKind::kTrace}) {
+  for (const RankFileKind k :
+       {RankFileKind::kReport, RankFileKind::kStepStream, RankFileKind::kCollectives,
+        RankFileKind::kRecording, RankFileKind::kTrace}) {
     if (name == to_string(k)) return k;
   }
   return RankFileKind::kOther;
@@ -51,9 +51,8 @@ Table parse_table() {
     if (s.by_content) s.or_by_content = kind_named(f.value("or_by_content", ""));
     if (!s.text.empty() && s.kind != RankFileKind::kOther) t.suffixes.push_back(std::move(s));
   }
-  std::stable_sort(t.suffixes.begin(), t.suffixes.end(), [](const Suffix& a, const Suffix& b) {
-    return a.text.size() > b.text.size();
-  });
+  std::stable_sort(t.suffixes.begin(), t.suffixes.end(),
+                   [](const Suffix& a, const Suffix& b) { return a.text.size() > b.text.size(); });
   const nlohmann::json tools = j.value("tool_outputs", nlohmann::json::object());
   for (const nlohmann::json& n : tools.value("names", nlohmann::json::array())) {
     if (n.is_string()) t.tool_names.push_back(n.get<std::string>());
@@ -130,8 +129,8 @@ std::string process_of(const RankFiles& g) {
       return "";
     }
     const auto job = meta.find("job_id");
-    return (job != meta.end() && job->is_string() ? job->get<std::string>() : std::string()) +
-           "/" + std::to_string(rank->get<int64_t>()) + "/" + std::to_string(pid->get<int64_t>());
+    return (job != meta.end() && job->is_string() ? job->get<std::string>() : std::string()) + "/" +
+           std::to_string(rank->get<int64_t>()) + "/" + std::to_string(pid->get<int64_t>());
   };
   const auto first_line = [](const std::string& path) {
     std::ifstream in(path, std::ios::binary);
@@ -169,9 +168,9 @@ void merge_same_process(std::vector<RankFiles>* groups) {
       continue;
     }
     RankFiles& into = kept[it->second];
-    for (const RankFileKind k : {RankFileKind::kReport, RankFileKind::kStepStream,
-                                 RankFileKind::kCollectives, RankFileKind::kRecording,
-                                 RankFileKind::kTrace}) {
+    for (const RankFileKind k :
+         {RankFileKind::kReport, RankFileKind::kStepStream, RankFileKind::kCollectives,
+          RankFileKind::kRecording, RankFileKind::kTrace}) {
       const std::string& path = *g.slot(k);
       if (path.empty()) continue;
       if (into.slot(k)->empty()) {
@@ -190,12 +189,18 @@ void merge_same_process(std::vector<RankFiles>* groups) {
 
 const char* to_string(RankFileKind kind) {
   switch (kind) {
-    case RankFileKind::kReport: return "report";
-    case RankFileKind::kStepStream: return "step_stream";
-    case RankFileKind::kCollectives: return "collectives";
-    case RankFileKind::kRecording: return "recording";
-    case RankFileKind::kTrace: return "trace";
-    case RankFileKind::kOther: break;
+    case RankFileKind::kReport:
+      return "report";
+    case RankFileKind::kStepStream:
+      return "step_stream";
+    case RankFileKind::kCollectives:
+      return "collectives";
+    case RankFileKind::kRecording:
+      return "recording";
+    case RankFileKind::kTrace:
+      return "trace";
+    case RankFileKind::kOther:
+      break;
   }
   return "other";
 }
@@ -249,7 +254,9 @@ std::string rank_file(const std::string& base, RankFileKind kind) {
   return s == nullptr || kind == RankFileKind::kTrace ? std::string() : base + s->text;
 }
 
-std::string step_rows_csv_file(const std::string& base) { return base + ".steps.csv"; }
+std::string step_rows_csv_file(const std::string& base) {
+  return base + ".steps.csv";
+}
 
 std::string output_stem(const std::string& input_path) {
   const fs::path path(input_path);
@@ -265,12 +272,18 @@ std::string output_stem(const std::string& input_path) {
 
 std::string* RankFiles::slot(RankFileKind kind) {
   switch (kind) {
-    case RankFileKind::kReport: return &report;
-    case RankFileKind::kStepStream: return &step_stream;
-    case RankFileKind::kCollectives: return &collectives;
-    case RankFileKind::kRecording: return &recording;
-    case RankFileKind::kTrace: return &trace;
-    case RankFileKind::kOther: break;
+    case RankFileKind::kReport:
+      return &report;
+    case RankFileKind::kStepStream:
+      return &step_stream;
+    case RankFileKind::kCollectives:
+      return &collectives;
+    case RankFileKind::kRecording:
+      return &recording;
+    case RankFileKind::kTrace:
+      return &trace;
+    case RankFileKind::kOther:
+      break;
   }
   return nullptr;
 }
@@ -283,15 +296,21 @@ RankFileKind rank_file_kind_by_content(const std::string& path) {
   auto input = Input::open(path);
   if (!input.ok()) return RankFileKind::kOther;
   switch (input->format()) {
-    case InputFormat::kReport: return RankFileKind::kReport;
-    case InputFormat::kStepStream: return RankFileKind::kStepStream;
-    case InputFormat::kRecording: return RankFileKind::kRecording;
-    case InputFormat::kKinetoTrace: return RankFileKind::kTrace;
+    case InputFormat::kReport:
+      return RankFileKind::kReport;
+    case InputFormat::kStepStream:
+      return RankFileKind::kStepStream;
+    case InputFormat::kRecording:
+      return RankFileKind::kRecording;
+    case InputFormat::kKinetoTrace:
+      return RankFileKind::kTrace;
   }
   return RankFileKind::kOther;
 }
 
-const std::vector<RankFileKind>& step_source_order() { return table().step_sources; }
+const std::vector<RankFileKind>& step_source_order() {
+  return table().step_sources;
+}
 
 StatusOr<std::string> rank_input_of_folder(const std::string& folder) {
   const std::vector<RankFiles> groups = group_folder(folder_files(folder));
@@ -375,9 +394,9 @@ RankFiles files_beside(const std::string& input) {
   std::vector<std::string> files = folder_files(folder);
   if (std::find(files.begin(), files.end(), input) == files.end()) files.push_back(input);
   for (RankFiles& g : group_folder(std::move(files), input)) {
-    for (const RankFileKind k : {RankFileKind::kReport, RankFileKind::kStepStream,
-                                 RankFileKind::kCollectives, RankFileKind::kRecording,
-                                 RankFileKind::kTrace}) {
+    for (const RankFileKind k :
+         {RankFileKind::kReport, RankFileKind::kStepStream, RankFileKind::kCollectives,
+          RankFileKind::kRecording, RankFileKind::kTrace}) {
       if (*g.slot(k) == input) return std::move(g);
     }
   }

@@ -38,7 +38,7 @@ struct RankFileName {
   // The name without its kind's suffix ("run" for run.steps.jsonl); empty for a file named
   // after its kind alone (report.json, steps.jsonl, collectives.csv).
   std::string base;
-  bool alone = false;        // named after its kind alone: the rank is its folder
+  bool alone = false;  // named after its kind alone: the rank is its folder
   // The name leaves it open: the content says which of `kind` and `or_by_content` it is, or
   // that it is none of a rank's files (a <base>.json is a trace or a report under its old name;
   // a <base>.jsonl a step stream or nothing of ours).

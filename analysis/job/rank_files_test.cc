@@ -142,11 +142,13 @@ TEST_F(RankFolders, OneProcessesFilesUnderTwoBaseNamesAreOneRank) {
   // The library took a fresh name for its report (a file it must not replace was there):
   // job-1.report.json beside job.steps.jsonl and job.collectives.csv, all of pid 42.
   const std::string d = dir_.string();
-  write("job-1.report.json", "{\n  \"run\": {\"hostname\": \"h{1}\", \"job_id\": \"j\", \"pid\": 42, "
-                             "\"rank\": 3},\n  \"schema\": \"gpuacct.report/1\", \"steps\": []\n}\n");
+  write("job-1.report.json",
+        "{\n  \"run\": {\"hostname\": \"h{1}\", \"job_id\": \"j\", \"pid\": 42, "
+        "\"rank\": 3},\n  \"schema\": \"gpuacct.report/1\", \"steps\": []\n}\n");
   write("job.steps.jsonl",
         "{\"schema\":\"gpuacct.steps/1\",\"job_id\":\"j\",\"pid\":42,\"rank\":3}\n");
-  write("job.collectives.csv", "# gpuacct.collectives/1 {\"job_id\":\"j\",\"pid\":42,\"rank\":3}\n");
+  write("job.collectives.csv",
+        "# gpuacct.collectives/1 {\"job_id\":\"j\",\"pid\":42,\"rank\":3}\n");
   // Another process of the same rank (a restart): its own rank, never mixed in.
   write("other.steps.jsonl",
         "{\"schema\":\"gpuacct.steps/1\",\"job_id\":\"j\",\"pid\":77,\"rank\":3}\n");

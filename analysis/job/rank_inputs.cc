@@ -202,9 +202,9 @@ std::string rank_list(const std::vector<int>& ranks) {
 void add_group(RankFiles g, std::map<std::string, RankFiles>* groups) {
   auto [it, fresh] = groups->try_emplace(g.label, g);
   if (fresh) return;
-  for (const RankFileKind k : {RankFileKind::kReport, RankFileKind::kStepStream,
-                               RankFileKind::kCollectives, RankFileKind::kRecording,
-                               RankFileKind::kTrace}) {
+  for (const RankFileKind k :
+       {RankFileKind::kReport, RankFileKind::kStepStream, RankFileKind::kCollectives,
+        RankFileKind::kRecording, RankFileKind::kTrace}) {
     if (it->second.slot(k)->empty()) *it->second.slot(k) = *g.slot(k);
   }
 }
@@ -220,9 +220,9 @@ void expand(const std::string& arg, std::map<std::string, RankFiles>* groups,
     // A file named brings its rank's other files (those beside it: files_beside).
     RankFiles g = files_beside(arg);
     bool found = false;
-    for (const RankFileKind k : {RankFileKind::kReport, RankFileKind::kStepStream,
-                                 RankFileKind::kCollectives, RankFileKind::kRecording,
-                                 RankFileKind::kTrace}) {
+    for (const RankFileKind k :
+         {RankFileKind::kReport, RankFileKind::kStepStream, RankFileKind::kCollectives,
+          RankFileKind::kRecording, RankFileKind::kTrace}) {
       found = found || *g.slot(k) == arg;
     }
     if (!found) {
@@ -321,14 +321,14 @@ void check_job_ranks(std::vector<JobRank> ranks, JobInputs* out) {
       // order.
       JobRank& kept = out->ranks.back();
       if (r.has_collectives && !kept.has_collectives) {
-        out->problems.push_back("rank " + std::to_string(r.rank) + " appears twice (" +
-                                kept.label + " and " + r.label + "): " + r.label +
+        out->problems.push_back("rank " + std::to_string(r.rank) + " appears twice (" + kept.label +
+                                " and " + r.label + "): " + r.label +
                                 " is used (it has collective rows), " + kept.label +
                                 " left out (step rows only)");
         kept = std::move(r);
       } else {
-        out->problems.push_back("rank " + std::to_string(r.rank) + " appears twice (" +
-                                kept.label + " and " + r.label + "): " + r.label + " left out" +
+        out->problems.push_back("rank " + std::to_string(r.rank) + " appears twice (" + kept.label +
+                                " and " + r.label + "): " + r.label + " left out" +
                                 (kept.has_collectives && !r.has_collectives
                                      ? " (step rows only; " + kept.label + " has collective rows)"
                                      : std::string()));

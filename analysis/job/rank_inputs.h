@@ -105,9 +105,8 @@ struct RankCollectives {
 
 // A rank whose rows are in memory (a report, an input accounted through the front door): its
 // identity from the report's "run" section, its verdict from "verdict".
-JobRank rank_from_report(const nlohmann::json& report, std::vector<StepRow> rows,
-                         std::string label, std::string step_source,
-                         RankCollectives collectives = {});
+JobRank rank_from_report(const nlohmann::json& report, std::vector<StepRow> rows, std::string label,
+                         std::string step_source, RankCollectives collectives = {});
 
 // The rank of one input `gpuacct analyze` accounted, as `gpuacct job` would load it: labelled
 // as its rank files (rank_files.h files_beside), its collectives as analyze wrote them

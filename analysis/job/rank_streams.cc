@@ -68,8 +68,9 @@ class StepStreamPull : public StepRowPull {
     const StepStreamContents& c = parser_.contents();
     if (!error_.ok()) out.push_back(error_.message() + ": the rows after it are left out");
     if (done_ && error_.ok() && !c.finished) {
-      out.push_back(path_ + ": the step stream has no closing summary line (its writer was "
-                            "killed?): its rows up to the cut are used");
+      out.push_back(path_ +
+                    ": the step stream has no closing summary line (its writer was "
+                    "killed?): its rows up to the cut are used");
     }
     if (c.bytes_cut > 0) out.push_back(path_ + ": its last line was cut before its newline");
     if (parser_.lines_skipped() > 0) {
@@ -121,11 +122,13 @@ class RowsFilePull : public CollectivePull {
   std::vector<std::string> notes() const override {
     std::vector<std::string> out;
     if (eof_ && !trailer_) {
-      out.push_back(path_ + ": the rows file has no end line (its writer was killed?): its rows "
-                            "up to the cut are used");
+      out.push_back(path_ +
+                    ": the rows file has no end line (its writer was killed?): its rows "
+                    "up to the cut are used");
     }
     if (bad_lines_ > 0) {
-      out.push_back(path_ + ": " + std::to_string(bad_lines_) + " rows that did not parse, skipped");
+      out.push_back(path_ + ": " + std::to_string(bad_lines_) +
+                    " rows that did not parse, skipped");
     }
     if (rows_lost_ > 0) {
       out.push_back(path_ + ": its writer lost " + std::to_string(rows_lost_) + " rows");

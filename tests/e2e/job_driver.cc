@@ -151,11 +151,10 @@ Options Parse(int argc, char** argv) {
       Usage(("unknown argument " + a).c_str());
     }
   }
-  if (o.steps <= 0 || o.data_ms < 0 || o.fwd_kernels < 0 || o.buckets <= 0 ||
-      o.bwd_kernels < 0 || o.bucket_mib == 0 || o.nnodes <= 0 || o.compute_scale <= 0 ||
-      o.tp <= 0 || o.tp_mib == 0 || o.jitter < 0 || o.jitter >= 1 || o.data_every <= 0 ||
-      o.data_steps < 0 || o.data_steps > o.data_every || o.link_slowdown < 1 ||
-      o.link_slow_every <= 0) {
+  if (o.steps <= 0 || o.data_ms < 0 || o.fwd_kernels < 0 || o.buckets <= 0 || o.bwd_kernels < 0 ||
+      o.bucket_mib == 0 || o.nnodes <= 0 || o.compute_scale <= 0 || o.tp <= 0 || o.tp_mib == 0 ||
+      o.jitter < 0 || o.jitter >= 1 || o.data_every <= 0 || o.data_steps < 0 ||
+      o.data_steps > o.data_every || o.link_slowdown < 1 || o.link_slow_every <= 0) {
     Usage("bad value");
   }
   return o;
