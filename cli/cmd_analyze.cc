@@ -11,12 +11,13 @@
 #include <vector>
 
 #include "analysis/input/input.h"
+#include "analysis/job/rank_files.h"
+#include "analysis/job/rank_inputs.h"
 #include "analysis/model/collective_rows.h"
 #include "analysis/model/file_io.h"
 #include "analysis/model/json_text.h"
 #include "analysis/model/ordered_parallel.h"
 #include "analysis/report/cost.h"
-#include "analysis/job/rank_inputs.h"
 #include "analysis/report/report.h"
 #include "cli/accounting_options.h"
 #include "cli/args.h"
@@ -47,25 +48,12 @@ std::string help_text() {
          "  -h, --help                this text\n";
 }
 
-std::string stem_of(const std::string& path) {
-  std::string name = std::filesystem::path(path).filename().string();
-  // ".steps.jsonl" as one suffix: a step stream's outputs are x.report.json, not
-  // x.steps.report.json.
-  for (const char* ext : {".gz", ".json", ".steps.jsonl", ".jsonl", ".gpuacct", ".pt.trace"}) {
-    const std::string e = ext;
-    if (name.size() > e.size() && name.compare(name.size() - e.size(), e.size(), e) == 0) {
-      name.resize(name.size() - e.size());
-    }
-  }
-  return name.empty() ? "report" : name;
-}
-
 // One output name per input: inputs with the same file name (rank0/trace.json,
 // rank1/trace.json) get -2, -3... instead of overwriting each other's report.
 class OutputNames {
  public:
   std::string unique_stem(const std::string& input) {
-    const std::string stem = stem_of(input);
+    const std::string stem = output_stem(input);
     std::string name = stem;
     for (int n = 2; !used_.insert(name).second; ++n) name = stem + "-" + std::to_string(n);
     return name;
@@ -106,15 +94,16 @@ bool has_collectives(const AnalyzedInput& analysed) {
 // without collectives leaves no <name>.collectives.csv (one from an earlier analysis is
 // removed: it would be read as this report's); a step stream's is the live run's own: kept.
 Status write_outputs(const std::string& base, const AnalyzedInput& analysed) {
-  const std::string steps = base + ".steps.csv";
-  const std::string collectives = base + kCollectiveRowsSuffix;
+  const std::string steps = step_rows_csv_file(base);
+  const std::string collectives = rank_file(base, RankFileKind::kCollectives);
   Status st = write_file_atomic(steps, step_rows_csv(analysed.rows));
   if (st.ok() && has_collectives(analysed)) {
     st = write_collectives(collectives, analysed);
     if (!st.ok()) std::remove(steps.c_str());
   }
   if (st.ok()) {
-    st = write_file_atomic(base + ".report.json", dump_json(analysed.report, 2) + "\n");
+    st = write_file_atomic(rank_file(base, RankFileKind::kReport),
+                           dump_json(analysed.report, 2) + "\n");
     if (!st.ok()) {
       std::remove(steps.c_str());
       if (has_collectives(analysed)) std::remove(collectives.c_str());
@@ -126,26 +115,6 @@ Status write_outputs(const std::string& base, const AnalyzedInput& analysed) {
       std::filesystem::remove(collectives, ec);
   }
   return st;
-}
-
-// A rank's collectives rows file beside its input: <base>.collectives.csv, or
-// collectives.csv beside a report.json / steps.jsonl named after its kind alone.
-std::string collectives_beside(const std::string& input) {
-  const std::filesystem::path path(input);
-  std::string name = path.filename().string();
-  for (const char* ext : {".report.json", ".steps.jsonl", ".gpuacct", ".pt.trace.json.gz",
-                          ".pt.trace.json", ".json.gz", ".json"}) {
-    const std::string e = ext;
-    if (name.size() >= e.size() && name.compare(name.size() - e.size(), e.size(), e) == 0) {
-      name.resize(name.size() - e.size());
-      break;
-    }
-  }
-  if (name == "report" || name == "steps") name.clear();
-  const std::filesystem::path rows =
-      path.parent_path() / (name.empty() ? std::string("collectives.csv") : name + kCollectiveRowsSuffix);
-  std::error_code ec;
-  return std::filesystem::is_regular_file(rows, ec) ? rows.string() : std::string();
 }
 
 // True if one of `paths` is in `dir` or below it (paths as the file system resolves them).
@@ -194,12 +163,13 @@ int analyze_one(const std::string& input, const std::string& stem, const Analyze
       std::fprintf(stderr, "gpuacct analyze: %s\n", st.message().c_str());
       return 1;
     }
+    const std::string report_file = rank_file(base, RankFileKind::kReport);
+    const std::string steps_file = step_rows_csv_file(base);
     if (has_collectives(*analysed)) {
-      std::fprintf(stderr, "gpuacct: wrote %s.report.json, %s.steps.csv and %s%s\n", base.c_str(),
-                   base.c_str(), base.c_str(), kCollectiveRowsSuffix);
+      std::fprintf(stderr, "gpuacct: wrote %s, %s and %s\n", report_file.c_str(),
+                   steps_file.c_str(), rank_file(base, RankFileKind::kCollectives).c_str());
     } else {
-      std::fprintf(stderr, "gpuacct: wrote %s.report.json and %s.steps.csv\n", base.c_str(),
-                   base.c_str());
+      std::fprintf(stderr, "gpuacct: wrote %s and %s\n", report_file.c_str(), steps_file.c_str());
     }
   }
   if (s.json) {
@@ -208,21 +178,16 @@ int analyze_one(const std::string& input, const std::string& stem, const Analyze
     auto text = render_terminal_summary(report, s.color);
     std::cout << (text.ok() ? text.value() : text.status().message()) << "\n";
   }
-  // The rank for the job view: its collectives as written, else held, else the live run's
-  // rows file beside a step stream or report.
-  const std::string source = report.value("run", nlohmann::json::object()).value("source", "");
-  if (has_collectives(*analysed) && s.write_files) {
-    ranks->push_back(rank_from_report(report, std::move(analysed->rows), input, source,
-                                      s.out_dir + "/" + stem + kCollectiveRowsSuffix));
-  } else if (has_collectives(*analysed)) {
-    std::vector<CollectiveRecord> records;
-    analysed->collectives->for_each([&](const CollectiveRecord& r) { records.push_back(r); });
-    ranks->push_back(rank_from_report(report, std::move(analysed->rows), input, source,
-                                      std::move(records)));
-  } else {
-    ranks->push_back(rank_from_report(report, std::move(analysed->rows), input, source,
-                                      collectives_beside(input)));
+  // The rank for the job view, as `gpuacct job` builds it (analysis/job/rank_inputs.h).
+  std::vector<CollectiveRecord> held;
+  if (has_collectives(*analysed) && !s.write_files) {
+    analysed->collectives->for_each([&](const CollectiveRecord& r) { held.push_back(r); });
   }
+  const std::string written = has_collectives(*analysed) && s.write_files
+                                  ? rank_file(s.out_dir + "/" + stem, RankFileKind::kCollectives)
+                                  : std::string();
+  ranks->push_back(
+      rank_of_analysed_input(input, report, std::move(analysed->rows), written, std::move(held)));
   return rc;
 }
 

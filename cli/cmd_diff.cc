@@ -9,11 +9,13 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <string>
 
 #include "analysis/compare/run_diff.h"
 #include "analysis/input/input.h"
+#include "analysis/job/rank_files.h"
 #include "analysis/model/file_io.h"
 #include "analysis/model/json_text.h"
 #include "cli/accounting_options.h"
@@ -34,7 +36,8 @@ std::string help_text() {
          "confidence interval over steps; the kernels whose exposed time changed most; and\n"
          "first, the settings and environment that differ (GPU, world size, accounting).\n"
          "BASE and NEW are reports (*.report.json), step streams (*.steps.jsonl), recordings\n"
-         "(*.gpuacct) or PyTorch-profiler traces, in any mix; warm-up steps are left out as\n"
+         "(*.gpuacct) or PyTorch-profiler traces, in any mix, or a rank's output folder (its\n"
+         "report, else its step stream, recording or trace); warm-up steps are left out as\n"
          "the report's summary leaves them out.\n\n"
          "options:\n"
          "      --fail-if-slower X%   exit 1 when NEW's step time is significantly slower than\n"
@@ -61,8 +64,15 @@ bool parse_percent(std::string text, double* out) {
 }
 
 // One input through the front door into what the diff compares.
-StatusOr<DiffRun> load_run(const std::string& path, const AccountingConfig& cfg,
+StatusOr<DiffRun> load_run(const std::string& given_path, const AccountingConfig& cfg,
                            const std::set<std::string>& given) {
+  // A rank's folder: its richest step rows (analysis/job/rank_files.h).
+  std::string path = given_path;
+  if (std::error_code ec; std::filesystem::is_directory(given_path, ec)) {
+    auto in_folder = rank_input_of_folder(given_path);
+    if (!in_folder.ok()) return in_folder.status();
+    path = in_folder.value();
+  }
   auto input = Input::open(path);
   if (!input.ok()) return input.status();
   NameTable names;

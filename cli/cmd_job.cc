@@ -23,7 +23,8 @@ std::string help_text() {
          "and what the transfers achieve (bus bandwidth).  Inputs: each rank's outputs --\n"
          "<base>.report.json (or rankN/report.json), <base>.steps.jsonl, <base>.collectives.csv,\n"
          "recordings (*.gpuacct) or profiler traces -- as files, globs or directories (their\n"
-         "files and their sub-folders' files).  Files of one rank share a base name.  Clocks of\n"
+         "files and their sub-folders' files).  Files of one rank share a base name, or a\n"
+         "folder of their own; a file named brings the rank's files beside it.  Clocks of\n"
          "different hosts are aligned on the ends of matched collectives (docs/job_view.md).\n\n"
          "options:\n"
          "  -o, --out DIR      directory for job.json (default: gpuacct-out)\n"
@@ -35,7 +36,9 @@ std::string help_text() {
          "      --link-peak-gbs X\n"
          "                     the link's peak bus bandwidth in GB/s (NVLink on H100/H200: 450\n"
          "                     per direction; InfiniBand NDR: 50 per port): each collective\n"
-         "                     type's bus bandwidth is shown as a share of it\n" +
+         "                     type's bus bandwidth is shown as a share of it, and transfers\n"
+         "                     well below it blame the link (else the job's own fastest\n"
+         "                     transfers are the reference)\n" +
          jobs_option_help(21) +
          "  -h, --help         this text\n\n"
          "Exit status: 0 with a job view (problems with some ranks are listed, one line each),\n"

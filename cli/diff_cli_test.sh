@@ -43,7 +43,7 @@ expect 0 "how the step time changed" "$bin" --help
 expect_bad_input "missing.gpuacct: no such file" "$tmp/missing.gpuacct" "$sample"
 expect_bad_input "missing.gpuacct: no such file" "$sample" "$tmp/missing.gpuacct"
 mkdir -p "$tmp/adir"
-expect_bad_input "adir: is a directory" "$sample" "$tmp/adir"
+expect_bad_input "adir: no gpuacct report, step stream, recording or trace in it" "$sample" "$tmp/adir"
 echo "not a run at all" >"$tmp/notes.txt"
 expect_bad_input "notes.txt" "$sample" "$tmp/notes.txt"
 printf '{"schema": "gpuacct.report/1", "steps": [' >"$tmp/cut.report.json"
@@ -98,6 +98,14 @@ assert d["base"]["steps"] == d["new"]["steps"] == 22, (d["base"], d["new"])
 assert d["kernels"]["known"], d["kernels"]
 EOF
 expect 1 "of it data wall" "$bin" diff "$tmp/out/sample.report.json" "$tmp/slower.gpuacct" --fail-if-slower 5%
+# A rank's output folder is its report (analysis/job/rank_files.h); a folder of two ranks is
+# not one run.
+expect 1 "of it data wall" "$bin" diff "$tmp/out" "$tmp/slower.gpuacct" --fail-if-slower 5%
+mkdir -p "$tmp/two_ranks"
+cp "$tmp/out/sample.report.json" "$tmp/two_ranks/a.report.json"
+cp "$tmp/out/sample.report.json" "$tmp/two_ranks/b.report.json"
+expect_bad_input "two_ranks: holds the files of 2 ranks (a, b): name one of its files" \
+  "$tmp/two_ranks" "$sample"
 # Settings that differ are shown before the numbers.
 "$bin" analyze "$sample" --warmup 4 --out "$tmp/out4" >/dev/null 2>&1
 expect 0 "config.warmup_steps: 2 -> 4" "$bin" diff "$sample" "$tmp/out4/sample.report.json"

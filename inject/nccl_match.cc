@@ -11,6 +11,17 @@ bool past(int64_t watermark, TimeNs t, int64_t limit) {
   return watermark > saturating_add(t, limit);
 }
 
+// Every launch call that started before `t` has been delivered: the watermark is past it
+// (FlushWatermark's promise, held buffers included).  Until then a launch call may still come
+// *before* the launches already known: CUPTI hands a thread's buffer back only once every
+// record in it is complete, so a buffer holding the call that launched a long NCCL kernel can
+// come back after the next buffer, whose calls are later (seen in the simulated jobs, both
+// orders: the record then took the next group's kernel, or none).  Deciding on what has come so
+// far made the rows depend on delivery timing; deciding once the watermark passed does not.
+bool delivered_before(int64_t watermark, TimeNs t, bool final) {
+  return final || watermark > t;
+}
+
 }  // namespace
 
 void CollectiveMatcher::add_records(const std::vector<PluginRecord>& records) {
@@ -92,6 +103,11 @@ CollectiveMatcher::Order CollectiveMatcher::detect_order(const Thread& t, TimeNs
                                                          int64_t watermark, bool final,
                                                          bool* wait) const {
   *wait = false;
+  // Told from the launches around it only once every call up to it is in.
+  if (!delivered_before(watermark, enqueued, final)) {
+    *wait = true;
+    return Order::kUnknown;
+  }
   // Before the record: a launch whose call had returned by then.  One starting on the record's
   // very nanosecond (a clock that did not move between the two) is after it.
   auto first_after = std::lower_bound(t.launches.begin(), t.launches.end(), enqueued + 1,
@@ -109,6 +125,10 @@ CollectiveMatcher::Order CollectiveMatcher::detect_order(const Thread& t, TimeNs
                                            [](const Launch& x, TimeNs ts) { return x.start < ts; });
   for (auto it = first_not_before; it != t.launches.end(); ++it) {
     if (it->end <= enqueued) continue;  // a zero-length call on the record's nanosecond
+    if (!delivered_before(watermark, it->start, final)) {
+      *wait = true;
+      return Order::kUnknown;
+    }
     const OpState s = op_state(*it, watermark, final);
     if (s == OpState::kNccl) return Order::kRecordFirst;
     if (s == OpState::kPending) {
@@ -156,6 +176,8 @@ CollectiveMatcher::Verdict CollectiveMatcher::decide_launch_first(Thread& t, int
     *out = r.record;  // the plan's kernel was not found for its first operation either
     return Verdict::kUnmatched;
   }
+  // Its launch came before it: every call up to the record must be in.
+  if (!delivered_before(watermark, enqueued, final)) return Verdict::kWait;
   auto first_after = std::lower_bound(t.launches.begin(), t.launches.end(), enqueued + 1,
                                       [](const Launch& x, TimeNs ts) { return x.start < ts; });
   bool any_launch = false;
@@ -216,13 +238,17 @@ CollectiveMatcher::Verdict CollectiveMatcher::decide_record_first(Thread& t, int
     }
   }
   for (auto it = first; it != t.launches.end() && it->start < window_end; ++it) {
+    // A launch between the record and this one may not have come yet.
+    if (!delivered_before(watermark, it->start, final)) return Verdict::kWait;
     const OpState s = op_state(*it, watermark, final);
     if (s == OpState::kPending) return Verdict::kWait;  // its op may still come
     if (s != OpState::kNccl) continue;                  // not NCCL's, or given up on
     fill(r, *it, out);
     return Verdict::kMatched;
   }
-  const bool closed = window_end != std::numeric_limits<TimeNs>::max();
+  // The next group bounds the search once every launch before it is in.
+  const bool closed = window_end != std::numeric_limits<TimeNs>::max() &&
+                      delivered_before(watermark, window_end, final);
   if (closed || final || past(watermark, enqueued, kOwedLaunchNs)) {
     *out = r.record;
     return Verdict::kUnmatched;

@@ -99,6 +99,52 @@ TEST(CollectiveMatcher, RecordFirstLaunchOnTheRecordsNanosecond) {
   EXPECT_EQ(h.stats.get(Stat::collectives_unmatched), 0);
 }
 
+// CUPTI hands a thread's buffer back only once every record in it is complete: the buffer
+// holding the call that launched a long NCCL kernel can come back after the next one, whose
+// calls are later (seen in the simulated jobs under load).  Until the watermark passes, a record
+// waits for the calls before it: it neither goes unmatched nor takes the next group's kernel.
+TEST(CollectiveMatcher, RecordFirstLaunchCallDeliveredAfterLaterCallsIsWaitedFor) {
+  Harness h;
+  h.records(
+      {plugin_record(1, 100 * kMs), plugin_record(2, 104 * kMs), plugin_record(3, 108 * kMs)});
+  // Collective 1's launch (11) is held back; compute launches after it and collective 2's and
+  // 3's launches come first.
+  h.events({launch(12, 100 * kMs + 10'000), launch(13, 100 * kMs + 20'000), launch(21, 104 * kMs),
+            launch(31, 108 * kMs)},
+           {kernel(12, 101 * kMs, 102 * kMs, false), kernel(13, 102 * kMs, 103 * kMs, false),
+            kernel(21, 105 * kMs, 106 * kMs, true), kernel(31, 109 * kMs, 110 * kMs, true)});
+  h.poll(100 * kMs);  // the watermark has not passed collective 1's window: nothing decided
+  EXPECT_TRUE(h.out.empty());
+  EXPECT_EQ(h.stats.get(Stat::collectives_unmatched), 0);
+  h.events({launch(11, 100 * kMs)}, {kernel(11, 100 * kMs + 5'000, 103 * kMs, true)});
+  h.poll(200 * kMs);
+  ASSERT_EQ(h.out.size(), 3u);
+  EXPECT_EQ(h.out[0].correlation_id, 11u);
+  EXPECT_EQ(h.out[1].correlation_id, 21u);
+  EXPECT_EQ(h.out[2].correlation_id, 31u);
+  EXPECT_EQ(h.stats.get(Stat::collectives_unmatched), 0);
+}
+
+TEST(CollectiveMatcher, LaunchFirstLaunchCallDeliveredAfterLaterCallsIsWaitedFor) {
+  Harness h;
+  // NCCL's order: launch, then the record.  Collective 1's launch (11) was matched; collective
+  // 2's launch call (21) is held back while a later call came: within kSameGroupNs, collective
+  // 2 must not take collective 1's kernel as "the same group".
+  h.events({launch(11, 100 * kMs)}, {kernel(11, 101 * kMs, 102 * kMs, true)});
+  h.records({plugin_record(1, 100 * kMs + 10'000), plugin_record(2, 102 * kMs + 10'000)});
+  h.events({launch(22, 103 * kMs)}, {kernel(22, 104 * kMs, 105 * kMs, false)});
+  h.poll(100 * kMs + 20'000);
+  ASSERT_EQ(h.out.size(), 1u);
+  EXPECT_EQ(h.out[0].correlation_id, 11u);
+  h.poll(101 * kMs);  // collective 2's calls are not all in yet: it waits
+  EXPECT_EQ(h.out.size(), 1u);
+  h.events({launch(21, 102 * kMs)}, {kernel(21, 102 * kMs + 5'000, 103 * kMs, true)});
+  h.poll(200 * kMs);
+  ASSERT_EQ(h.out.size(), 2u);
+  EXPECT_EQ(h.out[1].correlation_id, 21u);
+  EXPECT_EQ(h.stats.get(Stat::collectives_unmatched), 0);
+}
+
 TEST(CollectiveMatcher, NonNcclLaunchesBetweenAreSkipped) {
   Harness h;
   h.records({plugin_record(1, 100 * kMs)});

@@ -11,8 +11,9 @@
 #include <set>
 #include <stdexcept>
 
-#include "analysis/model/file_io.h"
 #include "analysis/input/input.h"
+#include "analysis/job/rank_files.h"
+#include "analysis/model/file_io.h"
 #include "analysis/model/json_text.h"
 #include "analysis/report/cost.h"
 #include "analysis/report/report.h"
@@ -79,8 +80,9 @@ Pipeline::Pipeline(const Config& config)
       acc_(config.accounting()),
       parser_(names_),
       host_(names_, NamePatterns(config.step_patterns), NamePatterns(config.data_patterns)),
-      collectives_(base_ + kCollectiveRowsSuffix, [this] { return metadata(/*final=*/false); },
-                   &acc_.mutable_stats()),
+      collectives_(
+          rank_file(base_, RankFileKind::kCollectives),
+          [this] { return metadata(/*final=*/false); }, &acc_.mutable_stats()),
       detection_(names_.intern(kDetectedStepName), &names_),
       record_pending_(config.record),
       prom_(config) {
@@ -92,7 +94,8 @@ Pipeline::Pipeline(const Config& config)
                                  {"rank", cfg_.rank},
                                  {"world_size", cfg_.world_size},
                                  {"job_id", json_safe_utf8(cfg_.job_id)}};
-  stream_.configure(base_ + ".steps.jsonl", dump_json(header), &acc_.mutable_stats());
+  stream_.configure(rank_file(base_, RankFileKind::kStepStream), dump_json(header),
+                    &acc_.mutable_stats());
 }
 
 // ---- sources -> batch -----------------------------------------------------------------------
@@ -517,7 +520,7 @@ void Pipeline::record(Write write) {
       record_pending_ = false;
       recording_ok_ = true;
       ensure_output_dir();
-      st = recording_.open(base_ + ".gpuacct", OutputPolicy::kOwnFilesOnly);
+      st = recording_.open(rank_file(base_, RankFileKind::kRecording), OutputPolicy::kOwnFilesOnly);
       if (!recording_.note().empty()) log_line(recording_.note());
     }
     if (!recording_ok_) return;
@@ -732,7 +735,7 @@ void Pipeline::finish(const GpuCollectionState& gpu) {
   finish_recording(meta);  // before the report, which counts a recording that failed
   const nlohmann::json report = final_report(gpu, meta);
   Status written = Status::Error("the report could not be serialised");
-  OutputPlace place{base_ + ".json", ""};
+  OutputPlace place{rank_file(base_, RankFileKind::kReport), ""};
   guarded("the report file", [&] {
     mkdir_p(cfg_.output_dir);  // again: the directory may have been removed while the job ran
     written = write_file_atomic(place.path, dump_json(report, 2) + "\n",

@@ -9,9 +9,10 @@
 //   NCCL profiler-plugin queues + the batch -> CollectiveOutput (matched to their kernels,
 //        given their steps by the row sink) -> <base>.collectives.csv (inject/collective_output.h)
 //
-// and at the end the report (<base>.json), the stream's closing summary line and the terminal
-// summary.  With GPUACCT_PROM_DIR the rows also reach the live metrics file, rewritten by
-// tick() every GPUACCT_PROM_PERIOD_MS and once more by finish() (inject/prom_output.h).
+// and at the end the report (<base>.report.json: analysis/job/rank_files.h), the stream's
+// closing summary line and the terminal summary.  With GPUACCT_PROM_DIR the rows also reach
+// the live metrics file, rewritten by tick() every GPUACCT_PROM_PERIOD_MS and once more by
+// finish() (inject/prom_output.h).
 // While the job runs the stream also gets provisional summary lines (below).  The
 // pipeline owns every stage; the lifecycle (Runtime, inject/runtime.cc) owns the
 // threads, the signals, fork and exit, flushes CUPTI, and computes the watermark

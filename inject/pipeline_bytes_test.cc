@@ -45,7 +45,7 @@ class PipelineBytesTest : public PipelineOutputTest {
     return out;
   }
   json report() const {
-    const std::string text = read("run.json");
+    const std::string text = read("run.report.json");
     EXPECT_TRUE(is_valid_utf8(text));
     return json::parse(text);
   }
@@ -140,7 +140,7 @@ TEST_F(PipelineBytesTest, APartThatThrowsCostsThatPartOnly) {
     }
     EXPECT_TRUE(leftovers().empty());
     EXPECT_TRUE(fs::exists(dir_ + "/run.gpuacct"));
-    fs::remove(dir_ + "/run.json");
+    fs::remove(dir_ + "/run.report.json");
     fs::remove(dir_ + "/run.steps.jsonl");
     fs::remove(dir_ + "/run.gpuacct");
   }
@@ -184,7 +184,7 @@ TEST_F(PipelineBytesTest, TheFallbackReportKeepsWhatItCanBuild) {
     EXPECT_EQ(rep["report_errors"].size(), 2u) << rep["report_errors"].dump();
     EXPECT_TRUE(rep.contains("collection"));
     EXPECT_EQ(stream_lines().back()["provisional"], false);
-    fs::remove(dir_ + "/run.json");
+    fs::remove(dir_ + "/run.report.json");
     fs::remove(dir_ + "/run.steps.jsonl");
     fs::remove(dir_ + "/run.gpuacct");
   }

@@ -228,7 +228,7 @@ TEST_F(PipelineCollectivesTest, NoCollectivesNoFile) {
     p.ingest_events(s.events);
   }
   p.finish(GpuCollectionState{});
-  EXPECT_TRUE(fs::exists(dir_ + "/run.json"));
+  EXPECT_TRUE(fs::exists(dir_ + "/run.report.json"));
   EXPECT_FALSE(fs::exists(rows_path()));
   EXPECT_EQ(p.collectives().identity(), CollectiveSource::kNone);
 }

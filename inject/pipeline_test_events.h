@@ -41,7 +41,7 @@ class PipelineOutputTest : public ::testing::Test {
     s << in.rdbuf();
     return s.str();
   }
-  nlohmann::json report() const { return nlohmann::json::parse(read("run.json")); }
+  nlohmann::json report() const { return nlohmann::json::parse(read("run.report.json")); }
 
   std::string dir_;
   Config cfg_;

@@ -140,11 +140,6 @@ StatusOr<StepRow> step_row_from_json(const json& j) {
     *field = it->get<double>();
   }
   // Optional (streams written before GPUACCT_SAMPLE have none): absent = traced.
-  if (const auto first = j.find("first_use_kernels"); first != j.end()) {
-    if (!first->is_number_unsigned() || first->get<uint64_t>() > UINT32_MAX)
-      return missing("first_use_kernels");
-    r.first_use_kernels = first->get<uint32_t>();
-  }
   if (const auto sampled = j.find("sampled"); sampled != j.end()) {
     if (!sampled->is_boolean()) return missing("sampled");
     r.sampled = sampled->get<bool>();
@@ -157,77 +152,104 @@ StatusOr<StepRow> step_row_from_json(const json& j) {
   return r;
 }
 
-StatusOr<StepStreamContents> read_step_stream(std::istream& in, const std::string& label) {
-  StepStreamContents out;
-  int64_t line_number = 0;
-  for (std::string text; std::getline(in, text);) {
-    ++line_number;
-    const bool has_newline = !in.eof();
-    out.bytes += text.size() + (has_newline ? 1 : 0);
-    const json line = parse_json(text);
-    const std::string where = label + ": line " + std::to_string(line_number);
-    if (line_number == 1) {
-      if (!line.is_object() || !looks_like_step_stream(text)) {
-        return Status::Error(label +
-                             ": not a gpuacct step stream (its first line has no "
-                             "\"schema\": \"" +
-                             kStepStreamSchema + "\")");
-      }
-      take_header(line, &out.metadata);
-      continue;
+StatusOr<StepStreamParser::Line> StepStreamParser::feed(std::string_view text, bool has_newline) {
+  ++line_number_;
+  state_.bytes += text.size() + (has_newline ? 1 : 0);
+  const json line = parse_json(text);
+  if (line_number_ == 1) {
+    if (!line.is_object() || !looks_like_step_stream(text)) {
+      return Status::Error(label_ +
+                           ": not a gpuacct step stream (its first line has no "
+                           "\"schema\": \"" +
+                           kStepStreamSchema + "\")");
     }
-    if (!line.is_object()) {
-      if (!has_newline) {  // the last line, cut before its newline
-        out.bytes_cut = text.size();
-        break;
-      }
-      if (!text.empty()) out.stats.add(Stat::importer_events_skipped);
-      continue;
-    }
-    if (line.contains("step_index")) {
-      auto row = step_row_from_json(line);
-      if (!row.ok()) return Status::Error(where + ": " + row.status().message());
-      out.rows.push_back(row.value());
-    } else if (line.contains("summary")) {
-      // Counters that reading itself counted stay (they are not the writer's).
-      const int64_t skipped = out.stats.get(Stat::importer_events_skipped);
-      take_counters(line, &out.stats);
-      out.stats.add(Stat::importer_events_skipped, skipped);
-      ++out.summary_lines;
-      integer(line, "step_rows", &out.rows_in_last_summary);
-      const auto provisional = line.find("provisional");
-      out.finished =
-          provisional != line.end() && provisional->is_boolean() && !provisional->get<bool>();
-    } else if (line.contains("setup")) {
-      out.setup = line["setup"];
-    } else if (line.contains("gap")) {
-      int64_t lost = 0;
-      if (line["gap"].is_object() && integer(line["gap"], "rows_lost", &lost) && lost > 0) {
-        out.rows_lost += lost;
-      }
-    }
+    take_header(line, &state_.metadata);
+    return Line::kHeader;
   }
-  if (line_number == 0) return Status::Error(label + ": empty file (not a gpuacct step stream)");
-  // Rows of detected steps that the program's own marks turned into set-up (the last set-up
-  // line names them).
-  int64_t first_folded = 0, last_folded = -1;
-  if (out.setup.is_object()) {
-    const auto f = out.setup.find("folded_step_indices");
-    if (f != out.setup.end() && f->is_array() && f->size() == 2 && (*f)[0].is_number_integer() &&
-        (*f)[1].is_number_integer()) {
-      first_folded = (*f)[0].get<int64_t>();
-      last_folded = (*f)[1].get<int64_t>();
+  if (!line.is_object()) {
+    if (!has_newline) {  // the last line, cut before its newline
+      state_.bytes_cut = text.size();
+      return Line::kCut;
     }
+    if (!text.empty()) {
+      state_.stats.add(Stat::importer_events_skipped);
+      ++skipped_;
+    }
+    return Line::kSkipped;
   }
-  std::erase_if(out.rows, [&](const StepRow& r) {
-    return r.step_index >= first_folded && r.step_index <= last_folded;
-  });
-  if (in.bad()) return Status::Error(label + ": read error");
+  if (line.contains("step_index")) {
+    auto row = step_row_from_json(line);
+    if (!row.ok()) {
+      return Status::Error(label_ + ": line " + std::to_string(line_number_) + ": " +
+                           row.status().message());
+    }
+    row_ = row.value();
+    return Line::kRow;
+  }
+  if (line.contains("summary")) {
+    // Counters that reading itself counted stay (they are not the writer's).
+    const int64_t skipped = state_.stats.get(Stat::importer_events_skipped);
+    take_counters(line, &state_.stats);
+    state_.stats.add(Stat::importer_events_skipped, skipped);
+    ++state_.summary_lines;
+    integer(line, "step_rows", &state_.rows_in_last_summary);
+    const auto provisional = line.find("provisional");
+    state_.finished =
+        provisional != line.end() && provisional->is_boolean() && !provisional->get<bool>();
+    return Line::kSummary;
+  }
+  if (line.contains("setup")) {  // the last set-up line counts (inject/step_stream.h)
+    state_.setup = line["setup"];
+    return Line::kSetup;
+  }
+  if (line.contains("gap")) {
+    int64_t lost = 0;
+    if (line["gap"].is_object() && integer(line["gap"], "rows_lost", &lost) && lost > 0) {
+      state_.rows_lost += lost;
+    }
+    return Line::kGap;
+  }
+  return Line::kSkipped;  // a line of a newer writer: not ours to read
+}
+
+Status StepStreamParser::finish() {
+  if (line_number_ == 0) return Status::Error(label_ + ": empty file (not a gpuacct step stream)");
   // Rows the writer could not write (gap lines) are lost whether or not a summary line after
   // them counted them already.
-  out.stats.set(Stat::stream_rows_lost,
-                std::max(out.stats.get(Stat::stream_rows_lost), out.rows_lost));
-  if (!out.finished) out.stats.add(Stat::inputs_cut_off);
+  state_.stats.set(Stat::stream_rows_lost,
+                   std::max(state_.stats.get(Stat::stream_rows_lost), state_.rows_lost));
+  if (!state_.finished) state_.stats.add(Stat::inputs_cut_off);
+  return Status::Ok();
+}
+
+std::pair<int64_t, int64_t> folded_step_indices(const json& setup) {
+  if (!setup.is_object()) return {0, -1};
+  const auto f = setup.find("folded_step_indices");
+  if (f == setup.end() || !f->is_array() || f->size() != 2 || !(*f)[0].is_number_integer() ||
+      !(*f)[1].is_number_integer())
+    return {0, -1};
+  return {(*f)[0].get<int64_t>(), (*f)[1].get<int64_t>()};
+}
+
+StatusOr<StepStreamContents> read_step_stream(std::istream& in, const std::string& label) {
+  StepStreamParser parser(label);
+  std::vector<StepRow> rows;
+  for (std::string text; std::getline(in, text);) {
+    auto line = parser.feed(text, !in.eof());
+    if (!line.ok()) return line.status();
+    if (line.value() == StepStreamParser::Line::kRow) rows.push_back(parser.row());
+    if (line.value() == StepStreamParser::Line::kCut) break;
+  }
+  if (in.bad()) return Status::Error(label + ": read error");
+  GPUACCT_RETURN_IF_ERROR(parser.finish());
+  StepStreamContents out = parser.contents();
+  out.rows = std::move(rows);
+  // Rows of detected steps that the program's own marks turned into set-up (the last set-up
+  // line names them).
+  const auto [first_folded, last_folded] = folded_step_indices(out.setup);
+  std::erase_if(out.rows, [&, first = first_folded, last = last_folded](const StepRow& r) {
+    return r.step_index >= first && r.step_index <= last;
+  });
   return out;
 }
 

@@ -25,6 +25,7 @@
 #include <istream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -59,6 +60,39 @@ struct StepStreamContents {
   // folded into set-up are not in `rows`.
   nlohmann::json setup;
 };
+
+// The one parser of a step stream's lines, and the one policy for lines that are not what they
+// should be (above): read_step_stream takes a whole stream through it, the job view
+// (analysis/job/rank_inputs.h) a row at a time.  Feed every line in order, then finish().
+class StepStreamParser {
+ public:
+  enum class Line { kHeader, kRow, kSummary, kSetup, kGap, kSkipped, kCut };
+  explicit StepStreamParser(std::string label) : label_(std::move(label)) {}
+  // `text` without its newline; `has_newline` false for a last line the file ends without.
+  // An error: line 1 is no step stream's header, or a row line holds no row (the error names
+  // the line); the stream is not to be used then.
+  StatusOr<Line> feed(std::string_view text, bool has_newline);
+  // The row of the last kRow line.
+  const StepRow& row() const { return row_; }
+  // At the end of the stream: an error for an empty one; the counters the end decides (rows
+  // lost to gaps, a stream without its closing line).
+  Status finish();
+
+  // What was read so far (rows are not kept: the caller takes each from row()).
+  const StepStreamContents& contents() const { return state_; }
+  int64_t lines() const { return line_number_; }
+  int64_t lines_skipped() const { return skipped_; }
+
+ private:
+  std::string label_;
+  StepStreamContents state_;
+  StepRow row_;
+  int64_t line_number_ = 0;
+  int64_t skipped_ = 0;
+};
+
+// The step indices [first, last] a set-up line names as folded into set-up ({0, -1}: none).
+std::pair<int64_t, int64_t> folded_step_indices(const nlohmann::json& setup);
 
 StatusOr<StepStreamContents> read_step_stream(std::istream& in, const std::string& label);
 StatusOr<StepStreamContents> read_step_stream_file(const std::string& path);

@@ -7,46 +7,15 @@
 #include <map>
 #include <memory>
 #include <set>
-#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "analysis/job/job_hosts.h"
+#include "analysis/job/job_merge_internal.h"
+
 namespace gpuacct {
-namespace {
+namespace job_merge_detail {
 
-// One record's place in a window's instance table.
-struct Entry {
-  uint64_t comm = 0;
-  uint64_t seq = 0;
-  int slot = 0;
-  uint32_t index = 0;  // into the slot's records of the window
-};
-
-// Per step of a window: each rank's first-device row and its waits / lateness.
-struct WindowStep {
-  std::vector<const StepRow*> row;  // by slot
-  std::vector<int64_t> late;
-  std::vector<int64_t> waited;
-  bool warmup = false;
-  bool matched = false;    // a trusted instance was blamed in it
-  bool unmatched = false;  // some rank has a record in it that was not matched
-};
-
-// One communicator's plausibility check (job_merge.h, *Matching*).
-struct CommCheck {
-  int64_t instances = 0;    // matched instances with >= 2 timed ranks
-  int64_t implausible = 0;  // of those, not one operation (instance_plausible)
-  CollectiveType type = CollectiveType::kNone;
-  CollectiveSource source = CollectiveSource::kNone;
-  SampleReservoir spread{1024};
-};
-
-// Why a record was not matched (index into kUnmatchedReasons).
-enum UnmatchedReason { kReasonNoPeer = 0, kReasonImplausible = 1, kReasonAlone = 2 };
-constexpr const char* kUnmatchedReasons[] = {kUnmatchedNoPeer, kUnmatchedImplausible,
-                                             "no_other_rank"};
-
-std::string format_text(const char* f, ...) __attribute__((format(printf, 1, 2)));
 std::string format_text(const char* f, ...) {
   char buf[512];
   va_list args;
@@ -62,103 +31,36 @@ std::string hex(uint64_t v) {
   return buf;
 }
 
-class Merge {
- public:
-  Merge(const JobInputs& in, const JobOptions& opts, JobExport* exporter)
-      : in_(in), opts_(opts), export_(exporter), n_(in.ranks.size()) {}
-
-  JobView run() {
-    set_up();
-    if (any_collectives_) check_matching();
-    // Instances are used only where some can be trusted; else every step is blamed by the floor.
-    by_instances_ = any_collectives_ && trusted_instances_;
-    if (!by_instances_) view_.method = kMethodStepRowsFloor;
-    blame_pass();
-    if (by_instances_ && view_.floor_steps > 0) view_.method = kMethodMixed;
-    finish_matching_notes();
-    view_.top_steps_limit = opts_.top_steps;
-    view_.link_peak_gbs = opts_.link_peak_gbs;
-    finish_job_summary(&view_);
-    return std::move(view_);
-  }
-
- private:
-  void set_up();
-  void align_clocks();
-  void check_matching();
-  void check_pass();
-  void finish_matching_notes();
-  void note_unmatched(std::map<int64_t, WindowStep>& steps);
-  bool matched(const CollectiveRecord& r) const {
-    return matchable_across_ranks(r) && unreliable_.count(r.comm_hash) == 0;
-  }
-  void blame_pass();
-  std::vector<std::unique_ptr<RankStream>> open_streams(bool steps);
-  void collect_notes(const std::vector<std::unique_ptr<RankStream>>& streams);
-  template <typename OnWindow>
-  void for_each_window(std::vector<std::unique_ptr<RankStream>>& streams, bool steps,
-                       OnWindow on_window);
-  template <typename OnInstance>
-  void for_each_instance(OnInstance on_instance);
-  void blame_instances(std::map<int64_t, WindowStep>& steps);
-  void blame_by_floor(std::map<int64_t, WindowStep>& steps, bool unmatched_steps_only);
-  void finish_steps(std::map<int64_t, WindowStep>& steps);
-  void align_window();
-
-  const JobInputs& in_;
-  JobOptions opts_;
-  JobExport* export_;
-  size_t n_;
-  JobView view_;
-  bool any_collectives_ = false;
-  int collective_ranks_ = 0;
-  bool trusted_instances_ = false;  // the check found a trusted instance with >= 2 ranks
-  bool by_instances_ = false;
-  bool blaming_ = false;  // in the blame pass (the one that counts)
-  std::set<uint64_t> unreliable_;          // communicators whose matching failed the check
-  std::map<uint64_t, CommCheck> checks_;   // the last check pass, by communicator
-  std::map<uint64_t, CommCheck> failed_;   // the unreliable ones, as the pass that found them
-  std::map<std::tuple<size_t, int, int>, UnmatchedCollectiveRow> unmatched_;
-  int64_t no_peer_records_ = 0;
-  std::vector<int> host_of_;
-  std::vector<int64_t> offset_of_;
-  // The current window, by slot.
-  std::vector<std::vector<StepRow>> rows_;
-  std::vector<std::vector<CollectiveRecord>> records_;
-  std::vector<Entry> entries_;
-};
-
 void Merge::set_up() {
   view_.job_id = in_.job_id;
   view_.world_size = in_.world_size;
   view_.problems = in_.problems;
-  std::map<std::string, int> host_index;
-  host_of_.assign(n_, -1);
-  offset_of_.assign(n_, 0);
+  link_ref_ = LinkReference(opts_.link_peak_gbs);
   rows_.resize(n_);
   records_.resize(n_);
+  device_of_.assign(n_, -1);
+  std::vector<std::string> names(n_);
+  std::vector<bool> inferred(n_, false);
   for (size_t s = 0; s < n_; ++s) {
     const JobRank& r = in_.ranks[s];
-    // A rank with no host name is a clock of its own.
-    const std::string host =
-        r.hostname.empty() ? "(rank " + std::to_string(r.rank) + ": host unknown)" : r.hostname;
-    auto [it, fresh] = host_index.emplace(host, static_cast<int>(view_.hosts.size()));
-    if (fresh) view_.hosts.push_back(JobHost{host, {}, 0, false});
-    view_.hosts[static_cast<size_t>(it->second)].ranks.push_back(r.rank);
-    host_of_[s] = it->second;
     JobRankResult res;
     res.rank = r.rank;
     res.label = r.label;
-    res.host = host;
-    res.host_index = it->second;
     res.verdict_bound = r.verdict_bound;
     res.step_source = r.step_source;
     view_.ranks.push_back(std::move(res));
+    // A rank with no host name is a clock of its own until its host is inferred.
+    names[s] =
+        r.hostname.empty() ? "(rank " + std::to_string(r.rank) + ": host unknown)" : r.hostname;
+    inferred[s] = r.hostname.empty();
+    if (r.hostname.empty()) ++unknown_hosts_;
     if (r.has_collectives) {
       any_collectives_ = true;
       ++collective_ranks_;
     }
   }
+  assign_hosts(names, inferred);
+  if (unknown_hosts_ > 0) probe_devices();
   view_.types.resize(16);
   for (size_t t = 0; t < view_.types.size(); ++t) {
     view_.types[t].type = static_cast<CollectiveType>(t);
@@ -173,14 +75,96 @@ void Merge::set_up() {
   }
 }
 
-std::vector<std::unique_ptr<RankStream>> Merge::open_streams(bool steps) {
+// The clocks: one per host name (ranks of one host read one clock), offsets reset.
+void Merge::assign_hosts(const std::vector<std::string>& names, const std::vector<bool>& inferred) {
+  std::map<std::string, int> host_index;
+  view_.hosts.clear();
+  host_of_.assign(n_, -1);
+  offset_of_.assign(n_, 0);
+  for (size_t s = 0; s < n_; ++s) {
+    auto [it, fresh] = host_index.emplace(names[s], static_cast<int>(view_.hosts.size()));
+    if (fresh) view_.hosts.push_back(JobHost{names[s], {}, 0, false, inferred[s]});
+    view_.hosts[static_cast<size_t>(it->second)].ranks.push_back(in_.ranks[s].rank);
+    host_of_[s] = it->second;
+    view_.ranks[s].host = names[s];
+    view_.ranks[s].host_index = it->second;
+    view_.ranks[s].clock_offset_ns = 0;
+  }
+  view_.host_count = static_cast<int>(view_.hosts.size());
+}
+
+// The device each rank ran on (its first step row's, else its first collective's): the layout
+// that tells hosts apart when no host is named (job_hosts.h).
+void Merge::probe_devices() {
+  auto streams = open_streams(/*steps=*/true, /*quiet=*/true);
+  for (size_t s = 0; s < n_; ++s) {
+    if (streams[s] == nullptr || !in_.ranks[s].hostname.empty()) continue;
+    for (int tries = 0; tries < 4 && device_of_[s] < 0; ++tries) {
+      const int64_t next = streams[s]->next_step();
+      if (next == kNoMoreSteps) break;
+      rows_[s].clear();
+      records_[s].clear();
+      streams[s]->read_until(next + 1, &rows_[s], &records_[s]);
+      uint16_t device = kHostOnlyDevice;
+      for (const StepRow& r : rows_[s]) device = std::min(device, r.device);
+      if (device != kHostOnlyDevice) {
+        device_of_[s] = device;
+      } else if (!records_[s].empty()) {
+        device_of_[s] = records_[s].front().device;
+      }
+    }
+    rows_[s].clear();
+    records_[s].clear();
+  }
+}
+
+// Hosts for the ranks that name none (job_hosts.h), from their clocks (each aligned as a clock
+// of its own) and their device layout; the clocks are aligned again per inferred host.
+void Merge::infer_hosts_of_unknown() {
+  std::vector<size_t> slots;
+  std::vector<int> ranks, devices;
+  std::vector<std::optional<int64_t>> offsets;
+  for (size_t s = 0; s < n_; ++s) {
+    if (!in_.ranks[s].hostname.empty()) continue;
+    const JobHost& own = view_.hosts[static_cast<size_t>(host_of_[s])];
+    slots.push_back(s);
+    ranks.push_back(in_.ranks[s].rank);
+    devices.push_back(device_of_[s]);
+    // One clock among ranks that all lack a name, when nothing could align them: no evidence.
+    const bool aligned = view_.hosts.size() > 1 && own.aligned;
+    offsets.push_back(aligned ? std::optional<int64_t>(own.offset_ns) : std::nullopt);
+  }
+  const HostInference found = infer_hosts(ranks, offsets, devices, kEndToleranceFloorNs);
+  if (found.count == 0) {
+    view_.host_count = -1;
+    view_.host_basis = "unknown";
+    for (const size_t s : slots) view_.ranks[s].host = "unknown";
+    return;
+  }
+  std::vector<std::string> names(n_);
+  std::vector<bool> inferred(n_, false);
+  for (size_t s = 0; s < n_; ++s) names[s] = in_.ranks[s].hostname;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    names[slots[i]] = "(inferred host " + std::to_string(found.host_of[i]) + ")";
+    inferred[slots[i]] = true;
+  }
+  assign_hosts(names, inferred);
+  view_.host_basis = "inferred from " + found.basis;
+  if (any_collectives_) {
+    unreliable_.clear();
+    failed_.clear();
+    check_matching();
+  }
+}
+
+std::vector<std::unique_ptr<RankStream>> Merge::open_streams(bool steps, bool quiet) {
   std::vector<std::unique_ptr<RankStream>> out(n_);
   for (size_t s = 0; s < n_; ++s) {
     if (!in_.ranks[s].open) continue;
     auto opened = in_.ranks[s].open(steps);
     if (opened.ok()) {
       out[s] = std::move(opened.value());
-    } else if (steps) {  // said once, in the pass that reads everything
+    } else if (steps && !quiet) {  // said once, in the pass that reads everything
       view_.problems.push_back(opened.status().message());
     }
   }
@@ -191,64 +175,6 @@ void Merge::collect_notes(const std::vector<std::unique_ptr<RankStream>>& stream
   for (const auto& s : streams) {
     if (s == nullptr) continue;
     for (std::string& note : s->notes()) view_.problems.push_back(std::move(note));
-  }
-}
-
-template <typename OnWindow>
-void Merge::for_each_window(std::vector<std::unique_ptr<RankStream>>& streams, bool steps,
-                            OnWindow on_window) {
-  const int64_t width = std::max<int64_t>(1, opts_.window_steps);
-  while (true) {
-    int64_t start = kNoMoreSteps;
-    for (const auto& s : streams) {
-      if (s != nullptr) start = std::min(start, s->next_step());
-    }
-    if (start == kNoMoreSteps) break;
-    const int64_t end = start + width;
-    for (size_t s = 0; s < n_; ++s) {
-      rows_[s].clear();
-      records_[s].clear();
-      if (streams[s] != nullptr) {
-        streams[s]->read_until(end, steps ? &rows_[s] : nullptr, &records_[s]);
-      }
-    }
-    on_window();
-  }
-}
-
-// Groups the window's records by (comm, seq) and calls on_instance(begin, end) for each group
-// (entries_ sorted; one record per slot, duplicates counted and left out).
-template <typename OnInstance>
-void Merge::for_each_instance(OnInstance on_instance) {
-  entries_.clear();
-  for (size_t s = 0; s < n_; ++s) {
-    for (size_t i = 0; i < records_[s].size(); ++i) {
-      const CollectiveRecord& r = records_[s][i];
-      if (!matched(r)) continue;
-      entries_.push_back(Entry{r.comm_hash, r.seq, static_cast<int>(s), static_cast<uint32_t>(i)});
-    }
-  }
-  std::sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) {
-    if (a.comm != b.comm) return a.comm < b.comm;
-    if (a.seq != b.seq) return a.seq < b.seq;
-    return a.slot < b.slot;
-  });
-  size_t i = 0;
-  while (i < entries_.size()) {
-    size_t j = i + 1;
-    size_t kept = i + 1;
-    while (j < entries_.size() && entries_[j].comm == entries_[i].comm &&
-           entries_[j].seq == entries_[i].seq) {
-      if (entries_[j].slot == entries_[kept - 1].slot) {
-        if (blaming_) ++view_.duplicate_records;  // counted once, not per pass
-      } else {
-        entries_[kept++] = entries_[j];
-      }
-      ++j;
-    }
-    on_instance(entries_.begin() + static_cast<std::ptrdiff_t>(i),
-                entries_.begin() + static_cast<std::ptrdiff_t>(kept));
-    i = j;
   }
 }
 
@@ -295,6 +221,8 @@ void Merge::check_matching() {
 
 void Merge::check_pass() {
   checks_.clear();
+  link_ref_.clear();
+  cross_clock_spread_ = SampleReservoir(4096);
   std::vector<RankArrival> arrivals;
   auto streams = open_streams(/*steps=*/false);
   for_each_window(streams, /*steps=*/false, [&] {
@@ -318,9 +246,23 @@ void Merge::check_pass() {
       ++c.instances;
       const InstanceBlame b = blame_instance(arrivals);
       c.spread.add(static_cast<double>(b.end_spread_ns));
-      if (!instance_plausible(b, first_end)) ++c.implausible;
+      if (!instance_plausible(b, first_end)) {
+        ++c.implausible;
+        return;
+      }
+      // The job's own link reference (link_blame.h), and how far apart the ends of an
+      // instance on several clocks are (the ties' tolerance).
+      const int nranks = first.nranks > 0 ? first.nranks : static_cast<int>(arrivals.size());
+      link_ref_.add(first, nranks, b.transfer_ns);
+      for (const RankArrival& a : arrivals) {
+        if (host_of_[static_cast<size_t>(a.slot)] != host_of_[static_cast<size_t>(begin->slot)]) {
+          cross_clock_spread_.add(static_cast<double>(b.end_spread_ns));
+          break;
+        }
+      }
     });
   });
+  view_.tie_ns = std::max<int64_t>(1000, static_cast<int64_t>(cross_clock_spread_.percentile(50)));
   trusted_instances_ = false;
   for (const auto& [comm, c] : checks_) {
     // Most instances failing is the matching (or the clocks), not a few slow ranks: the
@@ -367,43 +309,6 @@ void Merge::finish_matching_notes() {
   }
 }
 
-// Records that are not matched this pass: kept in the per-rank table, exported without blame,
-// and their steps marked for the floor.
-void Merge::note_unmatched(std::map<int64_t, WindowStep>& steps) {
-  for (size_t s = 0; s < n_; ++s) {
-    for (const CollectiveRecord& r : records_[s]) {
-      if (by_instances_ && matched(r)) continue;
-      const int reason = !matchable_across_ranks(r)           ? kReasonNoPeer
-                         : unreliable_.count(r.comm_hash) > 0 ? kReasonImplausible
-                                                               : kReasonAlone;
-      if (reason == kReasonNoPeer) ++no_peer_records_;
-      auto [it, fresh] = unmatched_.try_emplace(
-          std::make_tuple(s, static_cast<int>(r.type), reason));
-      UnmatchedCollectiveRow& row = it->second;
-      if (fresh) {
-        row.rank = in_.ranks[s].rank;
-        row.type = r.type;
-        row.reason = kUnmatchedReasons[reason];
-      }
-      ++row.records;
-      if (r.gpu_start != 0 && r.gpu_end > r.gpu_start) {
-        row.duration_ns += r.gpu_end - r.gpu_start;
-        ++row.timed;
-      }
-      if (r.bytes > 0) {
-        row.bytes += r.bytes;
-        ++row.bytes_known;
-      }
-      const auto step = steps.find(r.step_index);
-      if (step != steps.end()) step->second.unmatched = true;
-      if (export_ != nullptr) {
-        export_->collective(ExportRank{&view_.job_id, &view_.ranks[s].host, view_.ranks[s].rank},
-                            r, -1, 0, 0, 0.0);
-      }
-    }
-  }
-}
-
 void Merge::align_window() {
   const auto shift = [](TimeNs t, int64_t offset) { return t == 0 ? t : t - offset; };
   for (size_t s = 0; s < n_; ++s) {
@@ -423,184 +328,6 @@ void Merge::align_window() {
   }
 }
 
-void Merge::blame_instances(std::map<int64_t, WindowStep>& steps) {
-  std::vector<RankArrival> arrivals;
-  const auto warm = [&](int64_t step) {
-    const auto it = steps.find(step);
-    return it != steps.end() && it->second.warmup;
-  };
-  for_each_instance([&](auto begin, auto end) {
-    arrivals.clear();
-    const CollectiveRecord& first = records_[static_cast<size_t>(begin->slot)][begin->index];
-    for (auto e = begin; e != end; ++e) {
-      const CollectiveRecord& r = records_[static_cast<size_t>(e->slot)][e->index];
-      if (r.gpu_start == 0 || r.gpu_end == 0) {
-        ++view_.records_without_times;
-        continue;
-      }
-      arrivals.push_back(RankArrival{e->slot, r.gpu_start, r.gpu_end});
-    }
-    // A transfer has two ends whatever the communicator's size.
-    const int expected = first.type == CollectiveType::kSendRecv ? 2
-                         : first.nranks > 0                     ? first.nranks
-                                                                : collective_ranks_;
-    const auto members = static_cast<int>(end - begin);
-    InstanceBlame b;
-    const bool blamed = arrivals.size() >= 2;
-    if (blamed) b = blame_instance(arrivals);
-    const int last_rank = blamed ? in_.ranks[static_cast<size_t>(b.last_slot)].rank : -1;
-    const int nranks = first.nranks > 0 ? first.nranks : members;
-    size_t a = 0;
-    for (auto e = begin; e != end; ++e) {
-      const CollectiveRecord& r = records_[static_cast<size_t>(e->slot)][e->index];
-      const bool timed = a < arrivals.size() && arrivals[a].slot == e->slot;
-      const int64_t wait = blamed && timed ? wait_ns(b, arrivals[a]) : 0;
-      const int64_t transfer = blamed && timed ? transfer_ns(b, arrivals[a]) : 0;
-      if (timed) ++a;
-      if (export_ != nullptr) {
-        const auto s = static_cast<size_t>(e->slot);
-        export_->collective(ExportRank{&view_.job_id, &view_.ranks[s].host, view_.ranks[s].rank},
-                            r, last_rank, wait, transfer,
-                            bus_bandwidth_gbs(r.bytes, transfer, r.type, nranks));
-      }
-      if (!blamed || !timed) continue;
-      if (auto it = steps.find(r.step_index); it != steps.end()) it->second.matched = true;
-      if (warm(r.step_index)) continue;
-      JobRankResult& res = view_.ranks[static_cast<size_t>(e->slot)];
-      ++res.instances;
-      ++res.instances_by_type[static_cast<size_t>(r.type) & 15];
-      res.waited_ns += wait;
-      res.transfer_ns += transfer;
-      if (wait > 0 && e->slot != b.last_slot) res.waited_for[last_rank] += wait;
-      auto it = steps.find(r.step_index);
-      if (it != steps.end()) it->second.waited[static_cast<size_t>(e->slot)] += wait;
-    }
-    if (!blamed) return;
-    const CollectiveRecord& last_record = [&]() -> const CollectiveRecord& {
-      for (auto e = begin; e != end; ++e) {
-        if (e->slot == b.last_slot) return records_[static_cast<size_t>(e->slot)][e->index];
-      }
-      return first;
-    }();
-    if (warm(last_record.step_index)) return;
-    ++view_.instances;
-    const bool incomplete = members < expected;
-    if (incomplete) ++view_.incomplete_instances;
-    view_.clock_suspect_records += b.ends_before_last_arrival;
-    view_.residual_sample.add(static_cast<double>(b.end_spread_ns));
-    JobRankResult& late = view_.ranks[static_cast<size_t>(b.last_slot)];
-    ++late.last_count;
-    ++late.last_by_type[static_cast<size_t>(first.type) & 15];
-    late.late_ns += b.lateness_ns;
-    auto it = steps.find(last_record.step_index);
-    if (it != steps.end()) it->second.late[static_cast<size_t>(b.last_slot)] += b.lateness_ns;
-    CollectiveTypeRow& t = view_.types[static_cast<size_t>(first.type) & 15];
-    ++t.instances;
-    if (incomplete) ++t.incomplete;
-    t.transfer_ns += b.transfer_ns;
-    t.lateness_ns += b.lateness_ns;
-    for (const RankArrival& r : arrivals) t.wait_ns += wait_ns(b, r);
-    t.rank_records += static_cast<int64_t>(arrivals.size());
-    const double bw = bus_bandwidth_gbs(first.bytes, b.transfer_ns, first.type, nranks);
-    if (bw > 0) {
-      t.busbw_gbs_sum += bw;
-      ++t.busbw_instances;
-    }
-  });
-}
-
-// Without collective rows (cross-rank floor): per step, the least exposed communication is
-// the transfer, each rank's excess waiting, and the rank with the most other work is late by
-// the longest wait it caused.
-// With `unmatched_steps_only`, only the steps with unmatched records and no trusted instance.
-void Merge::blame_by_floor(std::map<int64_t, WindowStep>& steps, bool unmatched_steps_only) {
-  for (auto& [index, step] : steps) {
-    if (unmatched_steps_only && (step.matched || !step.unmatched)) continue;
-    int64_t floor = -1;
-    int busiest = -1;
-    int64_t most_work = -1;
-    for (size_t s = 0; s < n_; ++s) {
-      const StepRow* r = step.row[s];
-      if (r == nullptr) continue;
-      if (floor < 0 || r->cat.comm_exposed < floor) floor = r->cat.comm_exposed;
-      const int64_t work = r->duration() - r->cat.comm_exposed;
-      if (work > most_work) {
-        most_work = work;
-        busiest = static_cast<int>(s);
-      }
-    }
-    if (busiest < 0) continue;
-    if (!step.warmup) {
-      const auto rows = std::count_if(step.row.begin(), step.row.end(),
-                                      [](const StepRow* r) { return r != nullptr; });
-      if (rows >= 2) ++view_.floor_steps;
-    }
-    int64_t longest = 0;
-    for (size_t s = 0; s < n_; ++s) {
-      const StepRow* r = step.row[s];
-      if (r == nullptr) continue;
-      const int64_t waited = r->cat.comm_exposed - floor;
-      step.waited[s] = waited;
-      if (static_cast<int>(s) != busiest) longest = std::max(longest, waited);
-      if (step.warmup) continue;
-      view_.ranks[s].waited_ns += waited;
-      view_.ranks[s].transfer_ns += floor;
-      if (static_cast<int>(s) != busiest && waited > 0) {
-        view_.ranks[s].waited_for[in_.ranks[static_cast<size_t>(busiest)].rank] += waited;
-      }
-    }
-    step.late[static_cast<size_t>(busiest)] = longest;
-    if (!step.warmup) view_.ranks[static_cast<size_t>(busiest)].late_ns += longest;
-  }
-}
-
-void Merge::finish_steps(std::map<int64_t, WindowStep>& steps) {
-  std::vector<RankStep> ranks;
-  for (auto& [index, step] : steps) {
-    ranks.clear();
-    for (size_t s = 0; s < n_; ++s) {
-      if (step.row[s] != nullptr) {
-        ranks.push_back(RankStep{static_cast<int>(s), step.row[s], step.late[s], step.waited[s]});
-      }
-    }
-    const StepBlame blame = blame_step(index, ranks);
-    if (export_ != nullptr) {
-      for (size_t s = 0; s < n_; ++s) {
-        for (const StepRow& r : rows_[s]) {
-          if (r.step_index != index) continue;
-          export_->step(ExportRank{&view_.job_id, &view_.ranks[s].host, view_.ranks[s].rank}, r,
-                        offset_of_[s], blame.job_step_ns, step.waited[s], step.late[s]);
-        }
-      }
-    }
-    if (step.warmup || ranks.size() < 2) continue;
-    ++view_.steps;
-    view_.job_step_ns += blame.job_step_ns;
-    view_.what_if_step_ns += blame.what_if_step_ns;
-    view_.job_step_sample.add(static_cast<double>(blame.job_step_ns));
-    for (const RankStep& r : ranks) {
-      JobRankResult& res = view_.ranks[static_cast<size_t>(r.slot)];
-      ++res.steps;
-      res.step_ns += r.row->duration();
-      const WallBreakdown w = r.row->walls();
-      for (const WallInfo& info : kWalls) res.walls[info.wall] += w[info.wall];
-    }
-    if (blame.late_slot < 0) continue;
-    ++view_.blamed_steps;
-    JobRankResult& late = view_.ranks[static_cast<size_t>(blame.late_slot)];
-    ++late.late_steps;
-    for (size_t w = 0; w < blame.attributed.size(); ++w) late.late_attributed[w] += blame.attributed[w];
-    late.late_unexplained_ns += blame.unexplained_ns;
-    // The top steps by lateness, bounded.
-    auto& top = view_.top_steps;
-    const auto later = [](const StepBlame& a, const StepBlame& b) { return a.late_ns > b.late_ns; };
-    if (top.size() < opts_.top_steps || (!top.empty() && blame.late_ns > top.back().late_ns)) {
-      top.insert(std::upper_bound(top.begin(), top.end(), blame, later), blame);
-      if (top.size() > opts_.top_steps) top.pop_back();
-    }
-  }
-}
-
 void Merge::blame_pass() {
   blaming_ = true;
   auto streams = open_streams(/*steps=*/true);
@@ -615,6 +342,7 @@ void Merge::blame_pass() {
           step.row.assign(n_, nullptr);
           step.late.assign(n_, 0);
           step.waited.assign(n_, 0);
+          step.link.assign(n_, {});
         }
         const StepRow*& first = step.row[s];
         if (first == nullptr || r.device < first->device) first = &r;
@@ -638,7 +366,9 @@ void Merge::blame_pass() {
   view_.residual_instances = view_.residual_sample.seen();
 }
 
-}  // namespace
+}  // namespace job_merge_detail
+
+using job_merge_detail::Merge;
 
 bool matchable_across_ranks(const CollectiveRecord& record) {
   if (record.type != CollectiveType::kSendRecv) return true;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "analysis/job/link_blame.h"
 #include "analysis/model/json_text.h"
 #include "analysis/report/run_summary.h"
 
@@ -158,6 +159,70 @@ json ranks_json(const JobView& v) {
   return ranks;
 }
 
+std::string worst_steps(const JobLink& link, size_t shown) {
+  std::string out;
+  for (size_t i = 0; i < link.worst.size() && i < shown; ++i) {
+    out += (i > 0 ? ", " : "") + std::to_string(link.worst[i].step_index);
+  }
+  return out;
+}
+
+// What the slow transfers were: "AllReduce (RING/SIMPLE) at 25.0 GB/s bus bandwidth, 50% of the
+// 50.0 GB/s reference (--link-peak-gbs)".
+std::string link_what(const JobView& v) {
+  const JobLink& l = v.link;
+  size_t type = 0;
+  for (size_t t = 1; t < l.slow_by_type.size(); ++t) {
+    if (l.slow_by_type[t] > l.slow_by_type[type]) type = t;
+  }
+  std::string out = to_string(static_cast<CollectiveType>(type));
+  if (!l.algo.empty() || !l.proto.empty()) {
+    out += " (" + (l.algo.empty() ? std::string("?") : l.algo) + "/" +
+           (l.proto.empty() ? std::string("?") : l.proto) + ")";
+  }
+  out += format(" transfers take %.1fx the expected time",
+                static_cast<double>(l.slow_transfer_ns) /
+                    static_cast<double>(std::max<int64_t>(1, l.slow_expected_ns)));
+  if (l.slow_busbw_instances > 0) {
+    out += format(
+        ": %.1f GB/s bus bandwidth, %.0f%% of the %.1f GB/s %s",
+        l.slow_busbw_sum / static_cast<double>(l.slow_busbw_instances),
+        100.0 * l.slow_busbw_sum / l.slow_expected_busbw_sum,
+        l.slow_expected_busbw_sum / static_cast<double>(l.slow_busbw_instances),
+        l.reference_gbs > 0 ? "expected (--link-peak-gbs)" : "its own fastest transfers reach");
+  }
+  return out;
+}
+
+// Whether the link is a wall of the job (steps it costs >= kLinkStepShare, on average too);
+// its line in slow_links.  Returns what it costs per step (ms).
+double judge_link(JobView* v, double job_step_ms) {
+  JobLink& l = v->link;
+  l.reference_gbs = v->link_peak_gbs;
+  if (v->steps == 0 || l.steps_slow == 0) return 0;
+  const double what_if_ms = ms(per(l.what_if_step_ns, v->steps));
+  const double gain = job_step_ms - what_if_ms;
+  if (gain < kLinkStepShare * job_step_ms) return 0;
+  l.blamed = true;
+  v->slow_links.insert(
+      v->slow_links.begin(),
+      format("the link: %lld of %lld steps lose %.2f ms on average to slow transfers (%s); "
+             "worst steps %s; at the reference bandwidth the job step would be %.2f ms instead "
+             "of %.2f",
+             static_cast<long long>(l.steps_slow), static_cast<long long>(v->steps), gain,
+             link_what(*v).c_str(), worst_steps(l, 5).c_str(), what_if_ms, job_step_ms));
+  return gain;
+}
+
+std::string link_headline(const JobView& v, double job_step_ms) {
+  const JobLink& l = v.link;
+  return format(
+      "the link is the wall in %lld of %lld steps: %s; at the reference bandwidth the "
+      "job step would be %.2f ms instead of %.2f (worst steps: %s)",
+      static_cast<long long>(l.steps_slow), static_cast<long long>(v.steps), link_what(v).c_str(),
+      ms(per(l.what_if_step_ns, v.steps)), job_step_ms, worst_steps(l, 3).c_str());
+}
+
 }  // namespace
 
 void finish_job_summary(JobView* v) {
@@ -168,10 +233,16 @@ void finish_job_summary(JobView* v) {
     if (r.late_ns > 0 && (top == nullptr || r.late_ns > top->late_ns)) top = &r;
   }
   const double late_ms = top != nullptr ? ms(per(top->late_ns, v->steps)) : 0;
+  const bool straggler = v->steps > 0 && stands_out(*v, top, job_step_ms);
+  // The what-if removes only what stands out: with no rank to blame it is the job step.
+  v->what_if_step_ns = v->job_step_ns - (straggler ? top->late_ns : 0);
+  const double link_gain_ms = judge_link(v, job_step_ms);
   if (v->steps == 0) {
     v->headline = v->ranks.size() < 2 ? "one rank: nothing to compare"
                                       : "the ranks share no step: nothing to compare";
-  } else if (stands_out(*v, top, job_step_ms)) {
+  } else if (v->link.blamed && (!straggler || link_gain_ms >= late_ms)) {
+    v->headline = link_headline(*v, job_step_ms);
+  } else if (straggler) {
     std::string where;
     if (v->method != kMethodStepRowsFloor && top->last_count > 0) {
       size_t type = 0;
@@ -236,28 +307,78 @@ void finish_job_summary(JobView* v) {
   if (more > 0) v->corrections.push_back(format("... and %zu more ranks alike", more));
 }
 
+namespace {
+
+json link_json(const JobView& v) {
+  const JobLink& l = v.link;
+  json worst = json::array();
+  for (const LinkStep& w : l.worst) {
+    worst.push_back({{"step_index", w.step_index},
+                     {"job_step_ms", ms(static_cast<double>(w.job_step_ns))},
+                     {"what_if_step_ms", ms(static_cast<double>(w.what_if_step_ns))},
+                     {"slow_instances", w.slow_instances},
+                     {"slowest_transfer_over_expected", w.slowest_ratio}});
+  }
+  const bool bw = l.slow_busbw_instances > 0;
+  return {
+      {"blamed", l.blamed},
+      {"reference", l.reference_gbs > 0 ? "given" : "job_best"},
+      {"reference_gbs", l.reference_gbs > 0 ? json(l.reference_gbs) : json(nullptr)},
+      {"slow_rule", "transfer >= 1.5x expected and >= 50 us above it (link_blame.h)"},
+      {"instances", l.instances},
+      {"slow_instances", l.slow_instances},
+      {"transfer_over_expected",
+       l.slow_expected_ns > 0
+           ? json(static_cast<double>(l.slow_transfer_ns) / static_cast<double>(l.slow_expected_ns))
+           : json(nullptr)},
+      {"busbw_gbs_mean",
+       bw ? json(l.slow_busbw_sum / static_cast<double>(l.slow_busbw_instances)) : json(nullptr)},
+      {"busbw_share_of_expected",
+       bw ? json(l.slow_busbw_sum / l.slow_expected_busbw_sum) : json(nullptr)},
+      {"algo", l.algo},
+      {"proto", l.proto},
+      {"steps_slow", l.steps_slow},
+      {"what_if_step_ms_mean", ms(per(l.what_if_step_ns, v.steps))},
+      {"worst_steps", worst}};
+}
+
+}  // namespace
+
 json job_view_to_json(const JobView& v) {
   json hosts = json::array();
   for (const JobHost& h : v.hosts) {
     hosts.push_back({{"host", json_safe_utf8(h.name)},
                      {"ranks", h.ranks},
                      {"clock_offset_ns", h.offset_ns},
-                     {"aligned", h.aligned}});
+                     {"aligned", h.aligned},
+                     {"inferred", h.inferred}});
   }
   const json ranks = ranks_json(v);
   json types = json::array();
   for (const CollectiveTypeRow& t : v.types) {
     if (t.instances == 0) continue;
-    types.push_back({{"collective", to_string(t.type)},
-                     {"instances", t.instances},
-                     {"incomplete", t.incomplete},
-                     {"transfer_ms_mean", ms(per(t.transfer_ns, t.instances))},
-                     {"wait_ms_mean", ms(per(t.wait_ns, t.rank_records))},
-                     {"lateness_ms_mean", ms(per(t.lateness_ns, t.instances))},
-                     {"busbw_gbs_mean", mean_busbw(t)},
-                     {"busbw_share_of_peak", v.link_peak_gbs > 0 && t.busbw_instances > 0
-                                                 ? json(mean_busbw(t) / v.link_peak_gbs)
-                                                 : json()}});
+    types.push_back(
+        {{"collective", to_string(t.type)},
+         {"instances", t.instances},
+         {"incomplete", t.incomplete},
+         {"transfer_ms_mean", ms(per(t.transfer_ns, t.instances))},
+         {"wait_ms_mean", ms(per(t.wait_ns, t.rank_records))},
+         {"lateness_ms_mean", ms(per(t.lateness_ns, t.instances))},
+         {"busbw_gbs_mean", mean_busbw(t)},
+         {"busbw_share_of_peak", v.link_peak_gbs > 0 && t.busbw_instances > 0
+                                     ? json(mean_busbw(t) / v.link_peak_gbs)
+                                     : json()},
+         {"expected_transfer_ms_mean",
+          t.expected_instances > 0 ? json(ms(per(t.expected_ns, t.expected_instances))) : json()},
+         {"transfer_over_expected", t.expected_ns > 0
+                                        ? json(static_cast<double>(t.expected_transfer_ns) /
+                                               static_cast<double>(t.expected_ns))
+                                        : json()},
+         {"expected_busbw_gbs_mean",
+          t.expected_busbw_instances > 0
+              ? json(t.expected_busbw_sum / static_cast<double>(t.expected_busbw_instances))
+              : json()},
+         {"slow_on_link", t.slow}});
   }
   json unmatched = json::array();
   for (const UnmatchedCollectiveRow& u : v.unmatched) {
@@ -300,11 +421,18 @@ json job_view_to_json(const JobView& v) {
       {"headline", json_safe_utf8(v.headline)},
       {"corrections", v.corrections},
       {"slow_links", v.slow_links},
+      {"hosts",
+       {{"count", v.host_count >= 0 ? json(v.host_count) : json(nullptr)},
+        {"basis", v.host_basis}}},
+      {"link", link_json(v)},
       {"clocks",
-       {{"reference_host", v.hosts.empty() ? json(nullptr)
-                                           : json(json_safe_utf8(
-                                                 v.hosts[static_cast<size_t>(std::max(0, v.alignment.reference_host)) %
-                                                         v.hosts.size()].name))},
+       {{"reference_host",
+         v.hosts.empty()
+             ? json(nullptr)
+             : json(json_safe_utf8(
+                   v.hosts[static_cast<size_t>(std::max(0, v.alignment.reference_host)) %
+                           v.hosts.size()]
+                       .name))},
         {"hosts", hosts},
         {"estimator", "median of per-host end residuals over matched instances (clock_align.h)"},
         {"instances_seen", v.alignment.instances_seen},
@@ -323,7 +451,9 @@ json job_view_to_json(const JobView& v) {
         {"by_type", types}}},
       {"matching",
        {{"notes", json::array()},
-        {"end_tolerance", "every end after the last arrival, ends within 2x the median transfer; both +50 us (job_merge.h)"},
+        {"end_tolerance",
+         "every end after the last arrival, ends within 2x the median transfer; both +50 us "
+         "(job_merge.h)"},
         {"communicators_checked", v.communicators_checked},
         {"communicators_unreliable", v.communicators_unreliable},
         {"floor_steps", v.floor_steps},
@@ -350,8 +480,13 @@ std::string render_job_view(const JobView& v) {
   o << "gpuacct job" << (v.job_id.empty() ? "" : " " + terminal_text(v.job_id)) << " - "
     << v.ranks.size() << " ranks";
   if (v.world_size > 0) o << " of " << v.world_size;
-  o << " on " << v.hosts.size() << (v.hosts.size() == 1 ? " host, " : " hosts, ") << v.steps
-    << " steps compared ("
+  if (v.host_count < 0) {
+    o << " on an unknown number of hosts, ";
+  } else {
+    o << " on " << v.host_count << (v.host_count == 1 ? " host" : " hosts")
+      << (v.host_basis == "hostnames" ? "" : " (" + v.host_basis + ")") << ", ";
+  }
+  o << v.steps << " steps compared ("
     << (v.method == kMethodCollectives     ? "matched collectives"
         : v.method == kMethodStepRowsFloor ? "step rows only: transfer floor"
                                            : "matched collectives, transfer floor where unmatched")

@@ -78,6 +78,13 @@ struct CollectiveTypeRow {
   int64_t instances = 0;
   int64_t incomplete = 0;           // instances some of whose ranks had no record
   int64_t transfer_ns = 0;          // sum of instance transfers
+  // Instances with an expected transfer (link_blame.h): their count, expected and actual
+  // transfers, the bus bandwidth expected of those with bytes; and how many were slow.
+  int64_t expected_instances = 0;
+  int64_t expected_ns = 0, expected_transfer_ns = 0;
+  double expected_busbw_sum = 0;
+  int64_t expected_busbw_instances = 0;
+  int64_t slow = 0;
   int64_t wait_ns = 0;              // sum over rank records of waits
   int64_t rank_records = 0;
   int64_t lateness_ns = 0;          // sum of instance lateness
@@ -90,6 +97,32 @@ struct JobHost {
   std::vector<int> ranks;
   int64_t offset_ns = 0;
   bool aligned = false;  // shared an instance with another host
+  bool inferred = false;  // no host name: inferred (job_hosts.h), or a rank's own clock
+};
+
+// One step's link blame (link_blame.h).
+struct LinkStep {
+  int64_t step_index = 0;
+  int64_t job_step_ns = 0;
+  int64_t what_if_step_ns = 0;  // the job step at the reference bandwidth
+  int64_t slow_instances = 0;
+  double slowest_ratio = 0;  // the largest transfer / expected of its slow instances
+};
+
+// Slow-link blame over the summary steps (docs/job_view.md, *Slow links*).
+struct JobLink {
+  double reference_gbs = 0;    // the given reference (--link-peak-gbs); 0: the job's own best
+  int64_t instances = 0;       // summary instances with an expected transfer
+  int64_t slow_instances = 0;  // of those, slow on the link
+  std::array<int64_t, 16> slow_by_type{};
+  int64_t slow_transfer_ns = 0, slow_expected_ns = 0;      // sums over the slow instances
+  double slow_busbw_sum = 0, slow_expected_busbw_sum = 0;  // over slow instances with bytes
+  int64_t slow_busbw_instances = 0;
+  std::string algo, proto;      // of the first slow instance (empty: unknown)
+  int64_t steps_slow = 0;       // summary steps the link costs >= kLinkStepShare of
+  int64_t what_if_step_ns = 0;  // sum over summary steps of the job step at the reference
+  std::vector<LinkStep> worst;  // the steps the link costs most, most first (bounded)
+  bool blamed = false;          // finish_job_summary: the link is a wall of this job
 };
 
 struct JobView {
@@ -97,7 +130,14 @@ struct JobView {
   int world_size = 0;
   std::string method = kMethodCollectives;
   std::vector<JobRankResult> ranks;
-  std::vector<JobHost> hosts;
+  std::vector<JobHost> hosts;  // the clocks: one per host, or per rank whose host is unknown
+  // How many hosts, and how that is known: "hostnames", "inferred from <job_hosts.h basis>",
+  // or "unknown" (host_count -1).
+  int host_count = 0;
+  std::string host_basis = "hostnames";
+  // An instance whose last arrival is within this of the second-latest has no last rank (a
+  // tie: nobody made the others wait): 1 us on one clock, more where clocks were aligned.
+  int64_t tie_ns = 1000;
   ClockAlignment alignment;
   // The residual: the spread (last - first) of the aligned ends of each instance.
   SampleReservoir residual_sample;
@@ -112,8 +152,11 @@ struct JobView {
   int64_t steps = 0;  // summary steps with rows from >= 2 ranks
   int64_t blamed_steps = 0;  // of those, steps where some rank was late
   int64_t job_step_ns = 0;
+  // The job step had the rank that stands out (the headline's) arrived with the others; the
+  // job step itself when no rank stands out (finish_job_summary: nothing to remove).
   int64_t what_if_step_ns = 0;
   SampleReservoir job_step_sample;
+  JobLink link;
   std::vector<StepBlame> top_steps;  // the steps with the most lateness, most first
   size_t top_steps_limit = 10;
   // Matching: what could not be matched, and why (one line each).

@@ -50,6 +50,10 @@ struct PlantedJob {
   int64_t straggler_extra_data_ns = 15'000'000;
   int slow_link = -1;
   double slow_link_factor = 2.0;
+  // Every rank's transfers link_slow_factor x longer on steps s % link_slow_every ==
+  // link_slow_every - 1 (0: never): a link slow on some steps.
+  int link_slow_every = 0;
+  double link_slow_factor = 3.0;
   double missing_share = 0;  // of records dropped (one rank's record of an instance)
   double outlier_share = 0;  // of instances where one rank's end is late by outlier_ns
   int64_t outlier_ns = 3'000'000;
@@ -100,8 +104,12 @@ class PlantedJobGenerator {
       const auto outlier_rank = static_cast<size_t>(rng_() % n_);
       const bool missing = unit() < job_.missing_share;
       const auto missing_rank = static_cast<size_t>(rng_() % n_);
+      const bool slow_step =
+          job_.link_slow_every > 0 && s % job_.link_slow_every == job_.link_slow_every - 1;
       for (size_t r = 0; r < n_; ++r) {
-        const double factor = static_cast<int>(r) == job_.slow_link ? job_.slow_link_factor : 1.0;
+        const double factor =
+            (static_cast<int>(r) == job_.slow_link ? job_.slow_link_factor : 1.0) *
+            (slow_step ? job_.link_slow_factor : 1.0);
         end[r] = start + static_cast<int64_t>(static_cast<double>(job_.transfer_ns) * factor) +
                  uniform(job_.end_jitter_ns) + (outlier && r == outlier_rank ? job_.outlier_ns : 0);
         comm[r] += end[r] - arrival[r];

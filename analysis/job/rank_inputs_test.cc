@@ -193,7 +193,7 @@ TEST_F(RankFilesTest, TwoRanksOfARealJobFromTheirTraces) {
   EXPECT_EQ(in.world_size, 128);
   EXPECT_TRUE(has_problem(in.problems, "ranks 2-127 of 128 are missing"));
   EXPECT_EQ(in.ranks[0].rank, 0);
-  EXPECT_EQ(in.ranks[0].step_source, "kineto");
+  EXPECT_EQ(in.ranks[0].step_source, "trace");
   EXPECT_TRUE(in.ranks[0].has_collectives);
 
   // The floor, from each rank's step rows alone: per step both ranks have (not warm-up), the

@@ -34,6 +34,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple, Union
 
+from .rank_files import kinds_in, rank_file_name
+
 REPORT_SCHEMA = "gpuacct.report/1"
 WALLS: Tuple[str, ...] = ("compute", "communication", "data", "launch", "other")
 
@@ -273,10 +275,10 @@ def _summarize_with_cli(run: Run) -> Run:
                                  timeout=120, check=False)
         except (OSError, subprocess.SubprocessError):
             return run
-        found = [f for f in os.listdir(out) if f.endswith(".report.json")]
+        found = kinds_in(out).get("report", [])  # analyze writes <stem>.report.json
         if res.returncode != 0 or len(found) != 1:
             return run
-        with open(os.path.join(out, found[0]), encoding="utf-8") as f:
+        with open(found[0], encoding="utf-8") as f:
             report = json.load(f)
     summary = report.get("summary") if isinstance(report.get("summary"), dict) else {}
     run.summary, run.verdict = summary, _find_verdict(report, summary)
@@ -293,9 +295,11 @@ def load(path: Union[str, "os.PathLike[str]"], summarize_all: bool = False) -> R
     summarize_all: for a stream whose summary lags its rows, the C++ tool's summary of all."""
     p = os.fspath(path)
     if os.path.isdir(p):
-        found = find_reports(p)
+        # A rank's folder: its newest report, else (a job still running, or killed) its newest
+        # step stream.
+        found = find_reports(p) or find_step_streams(p)
         if not found:
-            raise ReportError(f"{p}: no gpuacct report in this directory")
+            raise ReportError(f"{p}: no gpuacct report or step stream in this directory")
         p = found[-1]
     with open(p, "rb") as f:
         raw = f.read()
@@ -306,7 +310,7 @@ def load(path: Union[str, "os.PathLike[str]"], summarize_all: bool = False) -> R
     stripped = text.strip()
     if not stripped:
         raise ReportError(f"{p}: empty file")
-    if not p.endswith(".jsonl"):
+    if rank_file_name(os.path.basename(p)).kind != "step_stream":
         try:
             data = json.loads(stripped)
         except json.JSONDecodeError:
@@ -332,21 +336,31 @@ def is_report_file(path: str) -> bool:
         return False
 
 
-def find_reports(directory: str, newer_than: float = 0.0) -> List[str]:
-    """JSON reports under ``directory`` (not recursive), oldest first."""
+def _newest_first_of(paths: List[str], newer_than: float) -> List[str]:
     out: List[Tuple[float, str]] = []
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return []
-    for name in names:
-        if not name.endswith(".json"):
-            continue
-        full = os.path.join(directory, name)
+    for full in paths:
         try:
             mtime = os.path.getmtime(full)
         except OSError:
             continue
-        if mtime + 1e-3 >= newer_than and is_report_file(full):
+        if mtime + 1e-3 >= newer_than:
             out.append((mtime, full))
     return [p for _, p in sorted(out)]
+
+
+def find_reports(directory: str, newer_than: float = 0.0) -> List[str]:
+    """JSON reports under ``directory`` (not recursive), oldest first: ``<base>.report.json``,
+    and a ``<base>.json`` whose content is a report (the library's report before its name was
+    settled; gpuacct/rank_files.py)."""
+    kinds = kinds_in(directory)
+    named = [p for p in kinds.get("report", []) if is_report_file(p)]
+    old = [p for p in kinds.get("by_content", []) if p.endswith(".json") and is_report_file(p)]
+    return _newest_first_of(named + old, newer_than)
+
+
+def find_step_streams(directory: str, newer_than: float = 0.0) -> List[str]:
+    """Step streams under ``directory`` (not recursive), oldest first."""
+    kinds = kinds_in(directory)
+    return _newest_first_of(kinds.get("step_stream", []) +
+                            [p for p in kinds.get("by_content", []) if p.endswith(".jsonl")],
+                            newer_than)

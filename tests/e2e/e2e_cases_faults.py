@@ -198,8 +198,9 @@ def case_sigkill() -> None:
 
 def case_planted_links() -> None:
     """GPUACCT_OUTPUT_DIR a sticky world-writable directory (a shared /tmp) and the output
-    names predictable: another user plants <base>.json, <base>.steps.jsonl and <base>.gpuacct as
-    links to a file of ours (fs.protected_symlinks off) and <base>.json as a file of their own.
+    names predictable: another user plants <base>.report.json, <base>.steps.jsonl and
+    <base>.gpuacct as links to a file of ours (fs.protected_symlinks off) and <base>.report.json
+    as a file of their own.
     The library never writes through a link or into another user's file: the victim is
     untouched, the planted names too, every output goes to a fresh name, one line each on
     stderr.  Before, the report replaced the victim and the stream truncated it."""
@@ -208,13 +209,13 @@ def case_planted_links() -> None:
         os.mkdir(out)
         os.chmod(out, 0o1777)
         victim = os.path.join(top, "victim.txt")
-        planted = {"job.json": victim, "job.steps.jsonl": victim, "job.gpuacct": victim}
+        planted = {"job.report.json": victim, "job.steps.jsonl": victim, "job.gpuacct": victim}
         for runs in range(2):
             with open(victim, "w") as f:
                 f.write("precious")
             for name, target in planted.items():
                 os.symlink(target, os.path.join(out, name))
-            theirs = os.path.join(out, "job-1.json")
+            theirs = os.path.join(out, "job-1.report.json")
             if runs == 1 and os.geteuid() == 0:  # a file another user owns, beside the link
                 with open(theirs, "w") as f:
                     f.write("theirs")
@@ -227,13 +228,13 @@ def case_planted_links() -> None:
             fresh = "job-2" if runs == 1 and os.geteuid() == 0 else "job-1"
             lines = [l for l in res.stderr.splitlines() if "not followed or written" in l]
             check(len(lines) == 3, f"one line per planted output expected:\n{res.stderr}")
-            for ext in (".json", ".steps.jsonl", ".gpuacct"):
-                stem = fresh if ext == ".json" else "job-1"
+            for ext in (".report.json", ".steps.jsonl", ".gpuacct"):
+                stem = fresh if ext == ".report.json" else "job-1"
                 path = os.path.join(out, stem + ext)
                 check(os.path.isfile(path) and not os.path.islink(path), f"no {path}: {os.listdir(out)}")
                 check(any(l.endswith(f"writing {path} instead") for l in lines),
                       f"no line names {path}:\n{res.stderr}")
-            with open(os.path.join(out, fresh + ".json")) as f:
+            with open(os.path.join(out, fresh + ".report.json")) as f:
                 rep = json.load(f)
             check(len(rep["steps"]) == 20, f"{len(rep['steps'])} steps in the report")
             if fresh == "job-2":

@@ -16,6 +16,11 @@
 //   [--grouped-ag-rs] a group of an AllGather (4 MiB) and a ReduceScatter (4 MiB): one kernel
 //                 plan for both (the fake fuses a group's collectives)
 //   optimizer     a synchronize of the comm stream, 2 kernels of 0.5 ms, a device synchronize
+// --data-steps=K/M gives this rank its --data-ms only on steps i with i % M < K (the others
+// wait the default 2 ms): a straggler on some steps.  --link-slowdown=F with
+// --link-slow-every=M makes the link F times slower on steps i with i % M == M - 1 (M = 1: every
+// step; simncclSetLinkSlowdown).  --device-per-local-rank runs the rank on device LOCAL_RANK
+// (as torchrun's ranks of one host use devices 0, 1, ...), else device 0.
 // --compute-scale=X makes every compute kernel X times longer (a slow GPU).  --jitter=F varies
 // every step of every rank: its compute kernels and its data wait each take a factor drawn
 // uniformly from [1-F, 1+F] (seeded by --seed, the rank and the step: a rerun is the same job),
@@ -68,6 +73,10 @@ struct Options {
   uint64_t tp_mib = 16;
   double jitter = 0.0;
   uint64_t seed = 1;
+  int data_steps = 1, data_every = 1;  // --data-steps=K/M
+  double link_slowdown = 1.0;
+  int link_slow_every = 1;
+  bool device_per_local_rank = false;
 };
 
 // splitmix64: a fixed, seedable generator (the same numbers on every platform).
@@ -92,7 +101,8 @@ double JitterFactor(const Options& o, int rank, int step, uint64_t what) {
                "job_driver: %s\nusage: job_driver [--steps=N] [--data-ms=X] [--fwd-kernels=N] "
                "[--buckets=N] [--bwd-kernels=N] [--bucket-mib=N] [--mix] [--marks=capi|nvtx] "
                "[--nnodes=N] [--comm-hash=HEX] [--compute-scale=X] [--tp=K] [--tp-mib=N] "
-               "[--jitter=F] [--seed=N] [--p2p-pairs=N] [--grouped-ag-rs]   "
+               "[--jitter=F] [--seed=N] [--p2p-pairs=N] [--grouped-ag-rs] [--data-steps=K/M] "
+               "[--link-slowdown=F] [--link-slow-every=M] [--device-per-local-rank]   "
                "(RANK and WORLD_SIZE from the environment)\n",
                why);
   std::exit(2);
@@ -136,6 +146,14 @@ Options Parse(int argc, char** argv) {
       o.p2p_pairs = std::atoi(v14);
     } else if (a == "--grouped-ag-rs") {
       o.grouped_ag_rs = true;
+    } else if (const char* v15 = value("--data-steps=")) {
+      if (std::sscanf(v15, "%d/%d", &o.data_steps, &o.data_every) != 2) Usage("bad --data-steps");
+    } else if (const char* v16 = value("--link-slowdown=")) {
+      o.link_slowdown = std::atof(v16);
+    } else if (const char* v17 = value("--link-slow-every=")) {
+      o.link_slow_every = std::atoi(v17);
+    } else if (a == "--device-per-local-rank") {
+      o.device_per_local_rank = true;
     } else if (a == "--mix") {
       o.mix = true;
     } else if (a == "--marks=nvtx") {
@@ -146,7 +164,8 @@ Options Parse(int argc, char** argv) {
   }
   if (o.steps <= 0 || o.data_ms < 0 || o.fwd_kernels < 0 || o.buckets <= 0 || o.bwd_kernels < 0 ||
       o.bucket_mib == 0 || o.nnodes <= 0 || o.compute_scale <= 0 || o.tp <= 0 || o.tp_mib == 0 ||
-      o.jitter < 0 || o.jitter >= 1 || o.p2p_pairs < 0) {
+      o.jitter < 0 || o.jitter >= 1 || o.p2p_pairs < 0 || o.data_every <= 0 || o.data_steps < 0 ||
+      o.data_steps > o.data_every || o.link_slowdown < 1 || o.link_slow_every <= 0) {
     Usage("bad value");
   }
   return o;
@@ -196,6 +215,7 @@ struct Job {
   Options o;
   int rank = 0;
   int world = 1;
+  int device = 0;  // LOCAL_RANK with --device-per-local-rank
   const gpuacct_dyn_api* api = nullptr;
   simStream_t compute = nullptr;
   simStream_t comm_stream = nullptr;
@@ -215,8 +235,8 @@ struct Job {
     simSetLaunchCost(4 * kUs);
     simSetLaunchLatency(5 * kUs);
     api = gpuacct_dyn();
-    compute = simStreamCreate(0);
-    comm_stream = simStreamCreate(0);
+    compute = simStreamCreate(device);
+    comm_stream = simStreamCreate(device);
     if (o.tp == 1) {
       Check(simncclCommInitRank(&comm, world, rank, o.comm_hash, "job_dp", o.nnodes), "CommInit");
       return;
@@ -229,7 +249,7 @@ struct Job {
           "CommInit");
     Check(simncclCommInitRank(&tp_comm, o.tp, pos, o.comm_hash ^ tp_salt, "job_tp", 1),
           "CommInit TP");
-    tp_stream = simStreamCreate(0);
+    tp_stream = simStreamCreate(device);
   }
 
   void Mark(bool open, const char* nvtx_name, int step) const {
@@ -253,6 +273,9 @@ struct Job {
   }
 
   void Step(int i, double data_ms) {
+    if (i % o.data_every >= o.data_steps) data_ms = Options().data_ms;
+    const double slowdown = i % o.link_slow_every == o.link_slow_every - 1 ? o.link_slowdown : 1.0;
+    if (o.link_slowdown != 1.0) Check(simncclSetLinkSlowdown(slowdown), "SetLinkSlowdown");
     step_scale = o.compute_scale * JitterFactor(o, rank, i, 1);
     step_compute = 0;
     const auto data_ns = static_cast<uint64_t>(data_ms * JitterFactor(o, rank, i, 2) *
@@ -286,7 +309,7 @@ struct Job {
     for (int k = 0; k < 2; ++k) {
       simLaunchKernel(compute, "optimizer_step_kernel", Scaled(500 * kUs));
     }
-    simDeviceSynchronize(0);
+    simDeviceSynchronize(device);
     const uint64_t end = simNow();
     Mark(false, "train_step", i);
     const uint64_t offset = static_cast<uint64_t>(simClockOffset());
@@ -312,7 +335,8 @@ int main(int argc, char** argv) {
     Usage("RANK / WORLD_SIZE out of range");
   }
   if (job.world % job.o.tp != 0) Usage("--tp does not divide WORLD_SIZE");
-  if (simInit(1) != SIM_OK) {
+  if (job.o.device_per_local_rank) job.device = EnvInt("LOCAL_RANK", 0);
+  if (job.device < 0 || simInit(job.device + 1) != SIM_OK) {
     std::fprintf(stderr, "job_driver: simInit failed\n");
     return 2;
   }

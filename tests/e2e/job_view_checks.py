@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -79,7 +80,7 @@ def by_rank(view: dict) -> dict:
 def summary_steps(out: str, nranks: int) -> list:
     """The steps the job view summarises: no rank's row is a warm-up step (docs/job_view.md)."""
     warm, seen = set(), {}
-    for path in glob.glob(os.path.join(out, "reports", "gpuacct_*.json")):
+    for path in simjob.output_files(out, ".report.json"):
         with open(path) as f:
             rep = json.load(f)
         for s in rep["steps"]:
@@ -121,6 +122,30 @@ def truth_blame(out: str, job: dict) -> dict:
         res["instances"][step][kind] += n
         res["transfer"].setdefault(kind, []).append(last["transfer_ns"])
     return res
+
+
+def truth_last_share(out: str, job: dict, rank: int, steps: list, tie_ns: int = 1000) -> tuple:
+    """(share of the summary steps' AllReduce instances where `rank` truly arrives last, more
+    than `tie_ns` after the second-latest -- a tie has no last rank; its lateness per step over
+    those instances)."""
+    truth = load_truth(out)
+    groups = simjob.check_truth(truth, job)
+    where = truth_steps(out, groups)
+    wanted = set(steps)
+    last, instances, late = 0, 0, 0
+    for rows in groups.values():
+        if rows[0]["collective"] != "AllReduce":
+            continue
+        starts = sorted(rows, key=lambda t: t["true_gpu_start_ns"])
+        step = where[starts[-1]["process_rank"]][starts[-1]["host_enqueue_ns"]]
+        if step not in wanted:
+            continue
+        instances += 1
+        lateness = starts[-1]["true_gpu_start_ns"] - starts[-2]["true_gpu_start_ns"]
+        if starts[-1]["process_rank"] == rank and lateness > tie_ns:
+            last += 1
+            late += lateness
+    return last / instances, late / len(steps)
 
 
 def per_step_mean(table: dict, steps: list, rank: int) -> float:
@@ -239,7 +264,7 @@ def check_types(view: dict, out: str, job: dict) -> str:
 
 def rows_identity(out: str) -> set:
     ids = set()
-    for path in glob.glob(os.path.join(out, "reports", "*.collectives.csv")):
+    for path in simjob.output_files(out, ".collectives.csv"):
         with open(path) as f:
             header = json.loads(f.readline().split(" ", 2)[2])
         ids.add(header.get("identity"))
@@ -282,12 +307,51 @@ def check_slow_link(slow: dict, fast: dict, out_slow: str, out_fast: str, job: d
                f"rank {r}: transfer {x['transfer_ms']:.3f} vs {ranks_fast[r]['transfer_ms']:.3f} "
                "ms/step without the slow link")
     expect("no_waiting_story", not slow["corrections"]
-           and slow["headline"].startswith("no rank stands out"),
+           and not slow["headline"].startswith("rank "),
            f"the slow link is told as waiting: {slow['headline']!r} {slow['corrections'][:2]}")
     return (f"AllReduce transfer {ar['transfer_ms_mean']:.3f} ms = {ratio:.4f}x (truth "
             f"{want_ratio:.4f}x), busbw {ar['busbw_gbs_mean']:.1f} vs "
             f"{ar_fast['busbw_gbs_mean']:.1f} GB/s, waits <= "
             f"{max(x['waited_ms'] for x in ranks.values()):.3f} ms/step")
+
+
+def check_link_blamed(view: dict, base_view: dict, slow_steps: list, tolerance: float = 0.05) -> str:
+    """The link is the wall (docs/job_view.md, Slow links): the headline and the first
+    slow_links line name it, the steps it is blamed on are the planted slow ones (`slow_steps`,
+    summary steps), and its what-if -- the job step at the reference bandwidth -- is the job
+    step of the same job without the slowdown (`base_view`) within `tolerance`."""
+    link = view["link"]
+    expect("link_blamed", link["blamed"] and view["headline"].startswith("the link is the wall"),
+           f"link blamed {link['blamed']}, headline {view['headline']!r}")
+    expect("link_line", bool(view["slow_links"]) and view["slow_links"][0].startswith("the link:"),
+           f"slow_links {view['slow_links'][:2]}")
+    worst = sorted(w["step_index"] for w in link["worst_steps"])
+    expect("link_steps", link["steps_slow"] == len(slow_steps) and set(worst) <= set(slow_steps)
+           and len(worst) == min(len(slow_steps), 10),
+           f"link blamed on {link['steps_slow']} steps (worst {worst}), planted slow {slow_steps}")
+    got, want = link["what_if_step_ms_mean"], base_view["steps"]["job_step_ms_mean"]
+    expect("link_what_if", close(got, want, tolerance),
+           f"what-if at the reference {got:.4f} ms, the job without the slowdown "
+           f"{want:.4f} ms/step")
+    expect("link_not_waiting", not view["corrections"], f"corrections {view['corrections'][:2]}")
+    return (f"link blamed on {link['steps_slow']} steps ({link['transfer_over_expected']:.2f}x "
+            f"expected, busbw share {link['busbw_share_of_expected']:.2f}); job step "
+            f"{view['steps']['job_step_ms_mean']:.3f} ms, what-if {got:.3f} ms vs "
+            f"{want:.3f} without the slowdown ({100 * (got - want) / want:+.2f}%)")
+
+
+def check_balanced(view: dict, name: str) -> str:
+    """Nobody to blame: no rank stands out, no link, and both what-ifs are the job step."""
+    steps, link = view["steps"], view["link"]
+    expect(f"{name}_headline", view["headline"].startswith("no rank stands out"),
+           f"{name}: headline {view['headline']!r}")
+    expect(f"{name}_what_if", steps["what_if_step_ms_mean"] == steps["job_step_ms_mean"],
+           f"{name}: what-if {steps['what_if_step_ms_mean']:.4f} ms for a "
+           f"{steps['job_step_ms_mean']:.4f} ms step with nothing to remove")
+    expect(f"{name}_link", not link["blamed"] and link["slow_instances"] == 0
+           and link["what_if_step_ms_mean"] == steps["job_step_ms_mean"] and not view["slow_links"],
+           f"{name}: link {link}, slow_links {view['slow_links']}")
+    return f"{name}: what-if = job step {steps['job_step_ms_mean']:.3f} ms"
 
 
 # ---- bad input on real rank outputs -------------------------------------------------------------
@@ -344,8 +408,14 @@ def damaged_copies(out: str) -> dict:
     made["other_job"] = (d, ["rank 6", "otherjob7"], 7)
     d = copy("duplicate_rank")
     for p in rank_files(d, 1):
+        # Another process of rank 1 (a restart): its files under another name and pid.  (One
+        # process's files under two names are one rank: analysis/job/rank_files.h.)
         name = os.path.basename(p).replace("gpuacct_", "gpuacct_copy_", 1)
-        shutil.copy(p, os.path.join(d, name))
+        with open(p) as f:
+            text = f.read()
+        with open(os.path.join(d, name), "w") as f:
+            f.write(re.sub(r'"pid": ?(\d+)', lambda m: m.group(0).replace(m.group(1), "999999"),
+                           text))
     made["duplicate_rank"] = (d, ["rank 1", "twice"], 8)
     return made
 

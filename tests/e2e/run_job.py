@@ -11,6 +11,19 @@ run_e2e.py.  One ctest per case:  run_job.py --build <build dir> <case> [--keep 
               the same with steps and data waits marked through NVTX instead of the C API
   slow_link   8 ranks; rank 5's link is 2x slower (every rank's transfers take twice as long),
               and the same job without it
+  slow_link_every
+              8 ranks; every rank's link 3x slower on every 10th step only, and the same job
+              without it: the link blamed on those steps, the what-if the job without it
+  balanced    8 ranks, nobody slow: no rank stands out, no link, what-if = job step
+  straggler_share
+              rank 2 waits 15 ms for data on 3 of every 5 steps: its share of last arrivals
+              and its lateness against the truth
+  rank_folders
+              the straggler job, each rank's default outputs in its own folder (pattern
+              "report"), and as an older library named its report (report.json)
+  hosts_inferred
+              8 ranks on 2 hosts, host names stripped: hosts from clock offsets, the device
+              layout, both, or unknown
   slow_gpu    8 ranks; rank 6's kernels take 1.3x as long
   tp          8 ranks in tensor-parallel pairs (4 TP communicators) and 2 data-parallel
               communicators of 4, with --mix: several communicators per rank
@@ -50,8 +63,8 @@ job id, step count); the truth file is consistent across ranks (each (comm, seq)
 rank, one true end for all, end = latest true start + transfer); the library's
 <base>.collectives.csv rows against the truth: when it writes them, and required (every rank,
 plugin identity) where the library is NCCL's plugin in the job (it exports ncclProfiler_vN).
-The cases add their own, and hosts, straggler(_nvtx), slow_link, slow_gpu, no_plugin,
-plugin_vN and bad_input assert the job view (`gpuacct job <reports> --json`) against the truth
+The cases add their own, and every case but recording_*, collectives_check, tp and
+rank_missing asserts the job view (`gpuacct job <reports> --json`) against the truth
 (job_view_checks.py; docs/testing.md "Job view end to end").  Those jobs run with seeded timing
 jitter (job_driver --jitter=0.03): compute and data durations vary per rank and step.
 
@@ -74,14 +87,18 @@ DIR/logs/rank<R>.{out,err}.  tests/sim/fake_nccl/README.md describes the truth l
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 
 import job_view_checks as jv
+import simjob
 from simjob import (MS, Fail, check, check_collectives_files, check_reports, check_truth,
                     configure, exported_profiler_versions, load_truth, paths, per_step, plan,
                     run_job, truth_steps, wall, write_rows_file)
@@ -186,6 +203,153 @@ def case_straggler(out: str, marks: str = "capi") -> None:
           f"{clocks}")
 
 
+def case_straggler_share(out: str) -> None:
+    """Rank 2 waits 15 ms for data on 3 of every 5 steps only (2 ms on the others, as every
+    other rank): it is the straggler, and the share of all-reduces it arrives last at and its
+    lateness per step are the truth's within 2%."""
+    import re
+    lib, _, _, _ = paths()
+    job = run_job(out, 8, plan(8, 2, offsets_ms=[-5, 5], jitter_us=50), plugin=lib,
+                  rank_args={2: ["--data-ms=15", "--data-steps=3/5"]}, common_args=JITTER)
+    check_truth(load_truth(out), job)
+    check_reports(out, job)
+    view = jv.ok_view(os.path.join(out, "reports"))
+    steps = jv.summary_steps(out, 8)
+    share, late = jv.truth_last_share(out, job, 2, steps)
+    said = re.match(r"rank 2 arrives last at (\d+)% of all-reduces", view["headline"])
+    jv.expect("headline", said is not None and "data wait" in view["headline"],
+              f"headline {view['headline']!r}")
+    me = jv.by_rank(view)[2]
+    ar = {t["collective"]: t for t in view["collectives"]["by_type"]}["AllReduce"]
+    got_share = me["last_arrivals"] / ar["instances"]
+    jv.expect("last_share", jv.close(got_share, share, 0.02) and said is not None
+              and abs(int(said.group(1)) - 100 * share) <= 1,
+              f"rank 2 last at {got_share:.4f} of all-reduces ({said and said.group(1)}% in the "
+              f"headline), truth {share:.4f}")
+    jv.expect("lateness", jv.close(me["late_ms"] * MS, late, 0.02),
+              f"rank 2 late {me['late_ms']:.4f} ms/step, truth {late / MS:.4f}")
+    want_if = view["steps"]["job_step_ms_mean"] - me["late_ms"]
+    jv.expect("what_if", abs(view["steps"]["what_if_step_ms_mean"] - want_if) < 1e-9,
+              f"what-if {view['steps']['what_if_step_ms_mean']:.4f}, job step less rank 2's "
+              f"lateness {want_if:.4f}")
+    print(f"straggler_share: rank 2 last at {100 * got_share:.2f}% of all-reduces (truth "
+          f"{100 * share:.2f}%), late {me['late_ms']:.4f} ms/step (truth {late / MS:.4f}); "
+          f"what-if {view['steps']['what_if_step_ms_mean']:.3f} of "
+          f"{view['steps']['job_step_ms_mean']:.3f} ms")
+
+
+def case_rank_folders(out: str) -> None:
+    """The straggler job with each rank writing its default outputs into its own folder
+    (GPUACCT_OUTPUT_DIR=DIR/rank<R>) under the pattern "report": report.report.json,
+    report.steps.jsonl, report.collectives.csv; and the same folders as a library that named
+    its report <base>.json left them (report.json: a file named after its kind alone).  The job
+    view matches the collectives in both (no rank twice), given the folder or the reports
+    named one by one, and analyze of the step streams gives the same answer."""
+    lib, _, _, _ = paths()
+    job = run_job(out, 8, plan(8, 2, offsets_ms=[-5, 5], jitter_us=50), plugin=lib,
+                  rank_args={2: ["--data-ms=15"]}, common_args=JITTER, rank_dirs=True,
+                  pattern="report")
+    groups = check_truth(load_truth(out), job)
+    check_reports(out, job)
+    check_collectives_files(out, groups, job, plugin_rows=True)
+    reports = os.path.join(out, "reports")
+    got = sorted(os.listdir(os.path.join(reports, "rank0")))
+    check(got == ["report.collectives.csv", "report.report.json", "report.steps.jsonl"],
+          f"rank 0's folder holds {got}")
+    old = os.path.join(out, "old_names")
+    shutil.copytree(reports, old)
+    for r in range(8):
+        os.rename(os.path.join(old, f"rank{r}", "report.report.json"),
+                  os.path.join(old, f"rank{r}", "report.json"))
+    told = []
+    for name, args in (("folders", [reports]), ("old_names", [old]),
+                       ("named", sorted(glob.glob(os.path.join(old, "rank*", "report.json"))))):
+        rc, view, err = jv.job_view(*args)
+        check(rc == 0, f"{name}: gpuacct job exited {rc}: {err[-300:]}")
+        jv.expect(f"{name}_once", "twice" not in err and not view["problems"],
+                  f"{name}: {err.strip()[-400:]}")
+        jv.expect(f"{name}_method", view["method"] == "collectives",
+                  f"{name}: method {view['method']}, notes {view['matching']['notes']}")
+        told.append(f"{name}: " + jv.check_late_rank(view, out, job, 2, "data"))
+    # analyze of the ranks' step streams: its job view is gpuacct job's (the same ranks).
+    exe = os.path.join(simjob.BUILD, "bin", "gpuacct")
+    streams = sorted(glob.glob(os.path.join(reports, "rank*", "report.steps.jsonl")))
+    an = os.path.join(out, "analyzed")
+    res = subprocess.run([exe, "analyze", *streams, "-o", an], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+    check(res.returncode == 0, f"analyze exited {res.returncode}: {res.stderr[-300:]}")
+    with open(os.path.join(an, "job.json")) as f:
+        by_analyze = json.load(f)
+    by_job = jv.ok_view(reports)
+    for key in ("headline", "method", "steps", "collectives", "clocks", "link"):
+        jv.expect("analyze_is_job", by_analyze[key] == by_job[key],
+                  f"analyze and job differ in {key}: {str(by_analyze[key])[:200]} vs "
+                  f"{str(by_job[key])[:200]}")
+    print("rank_folders: " + "; ".join(told) + "; analyze of the streams = gpuacct job")
+
+
+def strip_hostnames(src: str, dst: str) -> None:
+    """A copy of the ranks' outputs whose run metadata names no host (as a profiler trace)."""
+    shutil.copytree(src, dst)
+    for path in glob.glob(os.path.join(dst, "**", "*"), recursive=True):
+        if not os.path.isfile(path):
+            continue
+        with open(path) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(re.sub(r'"hostname": ?"simhost\d+"', '"hostname": ""', text))
+
+
+def case_hosts_inferred(out: str) -> None:
+    """8 ranks on 2 hosts whose outputs name no host: the hosts are inferred from the ranks'
+    clock offsets (-5 / +5 ms), from their device layout (LOCAL_RANK devices 0-3 per host), or
+    both -- 2 hosts, marked inferred, never 8; with neither (one clock, every rank on device
+    0) the count is unknown."""
+    lib, _, _, _ = paths()
+    told = []
+    for name, offsets, devices, want in (
+            ("clocks_and_layout", [-5, 5], True, "clock offsets and the device layout"),
+            ("clocks", [-5, 5], False, "clock offsets"),
+            ("layout", None, True, "the device layout"),
+            ("nothing", None, False, None)):
+        d = os.path.join(out, name)
+        job = run_job(d, 8, plan(8, 2, offsets_ms=offsets, jitter_us=50 if offsets else 0),
+                      plugin=lib, steps=10,
+                      common_args=[*JITTER, *(["--device-per-local-rank"] if devices else [])])
+        check_truth(load_truth(d), job)
+        check_reports(d, job)
+        named = jv.ok_view(os.path.join(d, "reports"))
+        jv.expect(f"{name}_hostnames", named["hosts"] == {"count": 2, "basis": "hostnames"},
+                  f"{name}: with host names, hosts {named['hosts']}")
+        stripped = os.path.join(d, "no_hostnames")
+        strip_hostnames(os.path.join(d, "reports"), stripped)
+        view = jv.ok_view(stripped)
+        hosts = view["hosts"]
+        if want is None:
+            jv.expect(f"{name}_unknown", hosts == {"count": None, "basis": "unknown"}
+                      and all(r["host"] == "unknown" for r in view["ranks"]),
+                      f"{name}: hosts {hosts}, ranks' hosts {[r['host'] for r in view['ranks']]}")
+            res = subprocess.run([os.path.join(simjob.BUILD, "bin", "gpuacct"), "job", stripped,
+                                  "--no-files"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, timeout=120, check=False)
+            jv.expect(f"{name}_terminal", "on an unknown number of hosts" in res.stdout,
+                      f"{name}: {res.stdout.splitlines()[:1]}")
+            told.append(f"{name}: unknown")
+            continue
+        groups = sorted(sorted(h["ranks"]) for h in view["clocks"]["hosts"])
+        jv.expect(f"{name}_count", hosts == {"count": 2, "basis": "inferred from " + want}
+                  and groups == [[0, 1, 2, 3], [4, 5, 6, 7]]
+                  and all(h["inferred"] for h in view["clocks"]["hosts"]),
+                  f"{name}: hosts {hosts}, clocks {groups}")
+        if offsets:
+            planted = job["ranks"][4]["clock_offset_ns"] - job["ranks"][0]["clock_offset_ns"]
+            got = jv.by_rank(view)[4]["clock_offset_ns"] - jv.by_rank(view)[0]["clock_offset_ns"]
+            jv.expect(f"{name}_offset", abs(got - planted) <= 50_000,
+                      f"{name}: inferred hosts {got} ns apart, planted {planted}")
+        told.append(f"{name}: {hosts['count']} hosts {hosts['basis']}")
+    print("hosts_inferred: " + "; ".join(told))
+
+
 def case_bad_input(out: str) -> None:
     """The straggler job's real rank outputs, copied and damaged: a rank missing, a rows file
     and a step stream cut in the middle, a rank of another job, a rank twice."""
@@ -227,12 +391,63 @@ def case_slow_link(out: str) -> None:
     for rows in groups.values():
         peak_gbs = max(peak_gbs, max(x["link_bytes_per_us"] for x in rows) / 1000)
     peak = ["--link-peak-gbs", f"{peak_gbs:g}"]
-    told = jv.check_slow_link(jv.ok_view(os.path.join(out, "reports"), *peak),
-                              jv.ok_view(os.path.join(base, "reports"), *peak), out, base, job,
-                              peak_gbs)
+    slow_view = jv.ok_view(os.path.join(out, "reports"), *peak)
+    base_view = jv.ok_view(os.path.join(base, "reports"), *peak)
+    told = jv.check_slow_link(slow_view, base_view, out, base, job, peak_gbs)
+    # Every step is slow: the link is blamed against the given reference (the job's own best is
+    # as slow as the rest), and the job without the slow link is balanced.
+    blamed = jv.check_link_blamed(slow_view, base_view, jv.summary_steps(out, 8))
+    balanced = jv.check_balanced(base_view, "baseline")
+    own = jv.ok_view(os.path.join(out, "reports"))
+    jv.expect("own_reference", not own["link"]["blamed"],
+              f"every step equally slow, no reference given: link {own['link']['blamed']}")
     print(f"slow_link: transfer {rows[0]['transfer_ns'] / MS:.3f} ms per 64 MiB AllReduce on 8 "
           f"ranks, communication walls {min(walls) / MS:.2f}-{max(walls) / MS:.2f} ms/step; "
-          f"{matched} collectives rows matched; job view: {told}")
+          f"{matched} collectives rows matched; job view: {told}; {blamed}; {balanced}")
+
+
+def case_slow_link_every(out: str) -> None:
+    """The link 3x slower on every 10th step only (job_driver --link-slowdown): blamed on
+    exactly those steps, against the job's own best and against the given reference; the
+    what-if is the step of the same job without the slowdown within 5%."""
+    lib, _, _, _ = paths()
+    layout = plan(8, 2, offsets_ms=[-5, 5], jitter_us=50)
+    job = run_job(out, 8, layout, plugin=lib,
+                  common_args=[*JITTER, "--link-slowdown=3", "--link-slow-every=10"])
+    groups = check_truth(load_truth(out), job)
+    check_reports(out, job)
+    steps = truth_steps(out, groups)
+    for rows in groups.values():
+        step = steps[rows[0]["process_rank"]][rows[0]["host_enqueue_ns"]]
+        want = 50_000 // 3 if step % 10 == 9 else 50_000
+        check(all(x["link_bytes_per_us"] == want for x in rows),
+              f"step {step}: links {[x['link_bytes_per_us'] for x in rows]}, planted {want}")
+    base = os.path.join(out, "baseline")
+    base_job = run_job(base, 8, layout, plugin=lib, common_args=JITTER)
+    check_truth(load_truth(base), base_job)
+    slow_steps = [s for s in jv.summary_steps(out, 8) if s % 10 == 9]
+    base_view = jv.ok_view(os.path.join(base, "reports"))
+    told = []
+    for extra in ((), ("--link-peak-gbs", "50")):
+        told.append(jv.check_link_blamed(jv.ok_view(os.path.join(out, "reports"), *extra),
+                                         base_view, slow_steps))
+    told.append(jv.check_balanced(base_view, "baseline"))
+    print(f"slow_link_every: slow steps {slow_steps}; own reference: {told[0]}; given "
+          f"reference: {told[1]}; {told[2]}")
+
+
+def case_balanced(out: str) -> None:
+    """8 ranks on 2 hosts with jitter and nobody slow: no rank stands out, no link is blamed,
+    and the what-if is the job step, with and without a reference bandwidth."""
+    lib, _, _, _ = paths()
+    job = run_job(out, 8, plan(8, 2, offsets_ms=[-5, 5], jitter_us=50), plugin=lib,
+                  common_args=JITTER)
+    check_truth(load_truth(out), job)
+    check_reports(out, job)
+    told = [jv.check_balanced(jv.ok_view(os.path.join(out, "reports"), *extra), name)
+            for name, extra in (("own_reference", ()),
+                                ("given_reference", ("--link-peak-gbs", "50")))]
+    print("balanced: " + "; ".join(told))
 
 
 def case_slow_gpu(out: str) -> None:
@@ -615,6 +830,9 @@ def main() -> int:
     configure(a.build, a.library, a.event_order, a.call_cost_ns)
     cases = {"hosts": case_hosts, "straggler": case_straggler,
              "straggler_nvtx": lambda out: case_straggler(out, "nvtx"), "slow_link": case_slow_link,
+             "slow_link_every": case_slow_link_every, "balanced": case_balanced,
+             "straggler_share": case_straggler_share, "rank_folders": case_rank_folders,
+             "hosts_inferred": case_hosts_inferred,
              "bad_input": case_bad_input,
              "slow_gpu": case_slow_gpu, "tp": case_tp,
              "no_plugin": case_no_plugin, "rank_missing": case_rank_missing,

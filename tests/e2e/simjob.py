@@ -85,9 +85,12 @@ def plan(nranks: int, hosts: int, offsets_ms=None, jitter_us: int = 0, seed: int
 
 
 def run_job(out: str, nranks: int, layout, *, steps: int = 30, plugin: str = "",
-            api: int = 5, rank_args=None, rank_env=None, common_args=(), inject=True) -> dict:
+            api: int = 5, rank_args=None, rank_env=None, common_args=(), inject=True,
+            rank_dirs: bool = False, pattern: str = "") -> dict:
     """Starts the ranks together and waits for all; returns the job description written to
-    out/job.json.  rank_args / rank_env: rank -> extra arguments / environment."""
+    out/job.json.  rank_args / rank_env: rank -> extra arguments / environment.  rank_dirs:
+    each rank writes its outputs into its own folder out/reports/rank<R> (else all into
+    out/reports); pattern: GPUACCT_OUTPUT_PATTERN (else the library's default)."""
     lib, sim_lib, driver, _ = paths()
     for d in ("reports", "truth", "logs"):
         os.makedirs(os.path.join(out, d), exist_ok=True)
@@ -104,7 +107,8 @@ def run_job(out: str, nranks: int, layout, *, steps: int = 30, plugin: str = "",
         env = dict(clean)
         env.update(
             LD_LIBRARY_PATH=sim_lib, CUDA_INJECTION64_PATH=lib if inject else "none",
-            GPUACCT_OUTPUT_DIR=os.path.join(out, "reports"), GPUACCT_QUIET="1",
+            GPUACCT_OUTPUT_DIR=os.path.join(out, "reports", f"rank{r}") if rank_dirs
+            else os.path.join(out, "reports"), GPUACCT_QUIET="1",
             GPUACCT_JOB_ID=JOB_ID, RANK=str(r), WORLD_SIZE=str(nranks),
             LOCAL_RANK=str(r - [h for h, _ in layout].index(host)),
             GPUACCT_SIM_HOSTNAME=host, GPUACCT_SIM_CLOCK_BASE_NS=str(base),
@@ -117,6 +121,8 @@ def run_job(out: str, nranks: int, layout, *, steps: int = 30, plugin: str = "",
             env["GPUACCT_SIM_NCCL_CALL_COST_NS"] = str(CALL_COST_NS)
         if plugin:
             env["NCCL_PROFILER_PLUGIN"] = plugin
+        if pattern:
+            env["GPUACCT_OUTPUT_PATTERN"] = pattern
         env.update((rank_env or {}).get(r, {}))
         args = [driver, f"--steps={steps}", f"--nnodes={nnodes}", *common_args,
                 *((rank_args or {}).get(r, []))]
@@ -204,10 +210,17 @@ def load_truth(out: str) -> list:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def output_files(out: str, suffix: str) -> list:
+    """The ranks' output files ending in `suffix` (<base>.report.json, .collectives.csv, ...):
+    in out/reports, or in its per-rank folders (run_job rank_dirs)."""
+    return sorted(glob.glob(os.path.join(out, "reports", "*" + suffix)) +
+                  glob.glob(os.path.join(out, "reports", "*", "*" + suffix)))
+
+
 def rank_reports(out: str, nranks: int) -> dict:
     """rank -> its report; each rank exactly one."""
     found = {}
-    for path in glob.glob(os.path.join(out, "reports", "gpuacct_*.json")):
+    for path in output_files(out, ".report.json"):
         with open(path) as f:
             rep = json.load(f)
         r = rep["run"]["rank"]
@@ -264,7 +277,8 @@ def check_reports(out: str, job: dict) -> dict:
                                            f"{host!r}")
         check(run.get("world_size") == job["nranks"], f"rank {r}: world_size {run.get('world_size')}")
         check(str(run.get("job_id")) == JOB_ID, f"rank {r}: job_id {run.get('job_id')!r}")
-        steps = [s for s in rep["steps"] if s["device"] == 0]
+        device = min((s["device"] for s in rep["steps"]), default=0)  # --device-per-local-rank
+        steps = [s for s in rep["steps"] if s["device"] == device]
         check(len(steps) == job["steps"], f"rank {r}: {len(steps)} steps, ran {job['steps']}")
     return reps
 
@@ -315,7 +329,7 @@ def check_collectives_files(out: str, groups: dict, job: dict, plugin_rows: bool
     seq, for collectives).
     plugin_rows: every rank must have written its file with plugin identity (the library is
     NCCL's plugin in this job).  Returns how many rows matched."""
-    files = sorted(glob.glob(os.path.join(out, "reports", "*.collectives.csv")))
+    files = output_files(out, ".collectives.csv")
     if plugin_rows:
         check(len(files) == job["nranks"], f"{len(files)} collectives files for "
                                            f"{job['nranks']} ranks of a job with the plugin")
@@ -398,7 +412,7 @@ def write_rows_file(path: str, rank: int, rows: list, identity: str = "nccl_plug
             t["comm"], t["rank"], t["ops"][0]["peer"], t["ops"][0]["func"])
         lines.append(",".join(str(x) for x in (
             t.get("step_index", -1), comm, t["seq"], t["collective"], t["bytes"], t.get("datatype", ""), "RING",
-            "LL", rank, t["nranks"], 0, t["stream"], t["host_enqueue_ns"], t["gpu_start_ns"],
+            "SIMPLE", rank, t["nranks"], 0, t["stream"], t["host_enqueue_ns"], t["gpu_start_ns"],
             t["gpu_end_ns"], identity)))
     lines.append("# end " + json.dumps({"rows": len(rows), "rows_lost": 0}))
     with open(path, "w") as f:

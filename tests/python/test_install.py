@@ -31,6 +31,10 @@ def test_pip_install_into_target(tmp_path: Path) -> None:
     assert (target / "gpuacct" / "__init__.py").is_file()
     assert (target / "gpuacct" / "_auto.py").is_file()
     assert (target / "gpuacct" / "py.typed").is_file()
+    # The rank files' table is a copy of the one C++ compiles in (a link in the source tree).
+    table = target / "gpuacct" / "rank_files.json"
+    assert table.is_file() and not table.is_symlink()
+    assert table.read_text() == (SHIM.parent / "analysis" / "job" / "rank_files.json").read_text()
     pth = target / "gpuacct_auto.pth"
     assert pth.is_file(), sorted(p.name for p in target.iterdir())
     assert pth.read_text() == (SHIM / "gpuacct_auto.pth").read_text()

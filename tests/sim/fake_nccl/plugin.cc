@@ -13,14 +13,18 @@
 namespace simnccl {
 
 const char* const kAlgo = "RING";
-const char* const kProto = "LL";
+// SIMPLE: the protocol whose time is its bytes over the link, as this fake's transfers take
+// (README.md, Cross-rank timing); NCCL picks it for messages this large (LL's data rate is a
+// quarter of the link's: src/graph/tuning.cc), so the job view's expected transfer is the
+// fake's.
+const char* const kProto = "SIMPLE";
 
 namespace {
 
 using namespace simprof;  // NOLINT(build/namespaces): the ABI declarations of this folder
 
 constexpr uint8_t kAlgoRingId = 1;   // v1 numbering
-constexpr uint8_t kProtoLlId = 0;
+constexpr uint8_t kProtoSimpleId = 2;  // NCCL_PROTO_SIMPLE
 
 // The logger NCCL hands to v4+ plugins: the plugin's messages go to stderr, prefixed.
 void LogFn(int level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
@@ -278,7 +282,7 @@ void* Plugin::start_op(void* ctx, const CommInfo& c, uint64_t mask, const OpInfo
         d.coll.max_channels = kChannels;
         d.coll.warps = 16;
         d.coll.algo = kAlgoRingId;
-        d.coll.proto = kProtoLlId;
+        d.coll.proto = kProtoSimpleId;
       }
       As<TableV1>(table_)->start_event(ctx, &h, &d);
       break;

@@ -34,7 +34,7 @@ struct CommInfo {
 
 constexpr uint8_t kChannels = 2;  // nChannels of every operation: KernelCh events per operation
 extern const char* const kAlgo;   // "RING"
-extern const char* const kProto;  // "LL"
+extern const char* const kProto;  // "SIMPLE"
 
 class Plugin {
  public:

@@ -87,12 +87,15 @@ struct Knobs {
   bool fuse = EnvU64("GPUACCT_SIM_NCCL_FUSE", 1) != 0;
   // Sends and receives per kernel plan of a group.
   uint64_t p2p_per_plan = EnvU64("GPUACCT_SIM_NCCL_P2P_PER_PLAN", 2);
+  // simncclSetLinkSlowdown: a slowdown set at run time (0: the environment's).
+  std::atomic<double> slowdown_now{0.0};
   uint64_t link_bytes_per_us() const {
-    return static_cast<uint64_t>(link_gbps * 1000.0 / slowdown);
+    const double now = slowdown_now.load();
+    return static_cast<uint64_t>(link_gbps * 1000.0 / (now > 0 ? now : slowdown));
   }
 };
-const Knobs& K() {
-  static const Knobs* k = new Knobs();
+Knobs& K() {
+  static Knobs* k = new Knobs();
   return *k;
 }
 
@@ -636,6 +639,12 @@ int simncclProfilerVersion(simncclComm_t comm) {
 int simncclTruthNote(const char* json_object) {
   if (json_object == nullptr || json_object[0] != '{') return SIMNCCL_ERR_INVALID;
   return TruthLine(json_object);
+}
+
+int simncclSetLinkSlowdown(double factor) {
+  if (!(factor == 0 || factor >= 1)) return SIMNCCL_ERR_INVALID;
+  K().slowdown_now.store(factor);
+  return SIMNCCL_OK;
 }
 
 }  // extern "C"

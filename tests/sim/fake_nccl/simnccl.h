@@ -7,7 +7,7 @@
  *     newest interface version this "NCCL" knows, default 5) and calls its init;
  *   - each collective: plugin Group / Coll (and for v5 GroupApi / CollApi / KernelLaunch)
  *     events around the enqueue, the kernel launched through the sim runtime with an NCCL
- *     kernel name (ncclDevKernel_AllReduce_Sum_bf16_RING_LL, ...), the Coll event stopped at
+ *     kernel name (ncclDevKernel_AllReduce_Sum_bf16_RING_SIMPLE, ...), the Coll event stopped at
  *     the end of the enqueue (not of the GPU work), and, from a proxy thread once the sim clock
  *     passed the kernel's end, KernelCh events per channel (v3+; v4+ with the GPU start / stop
  *     times as pTimer), as real NCCL's proxy thread reports them;
@@ -95,6 +95,11 @@ SIM_EXPORT int simncclProfilerVersion(simncclComm_t comm);
 /* Appends a line (a JSON object, written as given) to this rank's truth file: the job driver's
  * own truth (steps, planted waits) next to the collectives'. */
 SIM_EXPORT int simncclTruthNote(const char* json_object);
+/* From now on this rank's link is `factor` times slower than GPUACCT_SIM_NCCL_LINK_GBPS (as
+ * GPUACCT_SIM_NCCL_LINK_SLOWDOWN, which it replaces; 0: back to that setting): a link slow on
+ * some steps only.  The transfer of an instance takes the slowest link of its ranks at the
+ * moment each posted its arrival. */
+SIM_EXPORT int simncclSetLinkSlowdown(double factor);
 
 #ifdef __cplusplus
 } /* extern "C" */
