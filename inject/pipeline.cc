@@ -708,6 +708,14 @@ nlohmann::json Pipeline::sampling_section() const {
           {"line", line}};
 }
 
+bool Pipeline::nothing_recorded() const {
+  const Stats& s = acc_.stats();
+  return acc_.rows().empty() && collectives_.rows_written() == 0 && !recording_ok_ &&
+         s.get(Stat::gpu_ops_received) + s.get(Stat::api_calls_received) +
+                 s.get(Stat::ranges_received) + s.get(Stat::markers_received) ==
+             0;
+}
+
 void Pipeline::finish(const GpuCollectionState& gpu) {
   // The final drain: everything left goes on, and every detected boundary.
   guarded("the final drain", [&] {
@@ -727,6 +735,14 @@ void Pipeline::finish(const GpuCollectionState& gpu) {
     ensure_output_dir();  // a run whose only rows are collectives' (no step finalised)
     collectives_.finish();
   });
+  if (nothing_recorded()) {
+    // A process that made no traced CUDA call, ran no GPU op and marked nothing -- a
+    // torch.compile worker that only initialised CUDA (16 of them on the H200), a helper
+    // process: no files, no summary.  One report per such process would bury the training
+    // process's own.
+    stream_.close();
+    return;
+  }
 
   RunMetadata meta;
   if (!guarded("the run metadata", [&] { meta = metadata(/*final=*/true); })) {

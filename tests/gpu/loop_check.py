@@ -30,7 +30,9 @@ def main() -> int:
     if not reports:
         row(label, want, "no report", False)
         return 0
-    rep = json.load(open(reports[-1]))
+    # The training process's report: the one with the most steps (a torch.compile worker, a
+    # DataLoader worker that touched CUDA, may leave one of its own).
+    rep = max((json.load(open(r)) for r in reports), key=lambda r: len(r.get("steps", [])))
     clock = [json.loads(l) for l in open(run_dir + "/loop_clock.jsonl")]
     iters = [c for c in clock if "step" in c]
     summ = rep["summary"]
@@ -63,7 +65,8 @@ def main() -> int:
     row("  mean / p50 step", "<= 1.5", f"{st['mean'] / max(st['p50'], 1e-9):.2f}",
         st["mean"] <= 1.5 * st["p50"])
     # The recording replays to the same answer.
-    recs = sorted(glob.glob(run_dir + "/*.gpuacct"))
+    pid = rep.get("run", {}).get("pid")
+    recs = sorted(glob.glob(run_dir + f"/*_{pid}_*.gpuacct")) or sorted(glob.glob(run_dir + "/*.gpuacct"))
     if recs:
         res = subprocess.run([cli, "analyze", recs[-1], "--json", "--no-files"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
