@@ -28,6 +28,7 @@ struct JobCliSettings {
   bool print = true;            // print at all
   std::string out_dir = "gpuacct-out";
   std::string export_dir;  // empty: no export tables
+  std::string job_id;      // --job-id: the job's id (empty: the ranks' own, derived to export)
   int64_t window_steps = 8;
   double link_peak_gbs = 0;  // --link-peak-gbs: bus bandwidth shown against it; 0 = unknown
 };

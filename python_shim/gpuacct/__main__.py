@@ -85,12 +85,17 @@ def _parser() -> argparse.ArgumentParser:
     jp.add_argument("export_dir", help="directory written by `gpuacct job --export`")
     jp.add_argument("out_dir", help="dataset directory to create")
     jp.add_argument("--overwrite", action="store_true", help="replace an existing dataset")
+    jp.add_argument("--job-id", metavar="ID",
+                    help="the job of rows whose job is empty (an export of ranks without one)")
 
     je = sub.add_parser("job-export", help="run `gpuacct job --export` on the ranks' outputs, "
                         "then job-parquet")
     je.add_argument("inputs", nargs="+", help="what `gpuacct job` reads (rank outputs, dirs)")
     je.add_argument("-o", "--output", required=True, metavar="OUT_DIR", help="dataset directory")
     je.add_argument("--overwrite", action="store_true", help="replace an existing dataset")
+    je.add_argument("--job-id", metavar="ID",
+                    help="the job's id (default: the ranks' own, else `gpuacct job --export` "
+                         "derives nojob-<hash>)")
 
     jq = sub.add_parser("job-query", help="a named job-view query on a dataset (docs/job_view.md)")
     jq.add_argument("dataset", nargs="?", help="dataset directory (job-parquet's OUT_DIR)")
@@ -138,12 +143,14 @@ def _job_command(args: argparse.Namespace) -> int:
     from . import job
     try:
         if args.cmd == "job-parquet":
-            m = job.export_parquet(args.export_dir, args.out_dir, overwrite=args.overwrite)
+            m = job.export_parquet(args.export_dir, args.out_dir, overwrite=args.overwrite,
+                                   job_id=args.job_id)
             print(f"{args.out_dir}: steps {m['tables']['steps']['rows']} rows, collectives "
                   f"{m['tables']['collectives']['rows']} rows")
             return 0
         if args.cmd == "job-export":
-            m = job.export_job(args.inputs, args.output, overwrite=args.overwrite)
+            m = job.export_job(args.inputs, args.output, overwrite=args.overwrite,
+                               job_id=args.job_id)
             print(f"{args.output}: steps {m['tables']['steps']['rows']} rows, collectives "
                   f"{m['tables']['collectives']['rows']} rows")
             return 0
