@@ -104,9 +104,9 @@ def _parser(prog: str = "gpuacct-py") -> argparse.ArgumentParser:
     pl.add_argument("file")
     pl.add_argument("-o", "--output", default="walls.png", help="image file (default walls.png)")
     pl.add_argument("--device", type=int, help="one device instead of the mean over devices")
-    pl.add_argument("--width", type=float, default=10.0, help="inches (default 10)")
-    pl.add_argument("--height", type=float, default=5.0, help="inches (default 5)")
-    pl.add_argument("--dpi", type=int, default=100, help="dots per inch (default 100)")
+    pl.add_argument("--width", type=_positive_number, default=10.0, help="inches (default 10)")
+    pl.add_argument("--height", type=_positive_number, default=5.0, help="inches (default 5)")
+    pl.add_argument("--dpi", type=_positive_int, default=100, help="dots per inch (default 100)")
 
     sub.add_parser("where", help="which libgpuacct.so would be used")
 

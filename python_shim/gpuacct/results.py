@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 REPORT_SCHEMA = "gpuacct.report/1"
+STREAM_SCHEMA = "gpuacct.steps/1"  # a step stream's header line (inject/pipeline.cc)
 WALLS: Tuple[str, ...] = ("compute", "communication", "data", "launch", "other")
 
 
@@ -192,11 +193,23 @@ def _counters(stats: Any, severity: Optional[str] = None) -> Dict[str, int]:
     return out
 
 
+def _what_it_is(data: Dict[str, Any]) -> str:
+    """For a JSON object that is not a report or stream: what it is, and what reads it."""
+    schema = data.get("schema")
+    if schema == "gpuacct.job/1":
+        return (" (a job view, gpuacct.job/1: `gpuacct job` prints it from the ranks' outputs, "
+                "gpuacct.job reads their export)")
+    if "traceEvents" in data:
+        return " (a profiler trace: `gpuacct analyze` accounts it)"
+    if schema is not None:
+        return f" (schema {schema!r}, expected {REPORT_SCHEMA!r} or {STREAM_SCHEMA!r})"
+    return ""
+
+
 def _load_report(path: str, data: Dict[str, Any]) -> Run:
     schema = data.get("schema")
     if schema != REPORT_SCHEMA:
-        raise ReportError(f"{path}: not a gpuacct report (schema {schema!r}, "
-                          f"expected {REPORT_SCHEMA!r})")
+        raise ReportError(f"{path}: not a gpuacct report{_what_it_is(data)}")
     rows = _find_steps(data)
     summary = data.get("summary") if isinstance(data.get("summary"), dict) else {}
     verdict = _find_verdict(data, summary)
@@ -235,8 +248,9 @@ def _load_stream(path: str, text: str) -> Run:
             gaps.append(obj["gap"])
         elif isinstance(obj, dict):
             header.update(obj)  # the header line (schema, host, pid, rank)
-    if not rows and not header and latest is None:
-        raise ReportError(f"{path}: no gpuacct step rows found")
+    if not rows and latest is None and header.get("schema") != STREAM_SCHEMA:
+        # Any other JSON (a job view, a trace, a config): not ours, and never an empty stream.
+        raise ReportError(f"{path}: not a gpuacct report or step stream{_what_it_is(header)}")
     rows_lost = sum(int(_num(g.get("rows_lost", 0))) for g in gaps)
     if latest is None:
         # Nothing computed yet (no row finalised, or the job runs for less than a second):
