@@ -183,7 +183,7 @@ void TimelineWriter::raise_floor(TimeNs t) {
 
 void TimelineWriter::held() {
   // Amortised: a pass over what is held each time it doubled.
-  const size_t now = ops_.size() + calls_.size() + ranges_.size() + markers_.size();
+  const size_t now = held_events();
   if (floor_ != kNoTime && now >= 2 * held_at_last_drop_ + 4096) drop_unwanted();
 }
 
@@ -198,7 +198,7 @@ void TimelineWriter::drop_unwanted() {
        [](const HostApiCall& c) { return c.end; });
   drop(ranges_, [](const HostRange& r) { return r.start; }, [](const HostRange& r) { return r.end; });
   drop(markers_, [](const Marker& m) { return m.ts; }, [](const Marker& m) { return m.ts; });
-  held_at_last_drop_ = ops_.size() + calls_.size() + ranges_.size() + markers_.size();
+  held_at_last_drop_ = held_events();
 }
 
 TimeNs TimelineWriter::origin() const {

@@ -77,6 +77,10 @@ class TimelineWriter final : public EventSink {
   int64_t steps_seen() const { return steps_seen_; }
 
   size_t events() const;  // what the timeline shows
+  // Events held now (the writer's memory; with a step range, fewer than it received).
+  size_t held_events() const {
+    return ops_.size() + calls_.size() + ranges_.size() + markers_.size();
+  }
 
   std::string to_json() const;
   // Writes the same text to `path`, a megabyte at a time, atomically (OutputFile: the name
