@@ -151,12 +151,24 @@ def _is_row(obj: Any) -> bool:
         "categories" in obj or "walls" in obj or "duration_ns" in obj)
 
 
+class StepRows(list):  # type: ignore[type-arg]
+    """``Run.steps`` without pandas: a list of flat row dicts.  Indexed by a column name or a
+    list of names (as a DataFrame is), it says what is missing instead of a bare TypeError."""
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, (str, list, tuple)):
+            raise TypeError("run.steps is a list of row dicts: pandas is not installed, so "
+                            "there are no DataFrame columns (pip install pandas, or "
+                            "pip install './python_shim[data]')")
+        return super().__getitem__(key)
+
+
 def _frame(rows: List[Dict[str, Any]]) -> Any:
     flat = [flat_row(r) for r in rows]
     try:
         import pandas as pd  # noqa: WPS433 - optional dependency
     except ImportError:
-        return flat
+        return StepRows(flat)
     return pd.DataFrame(flat)
 
 

@@ -93,3 +93,12 @@ def test_job_query_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
     assert err == "", err
     assert rc in (0, 141), rc  # 141: the rest was not written (128 + SIGPIPE), as a C tool
     check(_py(["job-query", str(tmp_path / "ds"), "slowest_ranks"]))  # unpiped: whole
+
+
+def test_steps_columns_without_pandas_say_what_is_missing(report_file: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas -> ImportError
+    run = gpuacct.load(report_file)
+    assert run.steps[0]["step_index"] == 0 and len(run.steps[1:3]) == 2  # still a list
+    with pytest.raises(TypeError, match=r"pandas is not installed.*pip install pandas"):
+        run.steps[["step_index", "step_ms"]]  # the quick start's selection
