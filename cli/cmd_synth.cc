@@ -94,6 +94,40 @@ std::string gigabytes(double bytes) {
   return text;
 }
 
+// The preset named by --preset with the options' changes; the error is one line.
+StatusOr<SyntheticSpec> spec_from_args(Args& args) {
+  auto spec = SyntheticSpec::preset(args.get("preset"));
+  if (!spec.ok()) return spec.status();
+  const auto steps = args.get_integer("steps", spec->steps, 1, 10'000'000);
+  const auto seed = args.get_integer("seed", static_cast<int64_t>(spec->seed), 0,
+                                     1'000'000'000'000'000);
+  const auto devices = args.get_integer("devices", spec->devices, 1, 64);
+  const auto data_wait_ms =
+      args.get_number("data-wait-ms", static_cast<double>(spec->data_wait_ns) / 1e6, 0, 1e6);
+  const auto shift_step = args.get_integer("shift-step", -1, -1, 10'000'000);
+  const auto shift_ms = args.get_number("shift-data-ms", 0, 0, 1e6);
+  const auto spike_every = args.get_integer("spike-every", 0, 0, 10'000'000);
+  const auto spike_ms = args.get_number("spike-host-ms", 0, 0, 1e6);
+  if (!steps || !seed || !devices || !data_wait_ms || !shift_step || !shift_ms || !spike_every ||
+      !spike_ms) {
+    return Status::Error(args.error());
+  }
+  spec->steps = static_cast<int>(*steps);
+  spec->seed = static_cast<uint64_t>(*seed);
+  spec->devices = static_cast<int>(*devices);
+  if (args.has("data-wait-ms")) spec->data_wait_ns = static_cast<TimeNs>(*data_wait_ms * 1e6);
+  spec->shift_step = static_cast<int>(*shift_step);
+  spec->shift_data_wait_ns = static_cast<TimeNs>(*shift_ms * 1e6);
+  spec->spike_every = static_cast<int>(*spike_every);
+  spec->spike_host_ns = static_cast<TimeNs>(*spike_ms * 1e6);
+  spec->use_markers = args.has("markers");
+  spec->emit_steps = !args.has("no-steps");
+  // A watermark after each step, as the library's recordings carry them: readers finalise
+  // steps as they go instead of holding the whole run.
+  spec->step_watermarks = true;
+  return spec;
+}
+
 constexpr const char* kPresets =
     "demo, data_bound, launch_bound, comm_bound, copy_bound, balanced, bench";
 
@@ -131,37 +165,11 @@ int run_synth(int argc, char** argv) {
         stdout);
     return 0;
   }
-  auto spec = SyntheticSpec::preset(args.get("preset"));
+  auto spec = spec_from_args(args);
   if (!spec.ok()) {
     std::fprintf(stderr, "gpuacct synth: %s\n", spec.status().message().c_str());
     return 2;
   }
-  const auto steps = args.get_integer("steps", spec->steps, 1, 10'000'000);
-  const auto seed = args.get_integer("seed", static_cast<int64_t>(spec->seed), 0,
-                                     1'000'000'000'000'000);
-  const auto devices = args.get_integer("devices", spec->devices, 1, 64);
-  const auto data_wait_ms =
-      args.get_number("data-wait-ms", static_cast<double>(spec->data_wait_ns) / 1e6, 0, 1e6);
-  const auto shift_step = args.get_integer("shift-step", -1, -1, 10'000'000);
-  const auto shift_ms = args.get_number("shift-data-ms", 0, 0, 1e6);
-  const auto spike_every = args.get_integer("spike-every", 0, 0, 10'000'000);
-  const auto spike_ms = args.get_number("spike-host-ms", 0, 0, 1e6);
-  if (!steps || !seed || !devices || !data_wait_ms || !shift_step || !shift_ms || !spike_every ||
-      !spike_ms) {
-    std::fprintf(stderr, "gpuacct synth: %s\n", args.error().c_str());
-    return 2;
-  }
-  spec->steps = static_cast<int>(*steps);
-  spec->seed = static_cast<uint64_t>(*seed);
-  spec->devices = static_cast<int>(*devices);
-  if (args.has("data-wait-ms")) spec->data_wait_ns = static_cast<TimeNs>(*data_wait_ms * 1e6);
-  spec->shift_step = static_cast<int>(*shift_step);
-  spec->shift_data_wait_ns = static_cast<TimeNs>(*shift_ms * 1e6);
-  spec->spike_every = static_cast<int>(*spike_every);
-  spec->spike_host_ns = static_cast<TimeNs>(*spike_ms * 1e6);
-  spec->use_markers = args.has("markers");
-  spec->step_watermarks = true;
-  spec->emit_steps = !args.has("no-steps");
 
   const std::string out = args.get("out");
   const double need = estimated_bytes(*spec);
@@ -190,7 +198,7 @@ int run_synth(int argc, char** argv) {
   RunMetadata meta;
   meta.source = "synthetic";
   meta.hostname = "synthetic";
-  meta.command = "gpuacct synth --preset " + args.get("preset", "demo");
+  meta.command = "gpuacct synth --preset " + args.get("preset");
   for (int d = 0; d < spec->devices; ++d) {
     meta.devices.push_back(DeviceInfo{d, "simulated GPU", 132, 9, 0, 0});
   }
