@@ -11,8 +11,8 @@
 # adds -g to every file (then both builds again agree).
 #
 # ccache, when installed (scripts/install_deps.sh installs it), caches every compile: a second
-# clone, worktree or build directory of the same sources compiles nothing again (CCACHE_BASEDIR
-# defaults to this checkout, so paths inside it do not enter the cache keys).
+# clone, worktree or build directory of the same sources compiles nothing again
+# (scripts/compiler_cache.sh; GPUACCT_CCACHE=0 compiles without it).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${GPUACCT_BUILD_DIR:-$root/build}"
@@ -20,12 +20,8 @@ jobs="${GPUACCT_JOBS:-$(nproc)}"
 cuda="${CUDA_HOME:-/usr/local/cuda}"
 inject=ON
 [ -f "$cuda/include/cupti.h" ] || inject=OFF
-launcher=()
-if command -v ccache >/dev/null 2>&1; then
-  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
-  export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"  # with -g: the build directory's name
-fi
+# shellcheck source=scripts/compiler_cache.sh
+. "$root/scripts/compiler_cache.sh"
 targets=()
 full=ON
 # CMake's RelWithDebInfo type, its flags stated: the same for both builds, whatever the cache
