@@ -11,21 +11,6 @@ trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/cli_test_lib.sh"
 sample="$root/examples/data/sample.gpuacct"
 
-# The command's stderr is one line (and the exit status as asked).
-one_line() {
-  local want_rc="$1" want_text="$2"
-  shift 2
-  local err rc
-  err="$("$@" 2>&1 >/dev/null)"
-  rc=$?
-  if [ "$rc" -ne "$want_rc" ] || [ "$(printf '%s\n' "$err" | wc -l)" -ne 1 ] ||
-    ! grep -qF -- "$want_text" <<<"$err"; then
-    fail "$* -> rc=$rc (want $want_rc and one line with '$want_text'):"
-    printf '%s\n' "$err" | head -5
-  else
-    pass=$((pass + 1))
-  fi
-}
 no_temporaries() {
   if ls -a "$1" | grep -q '\.tmp'; then fail "temporary file left in $1: $(ls -a "$1")"; fi
 }
