@@ -82,6 +82,23 @@ std::optional<double> Args::get_number(const std::string& name, double fallback,
   return v;
 }
 
+std::optional<int64_t> Args::get_integer(const std::string& name, int64_t fallback, int64_t min,
+                                         int64_t max) {
+  auto it = values_.find(name);
+  if (it == values_.end()) return fallback;
+  const std::string& text = it->second;
+  const char* begin = text.data() + (text.size() > 1 && text[0] == '+' ? 1 : 0);
+  int64_t v = 0;
+  const auto parsed = std::from_chars(begin, text.data() + text.size(), v);
+  if (text.empty() || parsed.ec != std::errc() || parsed.ptr != text.data() + text.size() ||
+      v < min || v > max) {
+    error_ = "option '--" + name + "': '" + text + "' is not a whole number in [" +
+             std::to_string(min) + ", " + std::to_string(max) + "]";
+    return std::nullopt;
+  }
+  return v;
+}
+
 bool parse_jobs(const Args& args, unsigned* jobs, std::string* error) {
   *jobs = default_read_jobs();
   if (!args.has("jobs")) return true;

@@ -28,6 +28,10 @@ class Args {
   // Parses a number option; sets error() and returns nullopt when malformed.
   std::optional<double> get_number(const std::string& name, double fallback, double min,
                                    double max);
+  // The same for a whole number (decimal digits, an optional sign: "1.5" and "1e3" are
+  // errors, not rounded).
+  std::optional<int64_t> get_integer(const std::string& name, int64_t fallback, int64_t min,
+                                     int64_t max);
   const std::vector<std::string>& positional() const { return positional_; }
 
  private:

@@ -152,7 +152,8 @@ int analyze_one(const std::string& input, const std::string& stem, const Analyze
   // Nothing gpuacct supports in the input (another accelerator's trace): the report says what
   // was found, and the exit status says the input could not be accounted.
   const nlohmann::json verdict = report.value("verdict", nlohmann::json::object());
-  if (verdict.value("reason", "") == "unsupported_device") {
+  if (verdict.value("reason", "") == "unsupported_device" ||
+      verdict.value("reason", "") == "all_warmup") {
     std::fprintf(stderr, "gpuacct analyze: %s: %s\n", input.c_str(),
                  verdict.value("headline", "").c_str());
     rc = 1;

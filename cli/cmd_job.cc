@@ -1,15 +1,19 @@
 // gpuacct job: many ranks' outputs -> the job view (terminal + job.json, --export tables).
+#include <algorithm>
+#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "analysis/job/job_export.h"
 #include "analysis/job/job_merge.h"
 #include "analysis/job/rank_inputs.h"
 #include "analysis/model/file_io.h"
 #include "analysis/model/json_text.h"
+#include "analysis/model/stable_hash.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 
@@ -33,6 +37,9 @@ std::string help_text() {
          "      --export DIR   write job_steps.csv and job_collectives.csv (every rank's rows on\n"
          "                     the job clock, with waits and blame) into DIR\n"
          "      --window N     steps merged at a time (default 8; memory grows with it)\n"
+         "      --job-id ID    the job's id in job.json and the export (default: the id the\n"
+         "                     ranks carry; the export derives nojob-<hash of hosts and file\n"
+         "                     names> when they carry none: docs/job_view.md)\n"
          "      --link-peak-gbs X\n"
          "                     the link's peak bus bandwidth in GB/s (NVLink on H100/H200: 450\n"
          "                     per direction; InfiniBand NDR: 50 per port): each collective\n"
@@ -45,18 +52,52 @@ std::string help_text() {
          "1 when no rank could be used, 2 on a usage error.\n";
 }
 
+// The export's id for ranks that carry none (no GPUACCT_JOB_ID, SLURM_JOB_ID, ... in their
+// run: synth recordings, profiler traces, single-node runs): the Parquet dataset is partitioned
+// by job, so every row needs one.  Derived from what names the ranks -- hosts and the file
+// names they share -- so the same files give the same id on every export, and two runs whose
+// files differ (pids are in the library's file names) do not share one.
+std::string derived_job_id(const JobInputs& inputs) {
+  std::vector<std::string> names;
+  for (const JobRank& r : inputs.ranks) {
+    names.push_back(r.hostname + '\n' + std::to_string(r.rank) + '\n' +
+                    std::filesystem::path(r.label).filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  uint64_t hash = stable_hash64("gpuacct job");
+  for (const std::string& n : names) hash = stable_hash64(n + '\0', hash);
+  char id[32];
+  std::snprintf(id, sizeof id, "nojob-%08" PRIx32, static_cast<uint32_t>(hash ^ (hash >> 32)));
+  return id;
+}
+
 }  // namespace
 
-int run_job_view(const JobInputs& inputs, const JobCliSettings& s) {
-  for (const std::string& p : inputs.problems) {
+int run_job_view(const JobInputs& given, const JobCliSettings& s) {
+  for (const std::string& p : given.problems) {
     std::fprintf(stderr, "gpuacct %s: %s\n", s.command.c_str(), p.c_str());
   }
-  if (inputs.ranks.empty()) {
+  if (given.ranks.empty()) {
     std::fprintf(stderr, "gpuacct %s: no rank could be used\n", s.command.c_str());
     return 1;
   }
   JobExport exporter;
   const bool exporting = !s.export_dir.empty();
+  // The job's name: --job-id, else the ranks' own, else (to export) a derived one.
+  const JobInputs* in = &given;
+  JobInputs named;
+  if (!s.job_id.empty() || (exporting && given.job_id.empty())) {
+    named = given;
+    named.job_id = s.job_id.empty() ? derived_job_id(given) : s.job_id;
+    if (s.job_id.empty()) {
+      std::fprintf(stderr,
+                   "gpuacct %s: the ranks carry no job id: the export calls the job %s "
+                   "(--job-id ID names it)\n",
+                   s.command.c_str(), named.job_id.c_str());
+    }
+    in = &named;
+  }
+  const JobInputs& inputs = *in;
   if (exporting) {
     if (const Status st = exporter.open(s.export_dir); !st.ok()) {
       std::fprintf(stderr, "gpuacct %s: %s\n", s.command.c_str(), st.message().c_str());
@@ -107,7 +148,7 @@ int run_job_view(const JobInputs& inputs, const JobCliSettings& s) {
 }
 
 int run_job(int argc, char** argv) {
-  Args args({"out", "export", "window", "link-peak-gbs", "jobs"}, {"help", "json", "no-files"},
+  Args args({"out", "export", "window", "link-peak-gbs", "jobs", "job-id"}, {"help", "json", "no-files"},
             {{'o', "out"}, {'h', "help"}, {'j', "jobs"}});
   if (!args.parse(argc, argv)) {
     std::fprintf(stderr, "gpuacct job: %s\n(see gpuacct job --help)\n", args.error().c_str());
@@ -127,6 +168,15 @@ int run_job(int argc, char** argv) {
   s.json = args.has("json");
   s.out_dir = args.get("out", "gpuacct-out");
   s.export_dir = args.get("export", "");
+  s.job_id = args.get("job-id", "");
+  if (args.has("job-id") && (s.job_id.empty() || s.job_id.size() > 128 ||
+                             s.job_id.find_first_of("/\\\n\r\t\"=,") != std::string::npos)) {
+    std::fprintf(stderr,
+                 "gpuacct job: --job-id wants 1-128 characters without / \\ = , quotes or line "
+                 "breaks (it names a Parquet partition directory), not '%s'\n",
+                 terminal_text(s.job_id).c_str());
+    return 2;
+  }
   const std::string window = args.get("window", "8");
   char* end = nullptr;
   const long long w = std::strtoll(window.c_str(), &end, 10);

@@ -1,6 +1,7 @@
-// gpuacct run / gpuacct plot: handed to the Python package (python -m gpuacct), so one name
-// serves both halves of the tool.  The launcher and the plots live in Python because they
-// drive Python programs and matplotlib; this binary only finds them.
+// gpuacct run / plot / where / job-parquet / job-export / job-query (and report --json): handed
+// to the Python package (python -m gpuacct), so one name serves both halves of the tool.  The
+// launcher, the plots and the Parquet / DuckDB / Spark side live in Python because they drive
+// Python programs and Python libraries; this binary only finds them.
 #include <limits.h>
 #include <unistd.h>
 
@@ -63,8 +64,9 @@ int run_python_command(const char* command, int argc, char** argv) {
   args.push_back(nullptr);
   execvp(python.c_str(), args.data());
   std::fprintf(stderr,
-               "gpuacct %s: cannot start %s (%s): the launcher and plots need Python 3 with the "
-               "gpuacct package (pip install ./python_shim, or set GPUACCT_PYTHON_EXE)\n",
+               "gpuacct %s: cannot start %s (%s): this command is the Python package's: it needs "
+               "Python 3 with the gpuacct package (pip install ./python_shim, or set "
+               "GPUACCT_PYTHON_EXE)\n",
                command, python.c_str(), std::strerror(errno));
   return 1;
 }
@@ -74,6 +76,18 @@ int run_run(int argc, char** argv) {
 }
 int run_plot(int argc, char** argv) {
   return run_python_command("plot", argc, argv);
+}
+int run_job_parquet(int argc, char** argv) {
+  return run_python_command("job-parquet", argc, argv);
+}
+int run_job_export(int argc, char** argv) {
+  return run_python_command("job-export", argc, argv);
+}
+int run_job_query(int argc, char** argv) {
+  return run_python_command("job-query", argc, argv);
+}
+int run_where(int argc, char** argv) {
+  return run_python_command("where", argc, argv);
 }
 
 }  // namespace gpuacct::cli

@@ -28,14 +28,21 @@ struct JobCliSettings {
   bool print = true;            // print at all
   std::string out_dir = "gpuacct-out";
   std::string export_dir;  // empty: no export tables
+  std::string job_id;      // --job-id: the job's id (empty: the ranks' own, derived to export)
   int64_t window_steps = 8;
   double link_peak_gbs = 0;  // --link-peak-gbs: bus bandwidth shown against it; 0 = unknown
 };
 // The job view of loaded ranks: problems on stderr (one line each), the view printed, job.json
 // and the export tables written.  1 when no rank is usable or a file could not be written.
 int run_job_view(const JobInputs& inputs, const JobCliSettings& settings);
-// Handed to the Python package (python -m gpuacct run|plot).
+// Handed to the Python package (python -m gpuacct COMMAND ...): one name, `gpuacct`, for both
+// halves of the tool (cli/cmd_python.cc).
 int run_run(int argc, char** argv);
 int run_plot(int argc, char** argv);
+int run_job_parquet(int argc, char** argv);
+int run_job_export(int argc, char** argv);
+int run_job_query(int argc, char** argv);
+int run_where(int argc, char** argv);
+int run_python_command(const char* command, int argc, char** argv);
 
 }  // namespace gpuacct::cli

@@ -31,6 +31,13 @@ const Command kCommands[] = {
     {"run", gpuacct::cli::run_run,
      "run a program with libgpuacct.so injected (-- cmd...); Python launcher"},
     {"plot", gpuacct::cli::run_plot, "draw the walls of every step of a report as a PNG (Python)"},
+    {"job-parquet", gpuacct::cli::run_job_parquet,
+     "`gpuacct job --export` tables -> a Parquet dataset (Python)"},
+    {"job-export", gpuacct::cli::run_job_export,
+     "`gpuacct job --export` of the ranks' outputs, then job-parquet (Python)"},
+    {"job-query", gpuacct::cli::run_job_query,
+     "a named job-view query on a dataset, DuckDB or Spark (Python)"},
+    {"where", gpuacct::cli::run_where, "which libgpuacct.so and gpuacct tool would be used (Python)"},
 };
 
 void usage(std::FILE* out) {
@@ -38,7 +45,7 @@ void usage(std::FILE* out) {
                "usage: gpuacct <command> [options]\n\n"
                "Splits every training step's wall time into compute, communication, data,\n"
                "launch and other, and names the wall that dominates.\n\ncommands:\n");
-  for (const Command& c : kCommands) std::fprintf(out, "  %-9s %s\n", c.name, c.summary);
+  for (const Command& c : kCommands) std::fprintf(out, "  %-11s %s\n", c.name, c.summary);
   std::fprintf(out,
                "\nRun `gpuacct <command> --help` for a command's options.\n"
                "Live runs: gpuacct run -- python train.py\n"

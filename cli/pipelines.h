@@ -45,7 +45,9 @@ struct InputTimeline {
   std::unique_ptr<NameTable> names;  // the writer refers to it
   std::unique_ptr<TimelineWriter> writer;
 };
+// `steps`: the steps it shows (TimelineWriter::set_step_range; all by default).
 StatusOr<InputTimeline> timeline_of_input(const std::string& path, const AccountingConfig& cfg,
-                                          bool progress, const std::set<std::string>& given = {});
+                                          bool progress, const std::set<std::string>& given = {},
+                                          TimelineWriter::StepRange steps = {});
 
 }  // namespace gpuacct::cli

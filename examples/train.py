@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""A PyTorch training loop with one designed bottleneck, for trying gpuacct on a real GPU.
+"""A PyTorch training loop with one designed bottleneck, for trying gpuacct on a real GPU -- or
+on the CPU, where there is no GPU wall to find but the steps, their data waits, the live step
+stream, the report, the metrics and the plot are the same (README, "Try it without a GPU").
 
     CUDA_INJECTION64_PATH=build/inject/libgpuacct.so python examples/train.py --wall data
     gpuacct-py run -- python examples/train.py --wall launch          (the launcher)
     torchrun --nproc-per-node 2 examples/train.py --wall comm          (needs >= 2 GPUs)
+    gpuacct run -- python3 examples/train.py --device cpu             (no GPU: host-side rows)
 
 --wall picks the bottleneck:
   data     each batch takes ~30 ms to "decode" in Dataset.__getitem__ (num_workers=0)
@@ -21,10 +24,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
-import torch
-from torch.utils.data import DataLoader, Dataset
+try:
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+except ImportError:
+    sys.exit(f"examples/train.py needs PyTorch, which {sys.executable} cannot import: "
+             "pip install torch (CPU wheels: --index-url https://download.pytorch.org/whl/cpu), "
+             "or run it with an interpreter that has it (Debian: apt install python3-torch, "
+             "then python3 from /usr/bin)")
 
 
 class SlowDataset(Dataset):
@@ -45,7 +55,14 @@ def main() -> None:
     ap.add_argument("--wall", choices=["data", "launch", "compute", "comm"], default="data")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--marks", choices=["auto", "nvtx", "none"], default="auto")
+    ap.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto",
+                    help="auto: cuda when a GPU is there, else cpu")
     a = ap.parse_args()
+    on_gpu = a.device == "cuda" or (a.device == "auto" and torch.cuda.is_available())
+    if not on_gpu and a.wall in ("comm", "compute"):
+        ap.error(f"--wall {a.wall} needs a GPU (on the CPU: --wall data or launch)")
+    if not on_gpu and a.marks == "nvtx":
+        ap.error("--marks nvtx needs CUDA (on the CPU: --marks auto)")
 
     dist = a.wall == "comm"
     if dist:
@@ -54,7 +71,7 @@ def main() -> None:
             raise SystemExit("--wall comm needs torchrun with >= 2 processes (GPUs)")
         td.init_process_group("nccl")
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    dev = torch.device("cuda")
+    dev = torch.device("cuda" if on_gpu else "cpu")
 
     dim = 4096 if a.wall == "compute" else 256
     batch = 8
@@ -91,8 +108,9 @@ def main() -> None:
         loss.item()  # the step's sync
         if a.marks == "nvtx":
             torch.cuda.nvtx.range_pop()
-    torch.cuda.synchronize()
-    print(f"{a.wall}: {a.steps} steps in {time.time() - t0:.2f} s")
+    if on_gpu:
+        torch.cuda.synchronize()
+    print(f"{a.wall}: {a.steps} steps on {dev.type} in {time.time() - t0:.2f} s")
     if dist:
         import torch.distributed as td
         td.destroy_process_group()

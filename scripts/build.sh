@@ -3,11 +3,16 @@
 #
 #   scripts/build.sh          everything: tool, library, tests, simulated device, benchmarks
 #   scripts/build.sh --main   only the gpuacct tool and libgpuacct.so (what scripts/run.sh needs);
-#                             tests and benchmarks stay configured off until a full build, and
-#                             no debug information (-O2 -DNDEBUG: the same code, a third less
-#                             compile time; the full build adds -g for debugging the tests)
-# Either order works: each run states every option it depends on, so a --main build followed
-# by a full one (or the reverse) reconfigures the same directory and reuses what it built.
+#                             tests and benchmarks stay configured off until a full build
+#
+# Both compile every file with the same flags (-O2 -DNDEBUG, no debug information: it costs a
+# third more compile time), so either order reuses what the other built: scripts/run.sh then
+# scripts/test.sh compiles only the tests, the reverse compiles nothing.  GPUACCT_DEBUG_INFO=1
+# adds -g to every file (then both builds again agree).
+#
+# ccache, when installed (scripts/install_deps.sh installs it), caches every compile: a second
+# clone, worktree or build directory of the same sources compiles nothing again
+# (scripts/compiler_cache.sh; GPUACCT_CCACHE=0 compiles without it).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${GPUACCT_BUILD_DIR:-$root/build}"
@@ -15,17 +20,17 @@ jobs="${GPUACCT_JOBS:-$(nproc)}"
 cuda="${CUDA_HOME:-/usr/local/cuda}"
 inject=ON
 [ -f "$cuda/include/cupti.h" ] || inject=OFF
-launcher=()
-if command -v ccache >/dev/null 2>&1; then
-  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-fi
+# shellcheck source=scripts/compiler_cache.sh
+. "$root/scripts/compiler_cache.sh"
 targets=()
 full=ON
-optimize="-O2 -g -DNDEBUG"  # CMake's RelWithDebInfo, stated so that either build resets it
+# CMake's RelWithDebInfo type, its flags stated: the same for both builds, whatever the cache
+# held before (a build directory configured by an older script had -g in the full build).
+optimize="-O2 -DNDEBUG"
+[ "${GPUACCT_DEBUG_INFO:-0}" = 1 ] && optimize="-O2 -g -DNDEBUG"
 if [ "${1:-}" = "--main" ]; then
   shift
   full=OFF
-  optimize="-O2 -DNDEBUG"
   targets=(--target gpuacct_cli)
   [ "$inject" = ON ] && targets+=(gpuacct)
 fi

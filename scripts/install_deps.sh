@@ -5,11 +5,13 @@
 #
 #   scripts/install_deps.sh          everything: the tool, the library, every test and benchmark
 #   scripts/install_deps.sh --main   only what the main job (scripts/run.sh) needs: the gpuacct
-#                                    tool and libgpuacct.so (no test frameworks, no torch)
+#                                    tool and libgpuacct.so, and ccache (no test frameworks, no
+#                                    torch)
 set -euo pipefail
 
-# The tool and the injected library.
-main_packages=(cmake g++ make pkg-config nlohmann-json3-dev libunwind-dev zlib1g-dev)
+# The tool and the injected library; ccache: scripts/build.sh compiles through it, so the main
+# build and the test build, and every later clone on this machine, share compiled objects.
+main_packages=(cmake g++ make pkg-config ccache nlohmann-json3-dev libunwind-dev zlib1g-dev)
 # Tests, fuzzing and benchmarks (scripts/test.sh).  libisal-dev: gzip traces inflate with ISA-L
 # when it is there (zlib otherwise, so the main build does not need it); with it the tests
 # cover both decoders (analysis/import/byte_source_test.cc).

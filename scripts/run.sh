@@ -20,5 +20,7 @@ if [ ! -f "$lib" ]; then
 fi
 export CUDA_INJECTION64_PATH="$lib" NVTX_INJECTION64_PATH="$lib" GPUACCT_LIBRARY="$lib"
 export GPUACCT_OUTPUT_DIR="${GPUACCT_OUTPUT_DIR:-$root/gpuacct-out}"
-export PYTHONPATH="$root/python_shim${PYTHONPATH:+:$PYTHONPATH}"
+# Python programs: the package from this checkout, and its interpreter-start hook (as
+# `gpuacct run` sets it up) so a CPU-only run, where CUDA never loads the library, records too.
+export PYTHONPATH="$root/python_shim/gpuacct/_bootstrap:$root/python_shim${PYTHONPATH:+:$PYTHONPATH}"
 exec "$@"

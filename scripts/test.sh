@@ -32,6 +32,8 @@ for arg in "$@"; do
   esac
 done
 "$root/scripts/install_deps.sh"
+# shellcheck source=scripts/compiler_cache.sh
+. "$root/scripts/compiler_cache.sh"
 
 # Configures <dir> with -fsanitize=<kinds> on every C/C++ target (GCC: its runtimes are shared
 # libraries, so the injected library and the shim load into sanitized programs).
@@ -42,7 +44,7 @@ configure_sanitized() {
   cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUACCT_BUILD_BENCH=OFF \
     -DGPUACCT_BUILD_FUZZ=OFF -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=$kinds" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=$kinds" \
-    "$@" >/dev/null
+    "${launcher[@]}" "$@" >/dev/null
 }
 
 if [ -n "$sanitize" ]; then
@@ -94,7 +96,7 @@ fi
 if command -v clang++ >/dev/null 2>&1; then
   CC=clang CXX=clang++ cmake -S "$root" -B "$build-fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DGPUACCT_BUILD_FUZZ=ON -DGPUACCT_BUILD_INJECT=OFF -DGPUACCT_BUILD_BENCH=OFF \
-    -DGPUACCT_BUILD_E2E=OFF >/dev/null
+    -DGPUACCT_BUILD_E2E=OFF "${launcher[@]}" >/dev/null
   cmake --build "$build-fuzz" -j "$jobs" \
     --target kineto_importer_fuzz recording_reader_fuzz collective_rows_fuzz >/dev/null
   ctest --test-dir "$build-fuzz" -L fuzz --output-on-failure -j 2

@@ -15,6 +15,7 @@
 #include "analysis/accounting/step_accountant.h"
 #include "analysis/import/crc32c.h"
 #include "analysis/import/synthetic.h"
+#include "analysis/report/report.h"
 
 namespace gpuacct {
 namespace {
@@ -682,6 +683,44 @@ TEST(Recording, AccountingSettingsAreTypeChecked) {
   ASSERT_TRUE(old.ok()) << old.status().message();
   EXPECT_TRUE(old->accounting.empty());
   std::remove(path.c_str());
+}
+
+// `gpuacct synth` writes a watermark after each step (SyntheticSpec::step_watermarks), as live
+// recordings carry them: a reader then finalises steps as it goes.  The rows are the same as
+// without them, for every preset; and the generation stops where keep_going says.
+TEST(Synthetic, StepWatermarksFinaliseEarlyAndChangeNoRow) {
+  for (const char* preset : {"demo", "data_bound", "launch_bound", "comm_bound", "copy_bound",
+                             "balanced"}) {
+    SCOPED_TRACE(preset);
+    SyntheticSpec spec = SyntheticSpec::preset(preset).value();
+    spec.steps = 30;
+    spec.devices = 2;
+    std::vector<std::string> rows[2];
+    size_t rows_before_finish = 0;
+    for (const bool marks : {false, true}) {
+      spec.step_watermarks = marks;
+      NameTable names;
+      StepAccountant acc;
+      generate_synthetic(spec, names, acc);
+      if (marks) rows_before_finish = acc.rows().size();
+      acc.finish();
+      for (const StepRow& r : acc.rows()) rows[marks].push_back(step_row_csv(r));
+    }
+    EXPECT_EQ(rows[0], rows[1]);
+    EXPECT_EQ(rows[1].size(), 60U);
+    EXPECT_GE(rows_before_finish, 56U);  // all but the last step or two, before finish()
+  }
+  SyntheticSpec spec = SyntheticSpec::preset("demo").value();
+  NameTable names;
+  StepAccountant acc;
+  int asked = 0;
+  generate_synthetic(spec, names, acc, [&](int step) {
+    ++asked;
+    return step < 5;
+  });
+  acc.finish();
+  EXPECT_EQ(asked, 6);
+  EXPECT_EQ(acc.rows().size(), 5U);
 }
 
 }  // namespace

@@ -94,6 +94,10 @@ class Delivery {
     batch_.markers.push_back(m);
     note(m.ts);
   }
+  // The end of a step at host time `t`: nothing emitted later ends before it.
+  void step_end(TimeNs t) {
+    if (!shuffled() && spec_.step_watermarks) sink_.on_watermark(t);
+  }
   void finish(TimeNs end) {
     if (!shuffled()) return;
     flush();
@@ -184,8 +188,12 @@ class SyntheticRun {
     for (const char* b : bases) kernel_names_.push_back(names.intern(b));
   }
 
-  uint64_t run() {
-    for (int step = 0; step < spec_.steps; ++step) one_step(step);
+  uint64_t run(const std::function<bool(int)>& keep_going) {
+    for (int step = 0; step < spec_.steps; ++step) {
+      if (keep_going && !keep_going(step)) return events_;
+      one_step(step);
+      out_.step_end(t_);
+    }
     if (spec_.emit_steps && spec_.use_markers) step_marker(spec_.steps);  // closes the last
     out_.finish(t_);
     return events_;
@@ -366,8 +374,9 @@ class SyntheticRun {
 
 }  // namespace
 
-uint64_t generate_synthetic(const SyntheticSpec& spec, NameTable& names, EventSink& sink) {
-  return SyntheticRun(spec, names, sink).run();
+uint64_t generate_synthetic(const SyntheticSpec& spec, NameTable& names, EventSink& sink,
+                            const std::function<bool(int step)>& keep_going) {
+  return SyntheticRun(spec, names, sink).run(keep_going);
 }
 
 }  // namespace gpuacct

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "analysis/model/event_sink.h"
@@ -42,6 +43,10 @@ struct SyntheticSpec {
   // API calls and each stream's ops in order, the sources interleaved at random (0 = plain
   // order, no watermarks).
   int shuffle_batch = 0;
+  // Without shuffling: a watermark after each step (its host end: every later event ends
+  // after it), as a live run's recording carries them, so a reader finalises steps as it goes
+  // instead of holding the whole run (`gpuacct synth`).
+  bool step_watermarks = false;
   TimeNs start_ns = 1'700'000'000'000'000'000;
   // Planted changes (change-point tests and demos, docs/change_points.md), off by default and
   // drawing no random numbers: from step shift_step on (>= 0), each step waits
@@ -59,7 +64,9 @@ struct SyntheticSpec {
 };
 
 // Emits the run into `sink` (ends with a watermark past the last event when shuffling).
-// Returns the number of events emitted.
-uint64_t generate_synthetic(const SyntheticSpec& spec, NameTable& names, EventSink& sink);
+// Returns the number of events emitted.  `keep_going` (optional) is asked before each step
+// (its index): false ends the run there (a writer that failed stops the generation).
+uint64_t generate_synthetic(const SyntheticSpec& spec, NameTable& names, EventSink& sink,
+                            const std::function<bool(int step)>& keep_going = {});
 
 }  // namespace gpuacct

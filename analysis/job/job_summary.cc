@@ -364,7 +364,8 @@ json job_view_to_json(const JobView& v) {
          {"transfer_ms_mean", ms(per(t.transfer_ns, t.instances))},
          {"wait_ms_mean", ms(per(t.wait_ns, t.rank_records))},
          {"lateness_ms_mean", ms(per(t.lateness_ns, t.instances))},
-         {"busbw_gbs_mean", mean_busbw(t)},
+         // null, not 0, without bytes: nothing was measured
+         {"busbw_gbs_mean", t.busbw_instances > 0 ? json(mean_busbw(t)) : json()},
          {"busbw_share_of_peak", v.link_peak_gbs > 0 && t.busbw_instances > 0
                                      ? json(mean_busbw(t) / v.link_peak_gbs)
                                      : json()},
@@ -548,9 +549,11 @@ std::string render_job_view(const JobView& v) {
         << (v.link_peak_gbs > 0 ? format("  of %.0f GB/s peak", v.link_peak_gbs) : "") << "\n";
     }
     any_type = true;
-    o << format("              %-14s %6lld %12.3f %8.3f %11.1f", to_string(t.type),
+    o << format("              %-14s %6lld %12.3f %8.3f", to_string(t.type),
                 static_cast<long long>(t.instances), ms(per(t.transfer_ns, t.instances)),
-                ms(per(t.wait_ns, t.rank_records)), mean_busbw(t));
+                ms(per(t.wait_ns, t.rank_records)));
+    // "-" without bytes (kernel-order identity, traces without sizes): not a measured 0.
+    o << (t.busbw_instances > 0 ? format(" %11.1f", mean_busbw(t)) : format(" %11s", "-"));
     if (v.link_peak_gbs > 0 && t.busbw_instances > 0) {
       o << format("  %17.0f%%", 100.0 * mean_busbw(t) / v.link_peak_gbs);
     }

@@ -166,6 +166,15 @@ void explain_nothing(Verdict& v, const RunSummary& out, const Stats& stats,
         "run); traces of other accelerators (MTIA, ...) are not supported.";
     return;
   }
+  if (out.steps == 0 && out.warmup_steps > 0) {
+    v.reason = "all_warmup";
+    v.headline = "No summary step: all " + std::to_string(out.warmup_steps) +
+                 " steps were left out as warm-up.";
+    v.recommendation =
+        "Leave fewer steps out as warm-up (--warmup N, GPUACCT_WARMUP_STEPS) or run more "
+        "iterations.";
+    return;
+  }
   if (out.steps == 0) {
     v.reason = "no_steps";
     v.headline = "No complete step was seen: nothing to account.";

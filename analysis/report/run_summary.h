@@ -73,8 +73,9 @@ struct Verdict {
   // when one of those reaches its moderate band, else "compute" (the GPU is busy; look at
   // kernel efficiency next), or "none" when nothing could be accounted (`reason` says why).
   std::string bound;
-  // For bound == "none": "no_steps", "no_gpu_activity", "gpu_work_outside_steps",
-  // "unsupported_device" (the input holds only another accelerator's events).  Else empty.
+  // For bound == "none": "no_steps", "all_warmup" (every step was left out as warm-up),
+  // "no_gpu_activity", "gpu_work_outside_steps", "unsupported_device" (the input holds only
+  // another accelerator's events).  Else empty.
   std::string reason;
   Severity severity = Severity::kNone;
   double share = 0;            // that wall's share of summary step time

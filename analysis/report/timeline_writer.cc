@@ -43,13 +43,23 @@ const char* range_cat(RangeKind k) {
 
 class TimelineWriter::Out {
  public:
-  explicit Out(TimeNs origin) : origin_(origin) { s.reserve(1 << 20); }
+  // `file`: where the text goes a megabyte at a time (none: it all stays in `s`).
+  explicit Out(TimeNs origin, OutputFile* file = nullptr) : origin_(origin), file_(file) {
+    s.reserve(kSpillBytes + 4096);
+  }
   std::string s;
 
   void begin_event() {
+    if (file_ != nullptr && s.size() >= kSpillBytes) spill();
     s += first_ ? "\n" : ",\n";
     first_ = false;
   }
+  // Hands `s` to the file; the first failure sticks (and nothing more is written).
+  void spill() {
+    if (status_.ok()) status_ = file_->write(s);
+    s.clear();
+  }
+  const Status& status() const { return status_; }
   // Every event starts at or after the origin; the difference of two int64 can exceed int64
   // (an op at INT64_MIN, another at INT64_MAX), so it is taken in uint64.
   void ts(const char* key, TimeNs t) { us_digits(key, "", span(origin_, t)); }
@@ -121,16 +131,90 @@ class TimelineWriter::Out {
     s += ",\"args\":{";
   }
 
+  static constexpr size_t kSpillBytes = size_t{1} << 20;
   TimeNs origin_;
+  OutputFile* file_;
+  Status status_;
   bool first_ = true;
 };
 
+void TimelineWriter::on_step_row(const StepRow& row) {
+  steps_seen_ = std::max(steps_seen_, row.step_index + 1);
+  const TimeNs begin = std::min(row.window_begin, row.host_begin);
+  const TimeNs end = std::max(row.window_end, row.host_end);
+  if (row.step_index < range_.first) {
+    // A step before the range: once the next one arrives its rows are all in, and no row of a
+    // later step begins before the earliest of them.
+    if (row.step_index != before_index_) {
+      if (before_index_ >= 0) raise_floor(before_begin_);
+      before_index_ = row.step_index;
+      before_begin_ = begin;
+    } else {
+      before_begin_ = std::min(before_begin_, begin);
+    }
+    return;
+  }
+  if (row.step_index >= range_.end) {
+    // Past the range: every row in it has arrived, so the span ends where they end.
+    if (ceiling_ == std::numeric_limits<TimeNs>::max()) {
+      ceiling_ = span_end_ == kNoTime ? floor_ : span_end_;
+      drop_unwanted();
+    }
+    return;
+  }
+  if (before_index_ >= 0) raise_floor(before_begin_);
+  span_begin_ = std::min(span_begin_, begin);
+  span_end_ = std::max(span_end_, end);
+  rows_.push_back(row);
+}
+
+size_t TimelineWriter::events() const {
+  size_t n = segments_.size() + rows_.size();
+  for (const auto& o : ops_) n += shown(o.start, o.end) ? 1U : 0U;
+  for (const auto& c : calls_) n += shown(c.start, c.end) ? 1U : 0U;
+  for (const auto& r : ranges_) n += shown(r.start, r.end) ? 1U : 0U;
+  for (const auto& m : markers_) n += shown(m.ts, m.ts) ? 1U : 0U;
+  return n;
+}
+
+void TimelineWriter::raise_floor(TimeNs t) {
+  if (t > floor_) floor_ = t;
+}
+
+void TimelineWriter::held() {
+  // Amortised: a pass over what is held each time it doubled.
+  const size_t now = held_events();
+  if (floor_ != kNoTime && now >= 2 * held_at_last_drop_ + 4096) drop_unwanted();
+}
+
+void TimelineWriter::drop_unwanted() {
+  auto drop = [this](auto& v, auto start, auto end) {
+    v.erase(std::remove_if(v.begin(), v.end(),
+                           [&](const auto& e) { return !wanted(start(e), end(e)); }),
+            v.end());
+  };
+  drop(ops_, [](const GpuOp& o) { return o.start; }, [](const GpuOp& o) { return o.end; });
+  drop(calls_, [](const HostApiCall& c) { return c.start; },
+       [](const HostApiCall& c) { return c.end; });
+  drop(ranges_, [](const HostRange& r) { return r.start; }, [](const HostRange& r) { return r.end; });
+  drop(markers_, [](const Marker& m) { return m.ts; }, [](const Marker& m) { return m.ts; });
+  held_at_last_drop_ = held_events();
+}
+
 TimeNs TimelineWriter::origin() const {
   TimeNs origin = std::numeric_limits<TimeNs>::max();
-  for (const auto& o : ops_) origin = std::min(origin, o.start);
-  for (const auto& c : calls_) origin = std::min(origin, c.start);
-  for (const auto& r : ranges_) origin = std::min(origin, r.start);
-  for (const auto& m : markers_) origin = std::min(origin, m.ts);
+  for (const auto& o : ops_) {
+    if (shown(o.start, o.end)) origin = std::min(origin, o.start);
+  }
+  for (const auto& c : calls_) {
+    if (shown(c.start, c.end)) origin = std::min(origin, c.start);
+  }
+  for (const auto& r : ranges_) {
+    if (shown(r.start, r.end)) origin = std::min(origin, r.start);
+  }
+  for (const auto& m : markers_) {
+    if (shown(m.ts, m.ts)) origin = std::min(origin, m.ts);
+  }
   for (const auto& g : segments_) origin = std::min(origin, g.start);
   for (const auto& r : rows_) origin = std::min(origin, r.window_begin);
   if (origin == std::numeric_limits<TimeNs>::max()) origin = 0;
@@ -141,6 +225,7 @@ void TimelineWriter::write_track_names(Out& out) const {
   std::set<uint16_t> devices;
   std::set<std::pair<uint16_t, uint32_t>> streams;
   for (const auto& o : ops_) {
+    if (!shown(o.start, o.end)) continue;
     devices.insert(o.device);
     streams.insert({o.device, o.stream});
   }
@@ -163,9 +248,15 @@ void TimelineWriter::write_track_names(Out& out) const {
     out.sort_index("thread_sort_index", d, s, s);
   }
   std::set<uint32_t> threads;
-  for (const auto& c : calls_) threads.insert(c.thread);
-  for (const auto& r : ranges_) threads.insert(r.thread);
-  for (const auto& m : markers_) threads.insert(m.thread);
+  for (const auto& c : calls_) {
+    if (shown(c.start, c.end)) threads.insert(c.thread);
+  }
+  for (const auto& r : ranges_) {
+    if (shown(r.start, r.end)) threads.insert(r.thread);
+  }
+  for (const auto& m : markers_) {
+    if (shown(m.ts, m.ts)) threads.insert(m.thread);
+  }
   if (!threads.empty()) {
     std::string label = "host";
     if (meta_.pid > 0) label += " (pid " + std::to_string(meta_.pid) + ")";
@@ -211,6 +302,7 @@ void TimelineWriter::write_accounting(Out& out) const {
 
 void TimelineWriter::write_gpu_ops(Out& out) const {
   for (const auto& o : ops_) {
+    if (!shown(o.start, o.end)) continue;
     out.complete(names_.text(o.name), kind_cat(o.kind), o.device, o.stream, o.start, o.end);
     out.s += ",\"args\":{";
     out.num("correlation", static_cast<int64_t>(o.correlation_id));
@@ -236,6 +328,7 @@ void TimelineWriter::write_gpu_ops(Out& out) const {
 
 void TimelineWriter::write_host(Out& out) const {
   for (const auto& r : ranges_) {
+    if (!shown(r.start, r.end)) continue;
     out.complete(names_.text(r.name), range_cat(r.kind), kHostPid, r.thread, r.start, r.end);
     if (r.number >= 0) {
       out.s += ",\"args\":{";
@@ -245,6 +338,7 @@ void TimelineWriter::write_host(Out& out) const {
     out.s += "}";
   }
   for (const auto& c : calls_) {
+    if (!shown(c.start, c.end)) continue;
     out.complete(names_.text(c.name), "cuda_api", kHostPid, c.thread, c.start, c.end);
     out.s += ",\"args\":{";
     out.num("correlation", static_cast<int64_t>(c.correlation_id));
@@ -253,6 +347,7 @@ void TimelineWriter::write_host(Out& out) const {
     out.s += "}}";
   }
   for (const auto& m : markers_) {
+    if (!shown(m.ts, m.ts)) continue;
     out.begin_event();
     out.s += "{\"ph\":\"i\",\"s\":\"t\",";
     out.str("name", names_.text(m.name));
@@ -266,9 +361,7 @@ void TimelineWriter::write_host(Out& out) const {
   }
 }
 
-std::string TimelineWriter::to_json() const {
-  const TimeNs origin = this->origin();
-  Out out(origin);
+void TimelineWriter::write_all(Out& out) const {
   out.s += "{\"displayTimeUnit\":\"ms\",\"otherData\":{";
   out.str("generator", "gpuacct timeline");
   out.s += ',';
@@ -278,7 +371,7 @@ std::string TimelineWriter::to_json() const {
   out.s += ',';
   out.num("rank", meta_.rank);
   out.s += ',';
-  out.num("origin_ns", origin);
+  out.num("origin_ns", origin());
   out.s += "},\"traceEvents\":[";
 
   write_track_names(out);
@@ -286,11 +379,25 @@ std::string TimelineWriter::to_json() const {
   write_gpu_ops(out);
   write_host(out);
   out.s += "\n]}\n";
+}
+
+std::string TimelineWriter::to_json() const {
+  Out out(origin());
+  write_all(out);
   return std::move(out.s);
 }
 
 Status TimelineWriter::write(const std::string& path) const {
-  return write_file_atomic(path, to_json());
+  OutputFile file;
+  GPUACCT_RETURN_IF_ERROR(file.open(path));
+  Out out(origin(), &file);
+  write_all(out);
+  out.spill();
+  if (!out.status().ok()) {
+    file.abandon();
+    return out.status();
+  }
+  return file.commit();
 }
 
 }  // namespace gpuacct

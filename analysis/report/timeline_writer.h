@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -37,28 +38,70 @@ class TimelineWriter final : public EventSink {
 
   explicit TimelineWriter(const NameTable& names) : names_(names) {}
 
-  void on_gpu_op(const GpuOp& op) override { ops_.push_back(op); }
-  void on_api_call(const HostApiCall& call) override { calls_.push_back(call); }
-  void on_range(const HostRange& range) override { ranges_.push_back(range); }
-  void on_marker(const Marker& marker) override { markers_.push_back(marker); }
+  // The steps the timeline shows, by step index, `first` included and `end` not (`gpuacct
+  // timeline --steps A:B`); every step by default.  Set before any event arrives.  The
+  // timeline then holds those steps' rows and wall segments, and the events that overlap the
+  // span of their windows and host ranges.  Events are dropped as they come once they cannot
+  // overlap it, so memory holds about what is written, not the whole input: a device's
+  // windows tile its timeline in step order (docs/accounting.md §1) and host ranges come in
+  // step order, so the earliest begin among a step's rows bounds where every later step's
+  // rows begin; the span ends once a row past the range arrived (rows come in step order).
+  struct StepRange {
+    int64_t first = 0;
+    int64_t end = std::numeric_limits<int64_t>::max();
+  };
+  void set_step_range(StepRange range) { range_ = range; }
+
+  void on_gpu_op(const GpuOp& op) override {
+    if (wanted(op.start, op.end)) ops_.push_back(op), held();
+  }
+  void on_api_call(const HostApiCall& call) override {
+    if (wanted(call.start, call.end)) calls_.push_back(call), held();
+  }
+  void on_range(const HostRange& range) override {
+    if (wanted(range.start, range.end)) ranges_.push_back(range), held();
+  }
+  void on_marker(const Marker& marker) override {
+    if (wanted(marker.ts, marker.ts)) markers_.push_back(marker), held();
+  }
 
   // Wire to StepAccountant::set_segment_sink / set_row_sink.
-  void on_segment(const CategorySegment& seg) { segments_.push_back(seg); }
-  void on_step_row(const StepRow& row) { rows_.push_back(row); }
+  void on_segment(const CategorySegment& seg) {
+    if (seg.step_index >= range_.first && seg.step_index < range_.end) segments_.push_back(seg);
+  }
+  void on_step_row(const StepRow& row);
   void set_metadata(const RunMetadata& meta) { meta_ = meta; }
-  const std::vector<StepRow>& rows() const { return rows_; }  // as received, in step order
+  // The rows in the range, as received, in step order.
+  const std::vector<StepRow>& rows() const { return rows_; }
+  // 1 + the highest step index of every row received, in the range or not.
+  int64_t steps_seen() const { return steps_seen_; }
 
-  size_t events() const {
-    return ops_.size() + calls_.size() + ranges_.size() + markers_.size() + segments_.size() +
-           rows_.size();
+  size_t events() const;  // what the timeline shows
+  // Events held now (the writer's memory; with a step range, fewer than it received).
+  size_t held_events() const {
+    return ops_.size() + calls_.size() + ranges_.size() + markers_.size();
   }
 
   std::string to_json() const;
-  // Writes to_json() atomically (write_file_atomic).
+  // Writes the same text to `path`, a megabyte at a time, atomically (OutputFile: the name
+  // appears only when everything was written; a failed write leaves nothing).
   Status write(const std::string& path) const;
 
  private:
   class Out;  // the JSON being written (timeline_writer.cc)
+  void write_all(Out& out) const;
+  // An event from `start` to `end` may overlap the steps' span (as far as is known yet).
+  bool wanted(TimeNs start, TimeNs end) const { return end >= floor_ && start <= ceiling_; }
+  // It overlaps the span of the rows in the range (every event without a range).
+  bool shown(TimeNs start, TimeNs end) const {
+    return !ranged() || (end >= span_begin_ && start <= span_end_);
+  }
+  bool ranged() const {
+    return range_.first > 0 || range_.end != std::numeric_limits<int64_t>::max();
+  }
+  void held();                 // after an event was kept: drop what fell behind, now and then
+  void raise_floor(TimeNs t);  // events ending before `t` can no longer overlap the span
+  void drop_unwanted();
   TimeNs origin() const;  // the earliest time of all: the timeline's 0
   void write_track_names(Out& out) const;
   void write_accounting(Out& out) const;  // the wall track and the step windows
@@ -73,6 +116,17 @@ class TimelineWriter final : public EventSink {
   std::vector<Marker> markers_;
   std::vector<CategorySegment> segments_;
   std::vector<StepRow> rows_;
+
+  StepRange range_;
+  int64_t steps_seen_ = 0;
+  static constexpr TimeNs kNoTime = std::numeric_limits<TimeNs>::min();
+  TimeNs floor_ = kNoTime;                                  // see wanted()
+  TimeNs ceiling_ = std::numeric_limits<TimeNs>::max();     // see wanted()
+  int64_t before_index_ = -1;     // the latest step index before the range seen
+  TimeNs before_begin_ = 0;       // the earliest begin among its rows
+  TimeNs span_begin_ = std::numeric_limits<TimeNs>::max();  // the rows in the range: the
+  TimeNs span_end_ = kNoTime;                               // earliest begin, latest end
+  size_t held_at_last_drop_ = 0;  // events held after the last drop_unwanted()
 };
 
 }  // namespace gpuacct

@@ -3,12 +3,18 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "analysis/import/synthetic.h"
 
 namespace gpuacct {
 namespace {
@@ -240,6 +246,113 @@ TEST(TimelineWriter, ExtremeTimesDoNotOverflow) {
   EXPECT_NE(text.find("\"ts\":18446744073709550.615,\"dur\":1.000"), std::string::npos) << text;
   EXPECT_NE(text.find("\"ts\":18446744073709551.615}"), std::string::npos) << text;
   EXPECT_EQ(j["otherData"]["origin_ns"].get<int64_t>(), INT64_MIN);
+}
+
+}  // namespace
+}  // namespace gpuacct
+
+namespace gpuacct {
+namespace {
+
+// The events of a timeline, keyed by what they are and where they lie in absolute ns: ts is
+// written as exact us with three decimals on an origin given in otherData.
+std::multiset<std::string> timeline_events(const nlohmann::json& t) {
+  std::multiset<std::string> out;
+  const int64_t origin = t["otherData"]["origin_ns"].get<int64_t>();
+  for (const auto& e : t["traceEvents"]) {
+    if (e["ph"] == "M") continue;  // track names: only the tracks shown
+    nlohmann::json k = e;
+    k["ts"] = origin + std::llround(e["ts"].get<double>() * 1000);
+    out.insert(k.dump());
+  }
+  return out;
+}
+
+// --steps A:B against the whole timeline, on runs with 1-3 devices and detected or marked
+// steps, ranges anywhere: exactly the rows and wall segments of those steps and every event
+// overlapping their span (windows and host ranges), no other; and the writer holds a bounded
+// share of the run, not all of it.
+TEST(TimelineWriter, StepRangeIsTheWholeTimelineFiltered) {
+  struct Case {
+    int devices;
+    bool markers;
+    int64_t first, end;
+  };
+  for (const Case& c : {Case{1, false, 0, 3}, Case{2, false, 40, 43}, Case{3, true, 57, 60},
+                        Case{2, false, 10, 11}, Case{1, true, 55, 100}}) {
+    SCOPED_TRACE(::testing::Message() << "devices " << c.devices << " steps " << c.first << ":"
+                                      << c.end);
+    SyntheticSpec spec = SyntheticSpec::preset("demo").value();
+    spec.steps = 60;
+    spec.devices = c.devices;
+    spec.use_markers = c.markers;
+    spec.step_watermarks = true;
+    spec.seed = static_cast<uint64_t>(c.first + 1);
+    NameTable names;
+    TimelineWriter full(names), part(names);
+    part.set_step_range({c.first, c.end});
+    StepAccountant acc;
+    std::vector<StepRow> rows;
+    acc.set_row_sink([&](const StepRow& r) {
+      rows.push_back(r);
+      full.on_step_row(r);
+      part.on_step_row(r);
+    });
+    acc.set_segment_sink([&](const CategorySegment& g) {
+      full.on_segment(g);
+      part.on_segment(g);
+    });
+    TeeSink sink({&acc, &full, &part});
+    size_t most_held = 0;
+    generate_synthetic(spec, names, sink, [&](int) {
+      most_held = std::max(most_held, part.held_events());
+      return true;
+    });
+    acc.finish();
+    // The span of the steps asked for.
+    TimeNs lo = INT64_MAX, hi = INT64_MIN;
+    for (const StepRow& r : rows) {
+      if (r.step_index < c.first || r.step_index >= c.end) continue;
+      lo = std::min({lo, r.window_begin, r.host_begin});
+      hi = std::max({hi, r.window_end, r.host_end});
+    }
+    ASSERT_LT(lo, hi);
+    const nlohmann::json whole = nlohmann::json::parse(full.to_json());
+    const int64_t origin = whole["otherData"]["origin_ns"].get<int64_t>();
+    nlohmann::json expected = whole;
+    expected["traceEvents"] = nlohmann::json::array();
+    for (const auto& e : whole["traceEvents"]) {
+      const std::string cat = e.value("cat", "");
+      if (cat == "gpuacct_step" || cat == "gpuacct_wall") {
+        const int64_t i = e["args"]["step_index"].get<int64_t>();
+        if (i >= c.first && i < c.end) expected["traceEvents"].push_back(e);
+        continue;
+      }
+      if (e["ph"] == "M") continue;
+      const int64_t start = origin + std::llround(e["ts"].get<double>() * 1000);
+      const int64_t end = start + std::llround(e.value("dur", 0.0) * 1000);
+      if (end >= lo && start <= hi) expected["traceEvents"].push_back(e);
+    }
+    const std::string text = part.to_json();
+    const nlohmann::json got = nlohmann::json::parse(text);
+    EXPECT_EQ(timeline_events(got), timeline_events(expected));
+    // Written to a file, the same text.
+    char tmpl[] = "/tmp/gpuacct_tl_range_XXXXXX";
+    const int fd = mkstemp(tmpl);
+    ASSERT_GE(fd, 0);
+    close(fd);
+    ASSERT_TRUE(part.write(tmpl).ok());
+    std::ifstream in(tmpl);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::remove(tmpl);
+    EXPECT_EQ(ss.str(), text);
+    // Memory: what is kept and the latest two steps, twice over (dropping is amortised: a
+    // pass each time the events held doubled, 4,096 at least), never the run's.
+    const size_t per_step = full.held_events() / static_cast<size_t>(spec.steps);
+    EXPECT_LE(most_held, 2 * (part.held_events() + 2 * per_step) + 4096)
+        << "held " << most_held << " of " << full.held_events();
+  }
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-"""Command line: ``python -m gpuacct`` / ``gpuacct`` / ``gpuacct-py``.
+"""Command line: ``python -m gpuacct`` / ``gpuacct-py`` (main), and ``gpuacct`` (cli_main).
 
   run     [options] -- program args...   profile a program (sets the injection variables)
   report  FILE                           print the terminal summary of a report / stream
@@ -8,8 +8,14 @@
   job-export  INPUTS... -o OUT_DIR       runs `gpuacct job --export`, then job-parquet
   job-query   DATASET NAME               a job-view query (DuckDB; --engine spark)
 
-  analyze, diff, synth, timeline         handed to the C++ ``gpuacct`` CLI (GPUACCT_CLI, the
-                                         build tree next to the library, or PATH)
+  analyze, diff, job, synth, timeline    handed to the C++ ``gpuacct`` CLI (GPUACCT_CLI, the
+                                         build tree next to the library, or any ``gpuacct`` on
+                                         PATH that is not a Python script)
+
+``gpuacct`` is also the C++ tool's name, so pip's ``gpuacct`` behaves as the C++ tool does:
+every command this package does not implement (``report`` too, whose cost options are the C++
+tool's, and ``--help``) goes to the C++ tool, which hands the Python commands back.  Whichever
+comes first on PATH, one name does everything.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import List, Optional
+from typing import List, NoReturn, Optional
 
 # Subcommands import what they need; `python -m gpuacct run` never imports pandas or matplotlib
 # before the program ran.
@@ -34,9 +40,33 @@ def _finite_number(text: str) -> float:
     return value
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="gpuacct-py",
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage error is one line (as the C++ tool's), exit status 2."""
+
+    def error(self, message: str) -> "NoReturn":  # type: ignore[override]
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number > 0")
+    return value
+
+
+def _positive_number(text: str) -> float:
+    value = _finite_number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number > 0")
+    return value
+
+
+def _parser(prog: str = "gpuacct-py") -> argparse.ArgumentParser:
+    p = _Parser(
+        prog=prog,
         description="gpuacct (Python): where each training step's time goes.")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
     sub.required = True
@@ -74,9 +104,9 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("file")
     pl.add_argument("-o", "--output", default="walls.png", help="image file (default walls.png)")
     pl.add_argument("--device", type=int, help="one device instead of the mean over devices")
-    pl.add_argument("--width", type=float, default=10.0, help="inches (default 10)")
-    pl.add_argument("--height", type=float, default=5.0, help="inches (default 5)")
-    pl.add_argument("--dpi", type=int, default=100, help="dots per inch (default 100)")
+    pl.add_argument("--width", type=_positive_number, default=10.0, help="inches (default 10)")
+    pl.add_argument("--height", type=_positive_number, default=5.0, help="inches (default 5)")
+    pl.add_argument("--dpi", type=_positive_int, default=100, help="dots per inch (default 100)")
 
     sub.add_parser("where", help="which libgpuacct.so would be used")
 
@@ -85,12 +115,17 @@ def _parser() -> argparse.ArgumentParser:
     jp.add_argument("export_dir", help="directory written by `gpuacct job --export`")
     jp.add_argument("out_dir", help="dataset directory to create")
     jp.add_argument("--overwrite", action="store_true", help="replace an existing dataset")
+    jp.add_argument("--job-id", metavar="ID",
+                    help="the job of rows whose job is empty (an export of ranks without one)")
 
     je = sub.add_parser("job-export", help="run `gpuacct job --export` on the ranks' outputs, "
                         "then job-parquet")
     je.add_argument("inputs", nargs="+", help="what `gpuacct job` reads (rank outputs, dirs)")
     je.add_argument("-o", "--output", required=True, metavar="OUT_DIR", help="dataset directory")
     je.add_argument("--overwrite", action="store_true", help="replace an existing dataset")
+    je.add_argument("--job-id", metavar="ID",
+                    help="the job's id (default: the ranks' own, else `gpuacct job --export` "
+                         "derives nojob-<hash>)")
 
     jq = sub.add_parser("job-query", help="a named job-view query on a dataset (docs/job_view.md)")
     jq.add_argument("dataset", nargs="?", help="dataset directory (job-parquet's OUT_DIR)")
@@ -138,12 +173,14 @@ def _job_command(args: argparse.Namespace) -> int:
     from . import job
     try:
         if args.cmd == "job-parquet":
-            m = job.export_parquet(args.export_dir, args.out_dir, overwrite=args.overwrite)
+            m = job.export_parquet(args.export_dir, args.out_dir, overwrite=args.overwrite,
+                                   job_id=args.job_id)
             print(f"{args.out_dir}: steps {m['tables']['steps']['rows']} rows, collectives "
                   f"{m['tables']['collectives']['rows']} rows")
             return 0
         if args.cmd == "job-export":
-            m = job.export_job(args.inputs, args.output, overwrite=args.overwrite)
+            m = job.export_job(args.inputs, args.output, overwrite=args.overwrite,
+                               job_id=args.job_id)
             print(f"{args.output}: steps {m['tables']['steps']['rows']} rows, collectives "
                   f"{m['tables']['collectives']['rows']} rows")
             return 0
@@ -168,34 +205,93 @@ def _job_command(args: argparse.Namespace) -> int:
         sys.stderr.write(f"gpuacct-py: {args.cmd} needs {e.name or e} "
                          "(pip install pyarrow duckdb; pyspark for --engine spark)\n")
         return 3
+    except BrokenPipeError:
+        raise
     except (OSError, job.JobDataError) as e:
         sys.stderr.write(f"gpuacct-py: {args.cmd}: {e}\n")
         return 1
 
 
-# Commands that only the C++ CLI implements.
-_CLI_COMMANDS = ("analyze", "diff", "synth", "timeline")
+# Commands of this package (the C++ tool hands them over: cli/cmd_python.cc; `report` is both:
+# the C++ tool's with its cost options, this package's with --json or without the C++ tool),
+# and the C++ tool's commands that this package hands to it.
+PYTHON_COMMANDS = ("run", "plot", "where", "job-parquet", "job-export", "job-query")
+CLI_COMMANDS = ("analyze", "diff", "job", "synth", "timeline")
+
+
+def _find_cli() -> Optional[str]:
+    from . import _lib
+    from .launcher import find_cli
+    return find_cli(_lib.find_library())
+
+
+def _exec_cli(cli: str, argv: List[str]) -> int:
+    import os
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execv(cli, [cli] + argv)
+    except OSError as e:
+        sys.stderr.write(f"gpuacct: cannot run the C++ gpuacct tool {cli}: {e.strerror}\n")
+    return 2
+
+
+def _cli_missing(what: str) -> int:
+    sys.stderr.write(f"gpuacct: {what} is a command of the C++ gpuacct tool, which was not "
+                     "found (looked at GPUACCT_CLI, the build tree next to libgpuacct.so and "
+                     "every gpuacct on PATH; build it with scripts/run.sh, or set GPUACCT_CLI "
+                     "to its path)\n")
+    return 2
 
 
 def _delegate_to_cli(argv: List[str]) -> int:
-    import os
-
-    from . import _lib
-    from .launcher import find_cli
-    cli = find_cli(_lib.find_library())
+    cli = _find_cli()
     if cli is None:
-        sys.stderr.write(f"gpuacct: '{argv[0]}' is a command of the C++ gpuacct tool, which was "
-                         "not found (build it, or set GPUACCT_CLI to its path)\n")
-        return 2
-    os.execv(cli, [cli] + argv)
-    return 2  # not reached
+        return _cli_missing(f"'{argv[0]}'")
+    return _exec_cli(cli, argv)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def cli_main(argv: Optional[List[str]] = None) -> int:
+    """pip's ``gpuacct`` console script: the C++ tool's name, so its behaviour.  The commands
+    this package implements run here; every other one, ``report`` and ``--help`` included, goes
+    to the C++ tool, found wherever it is on PATH (it hands ``report --json`` back).  Without
+    the C++ tool, ``report`` and the help are this package's."""
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in _CLI_COMMANDS:
+    first = argv[0] if argv else ""
+    if first in PYTHON_COMMANDS:
+        return main(argv, prog="gpuacct")
+    cli = _find_cli()
+    if cli is not None:
+        return _exec_cli(cli, argv)
+    if first in ("", "-h", "--help", "help", "report"):
+        return main(argv or ["--help"], prog="gpuacct")
+    return _cli_missing(f"'{first}'" if first in CLI_COMMANDS else f"'{first}' (not one of "
+                        f"this package's commands: {', '.join(PYTHON_COMMANDS)})")
+
+
+def _finish_output() -> None:
+    """stdout closed by the reader (``job-query ... | head``): the rest is not wanted, and
+    Python's flush at exit must not print a BrokenPipeError either."""
+    import os
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def main(argv: Optional[List[str]] = None, prog: str = "gpuacct-py") -> int:
+    try:
+        return _main(sys.argv[1:] if argv is None else argv, prog)
+    except BrokenPipeError:
+        _finish_output()
+        return 141  # as a process SIGPIPE ended (128 + 13), quietly, like the C++ tool
+
+
+def _main(argv: List[str], prog: str) -> int:
+    if argv and argv[0] in CLI_COMMANDS:
         return _delegate_to_cli(argv)
-    args = _parser().parse_args(argv)
+    args = _parser(prog).parse_args(argv)
     if args.cmd == "run":
         from .launcher import LauncherError, RunOptions, run
         command = list(args.command)
@@ -238,8 +334,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         except MissingDependency as e:
             sys.stderr.write(f"gpuacct-py: {e}\n")
             return 3
-        except (OSError, ReportError) as e:
-            sys.stderr.write(f"gpuacct-py: {e}\n")
+        except ValueError as e:  # a size out of range (ReportError is a ValueError too)
+            sys.stderr.write(f"gpuacct-py: plot: {e}\n")
+            return 2 if not isinstance(e, ReportError) else 1
+        except OSError as e:
+            sys.stderr.write(f"gpuacct-py: plot: {e}\n")
             return 1
         print(args.output)
         return 0

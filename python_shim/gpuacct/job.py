@@ -170,9 +170,18 @@ def table_schema(columns: Sequence[str]) -> Any:
     return pa.schema([pa.field(c, _arrow_type(pa, c)) for c in columns])
 
 
+def check_job_id(job_id: str) -> str:
+    """A job id given by the user (``--job-id``): it names a partition directory, job=ID."""
+    if not job_id or len(job_id) > 128 or any(c in job_id for c in '/\\\n\r\t"=,'):
+        raise JobDataError(f"job id {job_id!r}: 1-128 characters without / \\ = , quotes or "
+                           "line breaks (it names a partition directory)")
+    return job_id
+
+
 def _batches(table: str, path: str, schema: Any, start: int, end: int,
-             counts: Dict[str, int]) -> Iterator[Any]:
-    """The table's rows as record batches (bounded memory), partition keys checked."""
+             counts: Dict[str, int], job_id: Optional[str] = None) -> Iterator[Any]:
+    """The table's rows as record batches (bounded memory), partition keys checked; an empty
+    ``job`` becomes ``job_id`` when given."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.csv as pcsv
@@ -188,6 +197,13 @@ def _batches(table: str, path: str, schema: Any, start: int, end: int,
             reader = pcsv.open_csv(body, read_options=read, parse_options=parse,
                                    convert_options=convert)
             for batch in reader:
+                if job_id is not None:
+                    at = schema.get_field_index("job")
+                    col = batch.column(at)
+                    empty = pc.or_(pc.is_null(col), pc.equal(pc.utf8_length(col), 0))
+                    columns = list(batch.columns)
+                    columns[at] = pc.if_else(empty, pa.scalar(job_id, pa.string()), col)
+                    batch = pa.RecordBatch.from_arrays(columns, schema=batch.schema)
                 for key in PARTITION_COLUMNS:
                     col = batch.column(schema.get_field_index(key))
                     bad = pc.is_null(col)
@@ -195,8 +211,11 @@ def _batches(table: str, path: str, schema: Any, start: int, end: int,
                         bad = pc.or_(bad, pc.equal(pc.utf8_length(col), 0))
                     if pc.any(bad).as_py():
                         row = counts[table] + pc.index(bad, True).as_py() + 1
+                        hint = (": the ranks carry no job id; `gpuacct job --export` names "
+                                "one (nojob-<hash>, or --job-id ID), and so does job-parquet "
+                                "--job-id ID" if key == "job" else "")
                         raise JobDataError(f"{path}: row {row}: empty '{key}' (every row needs "
-                                           "job, host and rank)")
+                                           f"job, host and rank){hint}")
                 counts[table] += batch.num_rows
                 yield batch
         except pa.ArrowInvalid as e:
@@ -210,7 +229,8 @@ def _batches(table: str, path: str, schema: Any, start: int, end: int,
 
 # --- the Parquet dataset ---------------------------------------------------------------------
 
-def _write_table(table: str, csv_path: str, out_dir: str) -> Dict[str, Any]:
+def _write_table(table: str, csv_path: str, out_dir: str,
+                 job_id: Optional[str] = None) -> Dict[str, Any]:
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
@@ -303,7 +323,7 @@ def _write_table(table: str, csv_path: str, out_dir: str) -> Dict[str, Any]:
     chunk: List[Any] = []
     rows = 0
     try:
-        for batch in _batches(table, csv_path, schema, start, end, counts):
+        for batch in _batches(table, csv_path, schema, start, end, counts, job_id):
             chunk.append(batch)
             rows += batch.num_rows
             if rows >= _ROWS_PER_WRITE:
@@ -326,12 +346,17 @@ def _write_table(table: str, csv_path: str, out_dir: str) -> Dict[str, Any]:
             "columns": {f.name: str(f.type) for f in schema}}
 
 
-def export_parquet(export_dir: str, out_dir: str, overwrite: bool = False) -> Dict[str, Any]:
+def export_parquet(export_dir: str, out_dir: str, overwrite: bool = False,
+                   job_id: Optional[str] = None) -> Dict[str, Any]:
     """Converts ``export_dir`` (``gpuacct job --export``'s job_steps.csv, job_collectives.csv)
     into the Parquet dataset ``out_dir``; returns the manifest.  The dataset is written into a
     temporary directory beside ``out_dir`` and renamed into place: a failure leaves no partial
-    dataset.  ``out_dir`` must not exist unless ``overwrite``."""
+    dataset.  ``out_dir`` must not exist unless ``overwrite``.  ``job_id``: the job of the rows
+    whose ``job`` is empty (an export of ranks that carry no id, written before `gpuacct job
+    --export` named one); rows that carry one keep it."""
     export_dir, out_dir = os.fspath(export_dir), os.fspath(out_dir)
+    if job_id is not None:
+        check_job_id(job_id)
     if not os.path.isdir(export_dir):
         raise JobDataError(f"{export_dir}: not a directory")
     missing = [f for f in TABLES.values() if not os.path.isfile(os.path.join(export_dir, f))]
@@ -351,7 +376,8 @@ def export_parquet(export_dir: str, out_dir: str, overwrite: bool = False) -> Di
         manifest: Dict[str, Any] = {"schema": DATASET_SCHEMA,
                                     "partitioning": list(PARTITION_COLUMNS), "tables": {}}
         for table, name in TABLES.items():
-            manifest["tables"][table] = _write_table(table, os.path.join(export_dir, name), tmp)
+            manifest["tables"][table] = _write_table(table, os.path.join(export_dir, name), tmp,
+                                                     job_id)
         with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
             json.dump(manifest, f, indent=2)
             f.write("\n")
@@ -371,9 +397,13 @@ def export_parquet(export_dir: str, out_dir: str, overwrite: bool = False) -> Di
 
 def export_job(inputs: Sequence[str], out_dir: str, cli: Optional[str] = None,
                extra_args: Sequence[str] = (), overwrite: bool = False,
-               timeout: float = 3600) -> Dict[str, Any]:
+               timeout: float = 3600, job_id: Optional[str] = None) -> Dict[str, Any]:
     """Runs ``gpuacct job INPUTS... --export TMP`` (the C++ CLI, found as the package finds it:
-    GPUACCT_CLI, the build tree next to the library, PATH) and converts TMP into ``out_dir``."""
+    GPUACCT_CLI, the build tree next to the library, PATH) and converts TMP into ``out_dir``.
+    ``job_id``: the job's id (``--job-id``; by default the ranks' own, else the export derives
+    one)."""
+    if job_id is not None:
+        extra_args = [*extra_args, "--job-id", check_job_id(job_id)]
     if cli is None:
         from . import _lib
         from .launcher import find_cli

@@ -9,7 +9,6 @@ wrote and exits with the program's exit status (128 + N when a signal N killed i
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -118,8 +117,20 @@ def build_env(opts: RunOptions, base: Optional[Dict[str, str]] = None) -> Dict[s
     return env
 
 
-def find_cli(library: Optional[str]) -> Optional[str]:
-    """The C++ ``gpuacct`` CLI: GPUACCT_CLI, the build tree next to the library, then PATH."""
+def _is_python_script(path: str) -> bool:
+    """A console script (``#!...python``): pip's ``gpuacct`` entry, never the C++ tool."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(256)
+    except OSError:
+        return True  # unreadable: not something to exec either
+    return first.startswith(b"#!") and b"python" in first
+
+
+def cli_candidates(library: Optional[str]) -> List[str]:
+    """Where the C++ ``gpuacct`` tool is looked for, in order: GPUACCT_CLI, the build tree next
+    to the library, then every ``gpuacct`` on PATH (all of them, not only the first: pip's
+    ``gpuacct`` console script may come before the C++ tool)."""
     cands: List[str] = []
     if os.environ.get("GPUACCT_CLI"):
         cands.append(os.environ["GPUACCT_CLI"])
@@ -127,18 +138,17 @@ def find_cli(library: Optional[str]) -> Optional[str]:
         build = Path(library).resolve().parent.parent
         cands.append(str(build / "bin" / "gpuacct"))
         cands.append(str(build / "cli" / "gpuacct"))
-    found = shutil.which("gpuacct")
-    if found:
-        cands.append(found)
-    for c in cands:
-        if os.path.isfile(c) and os.access(c, os.X_OK):
-            try:  # a Python console script named gpuacct would not be the C++ CLI
-                with open(c, "rb") as f:
-                    if f.read(2) == b"#!":
-                        continue
-            except OSError:
-                continue
-            return c
+    for d in os.get_exec_path():
+        cands.append(os.path.join(d or os.curdir, "gpuacct"))
+    return cands
+
+
+def find_cli(library: Optional[str]) -> Optional[str]:
+    """The C++ ``gpuacct`` CLI (cli_candidates): the first that is an executable and not a
+    Python console script."""
+    for c in cli_candidates(library):
+        if os.path.isfile(c) and os.access(c, os.X_OK) and not _is_python_script(c):
+            return os.path.abspath(c)
     return None
 
 

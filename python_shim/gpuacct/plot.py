@@ -7,7 +7,11 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from .results import WALLS, Run, load
+from .results import WALLS, ReportError, Run, load
+
+# The largest image side in pixels (width x dpi, height x dpi): Agg's own limit is 2^16, and a
+# picture of one bar per step needs far less.
+MAX_PIXELS = 20000
 
 # One colour per wall, readable in print and for the common colour-vision deficiencies.
 COLORS: Dict[str, str] = {
@@ -83,9 +87,22 @@ def _title(run: Run) -> str:
 def plot_walls(source: Union[str, Run], output: Optional[str] = None, *,
                device: Optional[int] = None, width: float = 10.0, height: float = 5.0,
                dpi: int = 100, title: Optional[str] = None) -> Any:
-    """Draw the per-step wall chart; save it to ``output`` when given.  Returns the Figure."""
-    plt = _pyplot()
+    """Draw the per-step wall chart; save it to ``output`` when given.  Returns the Figure.
+    Raises ValueError for a size out of range and ReportError for a device the run lacks."""
+    for name, value in (("width", width), ("height", height), ("dpi", dpi)):
+        if not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+            raise ValueError(f"{name} must be a number > 0, not {value!r}")
+    if width * dpi > MAX_PIXELS or height * dpi > MAX_PIXELS:
+        raise ValueError(f"{width:g} x {height:g} inches at {dpi} dpi is "
+                         f"{width * dpi:.0f} x {height * dpi:.0f} pixels; at most {MAX_PIXELS} "
+                         "a side")
     run = source if isinstance(source, Run) else load(source)
+    if device is not None:
+        devices = sorted({int(r.get("device", 0)) for r in run.rows})
+        if device not in devices:
+            raise ReportError(f"{run.path}: no device {device} in this run (devices: "
+                              f"{', '.join(map(str, devices)) or 'none'}; -1 is host-only rows)")
+    plt = _pyplot()
     idxs, walls, step_ms, warm = per_step_walls(run, device)
     fig, ax = plt.subplots(figsize=(width, height), dpi=dpi)
     try:

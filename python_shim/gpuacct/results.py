@@ -37,6 +37,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 from .rank_files import kinds_in, rank_file_name
 
 REPORT_SCHEMA = "gpuacct.report/1"
+STREAM_SCHEMA = "gpuacct.steps/1"  # a step stream's header line (inject/pipeline.cc)
 WALLS: Tuple[str, ...] = ("compute", "communication", "data", "launch", "other")
 
 
@@ -152,12 +153,24 @@ def _is_row(obj: Any) -> bool:
         "categories" in obj or "walls" in obj or "duration_ns" in obj)
 
 
+class StepRows(list):  # type: ignore[type-arg]
+    """``Run.steps`` without pandas: a list of flat row dicts.  Indexed by a column name or a
+    list of names (as a DataFrame is), it says what is missing instead of a bare TypeError."""
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, (str, list, tuple)):
+            raise TypeError("run.steps is a list of row dicts: pandas is not installed, so "
+                            "there are no DataFrame columns (pip install pandas, or "
+                            "pip install './python_shim[data]')")
+        return super().__getitem__(key)
+
+
 def _frame(rows: List[Dict[str, Any]]) -> Any:
     flat = [flat_row(r) for r in rows]
     try:
         import pandas as pd  # noqa: WPS433 - optional dependency
     except ImportError:
-        return flat
+        return StepRows(flat)
     return pd.DataFrame(flat)
 
 
@@ -194,11 +207,23 @@ def _counters(stats: Any, severity: Optional[str] = None) -> Dict[str, int]:
     return out
 
 
+def _what_it_is(data: Dict[str, Any]) -> str:
+    """For a JSON object that is not a report or stream: what it is, and what reads it."""
+    schema = data.get("schema")
+    if schema == "gpuacct.job/1":
+        return (" (a job view, gpuacct.job/1: `gpuacct job` prints it from the ranks' outputs, "
+                "gpuacct.job reads their export)")
+    if "traceEvents" in data:
+        return " (a profiler trace: `gpuacct analyze` accounts it)"
+    if schema is not None:
+        return f" (schema {schema!r}, expected {REPORT_SCHEMA!r} or {STREAM_SCHEMA!r})"
+    return ""
+
+
 def _load_report(path: str, data: Dict[str, Any]) -> Run:
     schema = data.get("schema")
     if schema != REPORT_SCHEMA:
-        raise ReportError(f"{path}: not a gpuacct report (schema {schema!r}, "
-                          f"expected {REPORT_SCHEMA!r})")
+        raise ReportError(f"{path}: not a gpuacct report{_what_it_is(data)}")
     rows = _find_steps(data)
     summary = data.get("summary") if isinstance(data.get("summary"), dict) else {}
     verdict = _find_verdict(data, summary)
@@ -237,8 +262,9 @@ def _load_stream(path: str, text: str) -> Run:
             gaps.append(obj["gap"])
         elif isinstance(obj, dict):
             header.update(obj)  # the header line (schema, host, pid, rank)
-    if not rows and not header and latest is None:
-        raise ReportError(f"{path}: no gpuacct step rows found")
+    if not rows and latest is None and header.get("schema") != STREAM_SCHEMA:
+        # Any other JSON (a job view, a trace, a config): not ours, and never an empty stream.
+        raise ReportError(f"{path}: not a gpuacct report or step stream{_what_it_is(header)}")
     rows_lost = sum(int(_num(g.get("rows_lost", 0))) for g in gaps)
     if latest is None:
         # Nothing computed yet (no row finalised, or the job runs for less than a second):

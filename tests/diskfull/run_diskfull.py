@@ -27,6 +27,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import sys
 import tempfile
 
@@ -206,6 +207,17 @@ def case_cli_outputs() -> None:
             check(res.returncode == 1, f"{cmd[1]} exited {res.returncode}\n{res.stderr}")
             check("No space left on device" in res.stderr, f"{cmd[1]}: {res.stderr}")
             check(not os.listdir(out), f"{cmd[1]} left {os.listdir(out)}")
+        # A long run (40,000 steps, about 1 GB) stops at the first failed write: one line,
+        # where it stopped, nothing left (it went on generating in memory until the OOM killer
+        # came, leaving its .tmp).
+        res = run_e2e.run([cli, "synth", "--preset", "demo", "--steps", "40000", "-o",
+                           os.path.join(out, "long.gpuacct")], env, expect_rc=None)
+        lines = res.stderr.strip().splitlines()
+        check(res.returncode == 1 and len(lines) == 1 and "No space left on device" in lines[0],
+              f"synth --steps 40000 exited {res.returncode}\n{res.stderr}")
+        stopped = re.search(r"stopped at step (\d+) of 40000; nothing written", lines[0])
+        check(stopped is not None and int(stopped.group(1)) < 1000, lines[0])  # a batch or two
+        check(not os.listdir(out), f"synth --steps 40000 left {os.listdir(out)}")
         print("ok: analyze, timeline and synth fail cleanly on a full disk")
 
 
