@@ -23,6 +23,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parent / "data" / "gpu" / "h200-2026-12-04"
+LIVE = HERE.parent / "data" / "gpu" / "h200-2026-12-04-b"  # recorded by this library, live
 
 # (folder, expected verdict, set-up at least this many seconds, steps detected)
 CASES = [
@@ -33,6 +34,9 @@ CASES = [
     ("databare", "data", 0.5, True),
 ]
 WALLS = ("compute", "communication", "data", "launch", "other")
+# The second set: (folder, steps detected).  Their verdicts are the live reports'.
+LIVE_CASES = [("graph_python", False), ("compile_python", False), ("syncs_none", True),
+              ("accum_python", False), ("launch_none", True)]
 
 
 class Fail(Exception):
@@ -52,6 +56,31 @@ def analyze(cli: Path, recording_gz: Path, tmp: Path) -> dict:
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
     check(res.returncode == 0, f"gpuacct analyze exited {res.returncode}: {res.stderr.strip()}")
     return json.loads(res.stdout)
+
+
+def check_live_run(name: str, detected: bool, report: dict) -> str:
+    """A recording of this library: analyze gives the live report's rows, to the nanosecond,
+    and they match the loop's clock."""
+    live = json.loads((LIVE / name / "live_steps.json").read_text())
+    rows = sorted(report["steps"], key=lambda r: r["step_index"])
+    check(report["verdict"]["bound"] == live["verdict"],
+          f"verdict {report['verdict']['bound']}, live {live['verdict']}")
+    check(report["summary"]["steps"] == live["summary_steps"], "summary steps differ from live")
+    check([(r["step_index"], r["duration_ns"], r["walls"]) for r in rows] ==
+          [(r["step_index"], r["duration_ns"], r["walls"]) for r in live["steps"]],
+          "rows differ from the live report's")
+    check((report.get("setup") or {}).get("duration_ns") == live["setup_duration_ns"],
+          "set-up differs from live")
+    check(20 <= report["summary"]["steps"] <= 25, f"{report['summary']['steps']} summary steps")
+    clock = [json.loads(l) for l in (LIVE / name / "loop_clock.jsonl").read_text().splitlines()]
+    iters = [c for c in clock if "step" in c]
+    tol_ms = 1.0 if detected else 0.5
+    for r, c in zip(rows[-23:], iters[-23:]):
+        got = r["duration_ns"] / 1e6
+        check(abs(got - c["step_ms"]) <= tol_ms,
+              f"step {r['step_index']}: {got:.2f} ms, the loop's clock {c['step_ms']:.2f} ms")
+    return (f"{name:15s} {report['summary']['steps']} summary steps, "
+            f"{report['verdict']['bound']}, the live rows exactly")
 
 
 def check_run(name: str, verdict: str, min_setup_s: float, detected: bool, report: dict) -> str:
@@ -121,6 +150,13 @@ def main() -> int:
                 print(check_run(name, verdict, min_setup, detected, report))
             except Fail as e:
                 print(f"FAIL: {name}: {e}")
+                return 1
+        for name, detected in LIVE_CASES:
+            try:
+                report = analyze(cli, LIVE / name / "run.gpuacct.gz", Path(tmp))
+                print(check_live_run(name, detected, report))
+            except Fail as e:
+                print(f"FAIL: {name} (live set): {e}")
                 return 1
     return 0
 
