@@ -260,6 +260,12 @@ Config parse_config(EnvLookup env, std::vector<std::string>* warnings) {
     p.boolean("GPUACCT_COUNTERS", &c.counters);
     p.integer("GPUACCT_COUNTERS_INTERVAL_US", &c.counters_interval_us, 20, 1000000);
     p.boolean("GPUACCT_COUNTERS_DEBUG", &c.counters_debug);
+    p.boolean("GPUACCT_COUNTERS_EXPERIMENTAL", &c.counters_experimental);
+    if (c.counters && !c.counters_experimental) {
+      c.counters = false;
+      c.counters_held_back = true;
+      if (warnings != nullptr) warnings->push_back(std::string(kCountersHeldBack));
+    }
     p.string("GPUACCT_CUPTI_LIBRARY", &c.cupti_library);
     p.boolean("GPUACCT_GRAPH_NODES", &c.graph_nodes);
     parse_cupti_plan(p, &c.cupti_plan);

@@ -134,13 +134,15 @@ TEST(CollectiveMatcher, LaunchFirstLaunchCallDeliveredAfterLaterCallsIsWaitedFor
   h.records({plugin_record(1, 100 * kMs + 10'000), plugin_record(2, 102 * kMs + 10'000)});
   h.events({launch(22, 103 * kMs)}, {kernel(22, 104 * kMs, 105 * kMs, false)});
   h.poll(100 * kMs + 20'000);
-  ASSERT_EQ(h.out.size(), 1u);
-  EXPECT_EQ(h.out[0].correlation_id, 11u);
-  h.poll(101 * kMs);  // collective 2's calls are not all in yet: it waits
-  EXPECT_EQ(h.out.size(), 1u);
+  // Collective 1 is matched but held until its plan is over (a kernel can carry several
+  // operations: issue 31); collective 2's calls are not all in yet: it waits.
+  EXPECT_TRUE(h.out.empty());
+  h.poll(101 * kMs);
+  EXPECT_TRUE(h.out.empty());
   h.events({launch(21, 102 * kMs)}, {kernel(21, 102 * kMs + 5'000, 103 * kMs, true)});
   h.poll(200 * kMs);
   ASSERT_EQ(h.out.size(), 2u);
+  EXPECT_EQ(h.out[0].correlation_id, 11u);
   EXPECT_EQ(h.out[1].correlation_id, 21u);
   EXPECT_EQ(h.stats.get(Stat::collectives_unmatched), 0);
 }

@@ -288,6 +288,7 @@ int64_t Pipeline::hold_for_counters(int64_t watermark) const {
 }
 
 nlohmann::json Pipeline::counters_section(const GpuCollectionState& gpu) const {
+  if (cfg_.counters_held_back) return {{"state", "held_back"}, {"why", kCountersHeldBack}};
   if (!cfg_.counters) return nullptr;
   nlohmann::json c = {{"interval_us", cfg_.counters_interval_us}};
   const cupti::CounterSampler* counters = cupti::Collector::instance().counters();
@@ -708,7 +709,8 @@ nlohmann::json Pipeline::sampling_section() const {
           {"line", line}};
 }
 
-bool Pipeline::nothing_recorded() const {
+bool Pipeline::nothing_recorded(const GpuCollectionState& gpu) const {
+  if (gpu.state != "active" && gpu.state != "stopped") return false;
   const Stats& s = acc_.stats();
   return acc_.rows().empty() && collectives_.rows_written() == 0 && !recording_ok_ &&
          s.get(Stat::gpu_ops_received) + s.get(Stat::api_calls_received) +
@@ -735,11 +737,11 @@ void Pipeline::finish(const GpuCollectionState& gpu) {
     ensure_output_dir();  // a run whose only rows are collectives' (no step finalised)
     collectives_.finish();
   });
-  if (nothing_recorded()) {
-    // A process that made no traced CUDA call, ran no GPU op and marked nothing -- a
-    // torch.compile worker that only initialised CUDA (16 of them on the H200), a helper
-    // process: no files, no summary.  One report per such process would bury the training
-    // process's own.
+  if (nothing_recorded(gpu)) {
+    // A process whose collection worked but that made no traced CUDA call, ran no GPU op and
+    // marked nothing -- a torch.compile worker that only initialised CUDA (16 of them on the
+    // H200), a helper process: no files, no summary.  One report per such process would bury
+    // the training process's own.  (When collection failed, the report says why: kept.)
     stream_.close();
     return;
   }

@@ -142,8 +142,9 @@ class Pipeline {
   void add_detected_steps(int64_t watermark, bool final);
   void write_row(const StepRow& row);
   void write_setup_line();
-  // No event of any kind came in and nothing was written: finish() writes no output.
-  bool nothing_recorded() const;
+  // CUPTI collected, yet no event of any kind came in and nothing was written: finish()
+  // writes no output.
+  bool nothing_recorded(const GpuCollectionState& gpu) const;
   void maybe_write_summary();
   template <typename Write>
   void record(Write write);

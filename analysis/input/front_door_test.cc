@@ -173,4 +173,56 @@ TEST(FrontDoor, SlowFirstStepOfATraceIsWarmup) {
 }
 
 }  // namespace
+// Issue 27: a profiler trace whose capture began before its first ProfilerStep (no schedule):
+// what comes before the first step is set-up -- its own report section, in no step -- with the
+// calls that name one-time work (graph capture) counted where the trace has them.
+TEST(FrontDoor, WhatATraceHoldsBeforeItsFirstStepIsSetUp) {
+  std::string ev;
+  auto add = [&ev](const std::string& e) { ev += (ev.empty() ? "" : ",\n") + e; };
+  auto x = [](const char* cat, const char* name, int tid, double ts, double dur, int corr) {
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  R"({"ph":"X","cat":"%s","name":"%s","pid":%d,"tid":%d,"ts":%.1f,"dur":%.1f,)"
+                  R"("args":{"correlation":%d,"device":0,"stream":7}})",
+                  cat, name, tid == 7 ? 0 : 1, tid, ts, dur, corr);
+    return std::string(buf);
+  };
+  // Set-up: a kernel (weights initialised), a graph capture begun and ended.
+  add(x("cuda_runtime", "cudaLaunchKernel", 1, 100, 5, 1));
+  add(x("kernel", "init_kernel", 7, 110, 40, 1));
+  add(x("cuda_runtime", "cudaStreamBeginCapture", 1, 300, 10, 2));
+  add(x("cuda_runtime", "cudaStreamEndCapture", 1, 400, 10, 3));
+  for (int s = 1; s <= 4; ++s) {
+    const double t = 1000.0 + 200.0 * (s - 1);
+    add(x("user_annotation", ("ProfilerStep#" + std::to_string(s)).c_str(), 1, t, 200, 0));
+    add(x("cuda_runtime", "cudaLaunchKernel", 1, t + 10, 5, 10 + s));
+    add(x("kernel", "gemm_kernel", 7, t + 20, 150, 10 + s));
+  }
+  const std::string trace = "{\"traceEvents\":[\n" + ev + "\n]}";
+  NameTable names;
+  AccountingConfig cfg;
+  cfg.warmup_steps = AccountingConfig::kWarmupBySource;
+  auto accounted = account_input(Input::from_buffer(trace, "setup.json"), cfg, names);
+  ASSERT_TRUE(accounted.ok()) << accounted.status().message();
+  const StepAccountant& acc = *accounted->accountant;
+  ASSERT_EQ(acc.rows().size(), 4u);
+  const nlohmann::json report = build_report(acc, accounted->contents.metadata, names,
+                                             ReportParts{accounted->contents.sections, {}});
+  ASSERT_TRUE(report.contains("setup")) << report.dump();
+  const nlohmann::json& setup = report["setup"];
+  EXPECT_EQ(setup["begin_ns"], 100'000);
+  EXPECT_EQ(setup["end_ns"], 1'000'000);
+  EXPECT_EQ(setup["kernels"], 1);
+  EXPECT_EQ(setup["launches"], 1);
+  EXPECT_EQ(setup["gpu_busy_ns"], 40'000);
+  EXPECT_EQ(setup["graph_captures"], 1);
+  EXPECT_EQ(setup["folded_steps"], 0);
+  // The set-up's kernel is in no step, and the first step's window begins at its host begin.
+  EXPECT_EQ(acc.rows()[0].window_begin, 1'000'000);
+  const StatusOr<std::string> text = render_terminal_summary(report);
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text.value().find("set-up 0.9 ms before the first step"), std::string::npos)
+      << text.value();
+}
+
 }  // namespace gpuacct

@@ -140,6 +140,11 @@ StatusOr<StepRow> step_row_from_json(const json& j) {
     *field = it->get<double>();
   }
   // Optional (streams written before GPUACCT_SAMPLE have none): absent = traced.
+  if (const auto first = j.find("first_use_kernels"); first != j.end()) {
+    if (!first->is_number_unsigned() || first->get<uint64_t>() > UINT32_MAX)
+      return missing("first_use_kernels");
+    r.first_use_kernels = first->get<uint32_t>();
+  }
   if (const auto sampled = j.find("sampled"); sampled != j.end()) {
     if (!sampled->is_boolean()) return missing("sampled");
     r.sampled = sampled->get<bool>();

@@ -71,7 +71,7 @@ FIRST_COVERED_STEP = 1
 
 def run_counters(out: str, expect_rc=0, **env):
     _, _, sim_bin, _ = e2e.paths()
-    base = dict(GPUACCT_COUNTERS="1", GPUACCT_FLUSH_MS="20",
+    base = dict(GPUACCT_COUNTERS="1", GPUACCT_COUNTERS_EXPERIMENTAL="1", GPUACCT_FLUSH_MS="20",
                 GPUACCT_SIM_COUNTERS_TRUTH=os.path.join(out, "truth.json"))
     base.update(env)
     base = {k: v for k, v in base.items() if v is not None}  # None: left unset
@@ -378,6 +378,20 @@ def case_off() -> None:
         print("ok: off by default")
 
 
+def case_held_back() -> None:
+    """GPUACCT_COUNTERS=1 alone: held back with one line, the run accounted without counters --
+    on an H200 the counters read 0 % and crashed a program inside libnvperf_host.so."""
+    with tempfile.TemporaryDirectory(prefix="gpuacct_ctr_") as out:
+        res = run_counters(out, GPUACCT_COUNTERS_EXPERIMENTAL=None, GPUACCT_SIM_SCENARIO_START_MS="0")
+        rep = one_report(out)
+        c = rep["collection"]["counters"]
+        check(c["state"] == "held_back" and "GPUACCT_COUNTERS_EXPERIMENTAL" in c["why"], str(c))
+        check(all("counters" not in r for r in rep["steps"]), "counters although held back")
+        lines = [l for l in res.stderr.splitlines() if "held back" in l]
+        check(len(lines) == 1, f"{len(lines)} lines say the counters are held back")
+        print("ok: held back without GPUACCT_COUNTERS_EXPERIMENTAL")
+
+
 def short_run(out: str, **env):
     # 10 steps of 11 ms (sim) with 2 ms pauses after a 40 ms one: ~60 ms of real time, under the
     # 100 ms flush period (the default), so no tick comes before the exit.
@@ -482,6 +496,7 @@ CASES = {
     "stray_context": case_stray_context,
     "no_gpu_collection": case_no_gpu_collection,
     "off": case_off,
+    "held_back": case_held_back,
     "short_run": case_short_run,
     "contexts_before_library": case_contexts_before_library,
     "activity_clock": case_activity_clock,

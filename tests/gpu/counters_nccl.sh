@@ -83,7 +83,7 @@ PY
 cn_counters_run() {  # example out_dir -> cn_counters_of's line (report in out_dir/counters_<example>)
   local dir="$2/counters_$1"
   rm -rf "$dir"; mkdir -p "$dir"
-  CUDA_INJECTION64_PATH="$CN_LIB" GPUACCT_OUTPUT_DIR="$dir" GPUACCT_QUIET=1 GPUACCT_COUNTERS=1 \
+  CUDA_INJECTION64_PATH="$CN_LIB" GPUACCT_OUTPUT_DIR="$dir" GPUACCT_QUIET=1 GPUACCT_COUNTERS=1 GPUACCT_COUNTERS_EXPERIMENTAL=1 \
     GPUACCT_COUNTERS_DEBUG=1 timeout 120 "$CN_EXAMPLES/$1" --marks=capi --steps=30 \
     >"$dir/stdout" 2>"$dir/stderr"
   cn_counters_of "$dir"
@@ -143,7 +143,7 @@ counters_section() {  # out_dir
   for ex in tensor_matmul launch_bound; do
     [ -x "$CN_EXAMPLES/$ex" ] || continue
     off=$(cn_ms_per_step "$ex" CUDA_INJECTION64_PATH="$CN_LIB" GPUACCT_OUTPUT_DIR="$out/overhead" GPUACCT_QUIET=1)
-    on=$(cn_ms_per_step "$ex" CUDA_INJECTION64_PATH="$CN_LIB" GPUACCT_OUTPUT_DIR="$out/overhead" GPUACCT_QUIET=1 GPUACCT_COUNTERS=1)
+    on=$(cn_ms_per_step "$ex" CUDA_INJECTION64_PATH="$CN_LIB" GPUACCT_OUTPUT_DIR="$out/overhead" GPUACCT_QUIET=1 GPUACCT_COUNTERS=1 GPUACCT_COUNTERS_EXPERIMENTAL=1)
     row "overhead: counters $ex" "<= 1.03" "${on} ms/step" "x$(cn_ratio "$on" "$off") vs library without counters (${off} ms/step)"
   done
 }
