@@ -40,7 +40,7 @@ struct CuptiApi {
   X(cuptiSetThreadIdType)                   \
   X(cuptiFinalize)                          \
   X(cuptiGetLastError)                      \
-  X(cuptiGetDeviceId)
+  X(cuptiGetDeviceId)                       \
   X(cuptiGetGraphId)
 // Hardware counters (PM sampling, CUDA 12.6+; cupti_hooks/counter_sampler.h): optional as a
 // group -- a CUPTI without any of them makes GPUACCT_COUNTERS=1 refuse as "unsupported".
