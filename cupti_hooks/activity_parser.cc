@@ -194,24 +194,12 @@ void ActivityParser::parse_record(const void* record, EventBatch& out, Stats& st
       if (api == nullptr) return;  // traced by someone else's settings; not ours to account
       size_t n = 0;
       const TracedApi* first = traced_apis(&n);
-      HostApiCall call;
-      call.start = host_time(a->start, clock_offset_);
-      call.end = host_time(a->end, clock_offset_);
       // A call that failed submitted nothing: no op will come for its id (it is still host
-      // time in CUDA).
-      call.correlation_id = a->returnValue == 0 ? a->correlationId : 0;
-      call.thread = a->threadId;  // a pthread id when SYSTEM ids were refused: resolve_threads
-      const auto index = static_cast<size_t>(api - first);
-      call.name = api_names_[index];
-      call.kind = api->kind;
-      out.api_calls.push_back(call);
-      ++totals_.api_calls;
-      if (sync_from_api_ && api_sync_type_[index] != 0) {
-        ++totals_.sync.count[api_sync_type_[index]];
-        if (a->end > a->start) {
-          totals_.sync.ns[api_sync_type_[index]] += static_cast<int64_t>(a->end - a->start);
-        }
-      }
+      // time in CUDA).  The thread is a pthread id when SYSTEM ids were refused:
+      // resolve_threads.
+      add_call(static_cast<size_t>(api - first), host_time(a->start, clock_offset_),
+               host_time(a->end, clock_offset_), a->returnValue == 0 ? a->correlationId : 0,
+               a->threadId, out);
       return;
     }
     case CUPTI_ACTIVITY_KIND_GRAPH_TRACE: {
@@ -308,6 +296,40 @@ size_t ThreadIds::lives() const {
   size_t n = 0;
   for (const auto& [id, entry] : by_id_) n += entry.lives.size();
   return n;
+}
+
+void ActivityParser::add_call(size_t traced_index, TimeNs start, TimeNs end,
+                              uint64_t correlation_id, uint32_t thread, EventBatch& out,
+                              bool nested) {
+  size_t n = 0;
+  const TracedApi* apis = traced_apis(&n);
+  HostApiCall call;
+  call.start = start;
+  call.end = end;
+  call.correlation_id = correlation_id;
+  call.thread = thread;
+  call.name = api_names_[traced_index];
+  call.kind = apis[traced_index].kind;
+  out.api_calls.push_back(call);
+  if (nested) {
+    ++totals_.api_calls_nested;
+    return;
+  }
+  ++totals_.api_calls;
+  if (sync_from_api_ && api_sync_type_[traced_index] != 0) {
+    ++totals_.sync.count[api_sync_type_[traced_index]];
+    if (end > start) totals_.sync.ns[api_sync_type_[traced_index]] += end - start;
+  }
+}
+
+bool ActivityParser::add_timed_call(size_t traced_index, TimeNs start, TimeNs end,
+                                    uint32_t correlation_id, uint32_t thread, EventBatch& out,
+                                    bool nested) {
+  size_t n = 0;
+  traced_apis(&n);
+  if (traced_index >= n) return false;
+  add_call(traced_index, start, end, correlation_id, thread, out, nested);
+  return true;
 }
 
 void ActivityParser::resolve_threads(std::vector<HostApiCall>& calls, size_t from,

@@ -64,6 +64,7 @@ class ThreadIds {
 struct ParseTotals {
   SyncTotals sync;
   int64_t kernels = 0, memcpys = 0, memsets = 0, api_calls = 0;
+  int64_t api_calls_nested = 0;  // timed by callbacks: nested driver calls with ids of their own
   // GRAPH_TRACE records (one per graph launch), and those whose graph's node count was unknown.
   int64_t graph_spans = 0, graph_spans_without_nodes = 0;
   std::vector<uint16_t> devices;  // distinct device ids seen, in first-seen order
@@ -112,6 +113,14 @@ class ActivityParser {
   // read it), the totals' blocking syncs come from the API records of the traced sync calls.
   void set_sync_from_api_calls(bool on) { sync_from_api_ = on; }
 
+  // A traced call timed by its own callbacks (ApiSource::kCallbacks, host clock): the same
+  // HostApiCall, name and totals its API record would give.  `correlation_id` 0: the call
+  // failed.  `nested`: the driver call inside a runtime call, under an id of its own (counted
+  // in totals().api_calls_nested, not in api_calls or the sync totals).  False (nothing added)
+  // for an index outside traced_apis().
+  bool add_timed_call(size_t traced_index, TimeNs start, TimeNs end, uint32_t correlation_id,
+                      uint32_t thread, EventBatch& out, bool nested = false);
+
   const ParseTotals& totals() const { return totals_; }
   ParseTotals& mutable_totals() { return totals_; }
   NameTable& names() { return names_; }
@@ -127,6 +136,8 @@ class ActivityParser {
   NameId kernel_name(const char* name, CollectiveType* collective);
   NameId graph_name(uint32_t graph_id, uint32_t nodes);
   void note_device(uint32_t device);
+  void add_call(size_t traced_index, TimeNs start, TimeNs end, uint64_t correlation_id,
+                uint32_t thread, EventBatch& out, bool nested = false);
   // Appends `op` unless CUPTI gave it no start or end (counted: set_closing_flush).
   void push_timed(const GpuOp& op, EventBatch& out, Stats& stats) const;
 

@@ -359,7 +359,8 @@ Status Collector::enable_activity() {
                "); CUDA graph launches are traced node by node");
     }
   }
-  if (!m.options.plan.api_records) return Status::Ok();
+  // Calls timed by their callbacks (ApiSource::kCallbacks) need no API record.
+  if (!m.options.plan.api_records || api_from_callbacks(m.options.plan)) return Status::Ok();
   size_t n_apis = 0;
   const TracedApi* apis = traced_apis(&n_apis);
   // RUNTIME / DRIVER restricted to the calls the accounting needs.  A driver call made inside
@@ -563,9 +564,18 @@ void Collector::on_callback(int domain, uint32_t cbid, const void* cbdata) {
         }
         if (m.options.hooks.api_enter != nullptr)
           m.options.hooks.api_enter(api->kind, api_domain, d->correlationData);
-      } else {
-        if (m.options.hooks.api_exit != nullptr)
-          m.options.hooks.api_exit(api->kind, d->correlationData);
+      } else if (m.options.hooks.api_exit != nullptr) {
+        size_t n_apis = 0;
+        ApiCallExit call;
+        call.correlation_id = d->correlationId;
+        call.domain = api_domain;
+        call.traced_index = static_cast<uint16_t>(api - traced_apis(&n_apis));
+        // "Pointer to the return value of the runtime or driver API call.  This field is only
+        // valid within the exit::CUPTI_API_EXIT callback" (cupti_callbacks.h): a cudaError_t
+        // or a CUresult, both an int-sized enum whose success is 0.
+        call.failed = d->functionReturnValue != nullptr &&
+                      *static_cast<const int*>(d->functionReturnValue) != 0;
+        m.options.hooks.api_exit(api->kind, d->correlationData, call);
       }
       return;
     }

@@ -38,12 +38,20 @@ namespace gpuacct::cupti {
 
 class ActivityParser;
 
+// What a traced call's exit callback says of the call (CUpti_CallbackData, CUPTI-free).
+struct ApiCallExit {
+  uint32_t correlation_id = 0;  // the id its kernels / copies carry (ApiSource::kCallbacks)
+  uint16_t traced_index = 0;    // into traced_apis()
+  bool failed = false;          // the call returned an error: it submitted nothing
+  ApiDomain domain = ApiDomain::kRuntime;  // the domain of this callback
+};
+
 // Called synchronously from CUPTI API callbacks on the application thread.  Must be cheap.
 struct CollectorHooks {
   // A traced launch / copy / sync call begins (in `domain`) or ends.  `scratch` is per-call
   // storage shared by the enter and exit callbacks of the same call.
   void (*api_enter)(HostApiKind kind, ApiDomain domain, uint64_t* scratch) = nullptr;
-  void (*api_exit)(HostApiKind kind, uint64_t* scratch) = nullptr;
+  void (*api_exit)(HostApiKind kind, uint64_t* scratch, const ApiCallExit& call) = nullptr;
   // CUPTI completed a buffer (wake the worker if it sleeps).  Any thread.
   void (*buffer_ready)() = nullptr;
   // With hardware counters configured: the first launch seen on a device (its CUDA ordinal),

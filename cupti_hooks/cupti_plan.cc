@@ -24,7 +24,7 @@ std::string_view trim(std::string_view s) {
 
 CallbackSet callback_set(const CuptiPlan& plan, bool stacks, bool identify_threads) {
   constexpr uint8_t kBoth = kRuntimeDomain | kDriverDomain;
-  if (identify_threads) return {kBoth, kBoth, kBoth};
+  if (identify_threads || api_from_callbacks(plan)) return {kBoth, kBoth, kBoth};
   switch (plan.callbacks) {
     case CallbackDomains::kDesign:
       // Every runtime launch reaches the driver domain's launch callbacks (tests/gpu/check.sh
@@ -155,6 +155,27 @@ const char* to_string(SampleSwitch s) {
       return "activity";
   }
   return "all";
+}
+
+bool parse_api_source(std::string_view text, ApiSource* out) {
+  text = trim(text);
+  for (ApiSource s : {ApiSource::kRecords, ApiSource::kCallbacks}) {
+    if (text == to_string(s)) {
+      *out = s;
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* to_string(ApiSource s) {
+  switch (s) {
+    case ApiSource::kRecords:
+      return "records";
+    case ApiSource::kCallbacks:
+      return "callbacks";
+  }
+  return "records";
 }
 
 }  // namespace gpuacct::cupti

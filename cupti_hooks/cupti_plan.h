@@ -48,9 +48,25 @@ enum class SampleSwitch : uint8_t {
   kActivity,  // kinds and records; the callbacks stay enabled and return at once
 };
 
+// Where the traced calls' spans, threads and correlation ids come from (GPUACCT_CUPTI_API).
+enum class ApiSource : uint8_t {
+  // CUPTI's RUNTIME / DRIVER activity records of the traced calls (api_table.h).
+  kRecords,
+  // The calls' own callbacks, in the domain the call was made in: the outermost traced call
+  // of a thread is timed by the library (its host clock) between its enter and exit callbacks
+  // and written to the thread's ring with the callback's correlationId -- "this ID will equal
+  // the correlation ID in the CUpti_ActivityAPI record corresponding to the CUDA runtime
+  // function call" (driver: "... driver function call"; cupti_callbacks.h, CUpti_CallbackData)
+  // -- so no API activity record is asked for.  Every traced call gets its callbacks in both
+  // domains (launches that bypass the runtime are seen only in the driver domain; a driver
+  // call nested in a runtime call is the runtime call's and is not written).
+  kCallbacks,
+};
+
 struct CuptiPlan {
   uint32_t kinds = kDesignKinds;
   bool api_records = true;  // RUNTIME / DRIVER records of the traced calls (api_table.h)
+  ApiSource api_source = ApiSource::kRecords;
   CallbackDomains callbacks = CallbackDomains::kDesign;
   // The cudaDeviceReset callback (a flush before the reset frees CUPTI's buffers).
   bool reset_callback = true;
@@ -73,7 +89,8 @@ struct CallbackSet {
 
 // `stacks`: GPUACCT_STACKS (native call sites need the callbacks).  `identify_threads`: CUPTI
 // refused SYSTEM thread ids, so every traced call must be seen as it is made (a thread is known
-// before CUPTI records a call of it: ActivityParser::ThreadIds) -- that wins over the plan.
+// before CUPTI records a call of it: ActivityParser::ThreadIds) -- that wins over the plan, and
+// so do calls timed by callbacks (ApiSource::kCallbacks: every traced call, both domains).
 CallbackSet callback_set(const CuptiPlan& plan, bool stacks, bool identify_threads);
 
 // "kernel,copy,memset,sync,graph" (any order, comma separated) or "none"; false on a name it
@@ -87,5 +104,11 @@ bool parse_timestamp_source(std::string_view text, TimestampSource* out);
 const char* to_string(TimestampSource t);
 bool parse_sample_switch(std::string_view text, SampleSwitch* out);
 const char* to_string(SampleSwitch s);
+bool parse_api_source(std::string_view text, ApiSource* out);  // "records", "callbacks"
+const char* to_string(ApiSource s);
+// Whether the plan's calls are timed by callbacks (the API records are then not asked for).
+inline bool api_from_callbacks(const CuptiPlan& plan) {
+  return plan.api_source == ApiSource::kCallbacks;
+}
 
 }  // namespace gpuacct::cupti

@@ -21,6 +21,7 @@ nlohmann::json collection_section(const CollectionFacts& f) {
         {"memcpys", t.memcpys},
         {"memsets", t.memsets},
         {"api_calls", t.api_calls},
+        {"api_calls_nested_ids", t.api_calls_nested},
         {"graph_spans", t.graph_spans},
         {"graph_spans_without_nodes", t.graph_spans_without_nodes}}},
   };
@@ -37,9 +38,11 @@ nlohmann::json collection_section(const CollectionFacts& f) {
     };
     c["cupti"] = {{"kinds", cupti::kinds_to_string(f.plan.kinds)},
                   {"graph_trace", f.graph_trace},
-                  {"api_records", f.plan.api_records},
+                  {"api_records", f.plan.api_records && !cupti::api_from_callbacks(f.plan)},
+                  {"api_source", cupti::to_string(f.plan.api_source)},
                   {"launch_callbacks", domains(f.callbacks.launch)},
                   {"sync_callbacks", domains(f.callbacks.sync)},
+                  {"copy_callbacks", domains(f.callbacks.copy)},
                   {"reset_callback", f.plan.reset_callback},
                   {"timestamps", cupti::to_string(f.plan.timestamps)},
                   {"sample_switch", cupti::to_string(f.plan.sample_switch)},

@@ -151,6 +151,12 @@ void parse_cupti_plan(Parser& p, cupti::CuptiPlan* plan) {
       "GPUACCT_CUPTI_SAMPLE_SWITCH",
       [&](std::string_view t) { return cupti::parse_sample_switch(t, &plan->sample_switch); },
       "all");
+  // Not an experiment: both sources keep the walls exact (docs/overhead.md, "API calls").
+  if (const char* v = p.get("GPUACCT_CUPTI_API"); v != nullptr &&
+                                                   !cupti::parse_api_source(v, &plan->api_source)) {
+    p.warn("GPUACCT_CUPTI_API", v, "is not one of its values (records, callbacks)",
+           cupti::to_string(plan->api_source));
+  }
   for (auto [name, field] : {std::pair{"GPUACCT_CUPTI_API_RECORDS", &plan->api_records},
                              std::pair{"GPUACCT_CUPTI_RESET_CALLBACK", &plan->reset_callback}}) {
     if (p.get(name) == nullptr) continue;
@@ -256,6 +262,7 @@ Config parse_config(EnvLookup env, std::vector<std::string>* warnings) {
     p.boolean("GPUACCT_AUTO_STEPS", &c.auto_steps);
     p.boolean("GPUACCT_STACKS", &c.stacks);
     p.integer("GPUACCT_RING_RECORDS", &c.ring_records, 256, 1 << 22);
+    c.ring_records_set = c.ring_records != kDefaultRingRecords;
     p.integer("GPUACCT_SAMPLE", &c.sample_every, 1, 1000000);
     p.boolean("GPUACCT_COUNTERS", &c.counters);
     p.integer("GPUACCT_COUNTERS_INTERVAL_US", &c.counters_interval_us, 20, 1000000);

@@ -21,6 +21,9 @@ namespace gpuacct::inject {
 
 // Defaults the hot path needs before the configuration is read (HotConfig, recorder.h).
 inline constexpr int kDefaultRingRecords = 8192;
+// With the calls timed by callbacks (a record per traced CUDA call, cupti::ApiSource): 4 MiB a
+// thread that makes CUDA calls, a tick of ~65,000 launches.
+inline constexpr int kApiCallRingRecords = 1 << 16;
 inline constexpr bool kDefaultStacks = true;
 // How often the live metrics file (GPUACCT_PROM_DIR) is rewritten: a few seconds, below any
 // Prometheus scrape interval (15-60 s), so a scrape never sees values much older than that.
@@ -51,6 +54,7 @@ struct Config {
   bool auto_steps = true;        // GPUACCT_AUTO_STEPS: detect steps when nothing marks them
   bool stacks = kDefaultStacks;  // GPUACCT_STACKS: native call sites of syncs / late launches
   int ring_records = kDefaultRingRecords;  // GPUACCT_RING_RECORDS: per-thread ring capacity
+  bool ring_records_set = false;           // GPUACCT_RING_RECORDS was given (and valid)
   int sample_every = 1;  // GPUACCT_SAMPLE: CUPTI traces 1 step in N (inject/sampling.h); 1 = all
   // GPUACCT_COUNTERS: hardware counters per step (CUPTI PM sampling, docs/counters.md); off by
   // default until its overhead is measured on a GPU.

@@ -259,6 +259,7 @@ void HostEventProcessor::process(std::vector<TimedRecord>& records, EventBatch& 
         }
         break;
       case HostRecType::kStackFrames:
+      case HostRecType::kApiCall:  // taken by the pipeline (the parser's add_timed_call)
         break;
     }
   }

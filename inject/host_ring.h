@@ -5,6 +5,7 @@
 // (Stat::host_records_dropped).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -32,7 +33,19 @@ enum class HostRecType : uint8_t {
                       // aux = frame count; `kind` = StackKind; frames follow in the next slots
   kStackFrames = 15,  // continuation slot of kStack: up to kFramesPerSlot frames
   kStepWork = 16,     // value = bit pattern of a double; `kind` = WorkUnit
+  kApiCall = 17,      // a traced CUDA call timed by its callbacks (ApiSource::kCallbacks):
+                      // ts = enter, value = exit, aux = correlation id (0: the call failed),
+                      // kind = HostApiKind; in the name bytes: the traced-api index, and
+                      // the nested driver call's (kApiCall*At), flag kApiCallNested
 };
+// Byte offsets in a kApiCall record's name: uint16 traced-api index; with kApiCallNested in
+// flags, the driver call nested in it: uint16 index, uint32 correlation id, int64 start, end.
+inline constexpr size_t kApiCallIndexAt = 0;
+inline constexpr size_t kApiCallNestedIndexAt = 2;
+inline constexpr size_t kApiCallNestedIdAt = 4;
+inline constexpr size_t kApiCallNestedStartAt = 8;
+inline constexpr size_t kApiCallNestedEndAt = 16;
+inline constexpr uint8_t kApiCallNested = 2;  // HostRecord::flags (beside kNameTruncated)
 
 // The unit of a kStepWork record (gpuacct_set_step_work: one record per unit declared).
 enum class WorkUnit : uint8_t { kTokens = 0, kSamples = 1 };
@@ -70,11 +83,14 @@ class HostRing {
 
   // Producer: reserve `n` consecutive slots (they may wrap).  Returns nullptr-free index or -1.
   // Use: int64_t i = try_reserve(n); if (i < 0) drop; fill slot(i..i+n-1); publish(n).
-  int64_t try_reserve(size_t n) {
+  // `keep_free`: fail unless that many slots stay free after these (a kind of record that
+  // comes in floods -- one per CUDA call -- must not take the last slots from step marks).
+  int64_t try_reserve(size_t n, size_t keep_free = 0) {
     const uint64_t head = head_.load(std::memory_order_relaxed);
-    if (head - tail_cache_ + n > mask_ + 1) {
+    const uint64_t room = mask_ + 1 - std::min<uint64_t>(keep_free, mask_ + 1);
+    if (head - tail_cache_ + n > room) {
       tail_cache_ = tail_.load(std::memory_order_acquire);
-      if (head - tail_cache_ + n > mask_ + 1) {
+      if (head - tail_cache_ + n > room) {
         dropped_.store(dropped_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         return -1;
       }

@@ -314,7 +314,7 @@ TEST(Recorder, LaunchCallbacksCountedPerDomainAndNestedOnlyInARuntimeCall) {
   auto call = [&](HostApiKind kind, ApiDomain domain, auto&& inside) {
     hook_api_enter(kind, domain, &scratch);
     inside();
-    hook_api_exit(kind, &scratch);
+    hook_api_exit(kind, &scratch, cupti::ApiCallExit{});
   };
   auto nothing = [] {};
   auto driver_launch = [&] { call(HostApiKind::kLaunch, ApiDomain::kDriver, nothing); };
@@ -329,6 +329,94 @@ TEST(Recorder, LaunchCallbacksCountedPerDomainAndNestedOnlyInARuntimeCall) {
   EXPECT_EQ(s->runtime_launch_callbacks.load() - runtime0, 2u);
   EXPECT_EQ(s->driver_launch_callbacks.load() - driver0, 4u);
   EXPECT_EQ(s->driver_launch_callbacks_nested.load() - nested0, 2u);
+  EXPECT_EQ(s->api_depth, 0);
+}
+
+// ApiSource::kCallbacks: the outermost traced call of a thread is written once, with the
+// correlation id its own exit callback gave (a runtime launch's nested driver call adds nothing),
+// its span from the enter and exit callbacks, 0 for a failed call; copies are written too; a
+// runtime call entered while a call's exit was never seen starts afresh.
+TEST(Recorder, CallsTimedByCallbacksWriteOneRecordPerOutermostCall) {
+  using cupti::ApiDomain;
+  const int mode_before = g_mode.exchange(kModeRecording);
+  const bool stacks_before = g_hot.stacks, api_before = g_hot.api_calls;
+  g_hot.stacks = false;
+  g_hot.api_calls = true;
+  ThreadState* s = current_thread();
+  ASSERT_NE(s, nullptr);
+  s->ring.drain([](const HostRecord&, uint64_t, HostRing&) {});
+  auto exit_of = [](uint32_t correlation, uint16_t index, bool failed, ApiDomain domain) {
+    cupti::ApiCallExit e;
+    e.correlation_id = correlation;
+    e.traced_index = index;
+    e.failed = failed;
+    e.domain = domain;
+    return e;
+  };
+  uint64_t rt = 0, drv = 0;
+  // cudaLaunchKernel (runtime id 7) around its cuLaunchKernel (driver id 8).
+  hook_api_enter(HostApiKind::kLaunch, ApiDomain::kRuntime, &rt);
+  hook_api_enter(HostApiKind::kLaunch, ApiDomain::kDriver, &drv);
+  hook_api_exit(HostApiKind::kLaunch, &drv, exit_of(8, 40, false, ApiDomain::kDriver));
+  hook_api_exit(HostApiKind::kLaunch, &rt, exit_of(7, 1, false, ApiDomain::kRuntime));
+  // A driver launch alone (NCCL, Triton).
+  hook_api_enter(HostApiKind::kLaunch, ApiDomain::kDriver, &drv);
+  hook_api_exit(HostApiKind::kLaunch, &drv, exit_of(9, 40, false, ApiDomain::kDriver));
+  // A failed launch, a copy.
+  hook_api_enter(HostApiKind::kLaunch, ApiDomain::kRuntime, &rt);
+  hook_api_exit(HostApiKind::kLaunch, &rt, exit_of(10, 1, true, ApiDomain::kRuntime));
+  hook_api_enter(HostApiKind::kCopy, ApiDomain::kRuntime, &rt);
+  hook_api_exit(HostApiKind::kCopy, &rt, exit_of(11, 3, false, ApiDomain::kRuntime));
+  // A call whose exit was switched off, then a runtime launch: the launch is written.
+  hook_api_enter(HostApiKind::kSync, ApiDomain::kRuntime, &drv);
+  hook_api_enter(HostApiKind::kLaunch, ApiDomain::kRuntime, &rt);
+  hook_api_exit(HostApiKind::kLaunch, &rt, exit_of(12, 1, false, ApiDomain::kRuntime));
+  g_hot.stacks = stacks_before;
+  g_hot.api_calls = api_before;
+  g_mode.store(mode_before);
+  struct Seen {
+    int64_t start, end;
+    uint32_t correlation;
+    uint16_t index;
+    HostApiKind kind;
+    uint16_t nested_index;
+    uint32_t nested_id;
+    int64_t nested_start, nested_end;
+  };
+  std::vector<Seen> seen;
+  s->ring.drain([&](const HostRecord& r, uint64_t, HostRing&) {
+    if (r.type != HostRecType::kApiCall) return;
+    Seen x{r.ts, r.value, r.aux, 0, static_cast<HostApiKind>(r.kind), 0, 0, 0, 0};
+    if ((r.flags & kApiCallNested) != 0) {
+      std::memcpy(&x.nested_start, r.name + kApiCallNestedStartAt, sizeof x.nested_start);
+      std::memcpy(&x.nested_end, r.name + kApiCallNestedEndAt, sizeof x.nested_end);
+    }
+    std::memcpy(&x.index, r.name + kApiCallIndexAt, sizeof x.index);
+    std::memcpy(&x.nested_index, r.name + kApiCallNestedIndexAt, sizeof x.nested_index);
+    std::memcpy(&x.nested_id, r.name + kApiCallNestedIdAt, sizeof x.nested_id);
+    seen.push_back(x);
+  });
+  ASSERT_EQ(seen.size(), 5u);
+  const uint32_t want_ids[] = {7, 9, 0, 11, 12};
+  const uint16_t want_index[] = {1, 40, 1, 3, 1};
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].correlation, want_ids[i]) << i;
+    EXPECT_EQ(seen[i].index, want_index[i]) << i;
+    EXPECT_GT(seen[i].start, 0) << i;
+    EXPECT_GE(seen[i].end, seen[i].start) << i;
+    if (i > 0) {
+      EXPECT_GE(seen[i].start, seen[i - 1].end) << i;
+    }
+  }
+  EXPECT_EQ(seen[3].kind, HostApiKind::kCopy);
+  // The runtime launch's driver call: its id (8), index and span inside the launch's; no
+  // other call had one.
+  EXPECT_EQ(seen[0].nested_id, 8u);
+  EXPECT_EQ(seen[0].nested_index, 40u);
+  EXPECT_GE(seen[0].nested_start, seen[0].start);
+  EXPECT_GE(seen[0].nested_end, seen[0].nested_start);
+  EXPECT_LE(seen[0].nested_end, seen[0].end);
+  for (size_t i = 1; i < seen.size(); ++i) EXPECT_EQ(seen[i].nested_start, 0) << i;
   EXPECT_EQ(s->api_depth, 0);
 }
 

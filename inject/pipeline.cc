@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <set>
 #include <stdexcept>
@@ -135,6 +136,10 @@ void Pipeline::drain_rings() {
     const bool orphan = t->orphaned.load(std::memory_order_acquire);
     t->ring.drain([&](const HostRecord& r, uint64_t index, HostRing& ring) {
       if (r.type == HostRecType::kStackFrames) return;
+      if (r.type == HostRecType::kApiCall) {  // a call timed by its callbacks: no host event
+        take_timed_call(r, t->tid);
+        return;
+      }
       TimedRecord tr;
       tr.rec = r;
       tr.tid = t->tid;
@@ -170,6 +175,29 @@ void Pipeline::drain_rings() {
     }
   }
   host_.process(records_, batch_, &sites_, acc_.mutable_stats());
+}
+
+// A kApiCall record (ApiSource::kCallbacks): the call, and the driver call nested in it when
+// there was one -- a call of its own inside the outer one's span, as CUPTI's records of a nest
+// would give it, so that its submission time and the id its ops may carry are known (the
+// accountant takes the two as one nest).
+void Pipeline::take_timed_call(const HostRecord& r, uint32_t tid) {
+  uint16_t api = 0;
+  std::memcpy(&api, r.name + kApiCallIndexAt, sizeof api);
+  bool ok = parser_.add_timed_call(api, r.ts, r.value, r.aux, tid, batch_);
+  if ((r.flags & kApiCallNested) != 0) {
+    uint16_t nested_api = 0;
+    uint32_t nested_id = 0;
+    int64_t start = 0, end = 0;
+    std::memcpy(&nested_api, r.name + kApiCallNestedIndexAt, sizeof nested_api);
+    std::memcpy(&nested_id, r.name + kApiCallNestedIdAt, sizeof nested_id);
+    std::memcpy(&start, r.name + kApiCallNestedStartAt, sizeof start);
+    std::memcpy(&end, r.name + kApiCallNestedEndAt, sizeof end);
+    ok = parser_.add_timed_call(nested_api, start, end, nested_id, tid, batch_,
+                                /*nested=*/true) &&
+         ok;
+  }
+  if (!ok) acc_.mutable_stats().add(Stat::cupti_records_unparsed);
 }
 
 void Pipeline::drop_incomplete_ops() {

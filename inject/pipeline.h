@@ -124,6 +124,7 @@ class Pipeline {
   void collect();
   void learn_threads();
   void drain_rings();
+  void take_timed_call(const HostRecord& r, uint32_t tid);
   void drop_incomplete_ops();
   void feed();
   void describe_new_devices(std::vector<DeviceInfo>& devices);

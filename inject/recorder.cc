@@ -202,11 +202,50 @@ void count_launch_callback(ThreadState& s, cupti::ApiDomain domain) {
   if (s.api_depth > 0 && s.outer_call_runtime) bump(s.driver_launch_callbacks_nested);
 }
 
+// One kApiCall record: O(1), no lock, no allocation.  It leaves an eighth of the ring to the
+// marks and ranges (a flood of calls drops calls, counted, before it drops a step mark); every
+// half a ring of records written wakes the worker (one pipe write per half ring).
+void emit_api_call(ThreadState* s, int64_t start, int64_t end, HostApiKind kind,
+                   const cupti::ApiCallExit& call) {
+  const int64_t i = s->ring.try_reserve(1, s->ring.capacity() / 8);
+  if (i < 0) return;
+  HostRecord& r = s->ring.slot(static_cast<uint64_t>(i));
+  r.ts = start;
+  r.value = end;
+  r.type = HostRecType::kApiCall;
+  r.kind = static_cast<uint8_t>(kind);
+  r.aux = call.failed ? 0 : call.correlation_id;
+  r.flags = 0;
+  r.len = 0;
+  std::memcpy(r.name + kApiCallIndexAt, &call.traced_index, sizeof(call.traced_index));
+  if (s->nested_start != 0) {
+    // The driver call nested in it: when the work was submitted (the accountant's submission
+    // time), and the id its ops may carry instead -- a kernel's id is "identical to the
+    // correlation ID in the driver or runtime API activity record that launched the kernel"
+    // (CUpti_ActivityKernel10), without saying which of a nest's two.
+    r.flags = kApiCallNested;
+    const uint32_t nested = call.failed ? 0 : s->nested_correlation;
+    std::memcpy(r.name + kApiCallNestedIndexAt, &s->nested_index, sizeof(s->nested_index));
+    std::memcpy(r.name + kApiCallNestedIdAt, &nested, sizeof(nested));
+    std::memcpy(r.name + kApiCallNestedStartAt, &s->nested_start, sizeof(s->nested_start));
+    std::memcpy(r.name + kApiCallNestedEndAt, &s->nested_end, sizeof(s->nested_end));
+  }
+  s->ring.publish(1);
+  const uint64_t half = s->ring.capacity() / 2;
+  if ((static_cast<uint64_t>(i) & (half - 1)) == 0 && i != 0 && g_hot.wake_worker != nullptr) {
+    g_hot.wake_worker();
+  }
+}
+
 }  // namespace
 
+// Nesting: a driver call made inside a traced runtime call (the runtime's cuLaunchKernel under
+// cudaLaunchKernel) is the runtime call's and costs no clock read.  Any other call entered while
+// one is open is a new outermost call: the open one's exit was not seen (its callbacks were
+// switched off mid-call by GPUACCT_SAMPLE, or it began before recording did).
 void hook_api_enter(HostApiKind kind, cupti::ApiDomain domain, uint64_t* scratch) {
   if (g_mode.load(std::memory_order_relaxed) != kModeRecording) return;
-  if (kind == HostApiKind::kCopy) {
+  if (kind == HostApiKind::kCopy && !g_hot.api_calls) {
     // Traced only so that the thread has a state, and its id is known, before CUPTI records
     // the call (without SYSTEM thread ids: Registry::acquire).
     current_thread();
@@ -223,7 +262,17 @@ void hook_api_enter(HostApiKind kind, cupti::ApiDomain domain, uint64_t* scratch
     if (s == nullptr) return;
   }
   if (kind == HostApiKind::kLaunch) count_launch_callback(*s, domain);
-  if (s->api_depth++ != 0) return;  // a driver call inside a runtime call
+  if (s->api_depth != 0 && s->outer_call_runtime && domain == cupti::ApiDomain::kDriver) {
+    // A driver call inside a runtime call.  Timed only when calls are written (a clock read
+    // each side), and only the one directly inside.
+    if (++s->api_depth == 2 && g_hot.api_calls) {
+      s->nested_start = now != 0 ? now : now_ns();
+      s->nested_end = s->nested_start;
+    }
+    return;
+  }
+  s->api_depth = 1;
+  s->nested_start = 0;
   s->outer_call_runtime = domain == cupti::ApiDomain::kRuntime;
   if (now == 0) now = now_ns();
   if (scratch != nullptr) *scratch = static_cast<uint64_t>(now);
@@ -235,20 +284,29 @@ void hook_api_enter(HostApiKind kind, cupti::ApiDomain domain, uint64_t* scratch
   }
 }
 
-void hook_api_exit(HostApiKind kind, uint64_t* scratch) {
+void hook_api_exit(HostApiKind kind, uint64_t* scratch, const cupti::ApiCallExit& call) {
   if (g_mode.load(std::memory_order_relaxed) != kModeRecording) return;
-  if (kind == HostApiKind::kCopy) return;
+  if (kind == HostApiKind::kCopy && !g_hot.api_calls) return;
   ThreadState* s = current_thread();
   if (s == nullptr) return;
   if (s->api_depth > 1) {
     --s->api_depth;
+    if (s->api_depth == 1 && s->nested_start != 0) {  // the one directly inside
+      s->nested_end = now_ns();
+      s->nested_correlation = call.correlation_id;
+      s->nested_index = call.traced_index;
+    }
     return;
   }
+  // Depth 0: the call's enter was not seen (recording began inside it); no span to write.
+  const bool entered = s->api_depth == 1;
   s->api_depth = 0;
   const int64_t now = now_ns();
   s->last_api_exit = now;
-  if (kind == HostApiKind::kSync && g_hot.stacks && scratch != nullptr && *scratch != 0) {
-    const int64_t dur = now - static_cast<int64_t>(*scratch);
+  const int64_t start = scratch != nullptr ? static_cast<int64_t>(*scratch) : 0;
+  if (entered && g_hot.api_calls && start != 0) emit_api_call(s, start, now, kind, call);
+  if (kind == HostApiKind::kSync && g_hot.stacks && start != 0) {
+    const int64_t dur = now - start;
     if (dur > g_hot.sync_threshold_ns && now - s->last_stack_ts > g_hot.stack_min_interval_ns) {
       s->last_stack_ts = now;
       emit_stack(s, now, StackKind::kSync, dur);

@@ -9,6 +9,7 @@
 
 #include "analysis/model/events.h"
 #include "cupti_hooks/api_table.h"
+#include "cupti_hooks/collector.h"
 #include "inject/config.h"
 #include "inject/host_ring.h"
 
@@ -23,6 +24,12 @@ struct ThreadState {
   uint64_t range_counter = 0;
   int api_depth = 0;  // nesting of traced CUDA calls (runtime -> driver)
   bool outer_call_runtime = false;  // the outermost traced call open is a runtime call
+  // With calls timed by callbacks: the driver call nested in the open runtime call (the
+  // runtime's cuLaunchKernel): its span, correlation id and traced-api index; start 0: none.
+  int64_t nested_start = 0;
+  int64_t nested_end = 0;
+  uint32_t nested_correlation = 0;
+  uint16_t nested_index = 0;
   int64_t last_api_exit = 0;
   int64_t last_stack_ts = 0;
   // Launch callbacks seen while recording (issue 17 §2: does every runtime launch reach the
@@ -59,6 +66,13 @@ struct HotConfig {
   int64_t pause_threshold_ns = AccountingConfig{}.host_pause_threshold_ns;
   int64_t sync_threshold_ns = 50'000;         // blocking sync this long: capture site
   int64_t stack_min_interval_ns = 1'000'000;  // per thread, bounds unwinding cost
+  // The traced calls are timed by their callbacks and written to the rings (kApiCall records;
+  // cupti::ApiSource::kCallbacks): copies then get the full enter / exit path too.
+  bool api_calls = false;
+  // Wakes the worker (a write to its pipe), called when a ring fills past half with API calls,
+  // so a burst of launches is drained before the ring is full.  Not per launch: at most once
+  // per half a ring of records.
+  void (*wake_worker)() = nullptr;
 };
 extern HotConfig g_hot;
 
@@ -87,7 +101,7 @@ uint64_t next_range_id();
 // CUPTI API callback hooks (launch / sync calls; copies too without SYSTEM thread ids, only to
 // make the thread's state): see CollectorHooks.
 void hook_api_enter(HostApiKind kind, cupti::ApiDomain domain, uint64_t* scratch);
-void hook_api_exit(HostApiKind kind, uint64_t* scratch);
+void hook_api_exit(HostApiKind kind, uint64_t* scratch, const cupti::ApiCallExit& call);
 
 // Registry, for the worker.
 class Registry {

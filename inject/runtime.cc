@@ -97,6 +97,9 @@ void on_fork_child_trampoline() {
 void buffer_ready_hook() {
   wake('B');
 }  // parse now: the pool is bounded
+void ring_filling_hook() {
+  wake('R');
+}  // drain now: a thread's ring is filling with API calls
 
 // A device's first launch (hardware counters on): start sampling it now, not at the next tick
 // after its first records arrive (CUPTI may hold them until the end of a short run).
@@ -158,7 +161,14 @@ bool Runtime::ensure_started() {
   m.cfg = parse_config(getenv_lookup, &warnings);
   for (const auto& w : warnings) log_line(w);
   g_init_pid.store(m.cfg.pid);
+  g_hot.api_calls = cupti::api_from_callbacks(m.cfg.cupti_plan);
   g_hot.ring_capacity = static_cast<size_t>(m.cfg.ring_records);
+  // A record per CUDA call: the default ring holds what a thread writes in a tick only at a
+  // few thousand calls a step, so it grows (GPUACCT_RING_RECORDS set by the user wins).
+  if (g_hot.api_calls && !m.cfg.ring_records_set) {
+    g_hot.ring_capacity = std::max<size_t>(g_hot.ring_capacity, kApiCallRingRecords);
+  }
+  g_hot.wake_worker = &ring_filling_hook;
   g_hot.stacks = m.cfg.stacks;
   g_hot.pause_threshold_ns = m.cfg.host_pause_us * 1000;
   configure_sampling(m.cfg.enable ? m.cfg.sample_every : 1);  // GPUACCT_ENABLE=0: nothing to switch
@@ -335,7 +345,7 @@ void Runtime::Impl::worker_main() {
         for (ssize_t i = 0; i < n; ++i) {
           signalled = signalled || buf[i] == 'S';
           device_launched = device_launched || buf[i] == 'U';
-          only_buffers = only_buffers && (buf[i] == 'B' || buf[i] == 'U');
+          only_buffers = only_buffers && (buf[i] == 'B' || buf[i] == 'U' || buf[i] == 'R');
         }
       }
       if (signalled) {
@@ -348,8 +358,9 @@ void Runtime::Impl::worker_main() {
       if (stop.load(std::memory_order_acquire)) break;
       if (device_launched) pipeline->start_counters();
       if (woken && only_buffers && Clock::now() < next_tick) {
-        // CUPTI handed back a full buffer: parse it now so the bounded pool recycles, without
-        // flushing (which would hand back the next one at once) or moving the watermark.
+        // CUPTI handed back a full buffer, or a thread's ring is filling: parse and drain now so
+        // the bounded pool recycles and the ring does not drop, without flushing (which would
+        // hand back the next buffer at once) or moving the watermark.
         pipeline->ingest();
         continue;
       }

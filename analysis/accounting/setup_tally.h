@@ -47,7 +47,7 @@ struct SetupTally {
   // Advanced whenever the tally changes: a live writer rewrites its line when it moves.
   uint64_t version = 0;
 
-  int64_t duration_ns() const { return known && end > begin ? end - begin : 0; }
+  int64_t duration_ns() const { return known && end > begin ? saturating_sub(end, begin) : 0; }
 };
 
 }  // namespace gpuacct

@@ -239,7 +239,7 @@ void StepAccountant::Impl::fold_detected_before(TimeNs t) {
       *keep++ = *it;
       continue;
     }
-    setup.gpu_busy_ns += it->gpu_busy;
+    setup.gpu_busy_ns = saturating_add(setup.gpu_busy_ns, it->gpu_busy);
     setup.kernels += it->kernels;
     setup.copies += it->copies;
     if (it->step_index != last_index) {  // once per step: every row of it has its launches

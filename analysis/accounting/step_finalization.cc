@@ -475,12 +475,12 @@ void StepAccountant::Impl::take_window_ops(const StepRow& row, const PendingStep
     TimeNs a = setup_busy.front().first, b = setup_busy.front().second;
     for (const auto& [x, y] : setup_busy) {
       if (x > b) {
-        setup.gpu_busy_ns += b - a;
+        setup.gpu_busy_ns = saturating_add(setup.gpu_busy_ns, saturating_sub(b, a));
         a = x;
       }
       b = std::max(b, y);
     }
-    setup.gpu_busy_ns += b - a;
+    setup.gpu_busy_ns = saturating_add(setup.gpu_busy_ns, saturating_sub(b, a));
     setup_busy.clear();
   }
 }
@@ -513,10 +513,12 @@ void StepAccountant::Impl::tally_setup_calls(TimeNs until) {
       SetupTally::Api& a = setup_api[c.name];
       a.name = c.name;
       ++a.count;
-      a.ns += c.end - c.start;
+      // Saturating: a recording's times are anyone's bytes (the fuzzers found the overflow).
+      const int64_t ns = saturating_sub(c.end, c.start);
+      a.ns = saturating_add(a.ns, ns);
       if (c.kind == HostApiKind::kSync) {
         ++setup.syncs;
-        setup.sync_ns += c.end - c.start;
+        setup.sync_ns = saturating_add(setup.sync_ns, ns);
       } else if (c.kind == HostApiKind::kLaunch) {
         ++setup.launches;
       }

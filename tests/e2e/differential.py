@@ -97,6 +97,8 @@ DIMENSIONS = {
     "graph_nodes": (True, "GPUACCT_GRAPH_NODES=1 in half the programs with graphs: launches "
                           "node by node, a kernel record each, instead of one GRAPH_TRACE span "
                           "(issue 28's default)"),
+    "api_callbacks": (True, "GPUACCT_CUPTI_API=callbacks in half the programs: the traced calls "
+                            "timed by their callbacks, no API records (issue 28)"),
     "graph_nodes_all": (False, "GPUACCT_GRAPH_NODES=1 in every program with graphs (no draw: a "
                                "seed keeps its program; the late-graph-kernel seeds replay so)"),
 }

@@ -25,11 +25,14 @@ def check_launch_callbacks(name: str, rep: dict, truth: dict, env: dict) -> None
     call themselves.  The design subscribes launches in the driver domain only: one callback
     pair per launch, none nested (no runtime callback to nest in).  A CUPTI that refuses
     SYSTEM thread ids gets every traced call's callbacks, both domains: every runtime launch
-    callback then has its nested driver one.  Without stacks (SYSTEM ids): nothing counted."""
+    callback then has its nested driver one; so do calls timed by their callbacks
+    (GPUACCT_CUPTI_API=callbacks, whatever GPUACCT_STACKS says).  Without stacks (SYSTEM ids,
+    API records): nothing counted."""
     runtime = stat(rep, "launch_callbacks_runtime")
     driver = stat(rep, "launch_callbacks_driver")
     nested = stat(rep, "launch_callbacks_driver_nested")
-    identify_threads = "cuptiSetThreadIdType" in env.get("GPUACCT_SIM_FAULTS", "")
+    identify_threads = ("cuptiSetThreadIdType" in env.get("GPUACCT_SIM_FAULTS", "")
+                        or env.get("GPUACCT_CUPTI_API") == "callbacks")
     if env.get("GPUACCT_STACKS") == "0" and not identify_threads:
         check(runtime == driver == nested == 0,
               f"launch callbacks counted with API callbacks off: {runtime}, {driver}, {nested}")

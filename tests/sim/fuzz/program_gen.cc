@@ -49,7 +49,10 @@ const std::vector<std::string> kDims = {
     "held_buffers",
     // graph launches node by node (GPUACCT_GRAPH_NODES=1) instead of one GRAPH_TRACE span: in
     // half the programs with graphs, or (off by default) in all of them
-    "graph_nodes", "graph_nodes_all"};
+    "graph_nodes", "graph_nodes_all",
+    // the traced calls timed by their callbacks instead of CUPTI's API records
+    // (GPUACCT_CUPTI_API=callbacks, issue 28) in half the programs
+    "api_callbacks"};
 
 struct Gen {
   Rng rng;
@@ -298,6 +301,9 @@ struct Gen {
     // late graph kernels replay node by node with it).
     if (!p.graphs.empty() && (on("graph_nodes_all") || (on("graph_nodes") && rng.chance(50))))
       env("GPUACCT_GRAPH_NODES", "1");
+    // Drawn from its own stream of the seed, so a seed keeps the rest of its program.
+    if (on("api_callbacks") && (Rng(p.seed ^ 0xA11CA11BACC5ull).next() & 1) != 0)
+      env("GPUACCT_CUPTI_API", "callbacks");
     if (!faults.empty()) env("GPUACCT_SIM_FAULTS", faults);
   }
 
