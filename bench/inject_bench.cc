@@ -4,6 +4,8 @@
 //   BM_LaunchCallbackNested - one cudaLaunchKernel with both API domains' callbacks on: runtime
 //                        ENTER, the nested cuLaunchKernel's ENTER + EXIT (ignored by the
 //                        per-thread nesting depth), runtime EXIT
+//   BM_LaunchCallbackTimed - the same with the calls timed by their callbacks
+//                        (GPUACCT_CUPTI_API=callbacks): the nest's spans read, one ring record
 //   BM_CApiStepMark    - one C API call into the per-thread ring (drained every 4096 calls)
 //   BM_NvtxPushPop     - an NVTX push + pop pair through the same ring
 //   BM_ActivityParse   - CUPTI activity records -> event model, one core (target >= 10 M/s)
@@ -95,6 +97,34 @@ void BM_LaunchCallbackNested(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_LaunchCallbackNested);
+
+// The same nest with the calls timed by their callbacks (GPUACCT_CUPTI_API=callbacks): four
+// clock reads and one ring record a launch, drained every 4096 launches as the worker would.
+void BM_LaunchCallbackTimed(benchmark::State& state) {
+  make_recording();
+  gpuacct::inject::g_hot.api_calls = true;
+  auto& col = gpuacct::cupti::Collector::instance();
+  gpuacct::cupti::CollectorHooks hooks;
+  hooks.api_enter = &gpuacct::inject::hook_api_enter;
+  hooks.api_exit = &gpuacct::inject::hook_api_exit;
+  col.set_hooks_for_testing(hooks);
+  const uint32_t rt = gpuacct::cupti::Collector::cbid_cuda_launch_kernel();
+  const uint32_t drv = gpuacct::cupti::Collector::cbid_cu_launch_kernel();
+  uint32_t corr = 1;
+  for (auto _ : state) {
+    uint64_t rt_scratch = 0, drv_scratch = 0;
+    col.invoke_api_callback_for_testing(true, rt, true, &rt_scratch, corr);
+    col.invoke_api_callback_for_testing(false, drv, true, &drv_scratch, corr + 1);
+    col.invoke_api_callback_for_testing(false, drv, false, &drv_scratch, corr + 1);
+    col.invoke_api_callback_for_testing(true, rt, false, &rt_scratch, corr);
+    corr += 2;
+    if ((corr & 8191) == 1) drain_all();
+    benchmark::DoNotOptimize(rt_scratch);
+  }
+  gpuacct::inject::g_hot.api_calls = false;
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_LaunchCallbackTimed);
 
 void BM_CApiStepMark(benchmark::State& state) {
   make_recording();

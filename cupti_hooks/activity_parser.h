@@ -64,7 +64,7 @@ class ThreadIds {
 struct ParseTotals {
   SyncTotals sync;
   int64_t kernels = 0, memcpys = 0, memsets = 0, api_calls = 0;
-  int64_t api_calls_nested = 0;  // timed by callbacks: nested driver calls with ids of their own
+  int64_t api_calls_nested = 0;  // timed by callbacks: driver calls nested in runtime calls
   // GRAPH_TRACE records (one per graph launch), and those whose graph's node count was unknown.
   int64_t graph_spans = 0, graph_spans_without_nodes = 0;
   std::vector<uint16_t> devices;  // distinct device ids seen, in first-seen order

@@ -49,6 +49,8 @@ enum class SampleSwitch : uint8_t {
 };
 
 // Where the traced calls' spans, threads and correlation ids come from (GPUACCT_CUPTI_API).
+// The design is kCallbacks: on an H200 it recorded the same calls as the API records (every
+// count equal, no launch unmatched) and cost less in the PyTorch launch loop (docs/overhead.md).
 enum class ApiSource : uint8_t {
   // CUPTI's RUNTIME / DRIVER activity records of the traced calls (api_table.h).
   kRecords,
@@ -66,7 +68,7 @@ enum class ApiSource : uint8_t {
 struct CuptiPlan {
   uint32_t kinds = kDesignKinds;
   bool api_records = true;  // RUNTIME / DRIVER records of the traced calls (api_table.h)
-  ApiSource api_source = ApiSource::kRecords;
+  ApiSource api_source = ApiSource::kCallbacks;
   CallbackDomains callbacks = CallbackDomains::kDesign;
   // The cudaDeviceReset callback (a flush before the reset frees CUPTI's buffers).
   bool reset_callback = true;

@@ -21,7 +21,7 @@ nlohmann::json collection_section(const CollectionFacts& f) {
         {"memcpys", t.memcpys},
         {"memsets", t.memsets},
         {"api_calls", t.api_calls},
-        {"api_calls_nested_ids", t.api_calls_nested},
+        {"api_calls_nested", t.api_calls_nested},
         {"graph_spans", t.graph_spans},
         {"graph_spans_without_nodes", t.graph_spans_without_nodes}}},
   };

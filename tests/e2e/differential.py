@@ -97,8 +97,11 @@ DIMENSIONS = {
     "graph_nodes": (True, "GPUACCT_GRAPH_NODES=1 in half the programs with graphs: launches "
                           "node by node, a kernel record each, instead of one GRAPH_TRACE span "
                           "(issue 28's default)"),
-    "api_callbacks": (True, "GPUACCT_CUPTI_API=callbacks in half the programs: the traced calls "
-                            "timed by their callbacks, no API records (issue 28)"),
+    "api_records": (True, "GPUACCT_CUPTI_API=records in half the programs: the traced calls "
+                          "timed by CUPTI's API records (the design before issue 28) instead of "
+                          "their callbacks"),
+    "api_records_all": (False, "GPUACCT_CUPTI_API=records in every program (no draw: the "
+                               "regression seeds replay so, as they were found)"),
     "graph_nodes_all": (False, "GPUACCT_GRAPH_NODES=1 in every program with graphs (no draw: a "
                                "seed keeps its program; the late-graph-kernel seeds replay so)"),
 }
@@ -419,7 +422,8 @@ def main() -> int:
         jobs = [(a.seed, a.dims)]
     else:
         on = set(parse_dims(a.dims))
-        jobs = list(REGRESSION_SEEDS)
+        # Found with API records (the design then): they replay so.
+        jobs = [(s, spec + ",api_records_all") for s, spec in REGRESSION_SEEDS]
         jobs += [job for dim, seeds in PENDING_SEEDS.items() if dim in on for job in seeds]
         jobs += [(s, a.dims) for s in range(a.start, a.start + a.count)]
     results = {}

@@ -25,29 +25,29 @@ def check_launch_callbacks(name: str, rep: dict, truth: dict, env: dict) -> None
     call themselves.  The design subscribes launches in the driver domain only: one callback
     pair per launch, none nested (no runtime callback to nest in).  A CUPTI that refuses
     SYSTEM thread ids gets every traced call's callbacks, both domains: every runtime launch
-    callback then has its nested driver one; so do calls timed by their callbacks
-    (GPUACCT_CUPTI_API=callbacks, whatever GPUACCT_STACKS says).  Without stacks (SYSTEM ids,
-    API records): nothing counted."""
+    callback then has its nested driver one; so do calls timed by their callbacks (the
+    default, whatever GPUACCT_STACKS says).  With API records (GPUACCT_CUPTI_API=records) the
+    launches are the driver domain's alone, and without stacks nothing is counted."""
     runtime = stat(rep, "launch_callbacks_runtime")
     driver = stat(rep, "launch_callbacks_driver")
     nested = stat(rep, "launch_callbacks_driver_nested")
-    identify_threads = ("cuptiSetThreadIdType" in env.get("GPUACCT_SIM_FAULTS", "")
-                        or env.get("GPUACCT_CUPTI_API") == "callbacks")
-    if env.get("GPUACCT_STACKS") == "0" and not identify_threads:
+    both_domains = ("cuptiSetThreadIdType" in env.get("GPUACCT_SIM_FAULTS", "")
+                    or env.get("GPUACCT_CUPTI_API", "callbacks") == "callbacks")
+    if env.get("GPUACCT_STACKS") == "0" and not both_domains:
         check(runtime == driver == nested == 0,
               f"launch callbacks counted with API callbacks off: {runtime}, {driver}, {nested}")
         return
     in_steps = sum(ts.get("launches", 0) for ts in truth["steps"])
     if "launches" not in truth["steps"][0]:
         return
-    if identify_threads:
+    if both_domains:
         check(runtime >= in_steps > 0 and nested == runtime and driver == runtime,
               f"launch callbacks: runtime {runtime}, driver {driver}, nested {nested}, the steps "
               f"made {in_steps} launches: each runtime launch makes one driver launch inside it")
     else:
         check(runtime == 0 and nested == 0 and driver >= in_steps > 0,
               f"launch callbacks: runtime {runtime}, driver {driver}, nested {nested}, the steps "
-              f"made {in_steps} launches: the design's are the driver domain's alone")
+              f"made {in_steps} launches: with API records the driver domain's alone")
 
 
 def case_scenario(name: str, marks: str, extra_env: dict) -> None:

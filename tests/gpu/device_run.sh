@@ -8,7 +8,8 @@
 # bin/gpuacct, examples/, bare_cupti_tracer.so, and lib/ with libraries the image lacks
 # (libunwind).  SECTIONS (default: loops examples held nccl counters overhead matrix) run in the
 # order given: check.sh's sections one by one, and "matrix" (tests/gpu/overhead_matrix.py, its
-# budget GPUACCT_MATRIX_BUDGET_S, default 230, within the run's deadline).  GPUACCT_DEVICE_DEADLINE_S (default 500) stops starting new sections once passed.
+# budget GPUACCT_MATRIX_BUDGET_S, default 230, within the run's deadline; GPUACCT_MATRIX_ARGS
+# adds arguments).  GPUACCT_DEVICE_DEADLINE_S (default 500) stops starting new sections once passed.
 # OUT_DIR gets: check.log (every table), runs.tgz (reports, step streams, stderr, loop clocks),
 # recordings.tgz (the loops' recordings, when under 15 MiB), and whatever the matrix writes.
 set -uo pipefail
@@ -44,7 +45,10 @@ for s in "${SECTIONS[@]}"; do
     # The overhead matrix (issue 28): its own budget, within what is left of the run's.
     left=$(( DEADLINE - $(date +%s) - 10 ))
     budget=$(( left < ${GPUACCT_MATRIX_BUDGET_S:-230} ? left : ${GPUACCT_MATRIX_BUDGET_S:-230} ))
-    python3 "$ROOT/tests/gpu/overhead_matrix.py" "$B" "$OUT/matrix" --budget-s "$budget" >>"$LOG" 2>&1
+    # GPUACCT_MATRIX_ARGS: more arguments (--rows, --programs, --rounds, --keep), unquoted.
+    # shellcheck disable=SC2086
+    python3 "$ROOT/tests/gpu/overhead_matrix.py" "$B" "$OUT/matrix" --budget-s "$budget" \
+      ${GPUACCT_MATRIX_ARGS:-} >>"$LOG" 2>&1
   else
     GPUACCT_CHECK_PREBUILT=1 GPUACCT_CHECK_SECTIONS="$s" "$ROOT/tests/gpu/check.sh" "$B" >>"$LOG" 2>&1
   fi

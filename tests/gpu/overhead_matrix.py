@@ -53,34 +53,43 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 K, A, C, T = ("GPUACCT_CUPTI_KINDS", "GPUACCT_CUPTI_API_RECORDS", "GPUACCT_CUPTI_CALLBACKS",
               "GPUACCT_CUPTI_TIMESTAMPS")
-ALONE = {A: "0", C: "none"}  # with K: one activity kind and nothing else
+R = {"GPUACCT_CUPTI_API": "records"}  # the calls timed by CUPTI's records: callbacks as asked
+ALONE = {A: "0", C: "none", **R}  # with K: one activity kind and nothing else
 
 # name, tracer ("none", "lib", "bare", "profiler"), environment, what it measures.  The order is
 # the priority: a round runs them in it, and when the time budget cannot hold every row's five
 # rounds the last ones are dropped after round 1 (never the first five: the targets).
 ROWS = [
     ("none", "none", {}, "no tracer"),
-    ("design", "lib", {}, "the design (defaults): kernel,copy,memset,graph kinds, API records, "
-     "launch callbacks in the driver domain only, CUPTI's own clock"),
-    ("today", "lib", {K: "kernel,copy,memset,sync", C: "both", T: "callback"},
+    ("design", "lib", {}, "the design (defaults): kernel,copy,memset,graph kinds, the traced "
+     "calls timed by their callbacks (both domains, a ring record each; no API record), CUPTI's "
+     "own clock"),
+    ("design_records", "lib", {"GPUACCT_CUPTI_API": "records"},
+     "the design before: the traced calls' API records, launch callbacks in the driver domain "
+     "only (GPUACCT_CUPTI_API=records)"),
+    ("today", "lib", {K: "kernel,copy,memset,sync", C: "both", T: "callback", **R},
      "before issue 28: + SYNCHRONIZATION, runtime and driver callbacks, timestamp callback, "
      "graphs node by node"),
     ("torch_profiler", "profiler", {}, "torch.profiler (CPU + CUDA activities)"),
     ("sample10", "lib", {"GPUACCT_SAMPLE": "10"}, "design, GPUACCT_SAMPLE=10 (switch all)"),
     ("untraced", "lib", {"GPUACCT_SAMPLE": "1000000"},
      "design, switched off at the first step and never on again: an untraced step's floor"),
-    ("design_nostacks", "lib", {"GPUACCT_STACKS": "0"}, "design without callbacks (no stacks)"),
+    ("design_nostacks", "lib", {"GPUACCT_STACKS": "0"}, "design without native call sites"),
+    ("records_nostacks", "lib", {"GPUACCT_STACKS": "0", "GPUACCT_CUPTI_API": "records"},
+     "API records without callbacks (no stacks)"),
     ("design_nodes", "lib", {"GPUACCT_GRAPH_NODES": "1"}, "design, graphs node by node"),
     ("kernels", "lib", {K: "kernel", **ALONE}, "CONCURRENT_KERNEL alone"),
-    ("api_records", "lib", {K: "none", C: "none"}, "the traced calls' API records alone"),
-    ("cb_driver", "lib", {K: "none", A: "0", C: "driver"}, "launch/sync callbacks, driver"),
-    ("cb_both", "lib", {K: "none", A: "0", C: "both"}, "launch/sync callbacks, both domains"),
+    ("api_records", "lib", {K: "none", C: "none", **R}, "the traced calls' API records alone"),
+    ("cb_driver", "lib", {K: "none", A: "0", C: "driver", **R}, "launch/sync callbacks, driver"),
+    ("cb_both", "lib", {K: "none", A: "0", C: "both", **R},
+     "launch/sync callbacks, both domains"),
     ("ts_callback", "lib", {T: "callback"}, "design with the timestamp callback"),
     ("subscribe", "lib", {K: "none", **ALONE}, "subscribed; resource, state, reset callbacks only"),
     ("sample10_cb_on", "lib", {"GPUACCT_SAMPLE": "10", "GPUACCT_CUPTI_SAMPLE_SWITCH": "activity"},
      "GPUACCT_SAMPLE=10 switching kinds and records only; callbacks stay on"),
     ("sample2", "lib", {"GPUACCT_SAMPLE": "2"}, "GPUACCT_SAMPLE=2: five times the switches"),
-    ("cb_runtime", "lib", {K: "none", A: "0", C: "runtime"}, "launch/sync callbacks, runtime"),
+    ("cb_runtime", "lib", {K: "none", A: "0", C: "runtime", **R},
+     "launch/sync callbacks, runtime"),
     ("copies", "lib", {K: "copy,memset", **ALONE}, "MEMCPY, MEMCPY2, MEMSET alone"),
     ("sync", "lib", {K: "sync", **ALONE}, "SYNCHRONIZATION alone"),
     ("graph_trace", "lib", {K: "graph", **ALONE}, "GRAPH_TRACE alone"),
@@ -89,7 +98,7 @@ ROWS = [
     ("bare", "bare", {}, "bare CUPTI tracer (tests/gpu/bare_cupti_tracer.cc: today's kinds and "
      "API records, no callbacks)"),
 ]
-ESSENTIAL = {"none", "design", "today", "torch_profiler", "sample10"}
+ESSENTIAL = {"none", "design", "design_records", "today", "torch_profiler", "sample10"}
 TORCH_KEEP = {"untraced", "design_nodes"}  # dropped after the other loop rows
 ROW_INDEX = {r[0]: i for i, r in enumerate(ROWS)}
 ALL_LIB = [r[0] for r in ROWS if r[1] in ("lib", "none", "bare")]
@@ -102,24 +111,29 @@ GPU_PROGRAMS: Dict[str, Dict[str, Any]] = {
                      "rows": [r for r in ALL_LIB if r not in GRAPH_ONLY]},
     "torch_launch": {"kind": "torch", "scenario": "launch", "iters": 10, "window": "3:10",
                      "launches": 1998, "guess_s": 4.0,
-                     "rows": ["none", "design", "today", "torch_profiler", "sample10", "untraced",
-                              "design_nostacks", "kernels", "api_records"]},
+                     "rows": ["none", "design", "design_records", "today", "torch_profiler",
+                              "sample10", "untraced", "design_nostacks", "kernels",
+                              "api_records"]},
     "torch_graph": {"kind": "torch", "scenario": "graph", "iters": 10, "window": "3:10",
                     "launches": 658, "guess_s": 5.0,
-                    "rows": ["none", "design", "today", "torch_profiler", "design_nodes",
-                             "graph_trace"]},
+                    "rows": ["none", "design", "design_records", "today", "torch_profiler",
+                             "design_nodes", "graph_trace"]},
+    # The compute-bound target (<= 1.02x): few launches, long kernels.
+    "torch_compute": {"kind": "torch", "scenario": "compute", "iters": 10, "window": "3:10",
+                      "launches": 12, "guess_s": 5.0,
+                      "rows": ["none", "design", "design_records", "torch_profiler"]},
 }
 SIM_PROGRAMS: Dict[str, Dict[str, Any]] = {
     "sim_launch_bound": {"kind": "sim", "scenario": "launch_bound", "steps": 10,
                          "launches": 2000, "guess_s": 2.0,
                          "rows": [r for r in ALL_LIB if r not in GRAPH_ONLY]},
     "sim_graphs": {"kind": "sim", "scenario": "graphs", "steps": 10, "launches": 1,
-                   "guess_s": 1.0, "rows": ["none", "design", "today", "design_nodes",
-                                            "design_nostacks", "graph_trace", "kernels",
-                                            "sample10", "bare"]},
+                   "guess_s": 1.0, "rows": ["none", "design", "design_records", "today",
+                                            "design_nodes", "design_nostacks", "graph_trace",
+                                            "kernels", "sample10", "bare"]},
     "sim_nested": {"kind": "sim", "scenario": "nested_launch", "steps": 10, "launches": 10,
-                   "guess_s": 1.0, "rows": ["none", "design", "today", "cb_both", "cb_runtime",
-                                            "cb_driver", "design_nostacks"]},
+                   "guess_s": 1.0, "rows": ["none", "design", "design_records", "today", "cb_both",
+                                            "cb_runtime", "cb_driver", "design_nostacks"]},
 }
 KIND_NAMES = {1: "MEMCPY", 2: "MEMSET", 4: "DRIVER", 5: "RUNTIME", 10: "CONCURRENT_KERNEL",
               31: "MEMCPY2", 38: "SYNCHRONIZATION", 39: "EXTERNAL_CORRELATION",
@@ -515,11 +529,29 @@ def check(rows: List[Dict[str, Any]], runs: List[Dict[str, Any]]) -> List[str]:
             fails.append(f"{prog} {row}: {text}: {json.dumps(s['counts'])}")
 
     lb, gr, ne = "sim_launch_bound", "sim_graphs", "sim_nested"
-    need(lb, "design", lambda c: c["max_launch_callbacks"] <= 2 and c["max_launch_records"] <= 2
-         and c["callbacks"]["runtime"] <= 2 * 10 + 2, "<= 2 callbacks and <= 2 records a launch, "
-         "no runtime-domain launch callback")
-    need(lb, "design_nostacks", lambda c: c["max_launch_callbacks"] == 0
+    # The design: the calls timed by their callbacks -- the runtime pair and the nested driver
+    # pair (4 callbacks), no RUNTIME / DRIVER record, the op's record alone.
+    for prog in (lb, ne, gr):
+        need(prog, "design", lambda c: c["max_launch_callbacks"] <= 4
+             and c["max_launch_records"] <= 1 and c["records"].get("5", 0) == 0
+             and c["records"].get("4", 0) == 0,
+             "<= 4 callbacks and <= 1 record a launch, no RUNTIME or DRIVER record")
+    need(lb, "design_nostacks", lambda c: c["max_launch_callbacks"] <= 4
+         and c["max_launch_records"] <= 1, "without stacks: the same (the callbacks time calls)")
+    need(gr, "design", lambda c: c["records"].get("51", 0) == c["launches"],
+         "a graph launch: one GRAPH_TRACE record")
+    # With API records (the design before, GPUACCT_CUPTI_API=records): one callback pair, in the
+    # driver domain, and two records a launch.
+    need(lb, "design_records", lambda c: c["max_launch_callbacks"] <= 2
+         and c["max_launch_records"] <= 2 and c["callbacks"]["runtime"] <= 2 * 10 + 2,
+         "<= 2 callbacks and <= 2 records a launch, no runtime-domain launch callback")
+    need(lb, "records_nostacks", lambda c: c["max_launch_callbacks"] == 0
          and c["max_launch_records"] <= 2, "no callback, <= 2 records a launch")
+    need(gr, "design_records", lambda c: c["max_launch_records"] <= 2
+         and c["max_launch_callbacks"] <= 2 and c["records"].get("51", 0) == c["launches"],
+         "a graph launch: one GRAPH_TRACE record beside its API record, <= 2 callbacks")
+    need(ne, "design_records", lambda c: c["max_launch_callbacks"] <= 2,
+         "a runtime launch making its driver call: <= 2 callbacks (the driver pair)")
     need(lb, "today", lambda c: c["max_launch_callbacks"] == 4, "before: 4 callbacks a launch")
     need(lb, "sample10", lambda c: 0 < c["launches_with_work"] <= c["launches"] // 10,
          "CUPTI work only in the traced step (1 in 10)")
@@ -527,18 +559,15 @@ def check(rows: List[Dict[str, Any]], runs: List[Dict[str, Any]]) -> List[str]:
          "no CUPTI work in an untraced step")
     need(lb, "sample10_cb_on", lambda c: c["launch_records"] <= 2 * (c["launches"] // 10),
          "records only in the traced step (the callbacks stay on)")
-    need(gr, "design", lambda c: c["max_launch_records"] <= 2 and c["max_launch_callbacks"] <= 2
-         and c["records"].get("51", 0) == c["launches"], "a graph launch: one GRAPH_TRACE record "
-         "beside its API record, <= 2 callbacks")
-    need(gr, "design_nodes", lambda c: c["max_launch_records"] == 41,
-         "node by node: a record per node (40) and the API record")
-    need(ne, "design", lambda c: c["max_launch_callbacks"] <= 2,
-         "a runtime launch making its driver call: <= 2 callbacks (the driver pair)")
+    need(gr, "design_nodes", lambda c: c["max_launch_records"] == 40,
+         "node by node: a record per node (40)")
     need(ne, "cb_both", lambda c: c["max_launch_callbacks"] == 4, "both domains: 4 callbacks")
     # The design's rows equal the planted truth (the e2e suite checks far more; this keeps the
     # matrix honest about the configuration it measures).
     for r in runs:
-        if r["row"] not in ("design", "design_nostacks", "design_nodes") or not r.get("truth"):
+        if (r["row"] not in ("design", "design_records", "design_nostacks", "records_nostacks",
+                             "design_nodes")
+                or not r.get("truth")):
             continue
         got_rows = (r.get("report") or {}).get("rows") or []
         planted = r["truth"]["steps"]
