@@ -15,11 +15,30 @@
 namespace gpuacct::cupti {
 namespace {
 
-TEST(CuptiPlan, TheDesignIsOneCallbackDomainPerLaunch) {
+// The design times the traced calls by their callbacks: every traced call, both domains,
+// stacks or not (a runtime launch's id is the runtime callback's; launches that bypass the
+// runtime are seen only in the driver domain), and asks for no API record.
+TEST(CuptiPlan, TheDesignTimesEveryTracedCallByItsCallbacksInBothDomains) {
   const CuptiPlan design;
   EXPECT_EQ(design.kinds, kKindKernel | kKindCopy | kKindMemset | kKindGraph);
-  EXPECT_TRUE(design.api_records);
+  EXPECT_EQ(design.api_source, ApiSource::kCallbacks);
+  EXPECT_TRUE(api_from_callbacks(design));
   EXPECT_FALSE(design.experiment);
+  for (bool stacks : {true, false}) {
+    const CallbackSet set = callback_set(design, stacks, false);
+    EXPECT_EQ(set.launch, kRuntimeDomain | kDriverDomain) << stacks;
+    EXPECT_EQ(set.sync, kRuntimeDomain | kDriverDomain) << stacks;
+    EXPECT_EQ(set.copy, kRuntimeDomain | kDriverDomain) << stacks;
+  }
+}
+
+// With CUPTI's API records (GPUACCT_CUPTI_API=records, the design before): one callback domain
+// per launch, the driver's, and none without stacks.
+TEST(CuptiPlan, WithApiRecordsOneCallbackDomainPerLaunch) {
+  CuptiPlan design;
+  design.api_source = ApiSource::kRecords;
+  EXPECT_FALSE(api_from_callbacks(design));
+  EXPECT_TRUE(design.api_records);
   const CallbackSet with_stacks = callback_set(design, /*stacks=*/true, false);
   EXPECT_EQ(with_stacks.launch, kDriverDomain) << "launches: the driver domain only";
   EXPECT_EQ(with_stacks.sync, kRuntimeDomain | kDriverDomain);
@@ -37,6 +56,13 @@ TEST(CuptiPlan, TheDesignIsOneCallbackDomainPerLaunch) {
   EXPECT_EQ(callback_set(both, false, false).launch, kRuntimeDomain | kDriverDomain);
   both.callbacks = CallbackDomains::kRuntime;
   EXPECT_EQ(callback_set(both, true, false).launch, kRuntimeDomain);
+  ApiSource source{};
+  EXPECT_TRUE(parse_api_source(" records ", &source));
+  EXPECT_EQ(source, ApiSource::kRecords);
+  EXPECT_TRUE(parse_api_source(to_string(ApiSource::kCallbacks), &source));
+  EXPECT_EQ(source, ApiSource::kCallbacks);
+  EXPECT_FALSE(parse_api_source("both", &source));
+  EXPECT_EQ(source, ApiSource::kCallbacks) << "a refused value changes nothing";
 }
 
 TEST(CuptiPlan, ParsesItsSettingsAndRefusesOthers) {

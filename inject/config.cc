@@ -262,7 +262,9 @@ Config parse_config(EnvLookup env, std::vector<std::string>* warnings) {
     p.boolean("GPUACCT_AUTO_STEPS", &c.auto_steps);
     p.boolean("GPUACCT_STACKS", &c.stacks);
     p.integer("GPUACCT_RING_RECORDS", &c.ring_records, 256, 1 << 22);
-    c.ring_records_set = c.ring_records != kDefaultRingRecords;
+    // Given (a bad value keeps the default and says so): the user's size wins over the default's
+    // growth for calls timed by callbacks.
+    c.ring_records_set = p.get("GPUACCT_RING_RECORDS") != nullptr;
     p.integer("GPUACCT_SAMPLE", &c.sample_every, 1, 1000000);
     p.boolean("GPUACCT_COUNTERS", &c.counters);
     p.integer("GPUACCT_COUNTERS_INTERVAL_US", &c.counters_interval_us, 20, 1000000);

@@ -141,6 +141,31 @@ TEST(Config, CuptiPlanIsTheDesignUnlessAnExperimentSettingIsGiven) {
   EXPECT_FALSE(c.cupti_plan.experiment);
 }
 
+// GPUACCT_CUPTI_API: where the calls' spans come from -- a user choice, not an experiment; a
+// bad value keeps the callbacks with one warning.
+TEST(Config, ApiSourceIsCallbacksUnlessRecordsAreAskedFor) {
+  std::map<std::string, std::string> env;
+  g_env = &env;
+  std::vector<std::string> warnings;
+  Config c = parse_config(fake_env, &warnings);
+  EXPECT_EQ(c.cupti_plan.api_source, cupti::ApiSource::kCallbacks);
+  EXPECT_FALSE(c.ring_records_set);
+  env = {{"GPUACCT_CUPTI_API", "records"}, {"GPUACCT_RING_RECORDS", "1024"}};
+  c = parse_config(fake_env, &warnings);
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_EQ(c.cupti_plan.api_source, cupti::ApiSource::kRecords);
+  EXPECT_FALSE(c.cupti_plan.experiment) << "both sources keep the walls exact";
+  EXPECT_TRUE(c.ring_records_set);
+  env = {{"GPUACCT_CUPTI_API", "cupti"}};
+  c = parse_config(fake_env, &warnings);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("GPUACCT_CUPTI_API='cupti' is not one of its values"),
+            std::string::npos)
+      << warnings[0];
+  EXPECT_NE(warnings[0].find("using callbacks"), std::string::npos) << warnings[0];
+  EXPECT_EQ(c.cupti_plan.api_source, cupti::ApiSource::kCallbacks);
+}
+
 TEST(Config, GpuHourPrice) {
   std::map<std::string, std::string> env = {{"GPUACCT_GPU_HOUR_PRICE", " 2.5 "}};
   g_env = &env;

@@ -61,7 +61,10 @@ def case_scenario(name: str, marks: str, extra_env: dict) -> None:
             # The sim issues a million kernels in ~0.2 s of real time (a GPU needs >= 4 s for
             # them); on a loaded 2-core box the default pool (8 x 4 MiB) can fill before the
             # worker gets the CPU, which the pool_cap case tests on purpose.  Here: exactness.
+            # The same for the host ring, which takes a record per launch call (the calls timed
+            # by their callbacks): 10,000 launches a step in ~2 ms of real time.
             env["GPUACCT_BUFFER_COUNT"] = "128"
+            env["GPUACCT_RING_RECORDS"] = "1048576"
         res = run([os.path.join(sim_bin, f"sim_scenario_{name}"), f"--marks={marks}"], env)
         rep = one_report(out, res)
         with open(truth_path) as f:
