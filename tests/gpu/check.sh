@@ -207,7 +207,8 @@ BARE=$(ms_per_step CUDA_INJECTION64_PATH="$B/bare_cupti_tracer.so")
 WITH=$(ms_per_step CUDA_INJECTION64_PATH="$LIB" GPUACCT_OUTPUT_DIR="$OUT/overhead" GPUACCT_QUIET=1)
 # What the library asked of CUPTI before issue 28 (its design: docs/overhead.md).
 BEFORE=$(ms_per_step CUDA_INJECTION64_PATH="$LIB" GPUACCT_OUTPUT_DIR="$OUT/overhead" GPUACCT_QUIET=1 \
-  GPUACCT_CUPTI_KINDS=kernel,copy,memset,sync GPUACCT_CUPTI_CALLBACKS=both GPUACCT_CUPTI_TIMESTAMPS=callback)
+  GPUACCT_CUPTI_KINDS=kernel,copy,memset,sync GPUACCT_CUPTI_CALLBACKS=both GPUACCT_CUPTI_TIMESTAMPS=callback \
+  GPUACCT_CUPTI_API=records)
 WITH_NOSTACK=$(ms_per_step CUDA_INJECTION64_PATH="$LIB" GPUACCT_OUTPUT_DIR="$OUT/overhead" GPUACCT_QUIET=1 GPUACCT_STACKS=0)
 WITH_SAMPLED=$(ms_per_step CUDA_INJECTION64_PATH="$LIB" GPUACCT_OUTPUT_DIR="$OUT/overhead" GPUACCT_QUIET=1 GPUACCT_SAMPLE=10)
 ratio() { python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print(f'{a/b:.3f}')" "$1" "$2" 2>/dev/null || echo nan; }
