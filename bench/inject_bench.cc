@@ -11,12 +11,12 @@
 //   BM_ActivityParse   - CUPTI activity records -> event model, one core (target >= 10 M/s)
 //   BM_SummaryLine/N   - one provisional summary line of the step stream over N step rows
 //                        (summarize + report_to_json + dump, what the worker does at most once
-//                        a second; inject/pipeline.h)
+//                        a second; inject/pipeline/pipeline.h)
 //   BM_PromAddRow      - one finalised row into the live metrics' totals (GPUACCT_PROM_DIR)
 //   BM_PromWrite/D     - one rewrite of the live metrics file for D devices: render the text,
 //                        write a temporary file in $TMPDIR (default /tmp), rename it over the
-//                        last one -- what the worker does once a period (inject/prom_output.h,
-//                        docs/metrics.md)
+//                        last one -- what the worker does once a period
+//                        (inject/output/prom_output.h, docs/metrics.md)
 #include <benchmark/benchmark.h>
 
 #include <unistd.h>
@@ -33,9 +33,9 @@
 #include "cupti_hooks/activity_parser.h"
 #include "cupti_hooks/collector.h"
 #include "inject/clock.h"
-#include "inject/pipeline.h"
-#include "inject/prom_output.h"
-#include "inject/recorder.h"
+#include "inject/output/prom_output.h"
+#include "inject/pipeline/pipeline.h"
+#include "inject/recording/recorder.h"
 
 namespace {
 

@@ -128,7 +128,7 @@ expect 1 "not a gpuacct report" "$bin" report "$tmp/other.json"
 echo '{"a": ' >"$tmp/bad.json"
 expect 1 "not valid JSON" "$bin" report "$tmp/bad.json"
 
-# A live run's step stream (inject/step_stream.h), here the sample's rows behind a stream header,
+# A live run's step stream (inject/output/step_stream.h), here the sample's rows behind a stream header,
 # without the closing line and with a cut last line, as a killed job leaves it: `report` and
 # `analyze` summarise every row, say what was cut, and count it; `timeline` needs events.
 python3 - "$tmp/out/sample.report.json" "$tmp/run.steps.jsonl" <<'PY'

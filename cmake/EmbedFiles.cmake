@@ -3,7 +3,7 @@
 # Writes OUT: a C++ source defining `std::string_view gpuacct::inject::SYMBOL()`, an archive of
 # the FILES (paths relative to ROOT), each entry "<path>\n<size in bytes>\n<bytes>", in the
 # order given.  The injected library carries its Python instrumentation this way
-# (inject/python_hook.cc): it works wherever the library is copied, whatever is importable.
+# (inject/python/python_hook.cc): it works wherever the library is copied, whatever is importable.
 set(bytes "")
 set(total 0)
 foreach(rel IN LISTS FILES)

@@ -30,8 +30,8 @@ struct SyncTotals {
 // CUPTI's default thread ids, used when cuptiSetThreadIdType(SYSTEM) is refused: the low 32
 // bits of pthread_self(), which the C library gives to a new thread once an old one has gone,
 // mapped onto gettid() by time.  The library learns each thread's id at the thread's first
-// call, before CUPTI has a record of it, and its exit (inject/recorder.h, Registry); a record
-// belongs to the thread that had its id when the call was made.  A thread's lives stay known
+// call, before CUPTI has a record of it, and its exit (inject/recording/recorder.h, Registry); a
+// record belongs to the thread that had its id when the call was made.  A thread's lives stay known
 // after it exits, until forget_before() says no record of it can still come.
 class ThreadIds {
  public:

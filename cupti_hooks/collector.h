@@ -170,7 +170,7 @@ class Collector {
   // CUPTI hands a buffer back only once every record in it is complete (cuptiActivityFlushAll
   // with flag 0, the periodic flush: cupti_activity.h), so a record it has put in a buffer it
   // still holds -- made after that buffer was asked for -- is still to come, however long ago
-  // it completed (inject/watermark.h, FlushWatermark::held_by_buffers).
+  // it completed (inject/recording/watermark.h, FlushWatermark::held_by_buffers).
   static constexpr int64_t kNoBufferLent = std::numeric_limits<int64_t>::max();
   int64_t oldest_lent_ns() const;
 

@@ -90,8 +90,8 @@ uint64_t test_clock() {
 }
 
 // The buffers CUPTI holds and since when (the watermark stays before the oldest:
-// inject/watermark.h): a buffer counts from its request until CUPTI hands it back, filled or
-// empty, in any order.
+// inject/recording/watermark.h): a buffer counts from its request until CUPTI hands it back, filled
+// or empty, in any order.
 TEST(Collector, OldestLentBufferIsTheEarliestRequestNotYetHandedBack) {
   Collector& c = Collector::instance();
   c.set_host_clock_for_testing(&test_clock);

@@ -1,15 +1,15 @@
 // The public C API (include/gpuacct/gpuacct.h).  Every entry point is noexcept in effect: a
 // try/catch keeps any exception from crossing the C boundary.  Each mark reads the clock
 // first (now_ns() is emit's first argument): the first call starts the library (emit, in
-// inject/recorder.h).
+// inject/recording/recorder.h).
 #include <bit>
 
 #include "gpuacct/gpuacct.h"
 #include "inject/clock.h"
-#include "inject/python_hook.h"
-#include "inject/recorder.h"
+#include "inject/python/python_hook.h"
+#include "inject/recording/recorder.h"
+#include "inject/recording/sampling.h"
 #include "inject/runtime.h"
-#include "inject/sampling.h"
 
 using gpuacct::inject::emit;
 using gpuacct::inject::HostRecType;
@@ -36,7 +36,8 @@ GPUACCT_EXPORT int gpuacct_is_active(void) {
   }
 }
 
-// A step's begin (or mark) also moves the sampling window (GPUACCT_SAMPLE, inject/sampling.h).
+// A step's begin (or mark) also moves the sampling window (GPUACCT_SAMPLE,
+// inject/recording/sampling.h).
 GPUACCT_EXPORT void gpuacct_step_begin(int64_t step_number) {
   GPUACCT_GUARD({
     int64_t ts = now_ns();

@@ -55,7 +55,8 @@ struct Config {
   bool stacks = kDefaultStacks;  // GPUACCT_STACKS: native call sites of syncs / late launches
   int ring_records = kDefaultRingRecords;  // GPUACCT_RING_RECORDS: per-thread ring capacity
   bool ring_records_set = false;           // GPUACCT_RING_RECORDS was given (and valid)
-  int sample_every = 1;  // GPUACCT_SAMPLE: CUPTI traces 1 step in N (inject/sampling.h); 1 = all
+  // GPUACCT_SAMPLE: CUPTI traces 1 step in N (inject/recording/sampling.h); 1 = all
+  int sample_every = 1;
   // GPUACCT_COUNTERS: hardware counters per step (CUPTI PM sampling, docs/counters.md); off by
   // default until its overhead is measured on a GPU.
   bool counters = false;
@@ -87,7 +88,7 @@ struct Config {
   // docs/cost.md).  None given: none.
   CostModel cost;
   // GPUACCT_PROM_DIR: live fleet metrics as a Prometheus textfile (node-exporter's textfile
-  // collector directory), rewritten every GPUACCT_PROM_PERIOD_MS (inject/prom_output.h,
+  // collector directory), rewritten every GPUACCT_PROM_PERIOD_MS (inject/output/prom_output.h,
   // docs/metrics.md).  Empty: none.
   std::string prom_dir;
   int prom_period_ms = kDefaultPromPeriodMs;  // GPUACCT_PROM_PERIOD_MS

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "inject/nccl_profiler.h"
+#include "inject/nccl/nccl_profiler.h"
 #include "inject/runtime.h"
 
 namespace {
@@ -43,7 +43,7 @@ __attribute__((constructor)) void gpuacct_on_load() {
     setenv("NVTX_INJECTION64_PATH", info.dli_fname, /*overwrite=*/0);
     setenv("CUDA_INJECTION64_PATH", info.dli_fname, /*overwrite=*/0);
     // NCCL (2.23+) loads its profiler plugin at communicator init: us, forwarding to a plugin
-    // the user had named (inject/nccl_profiler.h).
+    // the user had named (inject/nccl/nccl_profiler.h).
     gpuacct::inject::prepare_nccl_profiler_env(info.dli_fname);
   } catch (...) {
   }

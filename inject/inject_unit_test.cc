@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "inject/config.h"
-#include "inject/host_events.h"
-#include "inject/host_ring.h"
 #include "inject/log.h"
-#include "inject/name_patterns.h"
-#include "inject/recorder.h"
+#include "inject/recording/host_events.h"
+#include "inject/recording/host_ring.h"
+#include "inject/recording/name_patterns.h"
+#include "inject/recording/recorder.h"
 
 namespace gpuacct::inject {
 namespace {

@@ -3,7 +3,7 @@
 // with its export table.  We fill the core (and core2 = domain) callback slots; every other
 // slot stays a no-op.  Each callback writes one record into the calling thread's ring, stamped
 // with the clock read as the callback's first act: the first call starts the library
-// (inject/recorder.h, emit).
+// (inject/recording/recorder.h, emit).
 #define NVTX_NO_IMPL
 #include <nvtx3/nvToolsExt.h>
 
@@ -12,7 +12,7 @@
 #include <new>
 
 #include "inject/clock.h"
-#include "inject/recorder.h"
+#include "inject/recording/recorder.h"
 
 // The handle types NVTX leaves for tools to define.
 struct nvtxDomainRegistration_st {

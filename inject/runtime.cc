@@ -19,14 +19,14 @@
 
 #include "cupti_hooks/collector.h"
 #include "inject/clock.h"
-#include "inject/collection.h"
 #include "inject/config.h"
 #include "inject/log.h"
-#include "inject/pipeline.h"
-#include "inject/python_hook.h"
-#include "inject/recorder.h"
-#include "inject/sampling.h"
-#include "inject/watermark.h"
+#include "inject/output/collection.h"
+#include "inject/pipeline/pipeline.h"
+#include "inject/python/python_hook.h"
+#include "inject/recording/recorder.h"
+#include "inject/recording/sampling.h"
+#include "inject/recording/watermark.h"
 
 namespace gpuacct::inject {
 namespace {
@@ -265,7 +265,7 @@ void Runtime::attach_cupti() {
   if (m.cfg.counters) {
     // The sampler starts on a device at its first launch there (the collector's launch
     // callback wakes the worker: device_launched_hook), or at its first GPU record (the
-    // pipeline offers the devices the parser has seen, each tick: inject/pipeline.cc).
+    // pipeline offers the devices the parser has seen, each tick: inject/pipeline/pipeline.cc).
     cupti::CounterOptions counters;
     counters.interval_us = static_cast<uint32_t>(m.cfg.counters_interval_us);
     counters.decode_period_ms = static_cast<uint32_t>(m.cfg.flush_ms);
@@ -402,7 +402,7 @@ void Runtime::Impl::tick(FlushWatermark& watermark) {
   const int64_t w = watermark.on_tick(now_ns());
   auto& collector = cupti::Collector::instance();
   collector.flush(false);
-  // What the buffers CUPTI still holds after this flush hold back (inject/watermark.h).
+  // What the buffers CUPTI still holds after this flush hold back (inject/recording/watermark.h).
   pipeline->tick(FlushWatermark::held_by_buffers(w, collector.oldest_lent_ns()));
 }
 

@@ -1,8 +1,9 @@
 // The injected library's lifecycle: loading the configuration, attaching CUPTI, the worker
 // thread (wakes on a completed buffer, gpuacct_flush(), a signal, and every GPUACCT_FLUSH_MS;
-// flushes CUPTI and hands the pipeline its watermark, inject/watermark.h) and the watchdog,
-// SIGTERM / SIGINT, fork and exit.  Everything between a collected event and an output file
-// is the Pipeline's (inject/pipeline.h).  One instance, created on first use, never freed.
+// flushes CUPTI and hands the pipeline its watermark, inject/recording/watermark.h) and the
+// watchdog, SIGTERM / SIGINT, fork and exit.  Everything between a collected event and an output
+// file is the Pipeline's (inject/pipeline/pipeline.h).  One instance, created on first use, never
+// freed.
 //
 // Errors: nothing here throws across a C boundary or stops the program; a failure switches
 // the library off or a part of it (one line through log_line, inject/log.h).  The signal

@@ -50,8 +50,8 @@ struct AccountingConfig {
   TimeNs pending_launch_timeout_ns = 2'000'000'000;
   // CUPTI hands a completed record out within this many flushes, possibly after records that
   // completed with it or later.  A live source advances the watermark once per flush: it
-  // promises the clock seen this many flushes ago (inject/watermark.h), and the ops' launch
-  // frontier gives an owed launch up only as it stood this many watermarks ago.
+  // promises the clock seen this many flushes ago (inject/recording/watermark.h), and the ops'
+  // launch frontier gives an owed launch up only as it stood this many watermarks ago.
   static constexpr int kLateFlushes = 5;
 
   // What waiting for owed launches may hold: at most this many events (GPU ops, host calls and

@@ -1,7 +1,7 @@
 // Which step each collective instance belongs to: the one rule, used by the live pipeline
-// (inject/pipeline.cc, records from NCCL's profiler plugin as they are matched) and offline
-// (analysis/input: records from a trace or a recording), so that both give a record the same
-// step_index.
+// (inject/pipeline/pipeline.cc, records from NCCL's profiler plugin as they are matched) and
+// offline (analysis/input: records from a trace or a recording), so that both give a record the
+// same step_index.
 //
 // The rule (docs/job_view.md, `step_index`):
 //   1. a record with a host enqueue time (host_enqueue != 0) belongs to the step whose host

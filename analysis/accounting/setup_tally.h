@@ -31,7 +31,7 @@ struct SetupTally {
   int64_t syncs = 0;    // blocking synchronisation calls (not in folded steps)
   int64_t sync_ns = 0;  // their time
   // Detected steps folded into set-up, and the step indices their rows had (live, the step
-  // stream already holds those rows: its reader leaves them out, inject/step_stream.h).
+  // stream already holds those rows: its reader leaves them out, inject/output/step_stream.h).
   int64_t folded_steps = 0;
   int64_t folded_first_index = -1;
   int64_t folded_last_index = -1;

@@ -435,8 +435,8 @@ Trace data_bound_loop(int steps, int lost = -1) {
 
 // Delivers `t` the way the library does: every `tick` the host events that ended by then and
 // the GPU ops that ended `gpu_lag` before then, then a watermark 300 ms behind the clock (the
-// flush watermark's margin, inject/watermark.h), for at most 10 s past the last event; what
-// is still held back then comes at the end.  Calls `on_tick(now)` after each tick.  The first
+// flush watermark's margin, inject/recording/watermark.h), for at most 10 s past the last event;
+// what is still held back then comes at the end.  Calls `on_tick(now)` after each tick.  The first
 // `on_time` ops come without the lag.
 template <typename F>
 void deliver_live(StepAccountant& acc, const Trace& t, TimeNs gpu_lag, F&& on_tick,

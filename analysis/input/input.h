@@ -67,7 +67,7 @@ class TraceTotals;
 enum class InputFormat : uint8_t {
   kRecording,    // a gpuacct recording (*.gpuacct): the live library's or `gpuacct synth`'s
   kKinetoTrace,  // a PyTorch-profiler / Chrome trace (*.json, *.json.gz)
-  kStepStream,   // a live run's step rows (<base>.steps.jsonl, inject/step_stream.h)
+  kStepStream,   // a live run's step rows (<base>.steps.jsonl, inject/output/step_stream.h)
   kReport,       // a gpuacct report (<base>.report.json: its schema, gpuacct.report/1)
 };
 const char* to_string(InputFormat format);

@@ -30,11 +30,11 @@ std::vector<json> rows_json(const std::vector<StepRow>& rows) {
   return out;
 }
 
-// A live run in miniature, the way inject/pipeline.cc runs: events gathered into a batch; at
-// each watermark the batch and the watermark are recorded (the watermark flushes the file to
-// the kernel), then the live accountant gets the batch and the watermark.  After each
-// watermark it keeps what a SIGKILL right then would leave: the temporary file's bytes, and the
-// rows the live run had finalised (streamed).
+// A live run in miniature, the way inject/pipeline/pipeline.cc runs: events gathered into a batch;
+// at each watermark the batch and the watermark are recorded (the watermark flushes the file to the
+// kernel), then the live accountant gets the batch and the watermark.  After each watermark it
+// keeps what a SIGKILL right then would leave: the temporary file's bytes, and the rows the live
+// run had finalised (streamed).
 class LiveRun final : public EventSink {
  public:
   struct Kill {
@@ -110,7 +110,7 @@ TEST(Input, AKilledRunsRecordingGivesTheRowsFinishedBeforeTheKill) {
   EXPECT_GT(with_rows, 10u);
 }
 
-// A stream as the library writes it (inject/step_stream.h): header, rows, a provisional
+// A stream as the library writes it (inject/output/step_stream.h): header, rows, a provisional
 // summary line, more rows, and -- when the run finished -- the closing summary line.
 struct Stream {
   std::vector<StepRow> rows;

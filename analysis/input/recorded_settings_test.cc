@@ -44,7 +44,7 @@ struct Recorded {
   std::vector<StepRow> rows;  // the live rows
 };
 
-// A run accounted live with `live_cfg` and recorded the way inject/pipeline.cc does; its
+// A run accounted live with `live_cfg` and recorded the way inject/pipeline/pipeline.cc does; its
 // metadata carries the run's settings unless `carry_settings` is false (a recording written
 // before they were carried).
 Recorded record_run(const AccountingConfig& live_cfg, bool carry_settings) {

@@ -203,7 +203,7 @@ StatusOr<StepStreamParser::Line> StepStreamParser::feed(std::string_view text, b
         provisional != line.end() && provisional->is_boolean() && !provisional->get<bool>();
     return Line::kSummary;
   }
-  if (line.contains("setup")) {  // the last set-up line counts (inject/step_stream.h)
+  if (line.contains("setup")) {  // the last set-up line counts (inject/output/step_stream.h)
     state_.setup = line["setup"];
     return Line::kSetup;
   }

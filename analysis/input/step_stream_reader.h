@@ -1,5 +1,5 @@
-// Reading a live run's step stream (<base>.steps.jsonl, written by inject/step_stream.h): the
-// header line, one line per finalised step row, summary lines, gap lines, and -- when the run
+// Reading a live run's step stream (<base>.steps.jsonl, written by inject/output/step_stream.h):
+// the header line, one line per finalised step row, summary lines, gap lines, and -- when the run
 // finished -- a closing summary line.  A job killed with SIGKILL leaves every row it finalised
 // and no closing line; this reader takes all of its rows, so `gpuacct report` and
 // `gpuacct analyze` summarise them with the one C++ summary (analysis/report/report.h).
@@ -56,8 +56,8 @@ struct StepStreamContents {
   int64_t rows_lost = 0;             // gap lines: rows the writer could not write
   uint64_t bytes_cut = 0;            // a last line cut before its newline, left out
   uint64_t bytes = 0;                // read, the cut line included
-  // The last set-up line's section (inject/step_stream.h), null if none; the rows it names as
-  // folded into set-up are not in `rows`.
+  // The last set-up line's section (inject/output/step_stream.h), null if none; the rows it names
+  // as folded into set-up are not in `rows`.
   nlohmann::json setup;
 };
 

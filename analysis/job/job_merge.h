@@ -45,7 +45,7 @@ struct JobOptions {
 // Whether a record's (comm, seq) names the same operation, with the same ranks, on every rank
 // that has it.  Point-to-point records only where the identity names the transfer: the
 // plugin's when it knew rank and peer (comm = the (communicator, sender, receiver) hash, seq
-// the pair's count from 1: inject/nccl_profiler.cc) and a trace's (its comm is the pair's when
+// the pair's count from 1: inject/nccl/nccl_profiler.cc) and a trace's (its comm is the pair's when
 // the trace names the peer).  Not under kernel-order identity: the i-th send/recv kernel of
 // one rank and the i-th of another are usually transfers with different peers (pipeline
 // stages), and nothing in the kernel names the peer.

@@ -1,6 +1,6 @@
 // One collective / point-to-point operation instance on one rank: the unit of the job view
 // (docs/job_view.md).  Every source gives the same record:
-//   - the live library, from NCCL's profiler-plugin events (inject/nccl_profiler.*) matched to
+//   - the live library, from NCCL's profiler-plugin events (inject/nccl/nccl_profiler.*) matched to
 //     the CUPTI kernel that ran them;
 //   - where no plugin events arrive (older NCCL, plugin refused) and for recordings without
 //     them, NCCL kernels matched by their order per stream (analysis/import/kernel_order.h);

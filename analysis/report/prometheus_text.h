@@ -1,7 +1,7 @@
 // Live fleet metrics in the Prometheus text exposition format (version 0.0.4, the format
 // node-exporter's textfile collector reads): step rows accumulated as they are finalised,
 // rendered as text.  Pure: no I/O, no clock.  The injected library writes the text to a file
-// (inject/prom_output.h); docs/metrics.md is the user's description.
+// (inject/output/prom_output.h); docs/metrics.md is the user's description.
 //
 // The metrics (each sample labelled job, host, rank and, where it is per device, device --
 // never the step number, whose every value would be a new series):

@@ -50,7 +50,7 @@ nlohmann::json report_to_json(const ReportInputs& in);
 nlohmann::json setup_json(const SetupTally& setup, const NameTable* names);
 
 // The report's summary, verdict, config, stats and data_loss over `rows` (no rows, kernels
-// or gaps): what a provisional summary line of the live stream holds (inject/step_stream.h).
+// or gaps): what a provisional summary line of the live stream holds (inject/output/step_stream.h).
 // with_rows: also the steps and the change_points section (a step stream's report).
 nlohmann::json summary_report(const std::vector<StepRow>& rows, const Stats& stats,
                               const AccountingConfig& config, const RunMetadata& meta,

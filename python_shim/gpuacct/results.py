@@ -37,7 +37,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 from .rank_files import kinds_in, rank_file_name
 
 REPORT_SCHEMA = "gpuacct.report/1"
-STREAM_SCHEMA = "gpuacct.steps/1"  # a step stream's header line (inject/pipeline.cc)
+STREAM_SCHEMA = "gpuacct.steps/1"  # a step stream's header line (inject/pipeline/pipeline.cc)
 WALLS: Tuple[str, ...] = ("compute", "communication", "data", "launch", "other")
 
 

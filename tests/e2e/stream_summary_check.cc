@@ -1,7 +1,7 @@
 // stream_summary_check STREAM.jsonl: checks every summary line of a library's step stream
 // against the C++ summary of the step rows before it.  For each line (provisional or final)
 // the rows above it are read back into StepRows and summarised with the library's own
-// functions (report/report.h summary_report, inject/pipeline.h summary_line: summarize +
+// functions (report/report.h summary_report, inject/pipeline/pipeline.h summary_line: summarize +
 // report_to_json), with the counters the line carries; summary, verdict, data_loss and step_rows must be equal.
 // Exit status 0 when every line matches (prints how many were checked), 1 on a mismatch, 2 on
 // bad input or a stream that lost rows (gap lines: the rows to check are not all there).
@@ -19,7 +19,7 @@
 #include "analysis/model/run_metadata.h"
 #include "analysis/model/stats.h"
 #include "analysis/report/report.h"
-#include "inject/pipeline.h"
+#include "inject/pipeline/pipeline.h"
 
 namespace {
 

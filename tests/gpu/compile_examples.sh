@@ -24,5 +24,5 @@ done
 # The counting NCCL profiler plugin of the unit tests, for check.sh's forwarding run (the
 # library's test build makes it too, but check.sh builds without tests).  No NCCL needed.
 "${CXX:-g++}" -std=c++17 -O2 -shared -fPIC -fvisibility=hidden -Wall -Wextra -Werror \
-  -I"$ROOT" -o "$OUT/nccl_test_plugin.so" "$ROOT/inject/nccl_test_plugin.cc"
+  -I"$ROOT" -o "$OUT/nccl_test_plugin.so" "$ROOT/inject/nccl/nccl_test_plugin.cc"
 echo "compiled nccl_test_plugin.so"

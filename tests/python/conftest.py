@@ -137,7 +137,7 @@ def real_lib() -> str:
 
 GOLDEN_REPORT = REPO / "tests" / "golden" / "sample.report.json"
 STREAM_HEADER = {"schema": "gpuacct.steps/1", "source": "injected", "hostname": "testhost",
-                 "pid": 4321, "rank": 0}  # the library's first line (inject/pipeline.cc)
+                 "pid": 4321, "rank": 0}  # the library's first line (inject/pipeline/pipeline.cc)
 
 
 def golden_report() -> Dict[str, object]:
@@ -145,7 +145,8 @@ def golden_report() -> Dict[str, object]:
 
 
 def summary_line(report: Dict[str, object], step_rows: int, provisional: bool) -> Dict[str, object]:
-    """A stream's summary line as the library writes it (inject/step_stream.h) for `report`."""
+    """A stream's summary line as the library writes it (inject/output/step_stream.h) for
+    `report`."""
     return {"summary": report["summary"], "verdict": report["verdict"],
             "provisional": provisional, "step_rows": step_rows,
             "data_loss": report.get("data_loss", False),

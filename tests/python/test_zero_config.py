@@ -2,7 +2,7 @@
 
 `CUDA_INJECTION64_PATH=libgpuacct.so python train.py` with nothing else set -- no pip install,
 no PYTHONPATH, started from another directory -- must instrument a PyTorch loop exactly as it
-is with the package importable (the library carries the package: inject/python_hook.h).  The
+is with the package importable (the library carries the package: inject/python/python_hook.h).  The
 loop has what the H200 showed first steps get wrong: parameter copies before it, a first
 iteration that spends seconds on one-time set-up, and a data-bound steady state.  Without any
 Python marks (GPUACCT_PYTHON=0) the steps are detected: one per iteration, ending after the
