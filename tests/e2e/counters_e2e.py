@@ -254,10 +254,12 @@ def case_overflow() -> None:
         check(live["data_loss"] is True, "samples lost but data_loss false")
         decoded = live["collection"]["counters"]["devices"][0]["samples"]
         # Every interval from the start (after step 0) to the stop is either decoded or counted
-        # lost.
+        # lost: at least the steps' span, and more by the time the sampler runs past the last
+        # step until it is stopped at exit (a few ms; longer on a loaded machine: 8 of 99 seen
+        # under ctest -j4).
         sampled = [r for r in live["steps"] if r["step_index"] >= FIRST_COVERED_STEP]
         span = max(r["window_end_ns"] for r in sampled) - min(r["window_begin_ns"] for r in sampled)
-        check(abs(decoded + lost - span / 1e6) <= 2,
+        check(span / 1e6 - 2 <= decoded + lost <= 1.25 * span / 1e6 + 2,
               f"{decoded} decoded + {lost} lost samples of 1 ms over {span} ns")
         check_rows(live, truth_of(out), 1, full_cover=False)
         same_counters(live, analyze_recording(out))  # the loss is carried by the recording
