@@ -17,6 +17,7 @@
 #include "analysis/import/kineto_importer.h"
 #include "analysis/import/recording.h"
 #include "analysis/input/input_collectives.h"
+#include "analysis/input/live_writer.h"
 #include "analysis/model/file_io.h"
 #include "analysis/model/json_text.h"
 #include "analysis/model/ordered_parallel.h"
@@ -536,7 +537,19 @@ StatusOr<InputReport> report_step_stream(const Input& input, const AccountingCon
   ReportParts parts;
   parts.cost = cost;
   if (s.setup.is_object()) parts.sections["setup"] = s.setup;
-  if (!s.finished || s.bytes_cut > 0) {
+  // A stream without its closing line whose writer still holds it open: a job in progress, its
+  // rows so far -- not a cut, not a loss.
+  const bool running = !s.finished && file_held_by_live_writer(input.path(), meta);
+  if (running) {
+    s.stats.set(Stat::inputs_cut_off, 0);
+    parts.sections["in_progress"] = {{"input", "step_stream"},
+                                     {"pid", meta.pid},
+                                     {"rows", out.rows.size()},
+                                     {"summary_lines", s.summary_lines}};
+    out.cut_off = input.path() + ": still being written (pid " + std::to_string(meta.pid) +
+                  " holds it open): " + std::to_string(out.rows.size()) +
+                  " step rows so far; counters as of its last summary line";
+  } else if (!s.finished || s.bytes_cut > 0) {
     parts.sections["cut_off"] = {{"input", "step_stream"},
                              {"finished", s.finished},
                              {"rows", out.rows.size()},

@@ -126,10 +126,12 @@ struct ResolvedConfig {
 struct InputContents {
   RunMetadata metadata;  // source and source_path always set
   // Extra top-level report sections (build_report's `extra`): "hta_totals" for Kineto traces,
-  // "step_detection" when the input marked no steps, "cut_off" when its writer was killed.
+  // "step_detection" when the input marked no steps, "cut_off" when its writer was killed,
+  // "in_progress" when a step stream's writer is still running.
   nlohmann::json sections = nlohmann::json::object();
   // Not empty when the input was cut off by its writer's death: one line for stderr that says
-  // what was read and what was lost.
+  // what was read and what was lost.  A step stream its live writer still holds open (a job in
+  // progress, analysis/input/live_writer.h) gets one too, saying so; nothing is counted lost.
   std::string cut_off;
   // ResolvedConfig::note (account_input): a given setting differs from the run's own.
   std::string settings_note;

@@ -1,11 +1,14 @@
 // The front door on what a killed job leaves behind: its recording cut anywhere, and its step
-// stream without the closing line (analysis/input/input.h, step_stream_reader.h).
+// stream without the closing line (analysis/input/input.h, step_stream_reader.h); and on a
+// running job's stream (analysis/input/live_writer.h).
 #include "analysis/input/input.h"
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -255,6 +258,47 @@ TEST(Input, AKilledJobsStepStreamGivesEveryRow) {
       EXPECT_EQ(st["value"], 1);
     }
   }
+}
+
+// A job still running: its stream has no closing line yet, and the process its header names
+// (this host, this test's pid) holds it open -- rows so far, nothing lost, said so.  Once the
+// writer lets go without the closing line, the same file is a killed job's cut.
+TEST(Input, AStreamItsLiveWriterHoldsOpenIsInProgressNotCut) {
+  Stream s = make_stream(false);
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
+  const json header = {{"schema", "gpuacct.steps/1"}, {"source", "injected"},
+                       {"hostname", host}, {"pid", static_cast<int64_t>(getpid())},
+                       {"rank", 0}};
+  s.text = header.dump() + s.text.substr(s.text.find('\n'));
+  const std::string path = testing::TempDir() + "/in_progress.steps.jsonl";
+  auto report_of_file = [&] {
+    NameTable names;
+    AccountingConfig cfg;
+    cfg.warmup_steps = AccountingConfig::kWarmupBySource;
+    auto input = Input::open(path);
+    EXPECT_TRUE(input.ok());
+    return report_input(*input, cfg, names);
+  };
+  auto writer = std::make_unique<std::ofstream>(path, std::ios::binary);
+  *writer << s.text;
+  writer->flush();
+  auto rep = report_of_file();
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  EXPECT_EQ(rows_json(rep->rows), rows_json(s.rows));
+  ASSERT_TRUE(rep->report.contains("in_progress")) << rep->report.dump();
+  EXPECT_EQ(rep->report["in_progress"]["pid"], static_cast<int64_t>(getpid()));
+  EXPECT_FALSE(rep->report.contains("cut_off"));
+  EXPECT_FALSE(rep->report["data_loss"].get<bool>());
+  EXPECT_NE(rep->cut_off.find("still being written"), std::string::npos) << rep->cut_off;
+  writer.reset();  // the writer lets go without its closing line
+  rep = report_of_file();
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  EXPECT_TRUE(rep->report.contains("cut_off"));
+  EXPECT_FALSE(rep->report.contains("in_progress"));
+  EXPECT_TRUE(rep->report["data_loss"].get<bool>());
+  EXPECT_NE(rep->cut_off.find("no closing summary line"), std::string::npos) << rep->cut_off;
+  std::remove(path.c_str());
 }
 
 TEST(Input, BadStepStreamsGiveClearErrors) {
