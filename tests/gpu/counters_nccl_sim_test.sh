@@ -62,7 +62,9 @@ expect_ok "nccl: rows identity" "nccl: rows vs issued" "nccl: rows with GPU time
   "counters tensor_matmul dev0: trigger set" "counters tensor_matmul dev0: sample clock" \
   "counters tensor_matmul dev0: start -> 1st sample" "counters elementwise dev0: samples / due"
 grep -qP '^nccl: ops per kernel\t>= 1 each\t2x80\t' "$rows" || fail "not every row of a 2-operation kernel"
-grep -q $'^counters tensor_matmul dev0: sample 4 values\t-\t.*realtime=80.00' "$rows" ||
+# One of the first five samples holds the planted plateau (the ones before the first kernel
+# read 0: on a loaded machine the example's first launch comes a few ms after sampling starts).
+grep -qP '^counters tensor_matmul dev0: sample [0-4] values\t-\t.*realtime=80.00' "$rows" ||
   fail "tensor_matmul's raw values not as planted"
 [ -s "$WORK/out/counters_tensor_matmul/diagnostics.tsv" ] || fail "no diagnostics side file"
 echo "counters_nccl.sh on the simulated device: ok"
