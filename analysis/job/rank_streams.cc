@@ -5,6 +5,7 @@
 #include <fstream>
 #include <optional>
 
+#include "analysis/input/live_writer.h"
 #include "analysis/input/step_stream_reader.h"
 #include "analysis/job/rank_inputs.h"
 #include "analysis/model/collective_rows.h"
@@ -68,9 +69,13 @@ class StepStreamPull : public StepRowPull {
     const StepStreamContents& c = parser_.contents();
     if (!error_.ok()) out.push_back(error_.message() + ": the rows after it are left out");
     if (done_ && error_.ok() && !c.finished) {
-      out.push_back(path_ +
-                    ": the step stream has no closing summary line (its writer was "
-                    "killed?): its rows up to the cut are used");
+      // A rank still running holds its stream open (analysis/input/live_writer.h).
+      out.push_back(file_held_by_live_writer(path_, c.metadata)
+                        ? path_ + ": still being written (pid " + std::to_string(c.metadata.pid) +
+                              " holds it open): its rows so far are used"
+                        : path_ +
+                              ": the step stream has no closing summary line (its writer was "
+                              "killed?): its rows up to the cut are used");
     }
     if (c.bytes_cut > 0) out.push_back(path_ + ": its last line was cut before its newline");
     if (parser_.lines_skipped() > 0) {
