@@ -75,34 +75,12 @@ void BM_LaunchCallback(benchmark::State& state) {
 }
 BENCHMARK(BM_LaunchCallback);
 
-void BM_LaunchCallbackNested(benchmark::State& state) {
-  make_recording();
-  auto& col = gpuacct::cupti::Collector::instance();
-  gpuacct::cupti::CollectorHooks hooks;
-  hooks.api_enter = &gpuacct::inject::hook_api_enter;
-  hooks.api_exit = &gpuacct::inject::hook_api_exit;
-  col.set_hooks_for_testing(hooks);
-  const uint32_t rt = gpuacct::cupti::Collector::cbid_cuda_launch_kernel();
-  const uint32_t drv = gpuacct::cupti::Collector::cbid_cu_launch_kernel();
-  uint32_t corr = 1;
-  for (auto _ : state) {
-    uint64_t rt_scratch = 0, drv_scratch = 0;
-    col.invoke_api_callback_for_testing(true, rt, true, &rt_scratch, corr);
-    col.invoke_api_callback_for_testing(false, drv, true, &drv_scratch, corr);
-    col.invoke_api_callback_for_testing(false, drv, false, &drv_scratch, corr);
-    col.invoke_api_callback_for_testing(true, rt, false, &rt_scratch, corr);
-    ++corr;
-    benchmark::DoNotOptimize(rt_scratch);
-  }
-  state.SetItemsProcessed(state.iterations());
-}
-BENCHMARK(BM_LaunchCallbackNested);
-
-// The same nest with the calls timed by their callbacks (GPUACCT_CUPTI_API=callbacks): four
+// A cudaLaunchKernel and the cuLaunchKernel nested in it, as CUPTI calls back with both
+// domains on.  `timed`: the calls timed by their callbacks (GPUACCT_CUPTI_API=callbacks): four
 // clock reads and one ring record a launch, drained every 4096 launches as the worker would.
-void BM_LaunchCallbackTimed(benchmark::State& state) {
+void nested_launches(benchmark::State& state, bool timed) {
   make_recording();
-  gpuacct::inject::g_hot.api_calls = true;
+  gpuacct::inject::g_hot.api_calls = timed;
   auto& col = gpuacct::cupti::Collector::instance();
   gpuacct::cupti::CollectorHooks hooks;
   hooks.api_enter = &gpuacct::inject::hook_api_enter;
@@ -123,6 +101,15 @@ void BM_LaunchCallbackTimed(benchmark::State& state) {
   }
   gpuacct::inject::g_hot.api_calls = false;
   state.SetItemsProcessed(state.iterations());
+}
+
+void BM_LaunchCallbackNested(benchmark::State& state) {
+  nested_launches(state, /*timed=*/false);
+}
+BENCHMARK(BM_LaunchCallbackNested);
+
+void BM_LaunchCallbackTimed(benchmark::State& state) {
+  nested_launches(state, /*timed=*/true);
 }
 BENCHMARK(BM_LaunchCallbackTimed);
 
